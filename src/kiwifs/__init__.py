@@ -1,0 +1,37 @@
+"""kiwifs: a knowledge filesystem for AI agents.
+
+Markdown files with YAML frontmatter in a folder, made safe and useful: atomic writes committed to
+git with provenance, an episodic-memory report, search, and REST, MCP and CLI interfaces that all
+sit on :class:`Knowledge`.
+"""
+
+from .errors import (
+    Conflict,
+    InvalidFrontmatter,
+    InvalidPath,
+    KiwiError,
+    NotFound,
+    RootNotFound,
+    UsageError,
+)
+from .knowledge import FileContent, Knowledge, MergeResult
+from .memory import EpisodicFile, MemoryReport, MergeEntry
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Conflict",
+    "EpisodicFile",
+    "FileContent",
+    "InvalidFrontmatter",
+    "InvalidPath",
+    "KiwiError",
+    "Knowledge",
+    "MemoryReport",
+    "MergeEntry",
+    "MergeResult",
+    "NotFound",
+    "RootNotFound",
+    "UsageError",
+    "__version__",
+]

@@ -1,0 +1,154 @@
+"""The ``kiwifs`` command: parse flags, make one :class:`Knowledge` call, print the answer.
+
+Errors from the core are :class:`KiwiError`; :func:`main` turns them into a one-line message on
+stderr and the error's exit code (2 for usage errors and a missing root, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import KiwiError
+from .knowledge import Knowledge
+from .memory import MergeEntry
+
+ROOT_HELP = "Knowledge root folder."
+DEFAULT_ROOT = "./knowledge"
+
+
+def root_option(default: str | None = DEFAULT_ROOT) -> Any:
+    return click.option(
+        "--root", "-r", default=default, show_default=True, help=ROOT_HELP, type=click.Path()
+    )
+
+
+def dump_json(value: Any) -> str:
+    """JSON as the CLI prints it: 2-space indent, UTF-8, trailing newline."""
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+class KiwiGroup(click.Group):
+    """A click group that reports :class:`KiwiError` as one line with its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KiwiError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=KiwiGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """kiwifs: a knowledge filesystem for AI agents."""
+
+
+@cli.command()
+def version() -> None:
+    """Print the kiwifs version."""
+    click.echo(f"kiwifs {__version__}")
+
+
+@cli.command()
+@root_option()
+@click.option(
+    "--template",
+    type=click.Choice(["knowledge", "blank"]),
+    default="knowledge",
+    show_default=True,
+    help="What to lay out.",
+)
+def init(root: str, template: str) -> None:
+    """Create a knowledge root (never overwrites existing files) and commit it to git."""
+    result = Knowledge.init(root, template)
+    click.echo(f"Initialized knowledge at {result.root} (template: {template})")
+    if not result.created:
+        click.echo("nothing to add: every template file already exists")
+
+
+@cli.group(cls=KiwiGroup)
+def memory() -> None:
+    """Episodic memory: the consolidation report and recording merges."""
+
+
+@memory.command("report")
+@root_option()
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
+@click.option("--limit", type=int, default=None, help="Page size for the file lists.")
+@click.option("--offset", type=int, default=0, show_default=True, help="Page start.")
+@click.option(
+    "--fail-on-unmerged", is_flag=True, help="Exit 1 when any episode is unmerged (for CI)."
+)
+def memory_report(
+    root: str,
+    as_json: bool,
+    episodes_prefix: str,
+    limit: int | None,
+    offset: int,
+    fail_on_unmerged: bool,
+) -> None:
+    """List the episodes that no page's merged-from cites yet."""
+    report = Knowledge.open(root).memory_report(episodes_prefix or None, limit, offset)
+    if as_json:
+        click.echo(dump_json(report.to_json()), nl=False)
+    else:
+        from .memory import render_cli
+
+        click.echo(render_cli(report), nl=False)
+        for warning in report.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    if fail_on_unmerged and report.unmerged_count:
+        sys.exit(1)
+
+
+@memory.command("merge")
+@click.argument("page")
+@root_option()
+@click.option("--episode", "episodes", multiple=True, help="Episode id merged (repeatable).")
+@click.option("--path", "paths", multiple=True, help="Episode path merged (repeatable).")
+@click.option("--type", "typ", default="episode", show_default=True, help="Entry type.")
+@click.option("--note", default="", help="Note recorded on every entry.")
+@click.option("--actor", default="kiwifs", show_default=True, help="Git author and entry actor.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
+def memory_merge(
+    page: str,
+    root: str,
+    episodes: tuple[str, ...],
+    paths: tuple[str, ...],
+    typ: str,
+    note: str,
+    actor: str,
+    as_json: bool,
+) -> None:
+    """Record in PAGE's merged-from that it consumed the given episodes (idempotent)."""
+    if not episodes and not paths:
+        raise click.UsageError("give at least one --episode ID or --path P")
+    entries = [MergeEntry(type=typ, id=e, note=note) for e in episodes]
+    entries += [MergeEntry(type=typ, path=p, note=note) for p in paths]
+    result = Knowledge.open(root).merge(page, entries, actor=actor)
+    if as_json:
+        payload = {
+            "path": result.path,
+            "etag": result.etag,
+            "created": result.created,
+            "added": [e.to_yaml_fields() for e in result.added],
+        }
+        click.echo(dump_json(payload), nl=False)
+        return
+    if result.added:
+        click.echo(
+            f"merged {len(result.added)} entr{'y' if len(result.added) == 1 else 'ies'}"
+            f" into {result.path}"
+        )
+    else:
+        click.echo(f"nothing to do: {result.path} already cites every entry")
+
+
+def main() -> None:
+    cli(prog_name="kiwifs")

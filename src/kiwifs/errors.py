@@ -1,0 +1,118 @@
+"""The one error tree of kiwifs.
+
+Every failure the core reports is a :class:`KiwiError` with a stable ``code``. Each interface maps
+the tree in exactly one place: REST to an HTTP status and ``{"error": message}``, the CLI to an exit
+code, MCP to a tool error. Nothing outside this module decides what a failure *is*::
+
+    KiwiError                    code             CLI exit   HTTP
+    ├── UsageError               usage            2          400
+    │   ├── InvalidPath          invalid_path     2          400
+    │   ├── InvalidProvenance    invalid_provenance 2        400
+    │   └── InvalidQuery         invalid_query    2          400
+    ├── InvalidFrontmatter       invalid_frontmatter 1       400
+    ├── RootNotFound             root_not_found   2          404
+    ├── NotFound                 not_found        1          404
+    ├── Conflict                 conflict         1          409
+    ├── PayloadTooLarge          too_large        1          413
+    ├── Unauthorized             unauthorized     1          401
+    ├── Locked                   locked           1          423
+    ├── ConfigError              config           2          500
+    └── StorageError             storage          1          500
+"""
+
+from __future__ import annotations
+
+
+class KiwiError(Exception):
+    """Base of every error kiwifs raises on purpose; ``message`` is safe to show a user."""
+
+    code = "error"
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(KiwiError):
+    """The caller asked for something malformed (bad flag value, negative limit…)."""
+
+    code = "usage"
+    exit_code = 2
+
+
+class InvalidPath(UsageError):
+    """A path that is empty, escapes the root, or names a hidden or control-character segment."""
+
+    code = "invalid_path"
+
+
+class InvalidProvenance(UsageError):
+    """A non-empty ``X-Provenance`` value that is not ``type:id``."""
+
+    code = "invalid_provenance"
+
+
+class InvalidQuery(UsageError):
+    """A search or meta query that cannot be run (FTS syntax, bad filter field)."""
+
+    code = "invalid_query"
+
+
+class InvalidFrontmatter(KiwiError):
+    """Frontmatter that must be rewritten but cannot be parsed; the file is left as it was."""
+
+    code = "invalid_frontmatter"
+
+
+class RootNotFound(KiwiError):
+    """The knowledge root does not exist; kiwifs never creates one silently."""
+
+    code = "root_not_found"
+    exit_code = 2
+
+
+class NotFound(KiwiError):
+    """The file, version or directory asked for does not exist."""
+
+    code = "not_found"
+
+
+class Conflict(KiwiError):
+    """An ``If-Match`` precondition failed: the file changed since the caller read it."""
+
+    code = "conflict"
+
+
+class PayloadTooLarge(KiwiError):
+    """A body over the configured size limit."""
+
+    code = "too_large"
+
+
+class Unauthorized(KiwiError):
+    """Missing or wrong credentials."""
+
+    code = "unauthorized"
+
+
+class Locked(KiwiError):
+    """Another process holds the root (a second ``kiwifs serve`` on the same root)."""
+
+    code = "locked"
+
+
+class ConfigError(KiwiError):
+    """``.kiwi/config.toml`` exists but cannot be read or parsed."""
+
+    code = "config"
+    exit_code = 2
+
+
+class StorageError(KiwiError):
+    """The filesystem or git failed underneath an operation."""
+
+    code = "storage"

@@ -1,0 +1,288 @@
+"""``Knowledge``: the one object every interface uses.
+
+The CLI, the REST server and the MCP server each parse their input, make one call here and format
+the answer. All behaviour lives below this object; nothing above it decides a rule.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Config, load_config
+from .errors import NotFound, RootNotFound, UsageError
+from .events import EventBus
+from .markdown import append_entries, edit_frontmatter, read_frontmatter
+from .memory import (
+    MERGED_FROM,
+    MemoryReport,
+    MergeEntry,
+    build_report,
+    check_paging,
+    existing_merge_keys,
+    resolve_prefix,
+    validate_entry,
+)
+from .paths import canonical, canonical_dir
+from .pipeline import Pipeline, WriteResult
+from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
+from .scaffold import InitResult, scaffold
+from .scan import scan_facts
+from .storage import Storage
+from .versioning import Change, Git, Version, blob_id
+
+DEFAULT_ACTOR = "kiwifs"
+
+
+@dataclass(frozen=True)
+class FileContent:
+    path: str
+    content: bytes
+    etag: str
+    mtime: float
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    path: str
+    name: str
+    is_dir: bool
+    size: int | None = None
+    children: tuple[TreeNode, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "name": self.name, "isDir": self.is_dir}
+        if not self.is_dir:
+            out["size"] = self.size
+        else:
+            out["children"] = [c.to_json() for c in self.children]
+        return out
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    path: str
+    etag: str
+    added: tuple[MergeEntry, ...]
+    created: bool
+
+
+class Knowledge:
+    """A knowledge root: its files, history, memory report and change events."""
+
+    def __init__(self, root: Path, config: Config | None = None) -> None:
+        self.root = Path(root)
+        self.config = config if config is not None else load_config(self.root)
+        self.storage = Storage(self.root)
+        self.git: Git | None = Git(self.root) if Git(self.root).is_repo() else None
+        self.events = EventBus()
+        self.pipeline = Pipeline(self.storage, self.git, self.events, None)
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> Knowledge:
+        """Open an existing root; a missing one is an error, never created silently."""
+        path = Path(root)
+        if not path.exists():
+            raise RootNotFound(f"knowledge root not found: {path} (create it with 'kiwifs init')")
+        if not path.is_dir():
+            raise RootNotFound(f"knowledge root is not a folder: {path}")
+        kb = cls(path)
+        kb.pipeline.recover()
+        return kb
+
+    @classmethod
+    def init(cls, root: str | os.PathLike[str], template: str = "knowledge") -> InitResult:
+        """Lay out a new root from a template (never overwriting) and commit it."""
+        return scaffold(Path(root), template)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def read(self, path: str) -> FileContent:
+        rel = canonical(path)
+        data = self.storage.read(rel)
+        mtime = self.storage.stat(rel).st_mtime
+        return FileContent(rel, data, blob_id(data), mtime)
+
+    def frontmatter(self, path: str) -> dict[str, Any]:
+        """The parsed frontmatter of a file (``{}`` when it has none or it is invalid)."""
+        return read_frontmatter(self.read(path).content).data
+
+    def tree(self, path: str | None = None, depth: int = 20) -> TreeNode:
+        rel = canonical_dir(path)
+        base = self.storage.abspath(rel)
+        if not base.is_dir():
+            if base.exists():
+                raise UsageError(f"{rel} is a file, not a folder")
+            raise NotFound(f"folder not found: {rel or '/'}")
+        name = rel.rsplit("/", 1)[-1] if rel else "/"
+        return TreeNode(rel + "/" if rel else "", name, True, None, _children(base, rel, depth))
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write(
+        self,
+        path: str,
+        content: bytes | str,
+        actor: str | None = None,
+        if_match: str | None = None,
+        provenance: str | Provenance | None = None,
+    ) -> WriteResult:
+        prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
+        return self.pipeline.write(path, _bytes(content), _actor(actor), if_match, prov)
+
+    def append(
+        self, path: str, content: bytes | str, actor: str | None = None, separator: str = "\n"
+    ) -> WriteResult:
+        return self.pipeline.append(path, _bytes(content), _actor(actor), separator.encode())
+
+    def delete(self, path: str, actor: str | None = None, if_match: str | None = None) -> str:
+        return self.pipeline.delete(path, _actor(actor), if_match)
+
+    def bulk_write(
+        self,
+        files: Sequence[tuple[str, bytes | str]],
+        actor: str | None = None,
+        provenance: str | Provenance | None = None,
+        message: str | None = None,
+    ) -> list[WriteResult]:
+        prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
+        items = [(p, _bytes(c)) for p, c in files]
+        return self.pipeline.bulk(items, _actor(actor), prov, message)
+
+    def rename(self, src: str, dst: str, actor: str | None = None) -> WriteResult:
+        return self.pipeline.rename(src, dst, _actor(actor))
+
+    # -- history ----------------------------------------------------------------------------
+
+    def versions(self, path: str) -> list[Version]:
+        rel = canonical(path)
+        return self.git.versions(rel) if self.git else []
+
+    def version(self, path: str, rev: str) -> bytes:
+        rel = canonical(path)
+        if self.git is None:
+            raise NotFound("version not found (the root is not a git repository)")
+        return self.git.show(rel, rev)
+
+    def diff(self, path: str, rev_from: str, rev_to: str) -> str:
+        rel = canonical(path)
+        if self.git is None:
+            raise NotFound("version not found (the root is not a git repository)")
+        return self.git.diff(rel, rev_from, rev_to)
+
+    def changes(self, since: str | None = None, limit: int = 50) -> list[Change]:
+        if since and not (4 <= len(since) <= 40 and all(c in "0123456789abcdef" for c in since)):
+            raise UsageError("unknown sequence")
+        if not 1 <= limit <= 500:
+            raise UsageError("limit must be between 1 and 500")
+        return self.git.changes(since, limit) if self.git else []
+
+    # -- episodic memory --------------------------------------------------------------------
+
+    def episodes_prefix(self, prefix: str | None = None) -> str:
+        """The prefix in force: the argument, else ``[memory]`` config, else ``episodes/``."""
+        return resolve_prefix(prefix, self.config.memory.episodes_path_prefix)
+
+    def memory_report(
+        self, prefix: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> MemoryReport:
+        """The consolidation queue (SPEC §2): every episode no ``merged-from`` cites yet."""
+        limit, offset = check_paging(limit, offset)
+        return build_report(scan_facts(self.root), self.episodes_prefix(prefix), limit, offset)
+
+    def merge(
+        self,
+        page: str,
+        entries: Iterable[MergeEntry],
+        actor: str | None = None,
+        if_match: str | None = None,
+    ) -> MergeResult:
+        """Record in ``page``'s ``merged-from`` that it consumed ``entries`` (idempotent)."""
+        who = _actor(actor)
+        wanted = [validate_entry(e) for e in entries]
+        if not wanted:
+            raise UsageError("give at least one episode id or path to merge")
+        stamp = now_utc()
+        added: list[MergeEntry] = []
+        created = False
+
+        def change(current: bytes | None) -> bytes | None:
+            nonlocal created
+            added.clear()
+            data = current if current is not None else b"---\nmemory_kind: semantic\n---\n"
+            created = current is None
+            keys = existing_merge_keys(read_frontmatter(data).data) if current else set()
+            for entry in wanted:
+                if entry.key() in keys:
+                    continue
+                keys.add(entry.key())
+                added.append(_stamped(entry, stamp, who))
+            if not added:
+                return None if current is not None else data
+
+            def mutate(doc: Any) -> bool:
+                append_entries(doc, MERGED_FROM, [e.to_yaml_fields() for e in added])
+                return True
+
+            return edit_frontmatter(data, mutate)
+
+        result = self.pipeline.edit(page, change, who, if_match)
+        return MergeResult(result.path, result.etag, tuple(added), created)
+
+
+def _stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:
+    return MergeEntry(
+        type=entry.type,
+        id=entry.id,
+        path=entry.path,
+        date=entry.date or stamp,
+        actor=entry.actor or actor,
+        note=entry.note,
+    )
+
+
+def _bytes(content: bytes | str) -> bytes:
+    return content.encode("utf-8") if isinstance(content, str) else content
+
+
+def _actor(actor: str | None) -> str:
+    return sanitize_actor(actor, DEFAULT_ACTOR)
+
+
+def _children(base: Path, rel: str, depth: int) -> tuple[TreeNode, ...]:
+    if depth <= 0:
+        return ()
+    nodes: list[TreeNode] = []
+    try:
+        entries = sorted(os.scandir(base), key=lambda e: os.fsencode(e.name))
+    except OSError:
+        return ()
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        child_rel = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            kids = _children(Path(entry.path), child_rel, depth - 1)
+            nodes.append(TreeNode(child_rel + "/", entry.name, True, None, kids))
+        else:
+            try:
+                size = entry.stat().st_size
+            except OSError:
+                continue
+            nodes.append(TreeNode(child_rel, entry.name, False, size))
+    return tuple(nodes)
+
+
+def utc_http_date(timestamp: float) -> str:
+    """An HTTP date (``Last-Modified``) for a POSIX timestamp."""
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")

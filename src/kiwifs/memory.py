@@ -1,0 +1,385 @@
+"""The episodic-memory rules of SPEC §2, as pure functions.
+
+Nothing here touches the disk. :func:`file_facts` turns one file's parsed frontmatter into the few
+facts the report needs; :func:`build_report` folds the facts of a whole root, in walk order, into a
+:class:`MemoryReport`. The full scan and the SQLite index both feed the same two functions, which is
+what keeps their answers identical.
+
+Vocabulary: an *episodic* file is raw per-run material (``memory_kind: episodic``, or any file under
+the episodes prefix unless it says ``semantic`` or ``consolidation``). A page *covers* an episode
+when its ``merged-from`` list cites the episode's id (types ``episode``, ``run``, ``session``,
+``trace``, ``event``, ``ingest``) or its path (any type). The *unmerged* list is the consolidation
+queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+from .paths import normalize_prefix, normalize_ref_path
+
+DEFAULT_PREFIX = "episodes/"
+ID_TYPES = ("episode", "run", "session", "trace", "event", "ingest")
+NOT_EPISODIC_KINDS = ("semantic", "consolidation")
+MERGED_FROM = "merged-from"
+SHAPE_WARNING = "memory: merged-from has unsupported shape in {page}"
+ESCAPE_WARNING = "merged-from path escapes the root in {page}"
+MISSING_ID_WARNING = (
+    "missing episode_id in {path} \u2014 set memory_kind: episodic and episode_id, "
+    "or match merged-from by path"
+)
+DUPLICATE_ID_WARNING = "duplicate episode_id {id!r} in {path} (also in {first})"
+FRONTMATTER_WARNING = "invalid frontmatter in {path}: {why}"
+UNREADABLE_WARNING = "cannot read {path}: {why}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """What one file contributes to the memory report (independent of the prefix).
+
+    ``episode_id`` is the id as §1.5 computes it (raw, possibly with spaces); ``id_keys`` are
+    ``type:id`` keys and ``path_keys`` normalised paths cited by its ``merged-from``.
+    ``warnings`` are the file's own, in order; ``unreadable`` files are never episodic.
+    """
+
+    path: str
+    memory_kind: str = ""
+    episode_id: str = ""
+    refs: int = 0
+    id_keys: tuple[str, ...] = ()
+    path_keys: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    unreadable: bool = False
+
+
+def as_id(value: Any) -> str:
+    """An id as SPEC §2 reads it: a string as written, a number as ``str()``, else ``""``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def _as_str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def episode_identity(fm: Mapping[Any, Any]) -> str:
+    """The episode id of §1.5: ``episode_id`` (kept raw), else the trimmed ``id``."""
+    ident = as_id(fm.get("episode_id"))
+    if not ident.strip():
+        alt = as_id(fm.get("id")).strip()
+        if alt:
+            ident = alt
+    return ident
+
+
+def file_facts(path: str, fm: Mapping[Any, Any], problem: str | None = None) -> FileFacts:
+    """Facts of one readable file from its frontmatter (``{}`` when it had none or was bad)."""
+    warnings: list[str] = []
+    if problem:
+        warnings.append(FRONTMATTER_WARNING.format(path=path, why=problem))
+    refs = 0
+    id_keys: list[str] = []
+    path_keys: list[str] = []
+    raw = fm.get(MERGED_FROM)
+    if isinstance(raw, list):
+        for item in raw:
+            if item is None:
+                refs += 1
+                continue
+            if not isinstance(item, dict):
+                continue
+            refs += 1
+            typ = _as_str(item.get("type")).strip().lower()
+            if not typ:
+                continue
+            ident = as_id(item.get("id")).strip()
+            if ident:
+                id_keys.append(typ + ":" + ident)
+            cited = _as_str(item.get("path"))
+            if cited.strip():
+                norm = normalize_ref_path(cited)
+                if norm is None:
+                    warnings.append(ESCAPE_WARNING.format(page=path))
+                elif norm:
+                    path_keys.append(norm)
+    elif raw is not None:
+        warnings.append(SHAPE_WARNING.format(page=path))
+    return FileFacts(
+        path=path,
+        memory_kind=_as_str(fm.get("memory_kind")),
+        episode_id=episode_identity(fm),
+        refs=refs,
+        id_keys=tuple(id_keys),
+        path_keys=tuple(path_keys),
+        warnings=tuple(warnings),
+    )
+
+
+def unreadable_facts(path: str, why: str) -> FileFacts:
+    """Facts of a file that could not be read: skipped, with a warning naming it."""
+    return FileFacts(
+        path=path, warnings=(UNREADABLE_WARNING.format(path=path, why=why),), unreadable=True
+    )
+
+
+def is_episodic(path: str, memory_kind: str, prefix: str) -> bool:
+    """Classification of §1.4 with a normalised ``prefix`` (ending in ``/``)."""
+    kind = memory_kind.strip().lower()
+    if kind in NOT_EPISODIC_KINDS:
+        return False
+    if kind == "episodic":
+        return True
+    return path.startswith(prefix)
+
+
+def resolve_prefix(*candidates: str | None) -> str:
+    """The first candidate that normalises to something, else ``episodes/`` (SPEC §2)."""
+    for candidate in candidates:
+        norm = normalize_prefix(candidate)
+        if norm:
+            return norm
+    return DEFAULT_PREFIX
+
+
+@dataclass(frozen=True)
+class EpisodicFile:
+    path: str
+    episode_id: str = ""
+    memory_kind: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        out = {"path": self.path}
+        if self.episode_id:
+            out["episode_id"] = self.episode_id
+        if self.memory_kind:
+            out["memory_kind"] = self.memory_kind
+        return out
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """The consolidation queue of a root. Lists are already paged; counts are always totals."""
+
+    episodic_count: int
+    merged_from_refs: int
+    episodic_files: tuple[EpisodicFile, ...]
+    unmerged: tuple[EpisodicFile, ...]
+    warnings: tuple[str, ...]
+    unmerged_count: int
+    episodes_prefix: str
+    limit: int | None = None
+    offset: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The SPEC §2 JSON object, keys in contract order."""
+        return {
+            "episodic_count": self.episodic_count,
+            "merged_from_refs": self.merged_from_refs,
+            "episodic_files": [e.to_json() for e in self.episodic_files],
+            "unmerged": [e.to_json() for e in self.unmerged],
+            "warnings": list(self.warnings),
+            "unmerged_count": self.unmerged_count,
+            "episodes_prefix": self.episodes_prefix,
+        }
+
+
+def check_paging(limit: int | None, offset: int | None) -> tuple[int | None, int]:
+    """Validate ``limit``/``offset``; negative values are a usage error."""
+    if limit is not None and limit < 0:
+        raise UsageError(f"limit must be 0 or more, got {limit}")
+    off = 0 if offset is None else offset
+    if off < 0:
+        raise UsageError(f"offset must be 0 or more, got {off}")
+    return limit, off
+
+
+def _page(items: list[EpisodicFile], limit: int | None, offset: int) -> tuple[EpisodicFile, ...]:
+    end = None if limit is None else offset + limit
+    return tuple(items[offset:end])
+
+
+def build_report(
+    facts: Iterable[FileFacts], prefix: str, limit: int | None = None, offset: int = 0
+) -> MemoryReport:
+    """Fold the facts of every file, in walk order, into the report (SPEC §2)."""
+    limit, offset = check_paging(limit, offset)
+    id_keys: set[str] = set()
+    path_keys: set[str] = set()
+    refs = 0
+    episodes: list[tuple[int, FileFacts]] = []
+    per_file_warnings: list[tuple[str, ...]] = []
+    first_with_id: dict[str, str] = {}
+    duplicates: dict[int, str] = {}
+    for index, f in enumerate(facts):
+        per_file_warnings.append(f.warnings)
+        if f.unreadable:
+            continue
+        refs += f.refs
+        id_keys.update(f.id_keys)
+        path_keys.update(f.path_keys)
+        if is_episodic(f.path, f.memory_kind, prefix):
+            episodes.append((index, f))
+            ident = f.episode_id.strip()
+            if ident:
+                first = first_with_id.setdefault(ident, f.path)
+                if first != f.path:
+                    duplicates[index] = DUPLICATE_ID_WARNING.format(
+                        id=ident, path=f.path, first=first
+                    )
+    all_files: list[EpisodicFile] = []
+    unmerged: list[EpisodicFile] = []
+    late: dict[int, list[str]] = {}
+    for index, f in episodes:
+        record = EpisodicFile(f.path, f.episode_id, f.memory_kind)
+        all_files.append(record)
+        if _covered(f, id_keys, path_keys):
+            continue
+        unmerged.append(record)
+        if f.episode_id == "":
+            late.setdefault(index, []).append(MISSING_ID_WARNING.format(path=f.path))
+    for index, text in duplicates.items():
+        late.setdefault(index, []).append(text)
+    warnings: list[str] = []
+    for index, own in enumerate(per_file_warnings):
+        warnings.extend(own)
+        warnings.extend(late.get(index, ()))
+    return MemoryReport(
+        episodic_count=len(all_files),
+        merged_from_refs=refs,
+        episodic_files=_page(all_files, limit, offset),
+        unmerged=_page(unmerged, limit, offset),
+        warnings=tuple(warnings),
+        unmerged_count=len(unmerged),
+        episodes_prefix=prefix,
+        limit=limit,
+        offset=offset,
+    )
+
+
+def _covered(f: FileFacts, id_keys: set[str], path_keys: set[str]) -> bool:
+    ident = f.episode_id.strip()
+    if ident and any(t + ":" + ident in id_keys for t in ID_TYPES):
+        return True
+    return f.path in path_keys
+
+
+# ---------------------------------------------------------------------------------------------
+# text renderings (shared by the CLI and MCP so the labels live in one place)
+
+ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
+ALL_MERGED_MCP = "All episodic files are referenced by at least one merged-from list."
+
+
+def render_cli(report: MemoryReport) -> str:
+    """The CLI text of reference §1.9 (warnings are printed separately, to stderr)."""
+    lines = [
+        f"episodic files:          {report.episodic_count}",
+        f"merged-from references:  {report.merged_from_refs}",
+        f"unmerged (no merged-from): {report.unmerged_count}",
+    ]
+    if report.unmerged_count == 0:
+        lines.append(ALL_MERGED_CLI)
+    for e in report.unmerged:
+        suffix = f"(episode_id={e.episode_id})" if e.episode_id else "(set episode_id)"
+        lines.append(f"  - {e.path}  {suffix}")
+    return "\n".join(lines) + "\n"
+
+
+def render_mcp(report: MemoryReport) -> str:
+    """The MCP tool text of reference §1.11 (warnings inline)."""
+    lines = [
+        f"Episodic files:           {report.episodic_count}",
+        f"merged-from references:   {report.merged_from_refs}",
+        f"Unmerged (no merged-from): {report.unmerged_count}",
+    ]
+    for e in report.unmerged:
+        lines.append(f"  - {e.path}" + (f"  episode_id={e.episode_id}" if e.episode_id else ""))
+    lines.extend(f"warning: {w}" for w in report.warnings)
+    if report.unmerged_count == 0:
+        lines.append(ALL_MERGED_MCP)
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# recording consolidation
+
+
+@dataclass(frozen=True)
+class MergeEntry:
+    """One ``merged-from`` entry to record (SPEC §2, reference §1.12)."""
+
+    type: str = "episode"
+    id: str = ""
+    path: str = ""
+    date: str = ""
+    actor: str = ""
+    note: str = ""
+
+    def key(self) -> str:
+        """The idempotency key: ``type:id``, or ``type:path:<normalised path>``."""
+        typ = self.type.strip().lower()
+        if self.id.strip():
+            return f"{typ}:{self.id.strip()}"
+        return f"{typ}:path:{normalize_ref_path(self.path) or ''}"
+
+    def to_yaml_fields(self) -> dict[str, str]:
+        """Fields in contract order; ``id`` is omitted for path-only entries (SPEC §2)."""
+        out = {"type": self.type}
+        if self.id:
+            out["id"] = self.id
+        if self.path:
+            out["path"] = self.path
+        out["date"] = self.date
+        if self.actor:
+            out["actor"] = self.actor
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def existing_merge_keys(fm: Mapping[Any, Any]) -> set[str]:
+    """Keys of the ``merged-from`` entries a page already has (for idempotent merges)."""
+    keys: set[str] = set()
+    raw = fm.get(MERGED_FROM)
+    if not isinstance(raw, list):
+        return keys
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        typ = _as_str(item.get("type"))
+        if not typ.strip():
+            continue
+        entry = MergeEntry(type=typ, id=as_id(item.get("id")), path=_as_str(item.get("path")))
+        keys.add(entry.key())
+    return keys
+
+
+def validate_entry(entry: MergeEntry) -> MergeEntry:
+    """Check and normalise one entry to record; raises :class:`UsageError` on bad input."""
+    if not entry.type.strip():
+        raise UsageError("memory: merged-from entry needs type")
+    if not entry.id.strip() and not entry.path.strip():
+        raise UsageError("memory: merged-from entry needs id or path")
+    path = ""
+    if entry.path.strip():
+        norm = normalize_ref_path(entry.path)
+        if norm is None:
+            raise UsageError(f"merged-from path must not contain '..': {entry.path!r}")
+        if not norm:
+            raise UsageError(f"merged-from path is empty after normalisation: {entry.path!r}")
+        path = norm
+    return MergeEntry(
+        type=entry.type.strip(),
+        id=entry.id.strip(),
+        path=path,
+        date=entry.date,
+        actor=entry.actor,
+        note=entry.note,
+    )

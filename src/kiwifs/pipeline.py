@@ -1,0 +1,298 @@
+"""The single write funnel: every mutation from every interface passes through here.
+
+    canonical path → If-Match → provenance → atomic write → git commit → index → event
+
+Writes to one root are serialised twice over: a lock per root inside this process and an
+``flock`` on ``.kiwi/state/write.lock`` across processes (a ``kiwifs memory merge`` next to a
+running ``kiwifs serve``). Before touching the disk a write names its paths in
+``.kiwi/state/uncommitted.log``; after the commit the journal is emptied. Should the process die
+in between, :meth:`Pipeline.recover` commits what is on disk at the next start, so a write that
+reached the disk is never lost from history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import Conflict, KiwiError, NotFound, UsageError
+from .events import Event, EventBus
+from .paths import canonical
+from .provenance import Provenance, inject_provenance
+from .storage import Storage
+from .versioning import Git, blob_id
+
+STATE_DIR = ".kiwi/state"
+JOURNAL = "uncommitted.log"
+LOCK_FILE = "write.lock"
+MAX_APPEND_BYTES = 64 * 1024 * 1024
+CONFLICT_MESSAGE = "file modified since last read \u2014 re-fetch and retry"
+
+IndexHook = Callable[[list[str]], None]
+
+_root_locks: dict[str, threading.RLock] = {}
+_root_locks_guard = threading.Lock()
+
+
+def _lock_for(root: Path) -> threading.RLock:
+    key = os.path.realpath(root)
+    with _root_locks_guard:
+        return _root_locks.setdefault(key, threading.RLock())
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: str
+    etag: str
+
+
+def parse_if_match(value: str | None) -> list[str] | None:
+    """The ETags an ``If-Match`` value accepts; ``None`` means "no precondition" (absent or ``*``).
+
+    Quotes and a ``W/`` prefix are stripped; a comma-separated list accepts any of its tags.
+    """
+    if value is None or not value.strip():
+        return None
+    tags = []
+    for part in value.split(","):
+        tag = part.strip()
+        if tag == "*":
+            return None
+        if tag.startswith("W/"):
+            tag = tag[2:]
+        tag = tag.strip().strip('"')
+        if not tag:
+            raise UsageError(f"malformed If-Match header: {value!r}")
+        tags.append(tag)
+    return tags
+
+
+class Pipeline:
+    """Serialised writes on one root, each one on disk and in git when it returns."""
+
+    def __init__(
+        self, storage: Storage, git: Git | None, events: EventBus, index_hook: IndexHook | None
+    ) -> None:
+        self.storage = storage
+        self.git = git
+        self.events = events
+        self.index_hook = index_hook
+        self.root = storage.root
+        self._lock = _lock_for(self.root)
+        self._state = self.root / STATE_DIR
+
+    # -- locking and journal ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the root's write lock (thread and process wide)."""
+        with self._lock:
+            self._state.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+    def _journal(self, paths: list[str]) -> None:
+        if self.git is None:
+            return
+        with open(self._state / JOURNAL, "a", encoding="utf-8") as fh:
+            fh.write("".join(p + "\n" for p in paths))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _clear_journal(self) -> None:
+        if self.git is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.truncate(self._state / JOURNAL, 0)
+
+    def recover(self) -> list[str]:
+        """Commit the paths a crashed write left on disk but not in git; returns them."""
+        if self.git is None:
+            return []
+        journal = self._state / JOURNAL
+        with self.locked():
+            try:
+                lines = journal.read_text(encoding="utf-8").splitlines()
+            except FileNotFoundError:
+                return []
+            paths = sorted({line for line in lines if line.strip()})
+            if paths:
+                self.git.commit(paths, "kiwifs", f"kiwifs: recommit {len(paths)} file(s)")
+                if self.index_hook:
+                    self.index_hook(paths)
+            self._clear_journal()
+            return paths
+
+    # -- the funnel -------------------------------------------------------------------------
+
+    def _check_if_match(self, rel: str, if_match: str | None) -> None:
+        accepted = parse_if_match(if_match)
+        if accepted is None:
+            return
+        current = self.storage.read_optional(rel)
+        if current is not None and blob_id(current) not in accepted:
+            raise Conflict(CONFLICT_MESSAGE)
+
+    def _commit(self, paths: list[str], actor: str, message: str, prov: Provenance | None) -> None:
+        if self.git is not None:
+            trailer = f"Provenance: {prov}" if prov else None
+            self.git.commit(paths, actor, message, trailer)
+        self._clear_journal()
+        if self.index_hook is not None:
+            self.index_hook(paths)
+
+    def write(
+        self,
+        path: str,
+        content: bytes,
+        actor: str,
+        if_match: str | None = None,
+        provenance: Provenance | None = None,
+    ) -> WriteResult:
+        rel = canonical(path)
+        with self.locked():
+            self._check_if_match(rel, if_match)
+            data = inject_provenance(content, provenance, actor)
+            self._journal([rel])
+            self.storage.write(rel, data)
+            self._commit([rel], actor, f"{actor}: {rel}", provenance)
+        etag = blob_id(data)
+        self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
+        return WriteResult(rel, etag)
+
+    def edit(
+        self,
+        path: str,
+        change: Callable[[bytes | None], bytes | None],
+        actor: str,
+        if_match: str | None = None,
+        message: str | None = None,
+    ) -> WriteResult:
+        """Read-modify-write under the lock; ``change`` returns ``None`` to leave the file be."""
+        rel = canonical(path)
+        with self.locked():
+            self._check_if_match(rel, if_match)
+            current = self.storage.read_optional(rel)
+            data = change(current)
+            if data is None or data == current:
+                if current is None:
+                    raise NotFound(f"file not found: {rel}")
+                return WriteResult(rel, blob_id(current))
+            self._journal([rel])
+            self.storage.write(rel, data)
+            self._commit([rel], actor, message or f"{actor}: {rel}", None)
+        etag = blob_id(data)
+        self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
+        return WriteResult(rel, etag)
+
+    def append(
+        self, path: str, content: bytes, actor: str, separator: bytes = b"\n"
+    ) -> WriteResult:
+        def change(current: bytes | None) -> bytes:
+            data = current + separator + content if current else content
+            if len(data) > MAX_APPEND_BYTES:
+                raise UsageError("file would exceed 64 MiB after append")
+            return data
+
+        rel = canonical(path)
+        with self.locked():
+            current = self.storage.read_optional(rel)
+            data = change(current)
+            self._journal([rel])
+            self.storage.write(rel, data)
+            self._commit([rel], actor, f"{actor}: {rel}", None)
+        etag = blob_id(data)
+        self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
+        return WriteResult(rel, etag)
+
+    def delete(self, path: str, actor: str, if_match: str | None = None) -> str:
+        rel = canonical(path)
+        with self.locked():
+            if not self.storage.exists(rel):
+                raise NotFound("file not found")
+            self._check_if_match(rel, if_match)
+            self._journal([rel])
+            self.storage.delete(rel)
+            self._commit([rel], actor, f"delete: {rel}", None)
+        self.events.publish(Event("delete", path=rel, actor=actor))
+        return rel
+
+    def bulk(
+        self,
+        files: list[tuple[str, bytes]],
+        actor: str,
+        provenance: Provenance | None = None,
+        message: str | None = None,
+    ) -> list[WriteResult]:
+        """Write every file in one commit, or none of them."""
+        if not files:
+            raise UsageError("files must not be empty")
+        rels = [canonical(p) for p, _ in files]
+        if len(set(rels)) != len(rels):
+            raise UsageError("bulk write names the same path twice")
+        with self.locked():
+            prepared = [
+                (rel, _with_path(rel, lambda c=c: inject_provenance(c, provenance, actor)))
+                for rel, (_, c) in zip(rels, files, strict=True)
+            ]
+            before = {rel: self.storage.read_optional(rel) for rel in rels}
+            self._journal(rels)
+            text = message or f"{actor}: bulk write \u2014 {len(rels)} files"
+            try:
+                for rel, data in prepared:
+                    self.storage.write(rel, data)
+                self._commit(rels, actor, text, provenance)
+            except BaseException:
+                self._restore(before)
+                raise
+        results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
+        self.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
+        return results
+
+    def _restore(self, before: dict[str, bytes | None]) -> None:
+        for rel, old in before.items():
+            with contextlib.suppress(KiwiError):
+                if old is None:
+                    if self.storage.exists(rel):
+                        self.storage.delete(rel)
+                else:
+                    self.storage.write(rel, old)
+        self._clear_journal()
+
+    def rename(self, src: str, dst: str, actor: str) -> WriteResult:
+        old, new = canonical(src), canonical(dst)
+        with self.locked():
+            data = self.storage.read_optional(old)
+            if data is None:
+                raise NotFound("source file not found")
+            if old == new:
+                return WriteResult(new, blob_id(data))
+            if self.storage.exists(new):
+                raise Conflict(f"target already exists: {new}")
+            self._journal([old, new])
+            self.storage.write(new, data)
+            self.storage.delete(old)
+            self._commit([old, new], actor, f"{actor}: rename {old} \u2192 {new}", None)
+        etag = blob_id(data)
+        self.events.publish(Event("write", path=new, actor=actor, etag=etag))
+        self.events.publish(Event("delete", path=old, actor=actor))
+        return WriteResult(new, etag)
+
+
+def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:
+    """Run ``make`` and prefix any error with the path it concerns (bulk writes)."""
+    try:
+        return make()
+    except KiwiError as exc:
+        exc.message = f"{rel}: {exc.message}"
+        raise

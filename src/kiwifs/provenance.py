@@ -1,0 +1,97 @@
+"""Provenance: who produced a file, recorded as ``derived-from`` in its frontmatter (SPEC §3).
+
+``X-Provenance: type:id`` names the run, session or job that produced a write and ``X-Actor`` the
+agent. Unlike KiwiFS, a malformed non-empty header is refused (a silent drop loses the audit
+trail), and a retry that carries the same type, id and actor adds nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from .errors import InvalidProvenance
+from .markdown import append_entries, edit_frontmatter
+
+DERIVED_FROM = "derived-from"
+DEFAULT_ACTOR = "anonymous"
+MAX_ACTOR_BYTES = 256
+
+
+@dataclass(frozen=True)
+class Provenance:
+    type: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.id}"
+
+
+def parse_provenance(value: str | None) -> Provenance | None:
+    """Parse ``type:id`` (split at the first colon, both halves trimmed and non-empty).
+
+    ``None`` or a blank value means "no provenance"; anything else malformed raises.
+    """
+    if value is None or not value.strip():
+        return None
+    typ, sep, ident = value.strip().partition(":")
+    typ, ident = typ.strip(), ident.strip()
+    if not sep or not typ or not ident:
+        raise InvalidProvenance(
+            f"X-Provenance must be 'type:id' (for example 'run:run-249'), got {value!r}"
+        )
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in typ + ident):
+        raise InvalidProvenance("X-Provenance must not contain control characters")
+    return Provenance(typ, ident)
+
+
+def sanitize_actor(value: str | None, default: str = DEFAULT_ACTOR) -> str:
+    """Drop control characters, cut to 256 bytes (on a character boundary), trim; else default."""
+    if not value:
+        return default
+    cleaned = "".join(c for c in value if ord(c) >= 0x20 and ord(c) != 0x7F)
+    encoded = cleaned.encode("utf-8")[:MAX_ACTOR_BYTES]
+    cleaned = encoded.decode("utf-8", errors="ignore").strip()
+    return cleaned or default
+
+
+def now_utc() -> str:
+    """Now in UTC as RFC 3339 seconds, the date format of every recorded entry."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _same_entry(item: Any, prov: Provenance, actor: str) -> bool:
+    if not isinstance(item, dict):
+        return False
+    return (
+        str(item.get("type", "")).strip() == prov.type
+        and str(item.get("id", "")).strip() == prov.id
+        and str(item.get("actor", "") or "").strip() == actor
+    )
+
+
+def inject_provenance(
+    content: bytes, prov: Provenance | None, actor: str, date: str | None = None
+) -> bytes:
+    """Return ``content`` with a ``derived-from`` entry for ``prov`` (body byte for byte).
+
+    Idempotent: an entry with the same type, id and actor already present adds nothing.
+    Raises :class:`~kiwifs.errors.InvalidFrontmatter` when the frontmatter cannot be rewritten.
+    """
+    if prov is None:
+        return content
+
+    def mutate(doc: CommentedMap) -> bool:
+        existing = doc.get(DERIVED_FROM)
+        if isinstance(existing, list) and any(_same_entry(i, prov, actor) for i in existing):
+            return False
+        entry = {"type": prov.type, "id": prov.id, "date": date or now_utc()}
+        if actor:
+            entry["actor"] = actor
+        append_entries(doc, DERIVED_FROM, [entry])
+        return True
+
+    return edit_frontmatter(content, mutate)

@@ -1,0 +1,82 @@
+"""``kiwifs init``: lay out a new knowledge root from a packaged template.
+
+Nothing that exists is ever overwritten: running ``init`` on a folder that already has files adds
+only what is missing, so it is safe on an existing knowledge base.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from .config import CONFIG_RELPATH
+from .errors import UsageError
+from .versioning import Git
+
+TEMPLATES = ("knowledge", "blank")
+STATE_IGNORE = ".kiwi/state/"
+
+
+@dataclass(frozen=True)
+class InitResult:
+    root: Path
+    template: str
+    created: tuple[str, ...]
+    commit: str | None
+
+
+def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for child in sorted(node.iterdir(), key=lambda c: c.name):
+        rel = prefix + child.name
+        if child.is_dir():
+            out.extend(_template_files(child, rel + "/"))
+        else:
+            out.append((rel, child.read_bytes()))
+    return out
+
+
+def scaffold(root: Path, template: str = "knowledge", git: bool = True) -> InitResult:
+    """Create ``root`` (if needed) with ``template``'s files, config, ``.gitignore`` and git."""
+    if template not in TEMPLATES:
+        raise UsageError(f"unknown template {template!r} (choose from {', '.join(TEMPLATES)})")
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} exists and is not a folder")
+    root.mkdir(parents=True, exist_ok=True)
+    package = resources.files("kiwifs") / "templates"
+    created: list[str] = []
+    files = _template_files(package / template)
+    files.append((CONFIG_RELPATH, (package / "config.toml").read_bytes()))
+    for rel, data in files:
+        target = root / rel
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        created.append(rel)
+    if _ensure_gitignore(root):
+        created.append(".gitignore")
+    commit = None
+    if git:
+        repo = Git(root)
+        repo.init()
+        dirty = repo.dirty_paths()
+        if dirty:
+            commit = repo.commit(dirty, "kiwifs", f"kiwifs: init ({template} template)")
+    return InitResult(root, template, tuple(created), commit)
+
+
+def _ensure_gitignore(root: Path) -> bool:
+    """Make sure ``.kiwi/state/`` is ignored; returns True when the file was created or changed."""
+    path = root / ".gitignore"
+    if not path.exists():
+        path.write_bytes((resources.files("kiwifs") / "templates" / "gitignore").read_bytes())
+        return True
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if any(line.strip() in (STATE_IGNORE, STATE_IGNORE.rstrip("/")) for line in text.splitlines()):
+        return False
+    path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + STATE_IGNORE + "\n")
+    return True

@@ -1,0 +1,209 @@
+"""The files of a knowledge root: walking, reading, atomic writing.
+
+Files are canonical; everything else (git, the index) is derived from them. This module knows the
+SPEC §1 rules for which files count (``.md``, case-sensitive; nothing whose name starts with ``.``;
+symlinked directories are not descended) and the walk order every report uses: depth first, names
+in byte order, directories interleaved with files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InvalidPath, NotFound, StorageError
+from .paths import confine, is_inside
+
+MARKDOWN_SUFFIX = ".md"
+
+
+def is_knowledge_name(name: str) -> bool:
+    """A knowledge file's name: ends in ``.md`` exactly and is not hidden."""
+    return name.endswith(MARKDOWN_SUFFIX) and not name.startswith(".")
+
+
+@dataclass(frozen=True, slots=True)
+class WalkEntry:
+    """A markdown file found by :func:`walk`; ``error`` is set when it cannot be used."""
+
+    rel: str
+    path: str
+    symlink: bool
+    error: str | None = None
+
+
+def _sorted_entries(directory: str) -> list[os.DirEntry[str]]:
+    with os.scandir(directory) as it:
+        entries = [e for e in it if not e.name.startswith(".")]
+    entries.sort(key=lambda e: os.fsencode(e.name))
+    return entries
+
+
+def walk(root: str | Path, prefix: str = "") -> Iterator[WalkEntry]:
+    """Yield every knowledge file under ``root`` (or its sub-folder ``prefix``) in walk order.
+
+    Symlinked ``.md`` files are yielded under their own path; one that is broken or points out
+    of the root comes with an ``error``. An unreadable folder is yielded as an error entry too,
+    so that a report can name it instead of silently missing its files.
+    """
+    base = os.fspath(root)
+    real_root = os.path.realpath(base)
+    yield from _walk_dir(real_root, prefix, os.path.join(base, prefix) if prefix else base)
+
+
+def _walk_dir(real_root: str, rel_dir: str, abs_dir: str) -> Iterator[WalkEntry]:
+    try:
+        entries = _sorted_entries(abs_dir)
+    except OSError as exc:
+        yield WalkEntry(rel_dir.rstrip("/"), abs_dir, False, f"cannot list folder: {_why(exc)}")
+        return
+    for entry in entries:
+        rel = rel_dir + entry.name
+        try:
+            is_link = entry.is_symlink()
+            is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+        except OSError as exc:
+            if entry.name.endswith(MARKDOWN_SUFFIX):
+                yield WalkEntry(rel, entry.path, False, f"cannot read: {_why(exc)}")
+            continue
+        if is_dir:
+            yield from _walk_dir(real_root, rel + "/", entry.path)
+        elif entry.name.endswith(MARKDOWN_SUFFIX):
+            yield _file_entry(real_root, rel, entry.path, is_link)
+
+
+def _file_entry(real_root: str, rel: str, path: str, is_link: bool) -> WalkEntry:
+    if not is_link:
+        return WalkEntry(rel, path, False)
+    target = os.path.realpath(path)
+    if not (target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)):
+        return WalkEntry(rel, path, True, "symlink points outside the root")
+    if not os.path.isfile(target):
+        return WalkEntry(rel, path, True, "broken symlink")
+    return WalkEntry(rel, path, True)
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+class Storage:
+    """Reads and atomically writes the files of one root; every ``rel`` is canonical."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def abspath(self, rel: str) -> Path:
+        """The confined absolute path of canonical ``rel``."""
+        return confine(self.root, rel)
+
+    def read(self, rel: str) -> bytes:
+        path = self.abspath(rel)
+        try:
+            if path.is_dir():
+                raise NotFound(f"{rel} is a folder, not a file")
+            return path.read_bytes()
+        except FileNotFoundError as exc:
+            raise NotFound(f"file not found: {rel}") from exc
+        except IsADirectoryError as exc:
+            raise NotFound(f"{rel} is a folder, not a file") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot read {rel}: {_why(exc)}") from exc
+
+    def read_optional(self, rel: str) -> bytes | None:
+        """The file's bytes, or ``None`` when it does not exist."""
+        try:
+            return self.read(rel)
+        except NotFound:
+            return None
+
+    def exists(self, rel: str) -> bool:
+        return self.abspath(rel).is_file()
+
+    def stat(self, rel: str) -> os.stat_result:
+        try:
+            return os.stat(self.abspath(rel))
+        except FileNotFoundError as exc:
+            raise NotFound(f"file not found: {rel}") from exc
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Atomically replace ``rel`` with ``data`` (temp file, fsync, rename, fsync folder)."""
+        path = self.abspath(rel)
+        if path.is_dir():
+            raise InvalidPath(f"{rel} is a folder")
+        parent = path.parent
+        try:
+            self._make_parents(parent)
+            fd, tmp = tempfile.mkstemp(prefix=".kiwi-write-", dir=parent)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            _fsync_dir(parent)
+        except NotADirectoryError as exc:
+            raise InvalidPath(f"a parent of {rel} is a file, not a folder") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot write {rel}: {_why(exc)}") from exc
+
+    def delete(self, rel: str) -> None:
+        path = self.abspath(rel)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                raise NotFound(f"{rel} is a folder, not a file")
+            os.unlink(path)
+        except FileNotFoundError as exc:
+            raise NotFound(f"file not found: {rel}") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot delete {rel}: {_why(exc)}") from exc
+        _fsync_dir(path.parent)
+        self._prune_empty_parents(path.parent)
+
+    def _make_parents(self, parent: Path) -> None:
+        if parent.is_dir():
+            return
+        parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        if not is_inside(self.root, parent):
+            raise InvalidPath(f"path outside root (symlink): {parent}")
+
+    def _prune_empty_parents(self, folder: Path) -> None:
+        """Remove folders a delete left empty, up to (not including) the root, like git does."""
+        real_root = Path(os.path.realpath(self.root))
+        current = folder
+        while Path(os.path.realpath(current)) != real_root and is_inside(real_root, current):
+            try:
+                current.rmdir()
+            except OSError:
+                return
+            current = current.parent
+
+    def is_regular_file(self, rel: str) -> bool:
+        try:
+            st = os.lstat(self.abspath(rel))
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
