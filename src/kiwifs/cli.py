@@ -11,13 +11,16 @@ import sys
 from typing import Any
 
 import click
+import uvicorn
 
 from . import __version__
 from .errors import KiwiError
 from .knowledge import Knowledge
 from .memory import MergeEntry
+from .rest import create_app
 
 ROOT_HELP = "Knowledge root folder."
+DEFAULT_PORT = 3333
 DEFAULT_ROOT = "./knowledge"
 
 
@@ -148,6 +151,27 @@ def memory_merge(
         )
     else:
         click.echo(f"nothing to do: {result.path} already cites every entry")
+
+
+@cli.command()
+@root_option()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", "-p", type=int, default=None, help="Port (default: config, else 3333).")
+@click.option(
+    "--api-key",
+    envvar="KIWIFS_API_KEY",
+    default=None,
+    help="Require 'Authorization: Bearer KEY' (also KIWIFS_API_KEY or [auth] in config).",
+)
+def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
+    """Serve the REST API (and MCP at /mcp) for a knowledge root."""
+    kb = Knowledge.open(root)
+    kb.acquire_server_lock()
+    kb.ensure_versioned()
+    app = create_app(kb, api_key=api_key or None)
+    bind_port = port or kb.config.server.port or DEFAULT_PORT
+    click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
+    uvicorn.run(app, host=host, port=bind_port, log_level="warning", lifespan="on")
 
 
 def main() -> None:

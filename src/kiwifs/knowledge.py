@@ -7,6 +7,7 @@ the answer. All behaviour lives below this object; nothing above it decides a ru
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config, load_config
-from .errors import NotFound, RootNotFound, UsageError
+from .errors import Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
 from .memory import (
@@ -104,6 +105,35 @@ class Knowledge:
     def init(cls, root: str | os.PathLike[str], template: str = "knowledge") -> InitResult:
         """Lay out a new root from a template (never overwriting) and commit it."""
         return scaffold(Path(root), template)
+
+    def ensure_versioned(self) -> None:
+        """Make the root a git repository (committing what is there) unless config says none."""
+        if self.git is not None or self.config.versioning.strategy.lower() in ("none", "cow"):
+            return
+        git = Git(self.root)
+        git.init()
+        dirty = git.dirty_paths()
+        if dirty:
+            git.commit(dirty, DEFAULT_ACTOR, f"{DEFAULT_ACTOR}: import {len(dirty)} existing files")
+        self.git = git
+        self.pipeline.git = git
+
+    def acquire_server_lock(self) -> int:
+        """Take ``.kiwi/server.lock`` so that two servers never share one root.
+
+        Returns the file descriptor holding the lock (released when the process exits).
+        """
+        state = self.root / ".kiwi"
+        state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state / "server.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise Locked(f"another kiwifs server already serves {self.root}") from exc
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -1,0 +1,495 @@
+"""The REST interface (``kiwifs serve``): KiwiFS's routes over :class:`Knowledge`.
+
+Each route parses its query, headers and body, makes one call on ``Knowledge`` in a worker thread
+(the core is synchronous) and formats the answer. Errors from the core are mapped to HTTP in one
+table, :data:`STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import __version__
+from .errors import KiwiError, PayloadTooLarge, Unauthorized, UsageError
+from .knowledge import Knowledge, utc_http_date
+from .memory import MergeEntry
+from .provenance import DEFAULT_ACTOR as ANONYMOUS
+from .provenance import sanitize_actor
+
+log = logging.getLogger("kiwifs.rest")
+T = TypeVar("T")
+
+MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_JSON_BYTES = 110 * 1024 * 1024
+KEEPALIVE_SECONDS = 15.0
+
+STATUS: dict[str, int] = {
+    "usage": 400,
+    "invalid_path": 400,
+    "invalid_provenance": 400,
+    "invalid_query": 400,
+    "invalid_frontmatter": 400,
+    "root_not_found": 404,
+    "not_found": 404,
+    "conflict": 409,
+    "too_large": 413,
+    "unauthorized": 401,
+    "locked": 423,
+}
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def kiwi_error_response(exc: KiwiError) -> JSONResponse:
+    status = STATUS.get(exc.code, 500)
+    if status >= 500:
+        log.error("internal error: %s", exc.message)
+        return error_response(status, "internal server error")
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    resp = error_response(status, exc.message)
+    if headers:
+        resp.headers.update(headers)
+    return resp
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a synchronous core call in a worker thread."""
+    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def quoted(etag: str) -> str:
+    return f'"{etag}"'
+
+
+def actor_of(request: Request) -> str:
+    return sanitize_actor(request.headers.get("x-actor"), ANONYMOUS)
+
+
+async def read_body(request: Request, limit: int, what: str) -> bytes:
+    """The request body, refusing more than ``limit`` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(what)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(what)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    body = await read_body(request, MAX_JSON_BYTES, "request body exceeds 110 MB limit")
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"invalid JSON body: {exc}") from exc
+    if not isinstance(value, dict):
+        raise UsageError("the JSON body must be an object")
+    return value
+
+
+def require_str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{key} is required (a non-empty string)")
+    return value
+
+
+def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
+    """A dependency refusing requests without ``Authorization: Bearer <key>`` (fails closed)."""
+    expected = f"Bearer {api_key}".encode() if api_key else None
+
+    async def check(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise Unauthorized("invalid API key")
+
+    return check
+
+
+def create_app(
+    kb: Knowledge,
+    api_key: str | None = None,
+    extra_mounts: Callable[[FastAPI, Callable[[Request], Awaitable[None]]], None] | None = None,
+) -> FastAPI:
+    """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth."""
+    key = api_key if api_key is not None else _configured_key(kb)
+    auth = auth_dependency(key)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        start = getattr(kb, "start_watching", None)
+        if start is not None:
+            await run(start)
+        try:
+            yield
+        finally:
+            stop = getattr(kb, "stop_watching", None)
+            if stop is not None:
+                await run(stop)
+
+    app = FastAPI(title="kiwifs", version=__version__, lifespan=lifespan)
+    _install_error_handlers(app)
+
+    @app.get("/health", tags=["health"])
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    api = APIRouter(prefix="/api/kiwi", dependencies=[Depends(auth)])
+    _file_routes(api, kb)
+    _tree_and_history_routes(api, kb)
+    _search_routes(api, kb)
+    _memory_routes(api, kb)
+    _event_routes(api, kb)
+    app.include_router(api)
+    if extra_mounts is not None:
+        extra_mounts(app, auth)
+    return app
+
+
+def _configured_key(kb: Knowledge) -> str | None:
+    auth = kb.config.auth
+    if auth.type == "apikey":
+        if not auth.api_key:
+            raise UsageError('[auth] type = "apikey" needs api_key (or --api-key)')
+        return auth.api_key
+    return None
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(KiwiError)
+    async def on_kiwi_error(_: Request, exc: KiwiError) -> JSONResponse:
+        return kiwi_error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "body", "header")]
+        name = ".".join(loc) or "request"
+        if err.get("type") == "missing":
+            parts.append(f"{name} is required")
+        else:
+            parts.append(f"{name}: {err.get('msg', 'invalid value')}")
+    return "; ".join(parts) or "invalid request"
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+def _file_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/file")
+    async def get_file(
+        request: Request, path: str = Query(...), metadata_only: bool = False
+    ) -> Response:
+        doc = await run(kb.read, path)
+        headers = {
+            "ETag": quoted(doc.etag),
+            "Last-Modified": utc_http_date(doc.mtime),
+            "Cache-Control": "no-cache",
+        }
+        if _not_modified(request, doc.etag, doc.mtime):
+            return Response(status_code=304, headers=headers)
+        if metadata_only:
+            fm = await run(kb.frontmatter, path)
+            return JSONResponse(_json_safe(fm), headers=headers)
+        media = "text/markdown; charset=utf-8" if doc.path.endswith(".md") else None
+        return Response(doc.content, media_type=media, headers=headers)
+
+    @api.put("/file")
+    async def put_file(request: Request, path: str = Query(...)) -> JSONResponse:
+        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
+        result = await run(
+            kb.write,
+            path,
+            body,
+            actor=actor_of(request),
+            if_match=request.headers.get("if-match"),
+            provenance=request.headers.get("x-provenance"),
+        )
+        return JSONResponse(
+            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
+        )
+
+    @api.delete("/file")
+    async def delete_file(request: Request, path: str = Query(...)) -> dict[str, str]:
+        rel = await run(
+            kb.delete, path, actor=actor_of(request), if_match=request.headers.get("if-match")
+        )
+        return {"deleted": rel}
+
+    @api.post("/file/append")
+    async def append_file(
+        request: Request, path: str = Query(...), separator: str = "\n"
+    ) -> JSONResponse:
+        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
+        result = await run(kb.append, path, body, actor=actor_of(request), separator=separator)
+        return JSONResponse(
+            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
+        )
+
+    @api.post("/bulk")
+    async def bulk(request: Request) -> dict[str, Any]:
+        body = await read_json(request)
+        files = body.get("files")
+        if not isinstance(files, list) or not files:
+            raise UsageError("files is required (a non-empty list of {path, content})")
+        items = []
+        for i, f in enumerate(files):
+            if not isinstance(f, dict) or not isinstance(f.get("path"), str):
+                raise UsageError(f"files[{i}] needs a path")
+            content = f.get("content", "")
+            if not isinstance(content, str):
+                raise UsageError(f"files[{i}].content must be a string")
+            items.append((f["path"], content))
+        actor = sanitize_actor(body.get("actor") if isinstance(body.get("actor"), str) else None)
+        if actor == ANONYMOUS:
+            actor = actor_of(request)
+        message = body.get("message") if isinstance(body.get("message"), str) else None
+        results = await run(
+            kb.bulk_write,
+            items,
+            actor=actor,
+            provenance=request.headers.get("x-provenance"),
+            message=message or None,
+        )
+        return {"count": len(results), "files": [{"path": r.path, "etag": r.etag} for r in results]}
+
+    @api.post("/rename")
+    async def rename(request: Request) -> dict[str, str]:
+        body = await read_json(request)
+        src, dst = require_str(body, "from"), require_str(body, "to")
+        result = await run(kb.rename, src, dst, actor=actor_of(request))
+        return {"from": src, "to": result.path, "etag": result.etag}
+
+
+def _not_modified(request: Request, etag: str, mtime: float) -> bool:
+    inm = request.headers.get("if-none-match")
+    if inm is not None:
+        tags = [t.strip().removeprefix("W/").strip('"') for t in inm.split(",")]
+        return "*" in tags or etag in tags
+    ims = request.headers.get("if-modified-since")
+    if ims:
+        try:
+            since = parsedate_to_datetime(ims).timestamp()
+        except (TypeError, ValueError):
+            return False
+        return int(mtime) <= since
+    return False
+
+
+def _json_safe(value: Any) -> Any:
+    """Frontmatter as JSON: non-string keys and non-JSON scalars (dates, sets) become strings."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# tree and history
+
+
+def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/tree")
+    async def tree(path: str = "/") -> dict[str, Any]:
+        node = await run(kb.tree, path)
+        return node.to_json()
+
+    @api.get("/versions")
+    async def versions(path: str = Query(...)) -> dict[str, Any]:
+        items = await run(kb.versions, path)
+        return {
+            "path": path.lstrip("/"),
+            "versions": [
+                {"hash": v.hash, "date": v.date, "author": v.author, "message": v.message}
+                for v in items
+            ],
+        }
+
+    @api.get("/version")
+    async def version(path: str = Query(...), version: str = Query(...)) -> Response:
+        data = await run(kb.version, path, version)
+        return Response(data, media_type="text/markdown; charset=utf-8")
+
+    @api.get("/diff")
+    async def diff(
+        path: str = Query(...), from_: str = Query(..., alias="from"), to: str = Query(...)
+    ) -> PlainTextResponse:
+        text = await run(kb.diff, path, from_, to)
+        return PlainTextResponse(text)
+
+    @api.get("/changes")
+    async def changes(since: str | None = None, limit: int = 50) -> dict[str, Any]:
+        items = await run(kb.changes, since or None, limit)
+        return {
+            "changes": [
+                {
+                    "seq": c.seq,
+                    "path": c.path,
+                    "action": c.action,
+                    "actor": c.actor,
+                    "timestamp": c.timestamp,
+                }
+                for c in items
+            ],
+            "last_seq": items[0].seq if items else (since or ""),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# search and meta (answered by the index)
+
+
+def _search_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/search")
+    async def search(
+        q: str = Query(...),
+        limit: int = 50,
+        offset: int = 0,
+        path_prefix: str | None = None,
+        pathPrefix: str | None = None,  # noqa: N803 - the name KiwiFS clients send
+    ) -> dict[str, Any]:
+        if not q.strip():
+            raise UsageError("q is required")
+        result = await run(kb.search, q, limit, offset, path_prefix or pathPrefix)
+        return result.to_json()  # type: ignore[no-any-return]
+
+    @api.get("/meta")
+    async def meta(
+        where: list[str] = Query(default=[]),
+        or_: list[str] = Query(default=[], alias="or"),
+        sort: str | None = None,
+        order: str = "asc",
+        limit: int = 50,
+        offset: int = 0,
+        path: list[str] = Query(default=[]),
+    ) -> dict[str, Any]:
+        result = await run(kb.meta, where, or_, sort, order, limit, offset, path or None)
+        return result.to_json()  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+
+
+def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/memory/report")
+    async def memory_report(
+        episodes_prefix: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> JSONResponse:
+        report = await run(kb.memory_report, episodes_prefix or None, limit, offset)
+        return JSONResponse(report.to_json())
+
+    @api.post("/memory/merge")
+    async def memory_merge(request: Request) -> JSONResponse:
+        body = await read_json(request)
+        page = require_str(body, "path")
+        entries = [_merge_entry(i, e) for i, e in enumerate(_entry_list(body))]
+        result = await run(
+            kb.merge,
+            page,
+            entries,
+            actor=actor_of(request),
+            if_match=request.headers.get("if-match"),
+        )
+        payload = {
+            "path": result.path,
+            "etag": result.etag,
+            "created": result.created,
+            "added": [e.to_yaml_fields() for e in result.added],
+        }
+        return JSONResponse(payload, headers={"ETag": quoted(result.etag)})
+
+
+def _entry_list(body: dict[str, Any]) -> list[Any]:
+    entries = body.get("entries")
+    if not isinstance(entries, list) or not entries:
+        raise UsageError("entries is required (a non-empty list of {type?, id?, path?, note?})")
+    return entries
+
+
+def _merge_entry(index: int, raw: Any) -> MergeEntry:
+    if not isinstance(raw, dict):
+        raise UsageError(f"entries[{index}] must be an object")
+    fields: dict[str, str] = {}
+    for key in ("type", "id", "path", "note", "date"):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise UsageError(f"entries[{index}].{key} must be a string")
+        fields[key] = str(value)
+    fields.setdefault("type", "episode")
+    return MergeEntry(**fields)
+
+
+# ---------------------------------------------------------------------------------------------
+# events
+
+
+def _event_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/events")
+    async def events(request: Request) -> StreamingResponse:
+        try:
+            sub = kb.events.subscribe()
+        except OverflowError:
+            return error_response(503, "too many event subscribers")  # type: ignore[return-value]
+
+        async def stream() -> AsyncIterator[bytes]:
+            try:
+                yield b": connected\n\n"
+                idle = 0.0
+                while not await request.is_disconnected():
+                    event = await run(sub.get, 0.5)
+                    if event is None:
+                        idle += 0.5
+                        if idle >= KEEPALIVE_SECONDS:
+                            idle = 0.0
+                            yield b":keep-alive\n\n"
+                        continue
+                    idle = 0.0
+                    data = json.dumps(event.to_json(), ensure_ascii=False)
+                    yield f"event: {event.op}\ndata: {data}\n\n".encode()
+            except asyncio.CancelledError:
+                raise
+            finally:
+                sub.close()
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
