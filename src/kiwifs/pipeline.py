@@ -120,6 +120,8 @@ class Pipeline:
         if self.git is None:
             return []
         journal = self._state / JOURNAL
+        if not journal.is_file() or journal.stat().st_size == 0:
+            return []  # the common case; no lock, so read-only roots open fine
         with self.locked():
             try:
                 lines = journal.read_text(encoding="utf-8").splitlines()
