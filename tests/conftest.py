@@ -1,0 +1,64 @@
+"""Shared fixtures: git isolated from the user's configuration, and roots made of real files.
+
+Keep this file small and generic; helpers that only one test module needs live in that module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "kiwifs tests",
+    "GIT_AUTHOR_EMAIL": "tests@kiwifs.invalid",
+    "GIT_COMMITTER_NAME": "kiwifs tests",
+    "GIT_COMMITTER_EMAIL": "tests@kiwifs.invalid",
+}
+
+Files = Mapping[str, str | bytes]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_git(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point git (and every ``kiwifs`` subprocess) at an empty global config for the session."""
+    config = tmp_path_factory.mktemp("git-home") / "gitconfig"
+    config.write_text("")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    for name, value in GIT_ENV.items():
+        patch.setenv(name, value)
+    yield config
+    patch.undo()
+
+
+def write_files(root: Path, files: Files) -> Path:
+    """Write ``{relpath: text or bytes}`` under ``root`` (parents created) and return ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_bytes(content.encode("utf-8"))
+    return root
+
+
+@pytest.fixture
+def make_root(tmp_path: Path) -> Callable[..., Path]:
+    """A factory: ``make_root({relpath: text})`` writes the files into a fresh folder.
+
+    Each call makes a new folder under ``tmp_path`` (``root``, ``root-1``, …) unless ``name`` is
+    given. Text is written as UTF-8 bytes exactly (no newline translation).
+    """
+    made: list[Path] = []
+
+    def make(files: Files | None = None, name: str | None = None) -> Path:
+        folder = tmp_path / (name or ("root" if not made else f"root-{len(made)}"))
+        made.append(folder)
+        return write_files(folder, files or {})
+
+    return make
