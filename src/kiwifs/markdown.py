@@ -156,9 +156,12 @@ def scalar(value: str) -> str:
 
     ruamel writes YAML 1.2, where ``no`` or ``on`` are plain strings; PyYAML (and KiwiFS) read
     them as booleans. Such values, numbers, nulls and timestamps are written double-quoted.
+    Values with a character that is not printable (``\\n``, ``\\t``, NEL, LS, …) are double-quoted
+    too: ruamel's plain/single-quoted styles fold NEL and the other YAML line breaks, so an id or
+    note holding one came back changed (and a re-run merge no longer recognised its own entry).
     """
     tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
-    if tag != _STR_TAG or value != value.strip() or value == "":
+    if tag != _STR_TAG or value != value.strip() or value == "" or not value.isprintable():
         return DoubleQuotedScalarString(value)
     return value
 
