@@ -16,6 +16,7 @@ import uvicorn
 from . import __version__
 from .errors import KiwiError
 from .knowledge import Knowledge
+from .mcp_server import DEFAULT_HTTP_PORT, run_http, run_stdio
 from .memory import MergeEntry
 from .rest import create_app
 
@@ -172,6 +173,30 @@ def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
     bind_port = port or kb.config.server.port or DEFAULT_PORT
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
     uvicorn.run(app, host=host, port=bind_port, log_level="warning", lifespan="on")
+
+
+@cli.command()
+@click.option("--root", "-r", required=True, type=click.Path(), help=ROOT_HELP)
+@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help=f"HTTP port (only with --http; default {DEFAULT_HTTP_PORT}).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
+def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
+    """Serve the MCP tools for a knowledge root (stdio by default)."""
+    if port is not None and not use_http:
+        raise click.UsageError("--port requires --http")
+    if host != "127.0.0.1" and not use_http:
+        raise click.UsageError("--host requires --http")
+    kb = Knowledge.open(root)
+    kb.ensure_versioned()
+    if use_http:
+        run_http(kb, host, port or DEFAULT_HTTP_PORT)
+    else:
+        run_stdio(kb)
 
 
 def main() -> None:

@@ -1,0 +1,377 @@
+"""The MCP server (``kiwifs mcp``, and ``/mcp`` inside ``kiwifs serve``) over :class:`Knowledge`.
+
+The tools live in :mod:`kiwifs.mcp_tools` as plain methods; this module is the protocol plumbing:
+registration with the official SDK, the resources, the stdio and streamable-HTTP transports and
+the mount used by the REST server. Failures are mapped in one place, :func:`failure_text`: a
+:class:`KiwiError` becomes a tool error carrying its message (a model can act on "file not
+found", "conflict" or "invalid path"); anything unexpected becomes a generic tool error with the
+traceback on stderr, so no tool can take the server down. stdout carries only the protocol.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import sys
+import time
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from . import __version__
+from .errors import KiwiError, NotFound, Unauthorized
+from .knowledge import Knowledge
+from .mcp_text import render_tree
+from .mcp_tools import ALIASES, SPECS, Tools, ToolSpec
+
+DEFAULT_HTTP_PORT = 8181
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+TREE_RESOURCE_DEPTH = 3
+INSTRUCTIONS = """\
+kiwifs is a knowledge base of markdown files with YAML frontmatter, versioned in git.
+Read with kiwi_tree, kiwi_search, kiwi_query_meta and kiwi_read; write with kiwi_write,
+kiwi_append or kiwi_bulk_write (pass the ETag from kiwi_read as if_match to avoid lost updates).
+Memory loop: record raw experience with kiwi_remember; kiwi_memory_report lists episodes not yet
+consolidated; write or update a concept page that distils them, then record that with
+kiwi_memory_merge so they leave the report. SCHEMA.md (resource kiwi://schema) describes the
+conventions of this knowledge base."""
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the one error mapping
+
+
+def failure_text(exc: BaseException, spec: ToolSpec | None, args: dict[str, Any]) -> str:
+    """The message a model reads for a failed call (tools and resources alike).
+
+    Expected failures keep the core's message, with the tool's own wording for "not found"
+    (KiwiFS's ``File not found at <path>. Use kiwi_tree …``) and its prefix where it has one.
+    Anything else is reported generically; the traceback goes to stderr, never to the model.
+    """
+    if not isinstance(exc, KiwiError):
+        name = spec.name if spec else "resource"
+        _log(f"kiwifs-mcp: unexpected error in {name}:")
+        traceback.print_exception(exc, file=sys.stderr)
+        return f"internal error in {name} (details are in the server log)"
+    text = exc.message
+    if isinstance(exc, NotFound) and spec is not None and spec.not_found:
+        try:
+            text = spec.not_found.format(**args)
+        except (KeyError, IndexError, ValueError):
+            text = exc.message
+    if spec is not None and spec.failure:
+        text = spec.failure + text
+    return text
+
+
+def tool_error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def adapt(spec: ToolSpec, fn: Callable[..., str]) -> Callable[..., str | CallToolResult]:
+    """Wrap a tool method: rename keyword aliases, map failures, log one line per call."""
+
+    @functools.wraps(fn)
+    def call(**kwargs: Any) -> str | CallToolResult:
+        args = {ALIASES.get(k, k): v for k, v in kwargs.items()}
+        started = time.perf_counter()
+        failed = True
+        try:
+            text = fn(**args)
+            failed = False
+            return text
+        except Exception as exc:  # noqa: BLE001 - mapped to a tool error, never a crash
+            return tool_error(failure_text(exc, spec, args))
+        finally:
+            ms = (time.perf_counter() - started) * 1000
+            _log(f"kiwifs-mcp: tool={spec.name} duration={ms:.2f}ms error={str(failed).lower()}")
+
+    return call
+
+
+def annotations_of(spec: ToolSpec) -> ToolAnnotations:
+    if spec.read_only:
+        return ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    return ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=spec.destructive,
+        idempotent_hint=spec.idempotent,
+        open_world_hint=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the server
+
+
+class KiwiMCP(MCPServer[Any]):
+    """The SDK server, accepting ``kiwi://file/a/b.md`` as well as ``kiwi://file/a%2Fb.md``.
+
+    A ``{path}`` template variable does not match ``/`` under RFC 6570, yet clients write
+    nested paths literally; the path part is re-encoded before the template is matched.
+    """
+
+    async def read_resource(  # type: ignore[override]
+        self, uri: Any, context: Context[Any, Any] | None = None
+    ) -> Any:
+        return await super().read_resource(encode_nested(str(uri)), context)
+
+
+def encode_nested(uri: str) -> str:
+    for scheme in ("kiwi://file/", "kiwi://tree/"):
+        if uri.startswith(scheme):
+            return scheme + quote(uri[len(scheme) :], safe="%")
+    return uri
+
+
+def build_server(kb: Knowledge) -> KiwiMCP:
+    """An MCP server exposing every tool and resource of ``kb``."""
+    server = KiwiMCP("kiwifs", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    tools = Tools(kb)
+    for spec in SPECS:
+        server.add_tool(
+            adapt(spec, tools.method(spec.name)),
+            name=spec.name,
+            annotations=annotations_of(spec),
+            structured_output=False,
+        )
+    _add_resources(server, kb)
+    return server
+
+
+def _resource_call(what: str, fn: Callable[[], str]) -> str:
+    """Run a resource read, turning failures into the SDK's resource errors."""
+    try:
+        return fn()
+    except NotFound as exc:
+        raise ResourceNotFoundError(f"{what}: {exc.message}") from exc
+    except Exception as exc:  # noqa: BLE001 - mapped, never a crash
+        raise ResourceError(failure_text(exc, None, {})) from exc
+
+
+def _add_resources(server: KiwiMCP, kb: Knowledge) -> None:
+    @server.resource(
+        "kiwi://schema",
+        name="schema",
+        description="SCHEMA.md: the conventions of this knowledge base.",
+        mime_type="text/markdown",
+    )
+    def schema() -> str:
+        def read() -> str:
+            try:
+                return kb.read("SCHEMA.md").text
+            except NotFound as exc:
+                raise NotFound("no SCHEMA.md found") from exc
+
+        return _resource_call("kiwi://schema", read)
+
+    @server.resource(
+        "kiwi://file/{path}",
+        name="file",
+        description="A markdown file by path, e.g. kiwi://file/concepts/x.md.",
+        mime_type="text/markdown",
+    )
+    def file(path: str) -> str:
+        return _resource_call(f"kiwi://file/{path}", lambda: kb.read(path).text)
+
+    @server.resource(
+        "kiwi://tree/{path}",
+        name="tree",
+        description="The folder tree under a path (three levels); kiwi://tree/ for the root.",
+        mime_type="text/plain",
+    )
+    def tree(path: str) -> str:
+        return _resource_call(
+            f"kiwi://tree/{path}",
+            lambda: render_tree(kb.tree(path or None, TREE_RESOURCE_DEPTH)),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# transports
+
+
+def _watching(kb: Knowledge) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Start/stop the file watcher when the core has one, so out-of-band edits show up."""
+    start = getattr(kb, "start_watching", None)
+    stop = getattr(kb, "stop_watching", None)
+    return (start or (lambda: None)), (stop or (lambda: None))
+
+
+def run_stdio(kb: Knowledge) -> None:
+    """Serve MCP over stdin/stdout until the client closes the stream."""
+    server = build_server(kb)
+    start, stop = _watching(kb)
+    start()
+    try:
+        anyio.run(server.run_stdio_async)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop()
+
+
+def transport_security(host: str) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection for a loopback bind; other binds rely on the API key."""
+    if host not in LOOPBACK_HOSTS:
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+@dataclass
+class McpHttp:
+    """The streamable-HTTP endpoint of one server: an ASGI app and the lifespan it needs.
+
+    ``app`` answers at whatever path it is routed to; ``lifespan()`` must be entered (once) for
+    the app's lifetime, because the SDK runs its request tasks in a task group it owns.
+    """
+
+    server: KiwiMCP
+    app: ASGIApp
+
+    def lifespan(self) -> Any:
+        return self.server.session_manager.run()
+
+
+def mcp_asgi_app(kb: Knowledge, host: str = "127.0.0.1") -> McpHttp:
+    """Stateless streamable HTTP (as KiwiFS), JSON responses, for ``kb``."""
+    server = build_server(kb)
+    server.streamable_http_app(
+        streamable_http_path="/",
+        stateless_http=True,
+        json_response=True,
+        transport_security=transport_security(host),
+        host=host,
+    )
+    return McpHttp(server, StreamableHTTPASGIApp(server.session_manager))
+
+
+class AuthGate:
+    """Refuse HTTP requests that fail ``check`` with 401 ``{"error": …}`` (fails closed)."""
+
+    def __init__(self, app: ASGIApp, check: Callable[[Request], Awaitable[None]]) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                await self.check(Request(scope))
+            except Unauthorized as exc:
+                response = JSONResponse(
+                    {"error": exc.message}, 401, headers={"WWW-Authenticate": "Bearer"}
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def bearer_check(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
+    """Constant-time ``Authorization: Bearer <key>`` check; no key means no check."""
+    expected = f"Bearer {api_key}".encode() if api_key else None
+
+    async def check(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise Unauthorized("invalid API key")
+
+    return check
+
+
+def mount_mcp(
+    kb: Knowledge, host: str = "127.0.0.1"
+) -> Callable[[Any, Callable[[Request], Awaitable[None]]], None]:
+    """An ``extra_mounts`` hook for :func:`kiwifs.rest.create_app`: MCP at ``/mcp``.
+
+    The endpoint sits behind the REST app's own auth check, and the SDK's session manager is
+    run inside the REST app's lifespan.
+    """
+
+    def mount(app: Any, auth: Callable[[Request], Awaitable[None]]) -> None:
+        http = mcp_asgi_app(kb, host)
+        previous = app.router.lifespan_context
+
+        @asynccontextmanager
+        async def lifespan(a: Any) -> AsyncIterator[Any]:
+            async with http.lifespan(), previous(a) as state:
+                yield state
+
+        app.router.lifespan_context = lifespan
+        gate = AuthGate(http.app, auth)
+        app.router.routes.append(Route("/mcp", endpoint=gate, include_in_schema=False))
+        app.router.routes.append(Route("/mcp/", endpoint=gate, include_in_schema=False))
+
+    return mount
+
+
+def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
+    """The standalone app of ``kiwifs mcp --http``: ``/mcp`` and ``GET /health``."""
+    http = mcp_asgi_app(kb, host)
+    started = time.monotonic()
+    key = kb.config.auth.api_key if kb.config.auth.type == "apikey" else None
+    if kb.config.auth.type == "apikey" and not key:
+        raise KiwiError('[auth] type = "apikey" needs api_key')
+    gate = AuthGate(http.app, bearer_check(key))
+
+    async def health(_: Request) -> JSONResponse:
+        uptime = int(time.monotonic() - started)
+        return JSONResponse({"status": "ok", "transport": "http", "uptime_seconds": uptime})
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with http.lifespan():
+            yield
+
+    routes = [
+        Route("/mcp", endpoint=gate),
+        Route("/mcp/", endpoint=gate),
+        Route("/health", endpoint=health, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def run_http(kb: Knowledge, host: str, port: int) -> None:
+    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+    app = http_app(kb, host)
+    start, stop = _watching(kb)
+    start()
+    _log(f"kiwifs-mcp: streamable HTTP on http://{_url_host(host)}:{port}/mcp")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        stop()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def tool_names() -> Iterable[str]:
+    """Every tool name, in registration order (for docs checks)."""
+    return (spec.name for spec in SPECS)

@@ -1,0 +1,226 @@
+"""The texts the MCP tools read and write, kept apart from the protocol plumbing.
+
+Models read tool results as plain text, so these functions decide the exact wording (KiwiFS's
+where reference §4 gives it). Nothing here imports ``mcp``; every function is pure, which keeps
+the formats testable without a server and the adapters in :mod:`kiwifs.mcp_server` short.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from .errors import UsageError
+from .knowledge import FileContent, TreeNode
+from .markdown import edit_frontmatter, scalar
+from .versioning import Change, Version
+
+NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
+NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to see the root."
+NOT_MODIFIED = "File not modified (etag: {etag}). Content unchanged since your last read."
+EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MARK_RE = re.compile(r"</?mark>")
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes of the index results (structural, so this module does not depend on the index module)
+
+
+class SearchHit(Protocol):
+    path: str
+    score: float
+    snippet: str
+
+
+class MetaRow(Protocol):
+    path: str
+    frontmatter: Mapping[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+def bare_etag(value: str | None) -> str:
+    """An ETag as a client may echo it (``"abc"``, ``W/"abc"``) reduced to the hex id."""
+    tag = (value or "").strip()
+    if tag.startswith("W/"):
+        tag = tag[2:]
+    return tag.strip().strip('"')
+
+
+def render_read(file: FileContent, metadata_only: bool, frontmatter: Mapping[Any, Any]) -> str:
+    """``[ETag: <etag>]`` then a blank line, then the content or the frontmatter as JSON."""
+    if metadata_only:
+        body = json.dumps(frontmatter, indent=2, ensure_ascii=False, default=str)
+    else:
+        body = file.text
+    return f"[ETag: {file.etag}]\n\n{body}"
+
+
+def human_size(size: int | None) -> str:
+    """A file size the way the tree shows it: ``512 B``, ``1.5 KB``, ``2.0 MB``."""
+    n = size or 0
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def render_tree(node: TreeNode) -> str:
+    """Indented listing (two spaces a level): folders as ``name/``, files as ``name (size)``."""
+    lines: list[str] = []
+
+    def walk(children: Iterable[TreeNode], level: int) -> None:
+        for child in children:
+            pad = "  " * level
+            if child.is_dir:
+                lines.append(f"{pad}{child.name}/")
+                walk(child.children, level + 1)
+            else:
+                lines.append(f"{pad}{child.name} ({human_size(child.size)})")
+
+    walk(node.children, 0)
+    return "\n".join(lines) if lines else "(empty)"
+
+
+# ---------------------------------------------------------------------------------------------
+# search and meta
+
+
+def strip_marks(snippet: str) -> str:
+    """Snippets carry ``<mark>`` highlights for the web UI; a model reads them as noise."""
+    return " ".join(_MARK_RE.sub("", snippet).split())
+
+
+def render_search(
+    hits: Sequence[SearchHit], limit: int, offset: int, path_prefix: str | None
+) -> str:
+    """Numbered hits; ``hits`` may hold one more than ``limit`` to tell that more exist."""
+    if not hits:
+        return f"No results found in {path_prefix}." if path_prefix else "No results found."
+    shown = list(hits[:limit])
+    lines: list[str] = []
+    for number, hit in enumerate(shown, start=offset + 1):
+        lines.append(f"{number}. {hit.path} (score: {hit.score:.2f})")
+        snippet = strip_marks(hit.snippet or "")
+        if snippet:
+            lines.append(f"   {snippet}")
+    if len(hits) > limit:
+        end = offset + len(shown)
+        lines.append("")
+        lines.append(f"Showing {offset + 1}-{end}. Use offset={end} to see more.")
+    return "\n".join(lines)
+
+
+def _meta_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def render_meta(rows: Sequence[MetaRow]) -> str:
+    """``- <path>`` per file, then its frontmatter as ``  key: value`` lines, keys sorted."""
+    if not rows:
+        return "No matching files found."
+    lines: list[str] = []
+    for row in rows:
+        lines.append(f"- {row.path}")
+        fm = row.frontmatter or {}
+        for key in sorted(fm, key=str):
+            lines.append(f"  {key}: {_meta_value(fm[key])}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# history
+
+
+def render_changes(changes: Sequence[Change], since: str | None) -> str:
+    """One line per commit (newest first) and ``last_seq:`` to pass as ``since`` next time."""
+    if not changes:
+        return f"No changes.\nlast_seq: {since or ''}".rstrip()
+    lines = [
+        f"{c.seq[:8]} {c.action} {c.path or '(several files)'} (by {c.actor} at {c.timestamp})"
+        for c in changes
+    ]
+    lines.append(f"last_seq: {changes[0].seq}")
+    return "\n".join(lines)
+
+
+def render_versions(path: str, versions: Sequence[Version]) -> str:
+    """The commits that touched ``path``, newest first."""
+    if not versions:
+        return f"No versions of {path} (the file has no committed history)."
+    lines = [f"{len(versions)} version(s) of {path}, newest first:"]
+    lines += [f"{v.hash[:8]} {v.date} by {v.author} \u2014 {v.message}" for v in versions]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# episodes (kiwi_remember)
+
+
+def new_episode_id(now: dt.datetime) -> str:
+    """``ep-<UTC yyyymmddHHMMSS>-<6 hex>``: sortable by time, unique without coordination."""
+    return f"ep-{now.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def check_episode_id(episode_id: str) -> str:
+    """An episode id becomes a file name, so it must be one safe segment (no ``/``, no ``.``)."""
+    ident = episode_id.strip()
+    if not EPISODE_ID_RE.match(ident):
+        raise UsageError(
+            f"invalid episode_id {episode_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no '/')"
+        )
+    return ident
+
+
+def episode_path(prefix: str, now: dt.datetime, episode_id: str) -> str:
+    """``<prefix><YYYY-MM-DD>/<episode_id>.md`` (the prefix ends in ``/``)."""
+    return f"{prefix}{now.strftime('%Y-%m-%d')}/{episode_id}.md"
+
+
+def compose_episode(
+    content: str,
+    episode_id: str,
+    created: str,
+    title: str | None = None,
+    tags: Sequence[str] | None = None,
+) -> bytes:
+    """The episode file: ``content`` with ``memory_kind: episodic`` and its identity set.
+
+    Frontmatter the caller already wrote is kept (body byte for byte); the identity keys are
+    overwritten, because an episode that says another kind or id would fall out of the report.
+    """
+
+    def mutate(doc: CommentedMap) -> bool:
+        doc["memory_kind"] = "episodic"
+        doc["episode_id"] = scalar(episode_id)
+        if title:
+            doc["title"] = scalar(title)
+        if tags:
+            seq = CommentedSeq([scalar(t) for t in tags])
+            seq.fa.set_flow_style()
+            doc["tags"] = seq
+        doc["created"] = scalar(created)
+        return True
+
+    text = content if content.endswith("\n") else content + "\n"
+    return edit_frontmatter(text.encode("utf-8"), mutate)
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def rfc3339(now: dt.datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,386 @@
+"""The MCP tools themselves: one method per tool, each a thin adapter over :class:`Knowledge`.
+
+A method's signature *is* the tool's input schema (the SDK builds the JSON schema from the type
+hints and ``Field`` descriptions) and its docstring is the description the model reads, so both
+are written for the model. Each method parses, makes one ``Knowledge`` call and formats with
+:mod:`kiwifs.mcp_text`; it raises :class:`KiwiError` on failure and never deals with the
+protocol. :mod:`kiwifs.mcp_server` registers them and maps the errors in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import Conflict, PayloadTooLarge, UsageError
+from .knowledge import Knowledge
+from .markdown import read_frontmatter
+from .mcp_text import (
+    NOT_FOUND_FILE,
+    NOT_FOUND_FOLDER,
+    NOT_MODIFIED,
+    bare_etag,
+    check_episode_id,
+    compose_episode,
+    episode_path,
+    new_episode_id,
+    render_changes,
+    render_meta,
+    render_read,
+    render_search,
+    render_tree,
+    render_versions,
+    rfc3339,
+    utc_now,
+)
+from .memory import MergeEntry, render_mcp
+
+MCP_ACTOR = "mcp-agent"
+MAX_CONTENT_BYTES = 32 * 1024 * 1024
+SEARCH_MAX = 50
+META_MAX = 200
+TREE_MAX_DEPTH = 20
+# An If-Match no real blob id equals: a write carrying it succeeds only when the file is absent.
+CREATE_ONLY = "0" * 40
+
+Path_ = Annotated[
+    str, Field(description="File path relative to the knowledge root, e.g. 'concepts/x.md'.")
+]
+Actor = Annotated[
+    str, Field(description="Who is writing; recorded as the git author and in provenance.")
+]
+Provenance_ = Annotated[
+    str | None,
+    Field(description="Where this content came from, as 'type:id' (e.g. 'run:run-249')."),
+]
+IfMatch = Annotated[
+    str | None,
+    Field(description="ETag from your last kiwi_read; the call fails if the file changed since."),
+]
+
+
+class FileItem(BaseModel):
+    """One file of a bulk write."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="File path relative to the knowledge root.")
+    content: str = Field(description="Full markdown content of the file.")
+
+
+class MergeItem(BaseModel):
+    """One consolidated source to record in a page's ``merged-from``."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str = Field(default="episode", description="Entry type: episode, run, session, ….")
+    id: str = Field(default="", description="The episode_id that was consolidated.")
+    path: str = Field(default="", description="Or the path of the consolidated episode file.")
+    note: str = Field(default="", description="Optional note about what was taken from it.")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How a tool is registered: its hints and the texts of its expected failures."""
+
+    name: str
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = True
+    not_found: str | None = None  # formatted with the call's arguments
+    failure: str | None = None  # prefix for every error message ("Memory report failed: …")
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec("kiwi_read", read_only=True, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_write", read_only=False, destructive=True),
+    ToolSpec("kiwi_append", read_only=False, idempotent=False),
+    ToolSpec("kiwi_delete", read_only=False, destructive=True, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_bulk_write", read_only=False, destructive=True),
+    ToolSpec(
+        "kiwi_rename",
+        read_only=False,
+        destructive=True,
+        idempotent=False,
+        not_found=NOT_FOUND_FILE.replace("{path}", "{from_}"),
+    ),
+    ToolSpec("kiwi_tree", read_only=True, not_found=NOT_FOUND_FOLDER),
+    ToolSpec("kiwi_search", read_only=True),
+    ToolSpec("kiwi_query_meta", read_only=True),
+    ToolSpec("kiwi_changes", read_only=True),
+    ToolSpec("kiwi_versions", read_only=True),
+    ToolSpec("kiwi_memory_report", read_only=True, failure="Memory report failed: "),
+    ToolSpec("kiwi_memory_merge", read_only=False),
+    ToolSpec("kiwi_remember", read_only=False, idempotent=False),
+)
+
+# Argument names that are Python keywords: the schema says ``from``/``or``, the methods ``from_``.
+ALIASES = {"from": "from_", "or": "or_"}
+
+
+def _check_range(name: str, value: int, low: int, high: int | None = None) -> int:
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"{low} or more"
+        raise UsageError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+class Tools:
+    """The tool methods, bound to one knowledge root."""
+
+    def __init__(self, kb: Knowledge) -> None:
+        self.kb = kb
+
+    def method(self, name: str) -> Callable[..., str]:
+        fn: Callable[..., str] = getattr(self, name)
+        return fn
+
+    # -- files ------------------------------------------------------------------------------
+
+    def kiwi_read(
+        self,
+        path: Path_,
+        resolve_links: Annotated[
+            bool, Field(description="Accepted for KiwiFS compatibility; links are returned as is.")
+        ] = False,
+        metadata_only: Annotated[
+            bool, Field(description="Return only the frontmatter, as JSON.")
+        ] = False,
+        if_not_etag: Annotated[
+            str | None,
+            Field(description="ETag you already have; if unchanged, the content is not resent."),
+        ] = None,
+    ) -> str:
+        """Read a markdown file. The answer starts with '[ETag: <etag>]'; pass that ETag as
+        if_match to kiwi_write to avoid overwriting someone else's change."""
+        file = self.kb.read(path)
+        if if_not_etag and bare_etag(if_not_etag) == file.etag:
+            return NOT_MODIFIED.format(etag=file.etag)
+        fm = read_frontmatter(file.content).data if metadata_only else {}
+        return render_read(file, metadata_only, fm)
+
+    def kiwi_write(
+        self,
+        path: Path_,
+        content: Annotated[str, Field(description="Full markdown content (max 32 MiB).")],
+        actor: Actor = MCP_ACTOR,
+        provenance: Provenance_ = None,
+        if_match: IfMatch = None,
+    ) -> str:
+        """Create or replace a file (committed to git). Provenance 'type:id' is recorded in the
+        file's derived-from frontmatter."""
+        if not content:
+            raise UsageError("content is required")
+        if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
+            raise PayloadTooLarge("content exceeds the 32 MiB limit")
+        result = self.kb.write(path, content, actor, if_match, provenance)
+        return f"Written {result.path} (ETag: {result.etag})"
+
+    def kiwi_append(
+        self,
+        path: Path_,
+        content: Annotated[str, Field(description="Text to add at the end of the file.")],
+        separator: Annotated[
+            str, Field(description="Inserted between the old content and the new.")
+        ] = "\n",
+        actor: Actor = MCP_ACTOR,
+    ) -> str:
+        """Append text to a file (creating it if missing), e.g. a log line."""
+        if not content:
+            raise UsageError("content is required")
+        result = self.kb.append(path, content, actor, separator)
+        return f"Appended to {result.path} (ETag: {result.etag})"
+
+    def kiwi_delete(self, path: Path_, actor: Actor = MCP_ACTOR, if_match: IfMatch = None) -> str:
+        """Delete a file (the deletion is committed; kiwi_versions still shows its history)."""
+        rel = self.kb.delete(path, actor, if_match)
+        return f"Deleted {rel}"
+
+    def kiwi_bulk_write(
+        self,
+        files: Annotated[list[FileItem], Field(description="The files to write.")],
+        actor: Actor = MCP_ACTOR,
+        provenance: Provenance_ = None,
+    ) -> str:
+        """Write several files in a single git commit: all of them or none."""
+        results = self.kb.bulk_write([(f.path, f.content) for f in files], actor, provenance)
+        lines = [f"Written {len(results)} files in a single commit"]
+        lines += [f"  - {r.path} (ETag: {r.etag})" for r in results]
+        return "\n".join(lines)
+
+    def kiwi_rename(
+        self,
+        from_: Annotated[str, Field(alias="from", description="Current path of the file.")],
+        to: Annotated[str, Field(description="New path; must not exist yet.")],
+        actor: Actor = MCP_ACTOR,
+        update_links: Annotated[
+            bool, Field(description="Accepted for KiwiFS compatibility; links are not rewritten.")
+        ] = True,
+    ) -> str:
+        """Move a file to a new path (one commit)."""
+        result = self.kb.rename(from_, to, actor)
+        return f"Renamed {from_} \u2192 {result.path} (ETag: {result.etag})"
+
+    # -- browsing and search ----------------------------------------------------------------
+
+    def kiwi_tree(
+        self,
+        path: Annotated[str, Field(description="Folder to list; empty for the root.")] = "",
+        depth: Annotated[int, Field(description="How many folder levels to show.")] = 3,
+        include_permalinks: Annotated[
+            bool, Field(description="Accepted for KiwiFS compatibility; has no effect.")
+        ] = False,
+    ) -> str:
+        """List folders and files (with sizes) under a folder."""
+        _check_range("depth", depth, 1, TREE_MAX_DEPTH)
+        return render_tree(self.kb.tree(path or None, depth))
+
+    def kiwi_search(
+        self,
+        query: Annotated[str, Field(description="Words to look for (full-text, ranked).")],
+        limit: Annotated[int, Field(description="Results per page (1-50).")] = 20,
+        offset: Annotated[int, Field(description="Results to skip, for the next page.")] = 0,
+        path_prefix: Annotated[
+            str | None, Field(description="Only search under this folder, e.g. 'concepts/'.")
+        ] = None,
+    ) -> str:
+        """Full-text search over every markdown file, best matches first."""
+        if not query.strip():
+            raise UsageError("query is required")
+        _check_range("limit", limit, 1, SEARCH_MAX)
+        _check_range("offset", offset, 0)
+        found = self.kb.search(query, limit=limit + 1, offset=offset, path_prefix=path_prefix)
+        return render_search(found.results, limit, offset, path_prefix)
+
+    def kiwi_query_meta(
+        self,
+        filters: Annotated[
+            list[str],
+            Field(description="AND filters like '$.status=draft' or '$.tags[*]=ml'."),
+        ] = [],  # noqa: B006 - pydantic copies defaults
+        or_: Annotated[
+            list[str], Field(alias="or", description="Filters of which at least one must match.")
+        ] = [],  # noqa: B006
+        paths: Annotated[
+            list[str], Field(description="Only these files (filters are then ignored).")
+        ] = [],  # noqa: B006
+        sort: Annotated[str | None, Field(description="Field to sort by, e.g. '$.date'.")] = None,
+        order: Annotated[Literal["asc", "desc"], Field(description="Sort order.")] = "asc",
+        limit: Annotated[int, Field(description="Files per page (1-200).")] = 20,
+        offset: Annotated[int, Field(description="Files to skip.")] = 0,
+    ) -> str:
+        """Find files by frontmatter values; lists each file with its frontmatter."""
+        _check_range("limit", limit, 1, META_MAX)
+        _check_range("offset", offset, 0)
+        found = self.kb.meta(
+            where=filters,
+            or_=or_,
+            sort=sort,
+            order=order,
+            limit=limit,
+            offset=offset,
+            paths=paths or None,
+        )
+        return render_meta(found.results)
+
+    # -- history ----------------------------------------------------------------------------
+
+    def kiwi_changes(
+        self,
+        since: Annotated[
+            str | None, Field(description="last_seq from a previous call; only newer changes.")
+        ] = None,
+        limit: Annotated[int, Field(description="How many changes (1-500).")] = 50,
+    ) -> str:
+        """Recent changes to the knowledge base, newest first."""
+        return render_changes(self.kb.changes(since or None, limit), since)
+
+    def kiwi_versions(self, path: Path_) -> str:
+        """The git history of one file (commit, date, author, message), newest first."""
+        return render_versions(path, self.kb.versions(path))
+
+    # -- episodic memory --------------------------------------------------------------------
+
+    def kiwi_memory_report(
+        self,
+        episodes_prefix: Annotated[
+            str | None, Field(description="Folder of episodic files (default from config).")
+        ] = None,
+        limit: Annotated[
+            int | None, Field(description="Page size for the file lists (default: all).")
+        ] = None,
+        offset: Annotated[int, Field(description="Page start.")] = 0,
+        format: Annotated[  # noqa: A002 - the argument name clients send
+            Literal["text", "json"], Field(description="'text' (default) or 'json'.")
+        ] = "text",
+    ) -> str:
+        """The consolidation queue: episodic files that no page's merged-from cites yet.
+        Consolidate them into a concept page, then record it with kiwi_memory_merge."""
+        report = self.kb.memory_report(episodes_prefix or None, limit, offset)
+        if format == "json":
+            return json.dumps(report.to_json(), indent=2, ensure_ascii=False)
+        return render_mcp(report)
+
+    def kiwi_memory_merge(
+        self,
+        path: Annotated[str, Field(description="The page that consolidated the episodes.")],
+        entries: Annotated[
+            list[MergeItem],
+            Field(description="What it consumed: objects with id (episode_id) or path."),
+        ],
+        actor: Actor = MCP_ACTOR,
+        if_match: IfMatch = None,
+    ) -> str:
+        """Record in a page's merged-from frontmatter that it consolidated these episodes, so
+        they leave the memory report. Idempotent; creates the page if it does not exist."""
+        wanted = [MergeEntry(type=e.type, id=e.id, path=e.path, note=e.note) for e in entries]
+        result = self.kb.merge(path, wanted, actor, if_match)
+        if not result.added:
+            return (
+                f"Nothing to merge: {result.path} already cites every entry (ETag: {result.etag})"
+            )
+        verb = "Created" if result.created else "Updated"
+        lines = [
+            f"{verb} {result.path}: merged {len(result.added)} entr"
+            f"{'y' if len(result.added) == 1 else 'ies'} (ETag: {result.etag})"
+        ]
+        lines += [f"  - {e.type} {e.id or e.path}" for e in result.added]
+        return "\n".join(lines)
+
+    def kiwi_remember(
+        self,
+        content: Annotated[str, Field(description="What happened, in markdown.")],
+        title: Annotated[str | None, Field(description="Short title of the episode.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags for the episode.")] = None,
+        episode_id: Annotated[
+            str | None,
+            Field(description="Id to use (letters, digits, . _ -); generated if absent."),
+        ] = None,
+        provenance: Provenance_ = None,
+        actor: Actor = MCP_ACTOR,
+    ) -> str:
+        """Record a new episode (raw experience) as episodes/<date>/<episode_id>.md with
+        memory_kind: episodic. It shows in kiwi_memory_report until a page merges it."""
+        if not content.strip():
+            raise UsageError("content is required")
+        now = utc_now()
+        ident = check_episode_id(episode_id) if episode_id else new_episode_id(now)
+        if episode_id:
+            self._refuse_known_id(ident)
+        path = episode_path(self.kb.episodes_prefix(), now, ident)
+        data = compose_episode(content, ident, rfc3339(now), title, tags)
+        try:
+            result = self.kb.write(path, data, actor, CREATE_ONLY, provenance)
+        except Conflict as exc:
+            raise Conflict(
+                f"episode {ident} already exists at {path}; choose another episode_id"
+            ) from exc
+        return f"Remembered episode {ident} at {result.path} (ETag: {result.etag})"
+
+    def _refuse_known_id(self, ident: str) -> None:
+        """A caller-chosen id may already name an episode of another day: refuse the duplicate."""
+        for known in self.kb.memory_report().episodic_files:
+            if known.episode_id.strip() == ident:
+                raise Conflict(f"episode {ident} already exists at {known.path}")
