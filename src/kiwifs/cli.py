@@ -16,7 +16,7 @@ import uvicorn
 from . import __version__
 from .errors import KiwiError
 from .knowledge import Knowledge
-from .mcp_server import DEFAULT_HTTP_PORT, run_http, run_stdio
+from .mcp_server import DEFAULT_HTTP_PORT, mount_mcp, run_http, run_stdio
 from .memory import MergeEntry
 from .rest import create_app
 
@@ -169,7 +169,7 @@ def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
     kb = Knowledge.open(root)
     kb.acquire_server_lock()
     kb.ensure_versioned()
-    app = create_app(kb, api_key=api_key or None)
+    app = create_app(kb, api_key=api_key or None, extra_mounts=mount_mcp(kb, host))
     bind_port = port or kb.config.server.port or DEFAULT_PORT
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
     uvicorn.run(app, host=host, port=bind_port, log_level="warning", lifespan="on")
