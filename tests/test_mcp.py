@@ -1,0 +1,488 @@
+"""The MCP interface, tested for real with the official ``mcp`` client.
+
+Three ways in: the installed ``kiwifs mcp`` over stdio (what Claude Desktop or Cursor run), the same
+command with ``--http``, and ``/mcp`` inside ``kiwifs serve``. Tool behaviour details are checked
+in-process (the SDK's in-memory connection to the very server object the CLI builds), which keeps
+the suite fast; the transports are checked once each, end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from click.testing import CliRunner
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent
+
+from kiwifs.cli import cli
+from kiwifs.knowledge import Knowledge
+from kiwifs.mcp_server import build_server
+
+pytestmark = pytest.mark.anyio
+
+KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "mcp.md"
+TOOLS = {
+    "kiwi_read",
+    "kiwi_write",
+    "kiwi_append",
+    "kiwi_delete",
+    "kiwi_bulk_write",
+    "kiwi_rename",
+    "kiwi_tree",
+    "kiwi_search",
+    "kiwi_query_meta",
+    "kiwi_changes",
+    "kiwi_versions",
+    "kiwi_memory_report",
+    "kiwi_memory_merge",
+    "kiwi_remember",
+}
+READ_ONLY = {
+    "kiwi_read",
+    "kiwi_tree",
+    "kiwi_search",
+    "kiwi_query_meta",
+    "kiwi_changes",
+    "kiwi_versions",
+    "kiwi_memory_report",
+}
+DESTRUCTIVE = {"kiwi_write", "kiwi_delete", "kiwi_bulk_write", "kiwi_rename"}
+READY_TIMEOUT = 30.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A real root laid out by ``kiwifs init`` (knowledge template, git repository)."""
+    folder = tmp_path / "kb"
+    result = subprocess.run(
+        [KIWIFS, "init", "--root", str(folder)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return folder
+
+
+def text_of(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def ok(session: ClientSession | Client, name: str, args: dict[str, Any]) -> str:
+    result = await session.call_tool(name, args)
+    assert not result.is_error, f"{name} failed: {text_of(result)}"
+    return text_of(result)
+
+
+async def fails(session: ClientSession | Client, name: str, args: dict[str, Any]) -> str:
+    result = await session.call_tool(name, args)
+    assert result.is_error, f"{name} should have failed: {text_of(result)}"
+    return text_of(result)
+
+
+def etag_of(text: str) -> str:
+    return text.split("ETag: ", 1)[1].split(")", 1)[0].split("]", 1)[0]
+
+
+@asynccontextmanager
+async def in_process(root: Path) -> AsyncIterator[Client]:
+    async with Client(build_server(Knowledge.open(root))) as client:
+        yield client
+
+
+def child_env() -> dict[str, str]:
+    """The environment for ``kiwifs`` subprocesses: isolated git config from conftest."""
+    return {k: v for k, v in os.environ.items() if k.startswith(("GIT_", "HOME", "PATH"))}
+
+
+# ---------------------------------------------------------------------------------------------
+# tool behaviour (in-process)
+
+
+async def test_tools_and_annotations(root: Path) -> None:
+    async with in_process(root) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for name, tool in tools.items():
+        hints = tool.annotations
+        assert hints is not None
+        assert hints.read_only_hint is (name in READ_ONLY), name
+        if name not in READ_ONLY:
+            assert hints.destructive_hint is (name in DESTRUCTIVE), name
+        assert tool.description, name
+    assert "from" in tools["kiwi_rename"].input_schema["properties"]
+    assert "or" in tools["kiwi_query_meta"].input_schema["properties"]
+    assert {"limit", "offset", "path_prefix"} <= set(
+        tools["kiwi_search"].input_schema["properties"]
+    )
+
+
+async def test_read_write_append_and_etags(root: Path) -> None:
+    async with in_process(root) as client:
+        written = await ok(
+            client, "kiwi_write", {"path": "notes/a.md", "content": "# A\n", "provenance": "run:r1"}
+        )
+        assert written.startswith("Written notes/a.md (ETag: ")
+        etag = etag_of(written)
+        read = await ok(client, "kiwi_read", {"path": "notes/a.md"})
+        assert read.startswith(f"[ETag: {etag}]\n\n---\n")
+        assert "derived-from:" in read and "actor: mcp-agent" in read
+        same = await ok(client, "kiwi_read", {"path": "notes/a.md", "if_not_etag": f'"{etag}"'})
+        assert same == (
+            f"File not modified (etag: {etag}). Content unchanged since your last read."
+        )
+        meta = await ok(client, "kiwi_read", {"path": "notes/a.md", "metadata_only": True})
+        assert json.loads(meta.split("\n\n", 1)[1])["derived-from"][0]["id"] == "r1"
+        appended = await ok(client, "kiwi_append", {"path": "notes/a.md", "content": "more"})
+        assert appended.startswith("Appended to notes/a.md (ETag: ")
+        stale = await fails(
+            client, "kiwi_write", {"path": "notes/a.md", "content": "x", "if_match": etag}
+        )
+        assert "modified since last read" in stale
+        assert await fails(client, "kiwi_write", {"path": "b.md", "content": ""}) == (
+            "content is required"
+        )
+        bad = await fails(client, "kiwi_write", {"path": "b.md", "content": "x", "provenance": "x"})
+        assert "type:id" in bad
+    assert (root / "notes/a.md").read_text().endswith("# A\n\nmore")
+
+
+async def test_errors_are_tool_errors_the_model_can_act_on(root: Path) -> None:
+    async with in_process(root) as client:
+        missing = await fails(client, "kiwi_read", {"path": "nope.md"})
+        assert missing == "File not found at nope.md. Use kiwi_tree to see available files."
+        assert "File not found at nope.md" in await fails(
+            client, "kiwi_delete", {"path": "nope.md"}
+        )
+        assert "File not found at gone.md" in await fails(
+            client, "kiwi_rename", {"from": "gone.md", "to": "x.md"}
+        )
+        assert "'..'" in await fails(client, "kiwi_read", {"path": "../etc/passwd"})
+        assert "hidden" in await fails(client, "kiwi_write", {"path": ".git/x", "content": "x"})
+        assert "Folder not found" in await fails(client, "kiwi_tree", {"path": "nowhere"})
+        assert "depth" in await fails(client, "kiwi_tree", {"depth": 0})
+        assert "limit" in await fails(client, "kiwi_search", {"query": "x", "limit": 0})
+        assert "unknown sequence" in await fails(client, "kiwi_changes", {"since": "zzz"})
+        # the server is still there after every failure
+        assert "SCHEMA.md" in await ok(client, "kiwi_tree", {})
+
+
+async def test_delete_bulk_rename_tree_versions_changes(root: Path) -> None:
+    async with in_process(root) as client:
+        bulk = await ok(
+            client,
+            "kiwi_bulk_write",
+            {"files": [{"path": "x/1.md", "content": "one"}, {"path": "x/2.md", "content": "2"}]},
+        )
+        assert bulk.splitlines()[0] == "Written 2 files in a single commit"
+        assert "  - x/1.md (ETag: " in bulk
+        renamed = await ok(client, "kiwi_rename", {"from": "x/1.md", "to": "x/one.md"})
+        assert renamed.startswith("Renamed x/1.md \u2192 x/one.md (ETag: ")
+        assert await ok(client, "kiwi_delete", {"path": "x/2.md"}) == "Deleted x/2.md"
+        tree = await ok(client, "kiwi_tree", {"path": "x"})
+        assert tree == "one.md (3 B)"
+        full = (await ok(client, "kiwi_tree", {})).splitlines()
+        assert "x/" in full and "  one.md (3 B)" in full and "episodes/" in full
+        versions = await ok(client, "kiwi_versions", {"path": "x/one.md"})
+        assert versions.startswith("1 version(s) of x/one.md")
+        changes = (await ok(client, "kiwi_changes", {"limit": 3})).splitlines()
+        assert changes[0].split()[1:3] == ["delete", "x/2.md"]
+        assert "(by mcp-agent at " in changes[0]
+        assert changes[-1].startswith("last_seq: ")
+
+
+async def test_memory_report_text_json_and_paging(root: Path) -> None:
+    async with in_process(root) as client:
+        text = await ok(client, "kiwi_memory_report", {})
+        assert text.splitlines() == [
+            "Episodic files:           1",
+            "merged-from references:   0",
+            "Unmerged (no merged-from): 1",
+            "  - episodes/example-episode.md  episode_id=example-001",
+        ]
+        data = json.loads(await ok(client, "kiwi_memory_report", {"format": "json", "limit": 0}))
+        assert data["episodic_count"] == 1 and data["unmerged"] == []
+        assert data["episodes_prefix"] == "episodes/"
+        await ok(
+            client, "kiwi_memory_merge", {"path": "log.md", "entries": [{"id": "example-001"}]}
+        )
+        empty = await ok(client, "kiwi_memory_report", {"episodes_prefix": "nothing-here/"})
+        assert "merged-from references:   1" in empty
+        assert empty.splitlines()[-1] == (
+            "All episodic files are referenced by at least one merged-from list."
+        )
+        failed = await fails(client, "kiwi_memory_report", {"offset": -1})
+        assert failed.startswith("Memory report failed: ")
+
+
+async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> None:
+    async with in_process(root) as client:
+        said = await ok(
+            client,
+            "kiwi_remember",
+            {
+                "content": "Tried the cache; it halved latency.",
+                "title": "Cache trial",
+                "tags": ["perf"],
+                "provenance": "run:run-7",
+            },
+        )
+        assert said.startswith("Remembered episode ep-")
+        ident, path = said.split()[2], said.split()[4]
+        assert path.startswith("episodes/") and path.endswith(f"/{ident}.md")
+        stored = Knowledge.open(root).frontmatter(path)
+        assert stored["memory_kind"] == "episodic" and stored["episode_id"] == ident
+        assert stored["title"] == "Cache trial" and stored["tags"] == ["perf"]
+        assert stored["created"].endswith("Z") and stored["derived-from"][0]["id"] == "run-7"
+        await ok(client, "kiwi_remember", {"content": "first", "episode_id": "ep-fixed"})
+        again = await fails(
+            client, "kiwi_remember", {"content": "second", "episode_id": "ep-fixed"}
+        )
+        assert "already exists" in again
+        for bad in ("a/b", "../x", ".hidden", ""):
+            if bad:
+                assert "invalid episode_id" in await fails(
+                    client, "kiwi_remember", {"content": "x", "episode_id": bad}
+                )
+    assert "first" in next((root / "episodes").glob("*/ep-fixed.md")).read_text()
+
+
+async def test_resources(root: Path) -> None:
+    (root / "concepts").mkdir(exist_ok=True)
+    (root / "concepts" / "x.md").write_text("# X\n")
+    async with in_process(root) as client:
+        templates = {
+            t.uri_template for t in (await client.list_resource_templates()).resource_templates
+        }
+        assert templates == {"kiwi://file/{path}", "kiwi://tree/{path}"}
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["kiwi://schema"]
+        schema = await client.read_resource("kiwi://schema")
+        assert schema.contents[0].text.startswith("# Schema")  # type: ignore[union-attr]
+        for uri in ("kiwi://file/concepts/x.md", "kiwi://file/concepts%2Fx.md"):
+            got = await client.read_resource(uri)
+            assert got.contents[0].text == "# X\n"  # type: ignore[union-attr]
+            assert got.contents[0].mime_type == "text/markdown"
+        tree = await client.read_resource("kiwi://tree/concepts")
+        assert "x.md (4 B)" in tree.contents[0].text  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="not found"):
+            await client.read_resource("kiwi://file/missing.md")
+        (root / "SCHEMA.md").unlink()
+        with pytest.raises(MCPError, match="no SCHEMA.md found"):
+            await client.read_resource("kiwi://schema")
+
+
+# ---------------------------------------------------------------------------------------------
+# stdio: the installed command, as an MCP host runs it
+
+
+@asynccontextmanager
+async def stdio_session(root: Path, errlog: Path) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=KIWIFS, args=["mcp", "--root", str(root)], env=child_env()
+    )
+    with errlog.open("w") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                yield session
+
+
+async def call_every_tool(session: ClientSession) -> None:
+    """One successful call of each tool, in an order where each has something to work on."""
+    await ok(session, "kiwi_write", {"path": "a.md", "content": "---\nstatus: draft\n---\nalpha"})
+    await ok(session, "kiwi_read", {"path": "a.md"})
+    await ok(session, "kiwi_append", {"path": "a.md", "content": "beta"})
+    await ok(session, "kiwi_bulk_write", {"files": [{"path": "b.md", "content": "gamma"}]})
+    await ok(session, "kiwi_rename", {"from": "b.md", "to": "c.md"})
+    await ok(session, "kiwi_delete", {"path": "c.md"})
+    await ok(session, "kiwi_tree", {})
+    await ok(session, "kiwi_search", {"query": "alpha"})
+    await ok(session, "kiwi_query_meta", {"filters": ["$.status=draft"]})
+    await ok(session, "kiwi_changes", {})
+    await ok(session, "kiwi_versions", {"path": "a.md"})
+    await ok(session, "kiwi_remember", {"content": "an episode"})
+    await ok(session, "kiwi_memory_report", {})
+    await ok(session, "kiwi_memory_merge", {"path": "concepts/c.md", "entries": [{"id": "x"}]})
+
+
+async def test_stdio_end_to_end(root: Path, tmp_path: Path) -> None:
+    errlog = tmp_path / "stderr.log"
+    async with stdio_session(root, errlog) as session:
+        init = await session.initialize()
+        assert init.server_info.name == "kiwifs"
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        await call_every_tool(session)
+        assert "File not found" in await fails(session, "kiwi_read", {"path": "nope.md"})
+        for uri in ("kiwi://schema", "kiwi://file/a.md", "kiwi://tree/"):
+            assert (await session.read_resource(uri)).contents, uri
+        assert "a.md" in await ok(session, "kiwi_tree", {})
+    log = errlog.read_text()
+    assert "kiwifs-mcp: tool=kiwi_write duration=" in log
+    assert "kiwifs-mcp: tool=kiwi_read duration=" in log and "error=true" in log
+
+
+async def test_stdio_agent_memory_loop(root: Path, tmp_path: Path) -> None:
+    """Remember three episodes, consolidate two into a concept page, and see one left."""
+    (root / "episodes" / "example-episode.md").unlink()
+    async with stdio_session(root, tmp_path / "stderr.log") as session:
+        await session.initialize()
+        ids = []
+        for n in range(3):
+            said = await ok(session, "kiwi_remember", {"content": f"observation {n}"})
+            ids.append(said.split()[2])
+        report = json.loads(await ok(session, "kiwi_memory_report", {"format": "json"}))
+        assert report["unmerged_count"] == 3
+        assert sorted(e["episode_id"] for e in report["unmerged"]) == sorted(ids)
+        page = await ok(
+            session,
+            "kiwi_write",
+            {"path": "concepts/lessons.md", "content": "# Lessons\n\nObservations 0 and 1.\n"},
+        )
+        merged = await ok(
+            session,
+            "kiwi_memory_merge",
+            {
+                "path": "concepts/lessons.md",
+                "entries": [{"id": ids[0]}, {"id": ids[1], "note": "second"}],
+                "if_match": etag_of(page),
+            },
+        )
+        assert merged.startswith("Updated concepts/lessons.md: merged 2 entries")
+        text = await ok(session, "kiwi_memory_report", {})
+        assert "Unmerged (no merged-from): 1" in text
+        assert f"episode_id={ids[2]}" in text and ids[0] not in text
+        again = await ok(
+            session,
+            "kiwi_memory_merge",
+            {"path": "concepts/lessons.md", "entries": [{"id": ids[0]}]},
+        )
+        assert again.startswith("Nothing to merge")
+    assert "# Lessons\n\nObservations 0 and 1.\n" in (root / "concepts/lessons.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+def test_mcp_command_flags(tmp_path: Path) -> None:
+    runner = CliRunner()
+    no_root = runner.invoke(cli, ["mcp"])
+    assert no_root.exit_code == 2 and "--root" in no_root.output
+    missing = runner.invoke(cli, ["mcp", "--root", str(tmp_path / "absent")])
+    assert missing.exit_code == 2 and "not found" in missing.output
+    assert not (tmp_path / "absent").exists()
+    port_alone = runner.invoke(cli, ["mcp", "--root", str(tmp_path), "--port", "9000"])
+    assert port_alone.exit_code == 2 and "--http" in port_alone.output
+    bad_port = runner.invoke(cli, ["mcp", "--root", str(tmp_path), "--http", "--port", "0"])
+    assert bad_port.exit_code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# streamable HTTP: kiwifs mcp --http, and /mcp inside kiwifs serve
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def running(args: list[str], port: int, log: Path, ready_path: str = "/health") -> Iterator[str]:
+    """Start ``kiwifs <args>``, yield its base URL once ``ready_path`` answers, always stop it."""
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [KIWIFS, *args], stdout=subprocess.DEVNULL, stderr=err, env=child_env()
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT
+            while True:
+                assert proc.poll() is None, f"server exited: {log.read_text()}"
+                try:
+                    if httpx.get(base + ready_path, timeout=1.0).status_code < 500:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, f"server not ready: {log.read_text()}"
+                time.sleep(0.1)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@asynccontextmanager
+async def http_session(
+    url: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    async with httpx2.AsyncClient(headers=headers, timeout=30.0) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+async def test_http_transport(root: Path, tmp_path: Path) -> None:
+    port = free_port()
+    args = ["mcp", "--root", str(root), "--http", "--port", str(port)]
+    with running(args, port, tmp_path / "http.log") as base:
+        health = httpx.get(base + "/health").json()
+        assert health["status"] == "ok" and health["transport"] == "http"
+        assert httpx.post(base + "/health").status_code == 405
+        async with http_session(base + "/mcp") as session:
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+            await call_every_tool(session)
+            assert (await session.read_resource("kiwi://file/a.md")).contents
+    assert "kiwifs-mcp: tool=kiwi_write" in (tmp_path / "http.log").read_text()
+
+
+async def test_mcp_mounted_in_serve_behind_auth(root: Path, tmp_path: Path) -> None:
+    port = free_port()
+    args = ["serve", "--root", str(root), "--port", str(port), "--api-key", "s3cret"]
+    with running(args, port, tmp_path / "serve.log") as base:
+        refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert refused.status_code == 401 and "error" in refused.json()
+        auth = {"Authorization": "Bearer s3cret"}
+        async with http_session(base + "/mcp", auth) as session:
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+            written = await ok(session, "kiwi_write", {"path": "via-serve.md", "content": "hi"})
+            assert written.startswith("Written via-serve.md")
+            got = httpx.get(base + "/api/kiwi/file", params={"path": "via-serve.md"}, headers=auth)
+            assert got.status_code == 200 and got.text == "hi"
+
+
+# ---------------------------------------------------------------------------------------------
+# docs
+
+
+def test_every_tool_is_documented() -> None:
+    text = DOCS.read_text()
+    for name in sorted(TOOLS):
+        assert f"`{name}`" in text, f"docs/mcp.md does not document {name}"
+    for uri in ("kiwi://schema", "kiwi://file/{path}", "kiwi://tree/{path}"):
+        assert uri in text
+    assert "kiwifs mcp" in text and '"args": ["mcp", "--root"' in text
