@@ -27,10 +27,11 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
+from starlette.testclient import TestClient
 
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp_server import build_server
+from kiwifs.mcp_server import build_server, http_app
 
 pytestmark = pytest.mark.anyio
 
@@ -473,6 +474,15 @@ async def test_mcp_mounted_in_serve_behind_auth(root: Path, tmp_path: Path) -> N
             assert written.startswith("Written via-serve.md")
             got = httpx.get(base + "/api/kiwi/file", params={"path": "via-serve.md"}, headers=auth)
             assert got.status_code == 200 and got.text == "hi"
+
+
+def test_standalone_http_honours_apikey_config(root: Path) -> None:
+    config = root / ".kiwi" / "config.toml"
+    config.write_text(config.read_text().replace('type = "none"', 'type = "apikey"\napi_key = "k"'))
+    client = TestClient(http_app(Knowledge.open(root)), base_url="http://127.0.0.1:8181")
+    refused = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert refused.status_code == 401 and refused.json() == {"error": "invalid API key"}
+    assert client.get("/health").json()["status"] == "ok"
 
 
 # ---------------------------------------------------------------------------------------------

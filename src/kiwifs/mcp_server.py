@@ -15,7 +15,7 @@ import hmac
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +35,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
-from .errors import KiwiError, NotFound, Unauthorized
+from .errors import ConfigError, KiwiError, NotFound, Unauthorized
 from .knowledge import Knowledge
 from .mcp_text import render_tree
 from .mcp_tools import ALIASES, SPECS, Tools, ToolSpec
@@ -131,9 +131,7 @@ class KiwiMCP(MCPServer[Any]):
     nested paths literally; the path part is re-encoded before the template is matched.
     """
 
-    async def read_resource(  # type: ignore[override]
-        self, uri: Any, context: Context[Any, Any] | None = None
-    ) -> Any:
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
         return await super().read_resource(encode_nested(str(uri)), context)
 
 
@@ -336,7 +334,7 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     started = time.monotonic()
     key = kb.config.auth.api_key if kb.config.auth.type == "apikey" else None
     if kb.config.auth.type == "apikey" and not key:
-        raise KiwiError('[auth] type = "apikey" needs api_key')
+        raise ConfigError('[auth] type = "apikey" needs api_key')
     gate = AuthGate(http.app, bearer_check(key))
 
     async def health(_: Request) -> JSONResponse:
@@ -370,8 +368,3 @@ def run_http(kb: Knowledge, host: str, port: int) -> None:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def tool_names() -> Iterable[str]:
-    """Every tool name, in registration order (for docs checks)."""
-    return (spec.name for spec in SPECS)
