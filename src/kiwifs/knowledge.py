@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,8 @@ from typing import Any
 from .config import Config, load_config
 from .errors import Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
+from .index import ReconcileStats
+from .indexing import IndexKeeper
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
 from .memory import (
     MERGED_FROM,
@@ -28,11 +30,13 @@ from .memory import (
     resolve_prefix,
     validate_entry,
 )
+from .metaquery import MetaResults
 from .paths import canonical, canonical_dir
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
 from .scaffold import InitResult, scaffold
 from .scan import scan_facts
+from .search import DEFAULT_LIMIT, SearchResults
 from .storage import Storage
 from .versioning import Change, Git, Version, blob_id
 
@@ -85,7 +89,18 @@ class Knowledge:
         self.storage = Storage(self.root)
         self.git: Git | None = Git(self.root) if Git(self.root).is_repo() else None
         self.events = EventBus()
-        self.pipeline = Pipeline(self.storage, self.git, self.events, None)
+        self.indexing = IndexKeeper(self.root)
+        self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
+
+    def close(self) -> None:
+        """Stop the watcher and close the index (safe to call twice)."""
+        self.indexing.close()
+
+    def __enter__(self) -> Knowledge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -224,11 +239,64 @@ class Knowledge:
         return resolve_prefix(prefix, self.config.memory.episodes_path_prefix)
 
     def memory_report(
-        self, prefix: str | None = None, limit: int | None = None, offset: int = 0
+        self,
+        prefix: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        use_index: bool = True,
     ) -> MemoryReport:
-        """The consolidation queue (SPEC §2): every episode no ``merged-from`` cites yet."""
+        """The consolidation queue (SPEC §2): every episode no ``merged-from`` cites yet.
+
+        Answered from the index (reconciled with the files first, unless a watcher keeps it
+        current); ``use_index=False``, or a root that cannot hold an index, reads every file.
+        """
         limit, offset = check_paging(limit, offset)
-        return build_report(scan_facts(self.root), self.episodes_prefix(prefix), limit, offset)
+        prefix = self.episodes_prefix(prefix)
+        if use_index:
+            report = self.indexing.memory_report(prefix, limit, offset)
+            if report is not None:
+                return report
+        return build_report(scan_facts(self.root), prefix, limit, offset)
+
+    # -- search and frontmatter queries -----------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        limit: int = DEFAULT_LIMIT,
+        offset: int = 0,
+        path_prefix: str | None = None,
+    ) -> SearchResults:
+        """Full-text search, BM25-ranked (reference §8.2; limit capped at 200)."""
+        return self.indexing.search(query, limit, offset, path_prefix)
+
+    def meta(
+        self,
+        where: Sequence[str] = (),
+        or_: Sequence[str] = (),
+        sort: str | None = None,
+        order: str = "asc",
+        limit: int = DEFAULT_LIMIT,
+        offset: int = 0,
+        paths: Sequence[str] | None = None,
+    ) -> MetaResults:
+        """Files whose frontmatter matches the filters (reference §8.3, typed comparisons)."""
+        return self.indexing.meta(where, or_, sort, order, limit, offset, paths)
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the index from the files; returns the number of files indexed."""
+        return self.indexing.reindex(progress)
+
+    def reconcile(self) -> ReconcileStats:
+        """Bring the index up to date with the files (re-reads only what changed)."""
+        return self.indexing.reconcile()
+
+    def start_watching(self) -> None:
+        """Keep the index current in the background (file events plus a periodic reconcile)."""
+        self.indexing.start_watching()
+
+    def stop_watching(self) -> None:
+        self.indexing.stop_watching()
 
     def merge(
         self,

@@ -1,0 +1,188 @@
+"""What the index keeps for one file: stat signature, ETag, frontmatter JSON, text and memory facts.
+
+A :class:`FileRecord` is made from the file on disk in one read and is everything the index needs
+to answer search, ``/meta`` and the memory report without going back to the file. The memory
+facts are exactly :class:`memory.FileFacts`, produced by the same pure rule as the full scan.
+
+Change detection is by a *stat signature* (size, mtime, ctime and inode) taken **before** the file
+is read. A file modified within :data:`RACY_NS` of being read may change again inside the same
+timestamp tick without its signature changing (git's "racily clean" problem), so such a record gets
+no signature at all and is re-read by the next reconcile until it is old enough to be trusted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .markdown import read_frontmatter
+from .memory import FileFacts, file_facts, unreadable_facts
+from .versioning import blob_id
+
+RACY_NS = 2_000_000_000
+
+
+def path_key(rel: str) -> bytes | None:
+    """The walk-order sort key of a root-relative path (``None`` if it cannot name a file).
+
+    Segments are encoded as the filesystem bytes and joined with NUL, which sorts before every
+    byte a name can hold, so ``memcmp`` order is the depth-first walk order with names in byte
+    order: ``a/z.md`` < ``a.md`` because the segment ``a`` ends first.
+    """
+    try:
+        return b"\0".join(os.fsencode(seg) for seg in rel.split("/"))
+    except UnicodeEncodeError:
+        return None
+
+
+def key_to_rel(key: bytes) -> str:
+    return os.fsdecode(key.replace(b"\0", b"/"))
+
+
+def stat_sig(st: os.stat_result, now_ns: int | None = None) -> int | None:
+    """The stat signature of a file, or ``None`` while its timestamps are too recent to trust."""
+    now = time.time_ns() if now_ns is None else now_ns
+    if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+        return None
+    return raw_sig(st)
+
+
+def raw_sig(st: os.stat_result) -> int:
+    """Size, mtime, ctime and inode folded into one integer (stable across processes)."""
+    return hash((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+
+
+def error_sig(error: str) -> int:
+    """A signature for a walk entry that is an error (broken symlink, unlistable folder)."""
+    return -1 - zlib.crc32(error.encode("utf-8", "surrogatepass"))
+
+
+def db_text(value: str) -> str | bytes:
+    """``value`` as SQLite can store it: TEXT, or UTF-8 with surrogates as a BLOB."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def py_text(value: str | bytes | None) -> str:
+    """Inverse of :func:`db_text`."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One indexed file. ``sig`` is ``None`` for a racy (too recent) or error record."""
+
+    key: bytes
+    facts: FileFacts
+    sig: int | None
+    size: int = 0
+    mtime_ns: int = 0
+    etag: str = ""
+    frontmatter: str = "{}"
+    text: str = ""
+
+
+def error_record(key: bytes, rel: str, error: str) -> FileRecord:
+    """A walk entry that cannot be used: listed with a warning, never episodic."""
+    return FileRecord(key, unreadable_facts(rel, error), error_sig(error))
+
+
+def read_record(key: bytes, rel: str, path: str | bytes) -> FileRecord | None:
+    """Stat then read the file at ``path``; ``None`` when it vanished in between."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return error_record(key, rel, _why(exc))
+    sig = stat_sig(st)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return FileRecord(key, unreadable_facts(rel, _why(exc)), sig, st.st_size, st.st_mtime_ns)
+    return record_of_bytes(key, rel, data, sig, st.st_mtime_ns)
+
+
+def record_of_bytes(
+    key: bytes, rel: str, data: bytes, sig: int | None, mtime_ns: int = 0
+) -> FileRecord:
+    """Parse ``data`` once into frontmatter JSON, memory facts and searchable text."""
+    fm = read_frontmatter(data)
+    return FileRecord(
+        key=key,
+        facts=file_facts(rel, fm.data, fm.problem),
+        sig=sig,
+        size=len(data),
+        mtime_ns=mtime_ns,
+        etag=blob_id(data),
+        frontmatter=json.dumps(json_safe(fm.data), ensure_ascii=False, allow_nan=False),
+        text=data.decode("utf-8", errors="replace"),
+    )
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def json_safe(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
+    """A JSON-representable copy of parsed YAML.
+
+    Strings, finite numbers, booleans and null stay as they are; dates become ISO strings; sets
+    become lists; other values (bytes, NaN, infinities) become their text. Mapping keys become
+    strings the way JSON writes scalars (``true``, ``null``, ``42``). A recursive YAML alias is cut
+    to null rather than looping.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return _valid_text(value) if isinstance(value, str) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if id(value) in _seen:
+        return None
+    seen = _seen | {id(value)}
+    if isinstance(value, Mapping):
+        return {_key_text(k): json_safe(v, seen) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v, seen) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((json_safe(v, seen) for v in value), key=str)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _valid_text(text: str) -> str:
+    """Lone surrogates cannot be stored as UTF-8 JSON; they become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, str):
+        return _valid_text(key)
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)
+    if isinstance(key, (int, float)):
+        return str(key)
+    return _valid_text(str(json_safe(key)))

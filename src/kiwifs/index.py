@@ -1,0 +1,456 @@
+"""The SQLite index of a knowledge root: derived from the files, disposable, rebuilt on any doubt.
+
+One database per root (``.kiwi/state/index.db``, WAL). It holds, per file, the stat signature,
+ETag, frontmatter as JSON, the full text in an FTS5 table (a normal one, so a rewritten or deleted
+file really loses its old words — reference §9.20) and the memory facts, with the ``merged-from``
+keys split into two lookup tables so that "is this episode covered?" is kept in a ``covered``
+column and the memory report is a handful of indexed queries.
+
+The schema version lives in ``PRAGMA user_version``; a different version, a corrupt file or a
+deleted one means: drop, recreate and fill again from the files. Writes go through one writer
+connection under a lock; reads borrow a connection from a small pool, so they never wait for a
+write (WAL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .filerecord import FileRecord, db_text, error_record, key_to_rel, path_key, read_record
+from .memory import ID_TYPES, NOT_EPISODIC_KINDS
+from .statwalk import WalkState, abs_path, probe, stat_walk
+
+SCHEMA_VERSION = 3
+STATE_DIR = ".kiwi/state"
+INDEX_FILE = "index.db"
+BATCH = 1000
+FULL_COVER_UPDATE = 2000
+
+Progress = Callable[[int, int], None]
+
+SCHEMA = """
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY,
+    key BLOB NOT NULL UNIQUE,
+    path TEXT NOT NULL,
+    sig INTEGER,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    etag TEXT NOT NULL,
+    frontmatter TEXT NOT NULL,
+    memory_kind TEXT NOT NULL,
+    kind_class INTEGER NOT NULL,
+    episode_id TEXT NOT NULL,
+    eid TEXT,
+    refs INTEGER NOT NULL,
+    id_keys TEXT NOT NULL,
+    path_keys TEXT NOT NULL,
+    warnings TEXT,
+    unreadable INTEGER NOT NULL,
+    covered INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX files_class ON files(kind_class, key, covered);
+CREATE INDEX files_noid ON files(kind_class, key) WHERE episode_id = '' AND covered = 0;
+CREATE INDEX files_eid ON files(eid, kind_class, key) WHERE eid IS NOT NULL;
+CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
+CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
+CREATE TABLE cover_ids (ident TEXT NOT NULL, file_id INTEGER NOT NULL);
+CREATE INDEX cover_ids_ident ON cover_ids(ident);
+CREATE INDEX cover_ids_file ON cover_ids(file_id);
+CREATE TABLE cover_paths (target BLOB NOT NULL, file_id INTEGER NOT NULL);
+CREATE INDEX cover_paths_target ON cover_paths(target);
+CREATE INDEX cover_paths_file ON cover_paths(file_id);
+CREATE VIRTUAL TABLE fts USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 1');
+"""
+
+COVER_SQL = (
+    "UPDATE files SET covered = ((eid IS NOT NULL AND EXISTS "
+    "(SELECT 1 FROM cover_ids c WHERE c.ident = files.eid)) OR EXISTS "
+    "(SELECT 1 FROM cover_paths p WHERE p.target = files.key))"
+)
+
+NEVER, ALWAYS, BY_PREFIX = 0, 1, 2
+
+
+class IndexUnavailable(Exception):
+    """The index cannot live in this root (read-only, no ``.kiwi/state``): use the plain scan."""
+
+
+@dataclass(frozen=True)
+class ReconcileStats:
+    """What a reconcile found: files (re)indexed, rows removed, files walked, seconds taken."""
+
+    updated: int
+    removed: int
+    files: int
+    seconds: float
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "updated": self.updated,
+            "removed": self.removed,
+            "files": self.files,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def kind_class(memory_kind: str, unreadable: bool) -> int:
+    """§1.4 split into the part known at index time and the part that needs the prefix."""
+    kind = memory_kind.strip().lower()
+    if unreadable or kind in NOT_EPISODIC_KINDS:
+        return NEVER
+    return ALWAYS if kind == "episodic" else BY_PREFIX
+
+
+def cover_idents(id_keys: Iterable[str]) -> set[str]:
+    """The episode ids that ``type:id`` keys cover (only the id types of SPEC §2 cover by id)."""
+    out: set[str] = set()
+    for key in id_keys:
+        for typ in ID_TYPES:
+            if key.startswith(typ + ":"):
+                out.add(key[len(typ) + 1 :])
+    return out
+
+
+class Index:
+    """The index database of one root. Thread-safe; close it when done."""
+
+    def __init__(self, root: Path, path: Path | None = None) -> None:
+        self.root = Path(root)
+        self.path = Path(path) if path is not None else self.root / STATE_DIR / INDEX_FILE
+        self._lock = threading.RLock()
+        self._pool: list[sqlite3.Connection] = []
+        self._all_readers: list[sqlite3.Connection] = []
+        self._pool_lock = threading.Lock()
+        self._writer = self._open_writer()
+        self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        return conn
+
+    def _open_writer(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexUnavailable(f"cannot create {self.path.parent}: {exc}") from exc
+        if not os.access(self.path.parent, os.W_OK):
+            raise IndexUnavailable(f"{self.path.parent} is not writable")
+        try:
+            return self._prepare()
+        except sqlite3.DatabaseError:
+            self._remove_files()
+            try:
+                return self._prepare()
+            except sqlite3.DatabaseError as exc:
+                raise IndexUnavailable(f"cannot open {self.path}: {exc}") from exc
+
+    def _prepare(self) -> sqlite3.Connection:
+        """Open the writer; a database of another schema version is deleted and made afresh."""
+        conn = self._connect()
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                conn.close()
+                self._remove_files()
+                conn = self._connect()
+                version = 0
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if version == 0:
+                _recreate(conn)
+            conn.execute("SELECT count(*) FROM files").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(self.path) + suffix)
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[sqlite3.Connection]:
+        """Borrow a read connection (WAL readers never wait for the writer)."""
+        with self._pool_lock:
+            conn = self._pool.pop() if self._pool else None
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = 1")
+            with self._pool_lock:
+                self._all_readers.append(conn)
+        try:
+            yield conn
+        finally:
+            with self._pool_lock:
+                self._pool.append(conn)
+
+    def close(self) -> None:
+        with self._lock, self._pool_lock:
+            for conn in self._all_readers:
+                conn.close()
+            self._all_readers.clear()
+            self._pool.clear()
+            self._writer.close()
+            self._finalizer.detach()
+
+    def reset(self) -> None:
+        """Throw the database away and start empty (a corrupt file found while running)."""
+        with self._lock:
+            self.close()
+            self._remove_files()
+            self._writer = self._open_writer()
+            self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
+
+    # -- writing ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
+        """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""
+        with self._transaction() as conn:
+            touched = _Touched()
+            for key in removed:
+                _delete(conn, key, touched)
+            for record in records:
+                _upsert(conn, record, touched, fresh=False)
+            touched.recompute(conn)
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop everything and index every file again; returns the number of entries."""
+        walked = stat_walk(self.root)
+        keys = sorted(walked.sigs)
+        with self._lock:
+            _recreate(self._writer)
+        self._fill(keys, walked, progress, full=True, fresh=True)
+        return len(keys)
+
+    def reconcile(self, progress: Progress | None = None) -> ReconcileStats:
+        """Compare the index with a stat walk; re-read only what changed, drop what vanished."""
+        start = time.perf_counter()
+        walked = stat_walk(self.root)
+        with self.reader() as conn:
+            known = dict(conn.execute("SELECT key, sig FROM files"))
+        sigs = walked.sigs
+        changed = [k for k, s in sigs.items() if known.get(k) != s]
+        removed = [k for k in known if k not in sigs]
+        if removed:
+            self.apply((), removed)
+        if changed:
+            changed.sort()
+            self._fill(changed, walked, progress, full=len(changed) > FULL_COVER_UPDATE)
+        return ReconcileStats(len(changed), len(removed), len(sigs), time.perf_counter() - start)
+
+    def _fill(
+        self,
+        keys: list[bytes],
+        walked: WalkState,
+        progress: Progress | None,
+        full: bool,
+        fresh: bool = False,
+    ) -> None:
+        """Read and store ``keys`` in batches; ``full`` recomputes all coverage at the end and
+        ``fresh`` says the tables are empty (a rebuild), so no old rows need clearing."""
+        total = len(keys)
+        done = 0
+        for start in range(0, total, BATCH):
+            chunk = keys[start : start + BATCH]
+            records = [self._record(k, walked.errors.get(k)) for k in chunk]
+            gone = [k for k, r in zip(chunk, records, strict=True) if r is None]
+            with self._transaction() as conn:
+                touched = _Touched(full=full)
+                for key in gone:
+                    _delete(conn, key, touched)
+                for record in records:
+                    if record is not None:
+                        _upsert(conn, record, touched, fresh)
+                if not full:
+                    touched.recompute(conn)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+        if full:
+            with self._transaction() as conn:
+                conn.execute(COVER_SQL)
+
+    def _record(self, key: bytes, error: str | None) -> FileRecord | None:
+        rel = key_to_rel(key)
+        if error is not None:
+            return error_record(key, rel, error)
+        return read_record(key, rel, abs_path(self.root, key))
+
+    def refresh(self, rels: Iterable[str]) -> int:
+        """Bring the rows of these paths up to date (the pipeline hook and the watcher)."""
+        records: list[FileRecord] = []
+        removed: list[bytes] = []
+        for rel in rels:
+            found = probe(self.root, rel)
+            if found is None:
+                key = path_key(rel)
+                if key is not None:
+                    removed.append(key)
+                continue
+            if not found.exists:
+                removed.append(found.key)
+            elif found.error is not None:
+                records.append(error_record(found.key, rel, found.error))
+            else:
+                record = read_record(found.key, rel, abs_path(self.root, found.key))
+                if record is None:
+                    removed.append(found.key)
+                else:
+                    records.append(record)
+        if records or removed:
+            self.apply(records, removed)
+        return len(records) + len(removed)
+
+    def size_bytes(self) -> int:
+        """Bytes on disk of the database and its WAL."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(str(self.path) + suffix).st_size
+        return total
+
+    def checkpoint(self) -> None:
+        with self._lock:
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _close_all(*groups: list[sqlite3.Connection]) -> None:
+    """Close connections of an index nobody closed (garbage-collected ``Knowledge``)."""
+    for group in groups:
+        for conn in group:
+            conn.close()
+
+
+def _recreate(conn: sqlite3.Connection) -> None:
+    """Create the schema, dropping our tables first (the file may be shared by open readers)."""
+    for table in ("fts", "cover_paths", "cover_ids", "files"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.executescript(SCHEMA)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.commit()
+
+
+class _Touched:
+    """Episode ids and paths whose coverage may have changed inside one transaction."""
+
+    def __init__(self, full: bool = False) -> None:
+        self.full = full
+        self.idents: set[str | bytes] = set()
+        self.targets: set[bytes] = set()
+        self.ids: set[int] = set()
+
+    def add_file(self, conn: sqlite3.Connection, file_id: int) -> None:
+        """Remember what an existing row covered before it is replaced or deleted."""
+        if self.full:
+            return
+        self.ids.add(file_id)
+        q = "SELECT ident FROM cover_ids WHERE file_id = ?"
+        self.idents.update(r[0] for r in conn.execute(q, (file_id,)))
+        q = "SELECT target FROM cover_paths WHERE file_id = ?"
+        self.targets.update(r[0] for r in conn.execute(q, (file_id,)))
+
+    def recompute(self, conn: sqlite3.Connection) -> None:
+        if self.full or len(self.idents) + len(self.targets) > FULL_COVER_UPDATE:
+            conn.execute(COVER_SQL)
+            return
+        conn.executemany(COVER_SQL + " WHERE eid = ?", ((i,) for i in self.idents))
+        conn.executemany(COVER_SQL + " WHERE key = ?", ((t,) for t in self.targets))
+        conn.executemany(COVER_SQL + " WHERE id = ?", ((i,) for i in self.ids))
+
+
+def _delete(conn: sqlite3.Connection, key: bytes, touched: _Touched) -> None:
+    row = conn.execute("SELECT id FROM files WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        return
+    file_id = row[0]
+    touched.add_file(conn, file_id)
+    touched.targets.add(key)
+    conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (file_id,))
+    conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (file_id,))
+    conn.execute("DELETE FROM fts WHERE rowid = ?", (file_id,))
+    conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+
+UPSERT = (
+    "INSERT INTO files (key, path, sig, size, mtime_ns, etag, frontmatter, memory_kind,"
+    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (key) DO UPDATE SET path = excluded.path, sig = excluded.sig,"
+    " size = excluded.size, mtime_ns = excluded.mtime_ns, etag = excluded.etag,"
+    " frontmatter = excluded.frontmatter, memory_kind = excluded.memory_kind,"
+    " kind_class = excluded.kind_class, episode_id = excluded.episode_id, eid = excluded.eid,"
+    " refs = excluded.refs, id_keys = excluded.id_keys, path_keys = excluded.path_keys,"
+    " warnings = excluded.warnings, unreadable = excluded.unreadable"
+    " RETURNING id"
+)
+
+
+def _upsert(conn: sqlite3.Connection, record: FileRecord, touched: _Touched, fresh: bool) -> None:
+    f = record.facts
+    if not fresh:
+        row = conn.execute("SELECT id FROM files WHERE key = ?", (record.key,)).fetchone()
+        if row is not None:
+            touched.add_file(conn, row[0])
+            conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (row[0],))
+            conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
+            conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+    ident = f.episode_id.strip()
+    values = (
+        record.key,
+        db_text(f.path),
+        record.sig,
+        record.size,
+        record.mtime_ns,
+        record.etag,
+        record.frontmatter,
+        db_text(f.memory_kind),
+        kind_class(f.memory_kind, f.unreadable),
+        db_text(f.episode_id),
+        db_text(ident) if ident else None,
+        f.refs,
+        json.dumps(f.id_keys),
+        json.dumps(f.path_keys),
+        json.dumps(f.warnings) if f.warnings else None,
+        int(f.unreadable),
+    )
+    file_id = conn.execute(UPSERT, values).fetchone()[0]
+    idents = [(i, file_id) for i in {db_text(i) for i in cover_idents(f.id_keys)}]
+    conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", idents)
+    targets = {path_key(p) for p in f.path_keys}
+    rows = [(t, file_id) for t in targets if t is not None]
+    conn.executemany("INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", rows)
+    if not touched.full:
+        touched.ids.add(file_id)
+        touched.targets.add(record.key)
+        if ident:
+            touched.idents.add(db_text(ident))
+        touched.idents.update(i for i, _ in idents)
+        touched.targets.update(t for t, _ in rows)
+    if not f.unreadable:
+        conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, record.text))

@@ -1,0 +1,186 @@
+"""When and how :class:`Knowledge` uses its index: opened lazily, reconciled before answering,
+kept current by a watcher while a server runs, rebuilt when found corrupt.
+
+The policy in one place:
+
+* The index opens on first use. A root where ``.kiwi/state`` cannot be written answers the memory
+  report by the plain scan, and search and ``/meta`` from a throw-away index in a temporary folder.
+* Without a running watcher, every answer is preceded by a reconcile (a stat walk that re-reads
+  only changed files), so files edited behind our back are always seen.
+* With a watcher, answers come straight from the index: events refresh it within milliseconds and
+  a periodic reconcile catches what events miss.
+* An SQLite error that is not the caller's fault (a corrupt or vanished file) resets the index,
+  fills it again from the files and retries once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from . import indexreport, metaquery, search
+from .index import Index, IndexUnavailable, Progress, ReconcileStats
+from .memory import MemoryReport, build_report
+from .metaquery import MetaResults
+from .search import SearchResults
+from .watcher import DEFAULT_PERIOD, Watcher
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class IndexKeeper:
+    """The index of one root and the rules for keeping it right."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._index: Index | None = None
+        self._in_root = True
+        self._temp: tempfile.TemporaryDirectory[str] | None = None
+        self._watcher: Watcher | None = None
+        self._lock = threading.RLock()
+
+    # -- opening ----------------------------------------------------------------------------
+
+    def _open(self) -> Index:
+        with self._lock:
+            if self._index is None:
+                try:
+                    self._index = Index(self.root)
+                    self._in_root = True
+                except IndexUnavailable as exc:
+                    log.info("index unavailable in the root (%s); using a temporary one", exc)
+                    self._temp = tempfile.TemporaryDirectory(prefix="kiwifs-index-")
+                    self._index = Index(self.root, Path(self._temp.name) / "index.db")
+                    self._in_root = False
+            return self._index
+
+    def in_root(self) -> bool:
+        """True when the index lives in the root (False: read-only root, temporary index)."""
+        self._open()
+        return self._in_root
+
+    def close(self) -> None:
+        self.stop_watching()
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+            if self._temp is not None:
+                self._temp.cleanup()
+                self._temp = None
+
+    # -- keeping it current -----------------------------------------------------------------
+
+    def on_written(self, paths: list[str]) -> None:
+        """The write pipeline's hook: refresh the written paths if the index is open."""
+        index = self._index
+        if index is None:
+            return  # not opened yet: the reconcile before the next answer catches up
+        try:
+            index.refresh(paths)
+        except sqlite3.Error:
+            log.exception("index update after a write failed; the next reconcile repairs it")
+
+    def _current(self) -> Index:
+        index = self._open()
+        watcher = self._watcher
+        if watcher is None or not watcher.ready.is_set():
+            index.reconcile()
+        return index
+
+    def _guarded(self, action: Callable[[Index], T]) -> T:
+        """Run ``action`` on a current index; on corruption reset, refill and retry once."""
+        try:
+            return action(self._current())
+        except sqlite3.DatabaseError:
+            log.warning("index database unusable; rebuilding it from the files", exc_info=True)
+            index = self._open()
+            index.reset()
+            index.reconcile()
+            return action(index)
+
+    def reconcile(self) -> ReconcileStats:
+        index = self._open()
+        try:
+            return index.reconcile()
+        except sqlite3.DatabaseError:
+            index.reset()
+            return index.reconcile()
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        index = self._open()
+        try:
+            return index.rebuild(progress)
+        except sqlite3.DatabaseError:
+            index.reset()
+            return index.rebuild(progress)
+
+    def start_watching(self, period: float = DEFAULT_PERIOD) -> None:
+        with self._lock:
+            if self._watcher is not None:
+                return
+            index = self._open()
+            self._watcher = Watcher(self.root, index.refresh, index.reconcile, period)
+            self._watcher.start()
+
+    def stop_watching(self) -> None:
+        with self._lock:
+            watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None and self._watcher.ready.is_set()
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def memory_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport | None:
+        """The report from the index, or ``None`` when the root cannot hold one (use the scan)."""
+        if not self.in_root():
+            return None
+
+        def run(index: Index) -> MemoryReport:
+            with index.reader() as conn:
+                return indexreport.report(conn, prefix, limit, offset)
+
+        return self._guarded(run)
+
+    def search(self, query: str, limit: int, offset: int, path_prefix: str | None) -> SearchResults:
+        def run(index: Index) -> SearchResults:
+            with index.reader() as conn:
+                return search.search(conn, query, limit, offset, path_prefix)
+
+        return self._guarded(run)
+
+    def meta(
+        self,
+        where: Sequence[str],
+        or_: Sequence[str],
+        sort: str | None,
+        order: str,
+        limit: int,
+        offset: int,
+        paths: Sequence[str] | None,
+    ) -> MetaResults:
+        def run(index: Index) -> MetaResults:
+            with index.reader() as conn:
+                return metaquery.query(conn, where, or_, sort, order, limit, offset, paths)
+
+        return self._guarded(run)
+
+    def stored_facts_report(self, prefix: str) -> MemoryReport:
+        """``build_report`` over the facts the index stores (the slow path, for proofs)."""
+
+        def run(index: Index) -> MemoryReport:
+            with index.reader() as conn:
+                from_index = list(indexreport.stored_facts(conn))
+            return build_report(from_index, prefix)
+
+        return self._guarded(run)

@@ -1,0 +1,150 @@
+"""The memory report answered from the index, identical to :func:`memory.build_report` on a scan.
+
+The rules stay in :mod:`memory`; the index stores each file's :class:`FileFacts` plus three
+derived columns — ``kind_class`` (episodic never / always / by prefix), ``eid`` (the stripped
+episode id) and ``covered`` (some ``merged-from`` cites it) — so the totals are indexed counts and
+only the lists asked for become Python objects. :func:`stored_facts` rebuilds the exact facts in
+walk order, which the tests feed to ``build_report`` to prove the two answers equal.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+
+from .filerecord import path_key, py_text
+from .memory import (
+    DUPLICATE_ID_WARNING,
+    MISSING_ID_WARNING,
+    EpisodicFile,
+    FileFacts,
+    MemoryReport,
+    check_paging,
+)
+
+_EPISODES = (
+    "SELECT {cols} FROM files WHERE kind_class = 1{extra}"
+    " UNION ALL SELECT {cols} FROM files WHERE kind_class = 2 AND key >= ? AND key < ?{extra}"
+)
+
+
+def prefix_range(prefix: str) -> tuple[bytes, bytes]:
+    """Sort-key bounds of the files under ``prefix`` (a normalised prefix ending in ``/``)."""
+    key = path_key(prefix.rstrip("/")) if prefix.strip("/") else None
+    if key is None:
+        return b"", b""
+    return key + b"\0", key + b"\1"
+
+
+def report(
+    conn: sqlite3.Connection, prefix: str, limit: int | None = None, offset: int = 0
+) -> MemoryReport:
+    """The SPEC §2 report of the indexed root for ``prefix`` (already normalised)."""
+    limit, offset = check_paging(limit, offset)
+    lo, hi = prefix_range(prefix)
+    with _snapshot(conn):
+        count, unmerged_count = _counts(conn, lo, hi)
+        refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
+        files = _page(conn, lo, hi, "", limit, offset)
+        unmerged = _page(conn, lo, hi, " AND covered = 0", limit, offset)
+        warnings = _warnings(conn, lo, hi)
+    return MemoryReport(
+        episodic_count=count,
+        merged_from_refs=int(refs),
+        episodic_files=files,
+        unmerged=unmerged,
+        warnings=warnings,
+        unmerged_count=unmerged_count,
+        episodes_prefix=prefix,
+        limit=limit,
+        offset=offset,
+    )
+
+
+class _snapshot:
+    """A read transaction, so every query of one report sees the same state of the index."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN")
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.rollback()
+
+
+def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[int, int]:
+    sql = _EPISODES.format(cols="count(*), total(covered = 0)", extra="")
+    total = unmerged = 0
+    for n, u in conn.execute(sql, (lo, hi)):
+        total += n
+        unmerged += int(u)
+    return total, unmerged
+
+
+def _page(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, extra: str, limit: int | None, offset: int
+) -> tuple[EpisodicFile, ...]:
+    if limit == 0:
+        return ()
+    sql = _EPISODES.format(cols="key, path, episode_id, memory_kind", extra=extra)
+    sql += " ORDER BY 1 LIMIT ? OFFSET ?"
+    rows = conn.execute(sql, (lo, hi, -1 if limit is None else limit, offset))
+    return tuple(EpisodicFile(py_text(p), py_text(e), py_text(m)) for _, p, e, m in rows)
+
+
+def _warnings(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[str, ...]:
+    """Each file's own warnings then its report-time ones (missing id, duplicate), walk order."""
+    by_key: dict[bytes, list[str]] = {}
+    for key, text in conn.execute("SELECT key, warnings FROM files WHERE warnings IS NOT NULL"):
+        by_key[key] = list(json.loads(text))
+    sql = _EPISODES.format(cols="key, path", extra=" AND episode_id = '' AND covered = 0")
+    for key, path in conn.execute(sql, (lo, hi)):
+        by_key.setdefault(key, []).append(MISSING_ID_WARNING.format(path=py_text(path)))
+    for key, text in _duplicates(conn, lo, hi):
+        by_key.setdefault(key, []).append(text)
+    return tuple(w for key in sorted(by_key) for w in by_key[key])
+
+
+def _duplicates(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, str]]:
+    shared = conn.execute(
+        "SELECT eid FROM files WHERE eid IS NOT NULL AND kind_class != 0"
+        " GROUP BY eid HAVING count(*) > 1"
+    ).fetchall()
+    for (eid,) in shared:
+        rows = conn.execute(
+            "SELECT key, path, kind_class FROM files WHERE eid = ? AND kind_class != 0"
+            " ORDER BY key",
+            (eid,),
+        )
+        first: str | None = None
+        for key, path, cls in rows:
+            if cls == 2 and not lo <= key < hi:
+                continue
+            if first is None:
+                first = py_text(path)
+                continue
+            text = DUPLICATE_ID_WARNING.format(id=py_text(eid), path=py_text(path), first=first)
+            yield key, text
+
+
+def stored_facts(conn: sqlite3.Connection) -> Iterator[FileFacts]:
+    """Every stored :class:`FileFacts`, in walk order (for proofs and debugging)."""
+    rows = conn.execute(
+        "SELECT path, memory_kind, episode_id, refs, id_keys, path_keys, warnings, unreadable"
+        " FROM files ORDER BY key"
+    )
+    for path, kind, eid, refs, id_keys, path_keys, warnings, unreadable in rows:
+        yield FileFacts(
+            path=py_text(path),
+            memory_kind=py_text(kind),
+            episode_id=py_text(eid),
+            refs=refs,
+            id_keys=tuple(json.loads(id_keys)),
+            path_keys=tuple(json.loads(path_keys)),
+            warnings=tuple(json.loads(warnings)) if warnings else (),
+            unreadable=bool(unreadable),
+        )

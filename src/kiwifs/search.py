@@ -1,0 +1,181 @@
+"""Full-text search over the index: the query rules of reference §8.2, BM25 ranking, snippets.
+
+Plain words are quoted one by one and AND-ed, so ``run-249`` or ``C++`` never trip the FTS5
+parser. A query with FTS5 syntax (``"()*^:`` or an upper-case ``AND``/``OR``/``NOT``/``NEAR``)
+is passed through. When FTS5 rejects it, a query whose only syntax is ``:``, ``*`` or ``^`` —
+characters common in plain text such as ``episode_id: ep-1`` — is retried quoted, as KiwiFS does;
+one with quotes, parentheses or operators is the caller's syntax error and becomes
+:class:`InvalidQuery` with FTS5's message (never a server error).
+
+Snippets come from the stored text (no disk reads): the first line containing a query term, cut
+at 160 bytes, with the first occurrence of each term in ``<mark>``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidQuery, UsageError
+from .filerecord import py_text
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+SNIPPET_BYTES = 160
+_SYNTAX_CHARS = set('"()*^:')
+_RETRYABLE_ONLY = set("*^:")
+_OPERATORS = {"AND", "OR", "NOT", "NEAR"}
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    path: str
+    score: float
+    snippet: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "score": self.score,
+            "snippet": self.snippet,
+            "matches": [{"line": 0, "text": self.snippet}],
+        }
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    query: str
+    limit: int
+    offset: int
+    results: list[SearchHit] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "limit": self.limit,
+            "offset": self.offset,
+            "results": [h.to_json() for h in self.results],
+        }
+
+
+def check_limits(limit: int | None, offset: int | None) -> tuple[int, int]:
+    """Limit defaults to 50 and is capped at 200; a negative limit or offset is a usage error."""
+    lim = DEFAULT_LIMIT if limit is None else limit
+    off = 0 if offset is None else offset
+    if lim < 0:
+        raise UsageError(f"limit must be 0 or more, got {lim}")
+    if off < 0:
+        raise UsageError(f"offset must be 0 or more, got {off}")
+    return min(lim, MAX_LIMIT), off
+
+
+def _tokens_have_operator(query: str) -> bool:
+    return any(tok in _OPERATORS or tok.startswith("NEAR(") for tok in query.split())
+
+
+def has_syntax(query: str) -> bool:
+    """True when the query uses FTS5 syntax and is passed through as written (§8.2)."""
+    return bool(_SYNTAX_CHARS & set(query)) or _tokens_have_operator(query)
+
+
+def quoted(query: str) -> str:
+    """Every whitespace token as an FTS5 string (``"`` doubled), AND-ed."""
+    return " ".join('"' + tok.replace('"', '""') + '"' for tok in query.split())
+
+
+def is_blank(query: str) -> bool:
+    return not query.strip(" \t\r\n*?")
+
+
+def _retryable(query: str) -> bool:
+    used = _SYNTAX_CHARS & set(query)
+    return used <= _RETRYABLE_ONLY and not _tokens_have_operator(query)
+
+
+SQL = (
+    "SELECT f.path, -bm25(fts) AS score, fts.body FROM fts JOIN files f ON f.id = fts.rowid"
+    " WHERE fts MATCH ?{prefix} ORDER BY bm25(fts), f.key LIMIT ? OFFSET ?"
+)
+
+
+def search(
+    conn: sqlite3.Connection,
+    query: str,
+    limit: int | None = DEFAULT_LIMIT,
+    offset: int = 0,
+    path_prefix: str | None = None,
+) -> SearchResults:
+    """Run ``query`` against the index; see the module docstring for the rules."""
+    lim, off = check_limits(limit, offset)
+    text = query.strip()
+    if is_blank(text) or lim == 0:
+        return SearchResults(query, lim, off, [])
+    prefix = (path_prefix or "").lstrip("/")
+    sql = SQL.format(prefix=" AND substr(f.path, 1, length(?)) = ?" if prefix else "")
+    extra: tuple[str, ...] = (prefix, prefix) if prefix else ()
+    match = text if has_syntax(text) else quoted(text)
+    try:
+        rows = conn.execute(sql, (match, *extra, lim, off)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if match == text and _retryable(text):
+            match = quoted(text)
+            rows = _run_quoted(conn, sql, match, extra, lim, off)
+        else:
+            raise InvalidQuery(f"invalid search query {text!r}: {exc}") from exc
+    terms = query_terms(text)
+    hits = [SearchHit(py_text(p), float(s), snippet(body, terms)) for p, s, body in rows]
+    return SearchResults(query, lim, off, hits)
+
+
+def _run_quoted(
+    conn: sqlite3.Connection, sql: str, match: str, extra: tuple[str, ...], lim: int, off: int
+) -> list[Any]:
+    try:
+        return conn.execute(sql, (match, *extra, lim, off)).fetchall()
+    except sqlite3.OperationalError as exc:
+        raise InvalidQuery(f"invalid search query: {exc}") from exc
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of a query, lower-cased, without FTS5 operators (for snippets)."""
+    words: list[str] = []
+    for tok in query.split():
+        if tok in _OPERATORS:
+            continue
+        for word in _WORD.findall(tok):
+            low = word.lower()
+            if low not in words and not (word.isupper() and word in _OPERATORS):
+                words.append(low)
+    return words
+
+
+def snippet(body: str, terms: list[str]) -> str:
+    """First line holding a term (else the first line), trimmed, ≤160 bytes, terms marked."""
+    lines = body.splitlines() or [""]
+    chosen = next((ln for ln in lines if any(t in ln.lower() for t in terms)), lines[0]).strip()
+    raw = chosen.encode("utf-8", "replace")
+    if len(raw) > SNIPPET_BYTES:
+        chosen = raw[:SNIPPET_BYTES].decode("utf-8", "ignore") + "\u2026"
+    return _mark(chosen, terms)
+
+
+def _mark(text: str, terms: list[str]) -> str:
+    low = text.lower()
+    spans: list[tuple[int, int]] = []
+    for term in terms:
+        at = low.find(term)
+        if at < 0 or len(low) != len(text):
+            continue
+        end = at + len(term)
+        if all(end <= s or at >= e for s, e in spans):
+            spans.append((at, end))
+    out: list[str] = []
+    pos = 0
+    for start, end in sorted(spans):
+        out.append(text[pos:start] + "<mark>" + text[start:end] + "</mark>")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

@@ -1,0 +1,119 @@
+"""Keeps the index current while a server runs: filesystem events plus a periodic reconcile.
+
+Agents also write with ``cat`` and ``echo``. A background thread listens to ``watchfiles``
+(inotify and friends) and refreshes just the markdown files an event names; anything it cannot map
+to files one by one (a folder moved or deleted) triggers a full reconcile. Events can be lost
+(overflowing queues, network filesystems), so a reconcile also runs every ``period`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import watchfiles
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PERIOD = 5.0
+TICK_MS = 250
+
+
+class Watcher:
+    """One background thread calling ``refresh(paths)`` on events and ``reconcile()`` regularly."""
+
+    def __init__(
+        self,
+        root: Path,
+        refresh: Callable[[list[str]], object],
+        reconcile: Callable[[], object],
+        period: float = DEFAULT_PERIOD,
+    ) -> None:
+        self.root = Path(root)
+        self._real_root = os.path.realpath(self.root)
+        self._refresh = refresh
+        self._reconcile = reconcile
+        self.period = period
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="kiwifs-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        thread = self._thread
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(timeout)
+        self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        self._safely(self._reconcile)
+        last = time.monotonic()
+        self.ready.set()
+        changes_iter = watchfiles.watch(
+            self.root,
+            watch_filter=self._wanted,
+            stop_event=self._stop,
+            rust_timeout=TICK_MS,
+            yield_on_timeout=True,
+            debounce=50,
+            step=10,
+            raise_interrupt=False,
+            ignore_permission_denied=True,
+        )
+        try:
+            for changes in changes_iter:
+                if changes:
+                    self._safely(lambda c=changes: self._on_changes(c))
+                if time.monotonic() - last >= self.period:
+                    self._safely(self._reconcile)
+                    last = time.monotonic()
+        except Exception:  # the watcher dies; the periodic loop below keeps the index right
+            log.exception("file watcher failed; falling back to periodic reconcile")
+            while not self._stop.wait(self.period):
+                self._safely(self._reconcile)
+
+    def _wanted(self, change: watchfiles.Change, path: str) -> bool:
+        rel = self._relative(path)
+        return rel is not None and not any(seg.startswith(".") for seg in rel.split("/"))
+
+    def _relative(self, path: str) -> str | None:
+        for base in (os.fspath(self.root), self._real_root):
+            if path.startswith(base.rstrip("/") + "/"):
+                return path[len(base.rstrip("/")) + 1 :]
+        return None
+
+    def _on_changes(self, changes: Iterable[tuple[watchfiles.Change, str]]) -> None:
+        rels: list[str] = []
+        for _change, path in changes:
+            rel = self._relative(path)
+            if rel is None:
+                continue
+            if rel.endswith(".md") and not os.path.isdir(path):
+                rels.append(rel)
+            elif os.path.isdir(path) or "." not in rel.rsplit("/", 1)[-1]:
+                self._reconcile()  # a folder came or went: its files have no events of their own
+                return
+        if rels:
+            self._refresh(sorted(set(rels)))
+
+    def _safely(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception:
+            log.exception("index update failed")
