@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 import uvicorn
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import __version__
 from .errors import KiwiError
@@ -89,6 +91,9 @@ def memory() -> None:
 @click.option(
     "--fail-on-unmerged", is_flag=True, help="Exit 1 when any episode is unmerged (for CI)."
 )
+@click.option(
+    "--no-index", "no_index", is_flag=True, help="Read every file instead of using the index."
+)
 def memory_report(
     root: str,
     as_json: bool,
@@ -96,9 +101,11 @@ def memory_report(
     limit: int | None,
     offset: int,
     fail_on_unmerged: bool,
+    no_index: bool,
 ) -> None:
     """List the episodes that no page's merged-from cites yet."""
-    report = Knowledge.open(root).memory_report(episodes_prefix or None, limit, offset)
+    with Knowledge.open(root) as kb:
+        report = kb.memory_report(episodes_prefix or None, limit, offset, use_index=not no_index)
     if as_json:
         click.echo(dump_json(report.to_json()), nl=False)
     else:
@@ -152,6 +159,48 @@ def memory_merge(
         )
     else:
         click.echo(f"nothing to do: {result.path} already cites every entry")
+
+
+@cli.command()
+@click.argument("query")
+@root_option()
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--limit", type=int, default=50, show_default=True, help="Results (max 200).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Results to skip.")
+@click.option("--path-prefix", default=None, help="Only files whose path starts with this.")
+def search(
+    query: str, root: str, as_json: bool, limit: int, offset: int, path_prefix: str | None
+) -> None:
+    """Full-text search (BM25); plain words are AND-ed, FTS5 syntax is passed through."""
+    with Knowledge.open(root) as kb:
+        results = kb.search(query, limit, offset, path_prefix)
+    if as_json:
+        click.echo(dump_json(results.to_json()), nl=False)
+        return
+    if not results.results:
+        click.echo("No results found.")
+    for n, hit in enumerate(results.results, start=offset + 1):
+        click.echo(f"{n}. {hit.path} (score: {hit.score:.2f})")
+        click.echo(f"   {hit.snippet}")
+
+
+@cli.command()
+@root_option()
+def reindex(root: str) -> None:
+    """Rebuild the search and memory index from the files, from scratch."""
+    with (
+        Knowledge.open(root) as kb,
+        Progress(
+            TextColumn("indexing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        ) as bar,
+    ):
+        task = bar.add_task("index", total=None)
+        count = kb.reindex(lambda done, total: bar.update(task, completed=done, total=total))
+    click.echo(f"indexed {count} files")
 
 
 @cli.command()
