@@ -250,15 +250,23 @@ BODIES = [
 ]
 
 
-@pytest.mark.parametrize("body", [b for b, _ in BODIES], ids=[n for _, n in BODIES])
-@pytest.mark.parametrize(
-    "head",
-    [b"---\ntitle: Auth\n---\n", b"---\r\ntitle: Auth\r\n---\r\n", b"---\n---\n", b""],
-    ids=["with-frontmatter", "crlf-frontmatter", "empty-frontmatter", "no-frontmatter"],
-)
+HEADS = [
+    (b"---\ntitle: Auth\n---\n", "with-frontmatter"),
+    (b"---\r\ntitle: Auth\r\n---\r\n", "crlf-frontmatter"),
+    (b"---\n---\n", "empty-frontmatter"),
+    (b"", "no-frontmatter"),
+]
+# Without a head, a body that starts with a block would itself be the frontmatter: left out.
+HEAD_BODY = [
+    pytest.param(head, body, id=f"{hn}-{bn}")
+    for head, hn in HEADS
+    for body, bn in BODIES
+    if head or not body.startswith(b"---\n")
+]
+
+
+@pytest.mark.parametrize(("head", "body"), HEAD_BODY)
 def test_edit_keeps_body_byte_for_byte(head: bytes, body: bytes) -> None:
-    if not head and body.startswith(b"---\n"):
-        pytest.skip("without a head this body is itself a frontmatter block")
     out = edit_frontmatter(head + body, add_entry())
     assert out.endswith(body)
     assert split(out)[1] == body
