@@ -1,0 +1,476 @@
+"""The write pipeline through :class:`Knowledge` on a ``kiwifs init``-ed root, with real git.
+
+Every mutation is one commit authored by the actor; ``If-Match`` guards writes; bulk writes are
+all or nothing; a crash between the disk write and the commit is repaired at the next open.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, NotFound, UsageError
+from kiwifs.events import Event
+from kiwifs.knowledge import Knowledge
+from kiwifs.markdown import read_frontmatter
+from kiwifs.pipeline import JOURNAL, STATE_DIR, parse_if_match
+from kiwifs.versioning import blob_id
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def commit_count(root: Path) -> int:
+    return int(git(root, "rev-list", "--count", "HEAD"))
+
+
+def last_commit(root: Path) -> tuple[str, str, str]:
+    """Author name, author email and full message of HEAD."""
+    name, email, message = git(root, "log", "-1", "--format=%an%x00%ae%x00%B").split("\0")
+    return name, email, message.rstrip("\n")
+
+
+def changed_in_head(root: Path) -> list[str]:
+    out = git(root, "show", "--name-only", "--no-renames", "--format=", "HEAD")
+    return sorted(line for line in out.splitlines() if line)
+
+
+def assert_clean(root: Path) -> None:
+    assert git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi") == ""
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "kb"
+    Knowledge.init(path)
+    return path
+
+
+@pytest.fixture
+def kb(root: Path) -> Knowledge:
+    return Knowledge.open(root)
+
+
+# -- one commit per operation -------------------------------------------------------------------
+
+
+def test_write_is_one_commit_by_the_actor(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    result = kb.write("notes/a.md", "# A\n", actor="alice")
+    assert result.path == "notes/a.md"
+    assert result.etag == blob_id(b"# A\n")
+    assert (root / "notes/a.md").read_bytes() == b"# A\n"
+    assert commit_count(root) == before + 1
+    assert last_commit(root) == ("alice", "kiwifs@internal", "alice: notes/a.md")
+    assert changed_in_head(root) == ["notes/a.md"]
+    assert_clean(root)
+
+
+def test_write_with_provenance_adds_a_trailer_and_derived_from(kb: Knowledge, root: Path) -> None:
+    result = kb.write("runs/run-249.md", "# Run 249\n", actor="agent:x", provenance="run:run-249")
+    name, _, message = last_commit(root)
+    assert name == "agent:x"
+    assert message == "agent:x: runs/run-249.md\n\nProvenance: run:run-249"
+    data = (root / "runs/run-249.md").read_bytes()
+    assert result.etag == blob_id(data)
+    (entry,) = read_frontmatter(data).data["derived-from"]
+    assert (entry["type"], entry["id"], entry["actor"]) == ("run", "run-249", "agent:x")
+
+
+def test_retried_write_with_provenance_is_idempotent(kb: Knowledge, root: Path) -> None:
+    first = kb.write("r.md", "# R\n", actor="bot", provenance="run:7")
+    content = (root / "r.md").read_bytes()
+    before = commit_count(root)
+    again = kb.write("r.md", content, actor="bot", provenance="run:7")
+    assert again.etag == first.etag
+    assert (root / "r.md").read_bytes() == content
+    assert len(read_frontmatter(content).data["derived-from"]) == 1
+    assert commit_count(root) == before  # nothing changed, nothing committed
+    assert_clean(root)
+
+
+def test_default_actor_is_kiwifs(kb: Knowledge, root: Path) -> None:
+    kb.write("d.md", "x")
+    assert last_commit(root)[0] == "kiwifs"
+
+
+def test_malformed_provenance_writes_nothing(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    with pytest.raises(UsageError):
+        kb.write("p.md", "x", provenance="runid")
+    assert not (root / "p.md").exists()
+    assert commit_count(root) == before
+
+
+def test_unparseable_frontmatter_with_provenance_is_refused_and_nothing_written(
+    kb: Knowledge, root: Path
+) -> None:
+    before = commit_count(root)
+    for content in (b"---\n- a\n---\nbody\n", b"---\ntitle: x\nno end\n"):
+        with pytest.raises(InvalidFrontmatter):
+            kb.write("bad.md", content, provenance="run:1")
+    assert not (root / "bad.md").exists()
+    assert commit_count(root) == before
+    journal = root / STATE_DIR / JOURNAL
+    assert not journal.exists() or journal.read_text() == ""
+
+
+def test_append_is_one_commit(kb: Knowledge, root: Path) -> None:
+    kb.write("log.txt.md", "first", actor="a")
+    before = commit_count(root)
+    result = kb.append("log.txt.md", "second", actor="bob")
+    assert (root / "log.txt.md").read_bytes() == b"first\nsecond"
+    assert result.etag == blob_id(b"first\nsecond")
+    assert commit_count(root) == before + 1
+    assert last_commit(root)[:1] == ("bob",)
+    assert last_commit(root)[2] == "bob: log.txt.md"
+
+
+def test_append_with_separator_and_to_a_missing_file(kb: Knowledge, root: Path) -> None:
+    kb.append("new/dir/x.md", "one", actor="a", separator="--")
+    assert (root / "new/dir/x.md").read_bytes() == b"one"
+    kb.append("new/dir/x.md", "two", actor="a", separator="--")
+    assert (root / "new/dir/x.md").read_bytes() == b"one--two"
+    kb.append("new/dir/x.md", "", actor="a")
+    assert (root / "new/dir/x.md").read_bytes() == b"one--two\n"
+
+
+def test_delete_is_one_commit(kb: Knowledge, root: Path) -> None:
+    kb.write("gone/x.md", "x", actor="a")
+    before = commit_count(root)
+    assert kb.delete("gone/x.md", actor="carol") == "gone/x.md"
+    assert not (root / "gone/x.md").exists()
+    assert commit_count(root) == before + 1
+    assert last_commit(root)[0] == "carol"
+    assert last_commit(root)[2] == "delete: gone/x.md"
+    assert "gone/x.md" not in git(root, "ls-files")
+    assert_clean(root)
+
+
+def test_delete_missing_file_is_not_found(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    with pytest.raises(NotFound):
+        kb.delete("nope.md")
+    assert commit_count(root) == before
+
+
+def test_bulk_is_one_commit(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    results = kb.bulk_write(
+        [("b/one.md", "1"), ("b/two.md", b"2")], actor="batch", provenance="run:run-777"
+    )
+    assert [r.path for r in results] == ["b/one.md", "b/two.md"]
+    assert commit_count(root) == before + 1
+    name, _, message = last_commit(root)
+    assert name == "batch"
+    assert message == "batch: bulk write \u2014 2 files\n\nProvenance: run:run-777"
+    assert changed_in_head(root) == ["b/one.md", "b/two.md"]
+    for r in results:
+        data = (root / r.path).read_bytes()
+        assert r.etag == blob_id(data)
+        assert read_frontmatter(data).data["derived-from"][0]["id"] == "run-777"
+
+
+def test_bulk_custom_message(kb: Knowledge, root: Path) -> None:
+    kb.bulk_write([("m.md", "x")], actor="a", message="import notes")
+    assert last_commit(root)[2] == "import notes"
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        [("ok/one.md", "1"), ("../escape.md", "2")],
+        [("ok/one.md", "1"), (".hidden.md", "2")],
+        [("ok/one.md", "1"), ("ok/one.md", "2")],
+        [("ok/one.md", "1"), ("ok/bad.md", "---\n- list\n---\n")],
+    ],
+)
+def test_bulk_is_all_or_nothing(kb: Knowledge, root: Path, files: list[tuple[str, str]]) -> None:
+    before = commit_count(root)
+    with pytest.raises(UsageError if files[1][1] != "---\n- list\n---\n" else InvalidFrontmatter):
+        kb.bulk_write(files, actor="a", provenance="run:1")
+    assert not (root / "ok").exists()
+    assert commit_count(root) == before
+    assert_clean(root)
+
+
+def test_bulk_failure_restores_files_it_overwrote(kb: Knowledge, root: Path) -> None:
+    kb.write("keep.md", "original", actor="a")
+    kb.write("folder/inside.md", "a folder where a file is asked for", actor="a")
+    before = commit_count(root)
+    # keep.md is written first, then writing over the folder fails: keep.md is put back
+    with pytest.raises(InvalidPath):
+        kb.bulk_write([("keep.md", "changed"), ("new.md", "n"), ("folder", "y")], actor="a")
+    assert (root / "keep.md").read_bytes() == b"original"
+    assert not (root / "new.md").exists()
+    assert commit_count(root) == before
+    assert_clean(root)
+
+
+def test_bulk_empty_list_is_refused(kb: Knowledge) -> None:
+    with pytest.raises(UsageError):
+        kb.bulk_write([])
+
+
+def test_rename_is_one_commit(kb: Knowledge, root: Path) -> None:
+    kb.write("old/name.md", "content", actor="a")
+    before = commit_count(root)
+    result = kb.rename("old/name.md", "new/name.md", actor="dave")
+    assert result.path == "new/name.md"
+    assert result.etag == blob_id(b"content")
+    assert not (root / "old/name.md").exists()
+    assert (root / "new/name.md").read_bytes() == b"content"
+    assert commit_count(root) == before + 1
+    assert last_commit(root)[0] == "dave"
+    assert last_commit(root)[2] == "dave: rename old/name.md \u2192 new/name.md"
+    assert changed_in_head(root) == ["new/name.md", "old/name.md"]
+    assert_clean(root)
+
+
+def test_rename_errors(kb: Knowledge, root: Path) -> None:
+    kb.write("a.md", "a")
+    kb.write("b.md", "b")
+    before = commit_count(root)
+    with pytest.raises(NotFound):
+        kb.rename("missing.md", "c.md")
+    with pytest.raises(Conflict):
+        kb.rename("a.md", "b.md")
+    with pytest.raises(InvalidPath):
+        kb.rename("a.md", "../c.md")
+    assert kb.rename("a.md", "/a.md").path == "a.md"  # same path: no-op
+    assert commit_count(root) == before
+    assert (root / "a.md").read_bytes() == b"a" and (root / "b.md").read_bytes() == b"b"
+
+
+def test_events_follow_each_operation(kb: Knowledge) -> None:
+    with kb.events.subscribe() as sub:
+        w = kb.write("e.md", "x", actor="a")
+        kb.append("e.md", "y", actor="a")
+        kb.rename("e.md", "f.md", actor="a")
+        kb.delete("f.md", actor="a")
+        kb.bulk_write([("g.md", "g")], actor="a")
+        got = []
+        while (event := sub.get(0)) is not None:
+            got.append(event)
+    assert got[0] == Event("write", path="e.md", actor="a", etag=w.etag)
+    assert [(e.op, e.path) for e in got] == [
+        ("write", "e.md"),
+        ("write", "e.md"),
+        ("write", "f.md"),
+        ("delete", "e.md"),
+        ("delete", "f.md"),
+        ("bulk", ""),
+    ]
+    assert got[-1].paths == ("g.md",)
+
+
+def test_refused_paths_write_nothing(kb: Knowledge, root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    before = commit_count(root)
+    for bad in (
+        "",
+        "/",
+        "../x.md",
+        "a/../../x.md",
+        "./x.md",
+        "a/./x.md",
+        "a//x.md",
+        "//etc/passwd",
+        ".git/config",
+        ".kiwi/config.toml",
+        "a/.hidden/x.md",
+        "ctl\x01.md",
+        "nul\x00.md",
+        "new\nline.md",
+        "x" * 256 + ".md",
+        "link/escape.md",
+    ):
+        with pytest.raises(InvalidPath):
+            kb.write(bad, "x")
+    assert list(outside.iterdir()) == []
+    assert commit_count(root) == before
+
+
+# -- If-Match -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None),
+        ("", None),
+        ("*", None),
+        ('"abc"', ["abc"]),
+        ("abc", ["abc"]),
+        ('W/"abc"', ["abc"]),
+        ('"a", "b"', ["a", "b"]),
+        ('"a", *', None),
+    ],
+)
+def test_parse_if_match(value: str | None, expected: list[str] | None) -> None:
+    assert parse_if_match(value) == expected
+
+
+@pytest.mark.parametrize("value", ['""', "W/", '"a", ""'])
+def test_malformed_if_match_is_a_usage_error(value: str) -> None:
+    with pytest.raises(UsageError):
+        parse_if_match(value)
+
+
+def test_if_match_accepts_the_current_etag_in_every_form(kb: Knowledge, root: Path) -> None:
+    etag = kb.write("m.md", "v0").etag
+    forms = ["{}", '"{}"', 'W/"{}"', '"zzz", "{}"', ' W/"{}" ', "*"]
+    for i, form in enumerate(forms):
+        etag = kb.write("m.md", f"v{i + 1}", if_match=form.format(etag)).etag
+        assert (root / "m.md").read_bytes() == f"v{i + 1}".encode()
+    # "*" means no precondition at all, even for a file that does not exist
+    kb.write("star.md", "x", if_match="*")
+    assert (root / "star.md").exists()
+
+
+def test_if_match_mismatch_is_a_conflict_and_leaves_the_file(kb: Knowledge, root: Path) -> None:
+    old = kb.write("c.md", "v1").etag
+    kb.write("c.md", "v2")
+    before = commit_count(root)
+    with pytest.raises(Conflict) as err:
+        kb.write("c.md", "v3", if_match=f'"{old}"', provenance="run:1")
+    assert "re-fetch" in err.value.message
+    assert (root / "c.md").read_bytes() == b"v2"
+    assert commit_count(root) == before
+    with pytest.raises(Conflict):
+        kb.delete("c.md", if_match=old)
+    assert (root / "c.md").exists()
+    assert commit_count(root) == before
+
+
+def test_if_match_on_a_missing_file_allows_create(kb: Knowledge, root: Path) -> None:
+    kb.write("fresh.md", "x", if_match='"0000000000000000000000000000000000000000"')
+    assert (root / "fresh.md").read_bytes() == b"x"
+
+
+def test_delete_with_matching_if_match(kb: Knowledge, root: Path) -> None:
+    etag = kb.write("d.md", "x").etag
+    kb.delete("d.md", if_match=f'"{etag}"')
+    assert not (root / "d.md").exists()
+
+
+# -- crash recovery -----------------------------------------------------------------------------
+
+
+def test_open_commits_what_a_crash_left_on_disk(root: Path) -> None:
+    Knowledge.open(root).write("kept.md", "committed", actor="a")
+    before = commit_count(root)
+    # the process died after the journal entry and the disk write, before the commit
+    (root / "crashed").mkdir()
+    (root / "crashed/new.md").write_text("on disk, not in git")
+    (root / "kept.md").unlink()
+    journal = root / STATE_DIR / JOURNAL
+    journal.write_text("crashed/new.md\nkept.md\n")
+    assert git(root, "status", "--porcelain", "--", "crashed", "kept.md") != ""
+
+    Knowledge.open(root)
+
+    assert commit_count(root) == before + 1
+    assert last_commit(root)[0] == "kiwifs"
+    assert changed_in_head(root) == ["crashed/new.md", "kept.md"]
+    assert git(root, "show", "HEAD:crashed/new.md") == "on disk, not in git"
+    assert "kept.md" not in git(root, "ls-files")
+    assert journal.read_text() == ""
+    assert_clean(root)
+    # and a second open has nothing left to do
+    Knowledge.open(root)
+    assert commit_count(root) == before + 1
+
+
+def test_recover_with_a_journal_of_already_committed_paths_adds_no_commit(root: Path) -> None:
+    Knowledge.open(root).write("same.md", "x")
+    before = commit_count(root)
+    (root / STATE_DIR / JOURNAL).write_text("same.md\n")
+    Knowledge.open(root)
+    assert commit_count(root) == before
+
+
+def test_journal_is_empty_after_each_write(kb: Knowledge, root: Path) -> None:
+    kb.write("j.md", "x")
+    kb.bulk_write([("j2.md", "y")])
+    assert (root / STATE_DIR / JOURNAL).read_text() == ""
+
+
+# -- history ------------------------------------------------------------------------------------
+
+
+def test_versions_version_and_diff(kb: Knowledge) -> None:
+    kb.write("h.md", "one\n", actor="a")
+    kb.write("h.md", "one\ntwo\n", actor="b")
+    versions = kb.versions("h.md")
+    assert [v.author for v in versions] == ["b", "a"]
+    assert [v.message for v in versions] == ["b: h.md", "a: h.md"]
+    assert all(len(v.hash) == 40 and "T" in v.date for v in versions)
+    newest, oldest = versions
+    assert kb.version("h.md", oldest.hash) == b"one\n"
+    assert kb.version("/h.md", newest.hash[:10]) == b"one\ntwo\n"
+    diff = kb.diff("h.md", oldest.hash, newest.hash)
+    assert "+two" in diff and "--- a/h.md" in diff
+    assert kb.versions("never-written.md") == []
+
+
+def test_history_errors(kb: Knowledge) -> None:
+    kb.write("h.md", "one\n")
+    with pytest.raises(NotFound):
+        kb.version("h.md", "0" * 40)
+    with pytest.raises(NotFound):
+        kb.version("missing.md", "HEAD")
+    with pytest.raises(NotFound):
+        kb.diff("h.md", "HEAD", "nosuchrev")
+    with pytest.raises(UsageError):
+        kb.diff("h.md", "--output=/tmp/x", "HEAD")
+    with pytest.raises(InvalidPath):
+        kb.versions("../h.md")
+
+
+def test_changes(kb: Knowledge, root: Path) -> None:
+    start = git(root, "rev-parse", "HEAD").strip()
+    kb.write("c/one.md", "1", actor="alice")
+    kb.rename("c/one.md", "c/two.md", actor="bob")
+    kb.delete("c/two.md", actor="carol")
+    kb.bulk_write([("c/x.md", "x")], actor="dan")
+    changes = kb.changes(start)
+    assert [(c.action, c.path, c.actor) for c in changes] == [
+        ("write", "", "dan"),
+        ("delete", "c/two.md", "carol"),
+        ("rename", "c/two.md", "bob"),
+        ("write", "c/one.md", "alice"),
+    ]
+    assert changes[0].seq == git(root, "rev-parse", "HEAD").strip()
+    assert kb.changes(start[:7], limit=1)[0].seq == changes[0].seq
+    assert kb.changes(changes[0].seq) == []
+
+
+@pytest.mark.parametrize(
+    ("since", "limit"), [("xyz", 50), ("abc", 50), ("a" * 41, 50), (None, 0), (None, 501)]
+)
+def test_changes_refuses_bad_arguments(kb: Knowledge, since: str | None, limit: int) -> None:
+    with pytest.raises(UsageError):
+        kb.changes(since, limit)
+
+
+def test_changes_unknown_commit_is_a_usage_error(kb: Knowledge) -> None:
+    with pytest.raises(UsageError):
+        kb.changes("deadbeef")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="storage.py: a parent that is a file gives StorageError (HTTP 500), not NotFound",
+)
+def test_reading_below_a_file_is_not_found(kb: Knowledge) -> None:
+    kb.write("plain.md", "x")
+    with pytest.raises(NotFound):
+        kb.read("plain.md/child.md")
