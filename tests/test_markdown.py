@@ -93,6 +93,7 @@ def test_find_block(data: bytes, yaml_text: bytes, body: bytes, terminated: bool
         b"---a\nb: 1\n---\n",
         b"--- a: 1\n---\n",
         b"\xef\xbb\xbf---\na: 1\n---\n",
+        b"---\t\na: 1\n---\n",
     ],
     ids=[
         "empty-file",
@@ -105,6 +106,7 @@ def test_find_block(data: bytes, yaml_text: bytes, body: bytes, terminated: bool
         "text-after-dashes",
         "inline-yaml-after-dashes",
         "byte-order-mark",
+        "trailing-tab-is-not-allowed",
     ],
 )
 def test_no_block(data: bytes) -> None:

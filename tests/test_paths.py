@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from kiwifs.errors import InvalidPath, UsageError
-from kiwifs.paths import canonical, canonical_dir, confine, is_inside, normalize_ref_path
+from kiwifs.paths import (
+    canonical,
+    canonical_dir,
+    confine,
+    is_inside,
+    normalize_prefix,
+    normalize_ref_path,
+)
 
 
 @pytest.mark.parametrize(
@@ -241,3 +248,28 @@ def test_is_inside_does_not_accept_a_sibling_with_the_same_prefix(tmp_path: Path
 )
 def test_normalize_ref_path(given: str, expected: str | None) -> None:
     assert normalize_ref_path(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, ""),
+        ("", ""),
+        ("  ", ""),
+        ("./", ""),
+        ("/", ""),
+        ("raw", "raw/"),
+        ("./raw", "raw/"),
+        ("/raw/", "raw/"),
+        ("team\\episodes", "team/episodes/"),
+    ],
+    ids=["none", "empty", "blank", "dot-slash", "slash", "bare", "dot-prefixed", "slashed", "bs"],
+)
+def test_normalize_prefix(given: str | None, expected: str) -> None:
+    assert normalize_prefix(given) == expected
+
+
+@pytest.mark.parametrize("given", ["../x", "raw/../../x", ".."], ids=["up", "nested-up", "dotdot"])
+def test_normalize_prefix_refuses_parent_segments(given: str) -> None:
+    with pytest.raises(InvalidPath, match=r"\.\."):
+        normalize_prefix(given)

@@ -58,7 +58,7 @@ class Block:
 
 
 def _is_delimiter(line: bytes, allow_dots: bool) -> bool:
-    stripped = line.rstrip(b" \t\r\n")
+    stripped = line.rstrip(b" \r\n")  # SPEC §1: trailing spaces or \r, nothing else
     return stripped == b"---" or (allow_dots and stripped == b"...")
 
 

@@ -92,10 +92,16 @@ def normalize_ref_path(path: str) -> str | None:
 
 
 def normalize_prefix(prefix: str | None) -> str:
-    """The episodes prefix as SPEC §2 normalises it, or ``""`` when it means "not given"."""
+    """The episodes prefix as SPEC §2 normalises it, or ``""`` when it means "not given".
+
+    A ``..`` segment is refused rather than read as "not given": a prefix that silently falls
+    back to the default would report the wrong folder.
+    """
     if not prefix:
         return ""
     norm = normalize_ref_path(prefix)
+    if norm is None:
+        raise InvalidPath(f"episodes prefix must not contain '..': {prefix!r}")
     if not norm:
         return ""
     return norm + "/"
