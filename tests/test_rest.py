@@ -1,0 +1,1105 @@
+"""The REST interface against real ``kiwifs serve`` processes on 127.0.0.1, with httpx.
+
+One server (a subprocess of the installed ``kiwifs`` command) serves a ``kiwifs init``-ed root for
+the whole module; each test uses its own paths. Auth, crash recovery, the root lock and the
+concurrency test start servers of their own. Nothing of ours is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from kiwifs.knowledge import Knowledge
+from kiwifs.rest import create_app
+from kiwifs.versioning import blob_id
+
+KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
+API = "/api/kiwi"
+MiB = 1024 * 1024
+CONFLICT = "file modified since last read \u2014 re-fetch and retry"
+HAS_INDEX = hasattr(Knowledge, "search") and hasattr(Knowledge, "meta")
+needs_index = pytest.mark.skipif(not HAS_INDEX, reason="Knowledge.search/meta not built yet")
+
+
+# -- servers ------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def commit_count(root: Path) -> int:
+    return int(git(root, "rev-list", "--count", "HEAD"))
+
+
+def init_root(path: Path) -> Path:
+    subprocess.run([KIWIFS, "init", "--root", str(path)], check=True, capture_output=True)
+    return path
+
+
+@dataclass
+class Server:
+    root: Path
+    base: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def client(self, **headers: str) -> httpx.Client:
+        return httpx.Client(base_url=self.base, timeout=60.0, headers=headers)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> Server:
+    """Start ``kiwifs serve`` on a free port and wait (bounded) until /health answers."""
+    port = free_port()
+    log = root.parent / f"serve-{root.name}-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [KIWIFS, "serve", "--root", str(root), "--port", str(port), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    server = Server(root, f"http://127.0.0.1:{port}", proc, log)
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise RuntimeError(f"kiwifs serve exited ({proc.returncode}):\n{server.output()}")
+        try:
+            if httpx.get(server.base + "/health", timeout=2.0).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    stop_server(server)
+    raise RuntimeError(f"kiwifs serve did not answer /health:\n{server.output()}")
+
+
+def stop_server(server: Server) -> None:
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Server]:
+    root = init_root(tmp_path_factory.mktemp("rest") / "kb")
+    srv = start_server(root)
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> Iterator[httpx.Client]:
+    with server.client() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Path:
+    """A folder outside the root, reachable from it through two symlinks."""
+    folder = tmp_path_factory.mktemp("outside")
+    (folder / "secret.md").write_text("secret")
+    (server.root / "outlink").symlink_to(folder, target_is_directory=True)
+    (server.root / "outfile.md").symlink_to(folder / "secret.md")
+    return folder
+
+
+def put(client: httpx.Client, path: str, body: bytes | str, **headers: str) -> httpx.Response:
+    return client.put(f"{API}/file", params={"path": path}, content=body, headers=headers)
+
+
+def get(client: httpx.Client, path: str, **headers: str) -> httpx.Response:
+    return client.get(f"{API}/file", params={"path": path}, headers=headers)
+
+
+def error_of(resp: httpx.Response) -> str:
+    assert resp.headers["content-type"].startswith("application/json"), resp.text
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    assert isinstance(body["error"], str) and body["error"]
+    return str(body["error"])
+
+
+def versions(client: httpx.Client, path: str) -> list[dict[str, str]]:
+    resp = client.get(f"{API}/versions", params={"path": path})
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["versions"])
+
+
+# -- health and the route inventory -------------------------------------------------------------
+
+
+def test_health(client: httpx.Client) -> None:
+    resp = client.get("/health")
+    assert resp.status_code == 200
+    assert resp.json() == {"status": "ok"}
+
+
+def api_routes(tmp_path: Path) -> set[str]:
+    """Every ``METHOD /api/kiwi/...`` of the app, from its OpenAPI schema.
+
+    (``app.routes`` is not enough: recent FastAPI wraps included routers in an object that is
+    not an ``APIRoute``.)
+    """
+    app = create_app(Knowledge(tmp_path))
+    return {
+        f"{method.upper()} {path}"
+        for path, operations in app.openapi()["paths"].items()
+        if path.startswith(API)
+        for method in operations
+    }
+
+
+def test_auth_cases_cover_every_route(tmp_path: Path) -> None:
+    covered = {f"{method} {API}{path}" for method, path, _ in AUTH_CASES}
+    assert api_routes(tmp_path) == covered
+
+
+# -- GET /file ----------------------------------------------------------------------------------
+
+
+def test_get_file_headers_and_body(client: httpx.Client) -> None:
+    body = b"# Get\n\nbody \xc3\xa9\n"
+    assert put(client, "get/a.md", body).status_code == 200
+    resp = get(client, "get/a.md")
+    assert resp.status_code == 200
+    assert resp.content == body
+    assert resp.headers["content-type"] == "text/markdown; charset=utf-8"
+    assert resp.headers["etag"] == f'"{blob_id(body)}"'
+    assert resp.headers["cache-control"] == "no-cache"
+    modified = parsedate_to_datetime(resp.headers["last-modified"])
+    assert abs(modified.timestamp() - time.time()) < 3600
+    # one leading slash is dropped
+    assert get(client, "/get/a.md").content == body
+
+
+@pytest.mark.parametrize("form", ['"{}"', "{}", 'W/"{}"', '"other", "{}"', "*"])
+def test_get_file_not_modified(client: httpx.Client, form: str) -> None:
+    etag = put(client, "get/cached.md", b"cached").json()["etag"]
+    resp = get(client, "get/cached.md", **{"If-None-Match": form.format(etag)})
+    assert resp.status_code == 304
+    assert resp.content == b""
+    assert resp.headers["etag"] == f'"{etag}"'
+
+
+def test_get_file_if_none_match_other_etag_is_200(client: httpx.Client) -> None:
+    put(client, "get/cached2.md", b"x")
+    assert get(client, "get/cached2.md", **{"If-None-Match": '"nope"'}).status_code == 200
+
+
+def test_get_file_if_modified_since(client: httpx.Client) -> None:
+    put(client, "get/ims.md", b"x")
+    last = get(client, "get/ims.md").headers["last-modified"]
+    assert get(client, "get/ims.md", **{"If-Modified-Since": last}).status_code == 304
+    old = "Mon, 01 Jan 2001 00:00:00 GMT"
+    assert get(client, "get/ims.md", **{"If-Modified-Since": old}).status_code == 200
+    assert get(client, "get/ims.md", **{"If-Modified-Since": "garbage"}).status_code == 200
+
+
+def test_get_file_metadata_only(client: httpx.Client) -> None:
+    put(client, "get/fm.md", b"---\ntitle: T\ntags: [a, b]\ncount: 3\n---\nbody\n")
+    resp = client.get(f"{API}/file", params={"path": "get/fm.md", "metadata_only": "true"})
+    assert resp.status_code == 200
+    assert resp.json() == {"title": "T", "tags": ["a", "b"], "count": 3}
+    assert resp.headers["etag"].startswith('"')
+    put(client, "get/nofm.md", b"plain\n")
+    resp = client.get(f"{API}/file", params={"path": "get/nofm.md", "metadata_only": "true"})
+    assert resp.json() == {}
+
+
+def test_get_file_errors(client: httpx.Client) -> None:
+    resp = get(client, "get/missing.md")
+    assert resp.status_code == 404
+    assert "not found" in error_of(resp)
+    resp = client.get(f"{API}/file")
+    assert resp.status_code == 400
+    assert "path is required" in error_of(resp)
+    resp = client.get(f"{API}/file", params={"path": "get/a.md", "metadata_only": "maybe"})
+    assert resp.status_code == 400
+    assert "metadata_only" in error_of(resp)
+
+
+# -- PUT /file ----------------------------------------------------------------------------------
+
+
+def test_put_file(client: httpx.Client, server: Server) -> None:
+    resp = put(client, "/put/new.md", b"# New\n", **{"X-Actor": "agent:put"})
+    assert resp.status_code == 200
+    etag = blob_id(b"# New\n")
+    assert resp.json() == {"path": "put/new.md", "etag": etag}
+    assert resp.headers["etag"] == f'"{etag}"'
+    assert (server.root / "put/new.md").read_bytes() == b"# New\n"
+    (latest,) = versions(client, "put/new.md")
+    assert latest["author"] == "agent:put"
+    assert latest["message"] == "agent:put: put/new.md"
+
+
+def test_put_without_actor_is_anonymous(client: httpx.Client) -> None:
+    put(client, "put/anon.md", b"x", **{"X-Actor": ""})
+    assert versions(client, "put/anon.md")[0]["author"] == "anonymous"
+
+
+def test_put_with_provenance(client: httpx.Client, server: Server) -> None:
+    headers = {"X-Provenance": "run:run-249", "X-Actor": "agent:exec_abc"}
+    resp = put(client, "runs/run-249.md", b"# Run 249\n", **headers)
+    assert resp.status_code == 200
+    text = get(client, "runs/run-249.md").text
+    assert "derived-from:" in text and "id: run-249" in text and "actor: agent:exec_abc" in text
+    assert text.endswith("---\n# Run 249\n")
+    assert resp.json()["etag"] == blob_id(text.encode())
+    message = git(server.root, "log", "-1", "--format=%B", "--", "runs/run-249.md")
+    assert "Provenance: run:run-249" in message
+
+
+def test_put_with_provenance_is_idempotent_on_retry(client: httpx.Client) -> None:
+    headers = {"X-Provenance": "run:retry-1", "X-Actor": "agent:r"}
+    for _ in range(3):
+        assert put(client, "runs/retry.md", b"# Retry\n", **headers).status_code == 200
+    text = get(client, "runs/retry.md").text
+    assert text.count("id: retry-1") == 1
+    # an agent that reads the file and writes it back with the same header adds nothing
+    etag_before = get(client, "runs/retry.md").headers["etag"]
+    resp = put(client, "runs/retry.md", text.encode(), **headers)
+    assert resp.headers["etag"] == etag_before
+    assert get(client, "runs/retry.md").text == text
+
+
+def test_put_blank_provenance_is_ignored(client: httpx.Client) -> None:
+    assert put(client, "put/blank.md", b"x", **{"X-Provenance": ""}).status_code == 200
+    assert get(client, "put/blank.md").content == b"x"
+
+
+@pytest.mark.parametrize("value", ["runid", "run:", ":run-1"])
+def test_put_malformed_provenance_is_400_and_nothing_written(
+    client: httpx.Client, server: Server, value: str
+) -> None:
+    before = commit_count(server.root)
+    resp = put(client, "put/badprov.md", b"x", **{"X-Provenance": value})
+    assert resp.status_code == 400
+    assert "type:id" in error_of(resp)
+    assert get(client, "put/badprov.md").status_code == 404
+    assert commit_count(server.root) == before
+
+
+def test_put_provenance_into_bad_frontmatter_is_400(client: httpx.Client) -> None:
+    for body in (b"---\n- a\n---\nbody\n", b"---\ntitle: x\nnever closed\n"):
+        resp = put(client, "put/badfm.md", body, **{"X-Provenance": "run:1"})
+        assert resp.status_code == 400
+        assert "frontmatter" in error_of(resp)
+    assert get(client, "put/badfm.md").status_code == 404
+
+
+def test_put_if_match(client: httpx.Client, server: Server) -> None:
+    etag = put(client, "put/im.md", b"v1").json()["etag"]
+    resp = put(client, "put/im.md", b"v2", **{"If-Match": f'"{etag}"'})
+    assert resp.status_code == 200
+    new = resp.json()["etag"]
+    assert put(client, "put/im.md", b"v3", **{"If-Match": f'W/"{new}"'}).status_code == 200
+    assert put(client, "put/im.md", b"v4", **{"If-Match": "*"}).status_code == 200
+    fresh = put(client, "put/im-new.md", b"created", **{"If-Match": '"0123456789abcdef"'})
+    assert fresh.status_code == 200
+
+
+def test_put_if_match_conflict_leaves_the_file(client: httpx.Client, server: Server) -> None:
+    old = put(client, "put/conflict.md", b"v1").json()["etag"]
+    put(client, "put/conflict.md", b"v2")
+    before = commit_count(server.root)
+    resp = put(
+        client, "put/conflict.md", b"v3", **{"If-Match": f'"{old}"', "X-Provenance": "run:1"}
+    )
+    assert resp.status_code == 409
+    assert error_of(resp) == CONFLICT
+    assert get(client, "put/conflict.md").content == b"v2"
+    assert commit_count(server.root) == before
+
+
+@pytest.mark.parametrize("value", ['""', "W/", '"a", ""'])
+def test_put_malformed_if_match_is_400(client: httpx.Client, value: str) -> None:
+    resp = put(client, "put/badim.md", b"x", **{"If-Match": value})
+    assert resp.status_code == 400
+    assert "If-Match" in error_of(resp)
+    assert get(client, "put/badim.md").status_code == 404
+
+
+def test_put_over_32_mib_is_413(client: httpx.Client, server: Server) -> None:
+    before = commit_count(server.root)
+    resp = put(client, "put/huge.md", b"x" * (32 * MiB + 1))
+    assert resp.status_code == 413
+    assert "32 MB" in error_of(resp)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is counted while reading
+        for _ in range(33):
+            yield b"y" * MiB
+
+    resp = client.put(f"{API}/file", params={"path": "put/huge.md"}, content=chunks())
+    assert resp.status_code == 413
+    assert get(client, "put/huge.md").status_code == 404
+    assert commit_count(server.root) == before
+
+
+def test_put_missing_path_is_400(client: httpx.Client) -> None:
+    resp = client.put(f"{API}/file", content=b"x")
+    assert resp.status_code == 400
+    assert "path is required" in error_of(resp)
+
+
+# -- DELETE /file -------------------------------------------------------------------------------
+
+
+def test_delete_file(client: httpx.Client, server: Server) -> None:
+    put(client, "del/a.md", b"x")
+    resp = client.delete(f"{API}/file", params={"path": "/del/a.md"}, headers={"X-Actor": "eve"})
+    assert resp.status_code == 200
+    assert resp.json() == {"deleted": "del/a.md"}
+    assert get(client, "del/a.md").status_code == 404
+    assert git(server.root, "log", "-1", "--format=%an %s") == "eve delete: del/a.md\n"
+
+
+def test_delete_errors(client: httpx.Client) -> None:
+    resp = client.delete(f"{API}/file", params={"path": "del/none.md"})
+    assert resp.status_code == 404
+    assert error_of(resp) == "file not found"
+    resp = client.delete(f"{API}/file")
+    assert resp.status_code == 400
+    assert "path is required" in error_of(resp)
+
+
+def test_delete_if_match(client: httpx.Client) -> None:
+    etag = put(client, "del/im.md", b"x").json()["etag"]
+    resp = client.delete(f"{API}/file", params={"path": "del/im.md"}, headers={"If-Match": '"x"'})
+    assert resp.status_code == 409
+    assert error_of(resp) == CONFLICT
+    assert get(client, "del/im.md").status_code == 200
+    resp = client.delete(
+        f"{API}/file", params={"path": "del/im.md"}, headers={"If-Match": f'"{etag}"'}
+    )
+    assert resp.status_code == 200
+
+
+# -- POST /file/append --------------------------------------------------------------------------
+
+
+def test_append(client: httpx.Client) -> None:
+    url = f"{API}/file/append"
+    resp = client.post(url, params={"path": "app/log.md"}, content=b"one")
+    assert resp.status_code == 200
+    assert resp.json() == {"path": "app/log.md", "etag": blob_id(b"one")}
+    resp = client.post(url, params={"path": "app/log.md"}, content=b"two")
+    two = blob_id(b"one\ntwo")
+    assert resp.headers["etag"] == f'"{two}"'
+    client.post(url, params={"path": "app/log.md", "separator": " | "}, content=b"three")
+    assert get(client, "app/log.md").content == b"one\ntwo | three"
+
+
+def test_append_errors(client: httpx.Client) -> None:
+    url = f"{API}/file/append"
+    resp = client.post(url, content=b"x")
+    assert resp.status_code == 400 and "path is required" in error_of(resp)
+    resp = client.post(url, params={"path": "app/big.md"}, content=b"x" * (32 * MiB + 1))
+    assert resp.status_code == 413
+    assert get(client, "app/big.md").status_code == 404
+
+
+# -- POST /bulk ---------------------------------------------------------------------------------
+
+
+def test_bulk(client: httpx.Client, server: Server) -> None:
+    before = commit_count(server.root)
+    payload = {"files": [{"path": "bulk/a.md", "content": "A"}, {"path": "bulk/b.md"}]}
+    headers = {"X-Provenance": "run:run-777", "X-Actor": "agent:batch"}
+    resp = client.post(f"{API}/bulk", json=payload, headers=headers)
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["count"] == 2
+    assert [f["path"] for f in body["files"]] == ["bulk/a.md", "bulk/b.md"]
+    for f in body["files"]:
+        content = get(client, f["path"]).content
+        assert f["etag"] == blob_id(content)
+        assert b"id: run-777" in content
+    assert commit_count(server.root) == before + 1
+    assert git(server.root, "log", "-1", "--format=%an") == "agent:batch\n"
+
+
+def test_bulk_actor_from_body(client: httpx.Client, server: Server) -> None:
+    payload = {"files": [{"path": "bulk/c.md", "content": "C"}], "actor": "body-actor"}
+    resp = client.post(f"{API}/bulk", json=payload, headers={"X-Actor": "header-actor"})
+    assert resp.status_code == 200
+    assert git(server.root, "log", "-1", "--format=%an") == "body-actor\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "invalid JSON"),
+        (b"[1, 2]", "must be an object"),
+        (b"{}", "files is required"),
+        (b'{"files": []}', "files is required"),
+        (b'{"files": [{"content": "x"}]}', "files[0] needs a path"),
+        (b'{"files": [{"path": "bulk/x.md", "content": 3}]}', "files[0].content"),
+        (b'{"files": [{"path": "bulk/x.md"}, {"path": "../y.md"}]}', "'..'"),
+        (b'{"files": [{"path": "bulk/x.md"}, {"path": "bulk/x.md"}]}', "twice"),
+    ],
+)
+def test_bulk_bad_input_is_400_and_writes_nothing(
+    client: httpx.Client, server: Server, body: bytes, message: str
+) -> None:
+    before = commit_count(server.root)
+    resp = client.post(f"{API}/bulk", content=body, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400
+    assert message in error_of(resp)
+    assert get(client, "bulk/x.md").status_code == 404
+    assert commit_count(server.root) == before
+
+
+def test_bulk_bad_provenance_is_400(client: httpx.Client) -> None:
+    payload = {"files": [{"path": "bulk/p.md", "content": "x"}]}
+    resp = client.post(f"{API}/bulk", json=payload, headers={"X-Provenance": "nocolon"})
+    assert resp.status_code == 400
+    assert get(client, "bulk/p.md").status_code == 404
+
+
+# -- POST /rename -------------------------------------------------------------------------------
+
+
+def test_rename(client: httpx.Client, server: Server) -> None:
+    put(client, "ren/old.md", b"content")
+    resp = client.post(
+        f"{API}/rename", json={"from": "ren/old.md", "to": "ren/new.md"}, headers={"X-Actor": "r"}
+    )
+    assert resp.status_code == 200
+    assert resp.json() == {"from": "ren/old.md", "to": "ren/new.md", "etag": blob_id(b"content")}
+    assert get(client, "ren/old.md").status_code == 404
+    assert get(client, "ren/new.md").content == b"content"
+    assert (
+        git(server.root, "log", "-1", "--format=%s") == "r: rename ren/old.md \u2192 ren/new.md\n"
+    )
+
+
+def test_rename_errors(client: httpx.Client) -> None:
+    put(client, "ren/a.md", b"a")
+    put(client, "ren/b.md", b"b")
+    url = f"{API}/rename"
+    cases: list[tuple[Any, int, str]] = [
+        ({"from": "ren/a.md"}, 400, "to is required"),
+        ({"to": "ren/c.md"}, 400, "from is required"),
+        ({"from": "ren/a.md", "to": 3}, 400, "to is required"),
+        ({"from": "ren/none.md", "to": "ren/c.md"}, 404, "source file not found"),
+        ({"from": "ren/a.md", "to": "ren/b.md"}, 409, "already exists"),
+        ({"from": "ren/a.md", "to": "../c.md"}, 400, "'..'"),
+    ]
+    for payload, status, message in cases:
+        resp = client.post(url, json=payload)
+        assert resp.status_code == status, payload
+        assert message in error_of(resp)
+    resp = client.post(url, content=b"nope", headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400 and "invalid JSON" in error_of(resp)
+    assert get(client, "ren/a.md").content == b"a" and get(client, "ren/b.md").content == b"b"
+
+
+# -- GET /tree ----------------------------------------------------------------------------------
+
+
+def test_tree(client: httpx.Client) -> None:
+    put(client, "tree/sub/leaf.md", b"leaf")
+    put(client, "tree/top.md", b"top!")
+    root = client.get(f"{API}/tree").json()
+    assert (root["path"], root["name"], root["isDir"]) == ("", "/", True)
+    names = [c["name"] for c in root["children"]]
+    assert not [n for n in names if n.startswith(".")]
+    tree = client.get(f"{API}/tree", params={"path": "tree"}).json()
+    assert tree == {
+        "path": "tree/",
+        "name": "tree",
+        "isDir": True,
+        "children": [
+            {
+                "path": "tree/sub/",
+                "name": "sub",
+                "isDir": True,
+                "children": [
+                    {"path": "tree/sub/leaf.md", "name": "leaf.md", "isDir": False, "size": 4}
+                ],
+            },
+            {"path": "tree/top.md", "name": "top.md", "isDir": False, "size": 4},
+        ],
+    }
+
+
+def test_tree_errors(client: httpx.Client) -> None:
+    resp = client.get(f"{API}/tree", params={"path": "tree/none"})
+    assert resp.status_code == 404 and "not found" in error_of(resp)
+    put(client, "tree/file.md", b"x")
+    resp = client.get(f"{API}/tree", params={"path": "tree/file.md"})
+    assert resp.status_code == 400 and "not a folder" in error_of(resp)
+
+
+# -- history ------------------------------------------------------------------------------------
+
+
+def test_versions_version_diff(client: httpx.Client) -> None:
+    put(client, "hist/h.md", b"one\n", **{"X-Actor": "a"})
+    put(client, "hist/h.md", b"one\ntwo\n", **{"X-Actor": "b"})
+    resp = client.get(f"{API}/versions", params={"path": "/hist/h.md"})
+    body = resp.json()
+    assert body["path"] == "hist/h.md"
+    newest, oldest = body["versions"]
+    assert set(newest) == {"hash", "date", "author", "message"}
+    assert (newest["author"], oldest["author"]) == ("b", "a")
+    resp = client.get(f"{API}/version", params={"path": "hist/h.md", "version": oldest["hash"]})
+    assert resp.status_code == 200 and resp.content == b"one\n"
+    assert resp.headers["content-type"] == "text/markdown; charset=utf-8"
+    params = {"path": "hist/h.md", "from": oldest["hash"], "to": newest["hash"]}
+    resp = client.get(f"{API}/diff", params=params)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/plain")
+    assert "+two" in resp.text
+    assert versions(client, "hist/never.md") == []
+
+
+def test_history_errors(client: httpx.Client) -> None:
+    put(client, "hist/e.md", b"x")
+    cases: list[tuple[str, dict[str, str], int, str]] = [
+        ("versions", {}, 400, "path is required"),
+        ("version", {"path": "hist/e.md"}, 400, "version is required"),
+        ("version", {"version": "HEAD"}, 400, "path is required"),
+        ("version", {"path": "hist/e.md", "version": "0" * 40}, 404, "version not found"),
+        ("version", {"path": "hist/none.md", "version": "HEAD"}, 404, "version not found"),
+        ("diff", {"path": "hist/e.md", "from": "HEAD"}, 400, "to is required"),
+        ("diff", {"path": "hist/e.md", "from": "HEAD", "to": "nosuch"}, 404, "unknown version"),
+        ("diff", {"path": "hist/e.md", "from": "-x", "to": "HEAD"}, 400, "invalid version"),
+    ]
+    for route, params, status, message in cases:
+        resp = client.get(f"{API}/{route}", params=params)
+        assert resp.status_code == status, (route, params, resp.text)
+        assert message in error_of(resp), (route, params)
+
+
+def test_changes(client: httpx.Client, server: Server) -> None:
+    since = git(server.root, "rev-parse", "HEAD").strip()
+    put(client, "chg/a.md", b"x", **{"X-Actor": "alice"})
+    client.delete(f"{API}/file", params={"path": "chg/a.md"}, headers={"X-Actor": "bob"})
+    body = client.get(f"{API}/changes", params={"since": since}).json()
+    assert set(body) == {"changes", "last_seq"}
+    got = [(c["action"], c["path"], c["actor"]) for c in body["changes"]]
+    assert got == [("delete", "chg/a.md", "bob"), ("write", "chg/a.md", "alice")]
+    assert set(body["changes"][0]) == {"seq", "path", "action", "actor", "timestamp"}
+    assert body["last_seq"] == body["changes"][0]["seq"]
+    empty = client.get(f"{API}/changes", params={"since": body["last_seq"]}).json()
+    assert empty == {"changes": [], "last_seq": body["last_seq"]}
+    assert len(client.get(f"{API}/changes", params={"limit": 1}).json()["changes"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"since": "xyz"}, "unknown sequence"),
+        ({"since": "deadbeef"}, "unknown sequence"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "501"}, "limit"),
+        ({"limit": "many"}, "limit"),
+    ],
+)
+def test_changes_errors(client: httpx.Client, params: dict[str, str], message: str) -> None:
+    resp = client.get(f"{API}/changes", params=params)
+    assert resp.status_code == 400
+    assert message in error_of(resp)
+
+
+# -- search and meta (answered by the index) ----------------------------------------------------
+
+
+@needs_index
+def test_search(client: httpx.Client) -> None:
+    put(client, "srch/quokka.md", b"# Quokka\n\nthe zyzzyvaword lives here\n")
+    resp = client.get(f"{API}/search", params={"q": "zyzzyvaword"})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert {"query", "limit", "offset", "results"} <= set(body)
+    assert [r["path"] for r in body["results"]] == ["srch/quokka.md"]
+    for alias in ("path_prefix", "pathPrefix"):
+        hits = client.get(f"{API}/search", params={"q": "zyzzyvaword", alias: "other/"}).json()
+        assert hits["results"] == []
+    # a rewrite no longer matches its old words
+    put(client, "srch/quokka.md", b"# Quokka\n\nnothing left\n")
+    assert client.get(f"{API}/search", params={"q": "zyzzyvaword"}).json()["results"] == []
+
+
+@needs_index
+def test_search_errors(client: httpx.Client) -> None:
+    for params in ({}, {"q": "  "}):
+        resp = client.get(f"{API}/search", params=params)
+        assert resp.status_code == 400 and "q is required" in error_of(resp)
+    resp = client.get(f"{API}/search", params={"q": "x", "limit": "-1"})
+    assert resp.status_code == 400
+
+
+@needs_index
+def test_meta_finds_provenance(client: httpx.Client) -> None:
+    put(client, "meta/m.md", b"# M\n", **{"X-Provenance": "run:run-meta-1"})
+    where = "$.derived-from[*].id=run-meta-1"
+    resp = client.get(f"{API}/meta", params={"where": where})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["count"] == 1
+    assert body["results"][0]["path"] == "meta/m.md"
+    assert "frontmatter" in body["results"][0]
+
+
+@needs_index
+def test_meta_bad_filter_is_400(client: httpx.Client) -> None:
+    resp = client.get(f"{API}/meta", params={"where": "no operator here"})
+    assert resp.status_code == 400
+    error_of(resp)
+
+
+# -- paths are refused, not guessed -------------------------------------------------------------
+
+BAD_PATHS = [
+    "../x.md",
+    "a/../../etc/passwd",
+    "//etc/passwd",
+    "./a.md",
+    "a/./b.md",
+    "a//b.md",
+    ".git/config",
+    ".kiwi/config.toml",
+    "a/.hidden/b.md",
+    "ctl\x01.md",
+    "nul\x00.md",
+    "new\nline.md",
+    "del\x7f.md",
+    "x" * 256 + ".md",
+    "outlink/x.md",
+    "outfile.md",
+]
+
+
+def path_requests(bad: str) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        ("GET", "/file", {"params": {"path": bad}}),
+        ("PUT", "/file", {"params": {"path": bad}, "content": b"x"}),
+        ("DELETE", "/file", {"params": {"path": bad}}),
+        ("POST", "/file/append", {"params": {"path": bad}, "content": b"x"}),
+        ("POST", "/bulk", {"json": {"files": [{"path": bad, "content": "x"}]}}),
+        ("POST", "/rename", {"json": {"from": "paths/ok.md", "to": bad}}),
+        ("POST", "/rename", {"json": {"from": bad, "to": "paths/ok2.md"}}),
+        ("GET", "/tree", {"params": {"path": bad}}),
+        ("GET", "/versions", {"params": {"path": bad}}),
+        ("GET", "/version", {"params": {"path": bad, "version": "HEAD"}}),
+        ("GET", "/diff", {"params": {"path": bad, "from": "HEAD", "to": "HEAD"}}),
+        ("POST", "/memory/merge", {"json": {"path": bad, "entries": [{"id": "e"}]}}),
+    ]
+
+
+@pytest.mark.parametrize("bad", BAD_PATHS, ids=repr)
+def test_bad_paths_are_400_and_nothing_is_written(
+    client: httpx.Client, server: Server, outside: Path, bad: str
+) -> None:
+    put(client, "paths/ok.md", b"ok")
+    before = commit_count(server.root)
+    for method, route, kwargs in path_requests(bad):
+        if route == "/tree" and bad in ("//etc/passwd", "outfile.md"):
+            continue  # tree strips every leading slash (folders); a file is not a folder
+        if route in ("/versions", "/version", "/diff") and bad.startswith("out"):
+            continue  # history reads git, never the disk behind a symlink
+        resp = client.request(method, API + route, **kwargs)
+        assert resp.status_code == 400, (method, route, bad, resp.text)
+        assert "path" in error_of(resp) or "segment" in error_of(resp)
+    assert commit_count(server.root) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.md"]
+    assert (outside / "secret.md").read_text() == "secret"
+    assert get(client, "paths/ok.md").content == b"ok"
+
+
+def test_one_leading_slash_is_root_relative_not_absolute(client: httpx.Client) -> None:
+    resp = get(client, "/etc/passwd")
+    assert resp.status_code == 404  # the root's etc/passwd, which does not exist
+
+
+# -- events -------------------------------------------------------------------------------------
+
+
+def test_sse_client_receives_write_and_delete(client: httpx.Client, server: Server) -> None:
+    path = "sse/watched.md"
+    frames: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    connected = threading.Event()
+    failure: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            with server.client() as sse, sse.stream("GET", f"{API}/events") as resp:
+                assert resp.status_code == 200
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                event = ""
+                for line in resp.iter_lines():
+                    if line.startswith(":"):
+                        connected.set()
+                    elif line.startswith("event: "):
+                        event = line[len("event: ") :]
+                    elif line.startswith("data: "):
+                        data = json.loads(line[len("data: ") :])
+                        frames.put((event, data))
+                        if event == "delete" and data.get("path") == path:
+                            return
+        except BaseException as exc:  # reported by the test thread
+            failure.append(exc)
+            connected.set()
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    assert connected.wait(60), "no SSE connection"
+    assert not failure, failure
+    etag = put(client, path, b"x", **{"X-Actor": "sse-agent"}).json()["etag"]
+    assert client.delete(f"{API}/file", params={"path": path}).status_code == 200
+    seen: list[tuple[str, dict[str, Any]]] = []
+    while not any(op == "delete" and d.get("path") == path for op, d in seen):
+        seen.append(frames.get(timeout=60))
+    thread.join(60)
+    assert not thread.is_alive() and not failure, failure
+    mine = [(op, d) for op, d in seen if d.get("path") == path]
+    assert mine == [
+        ("write", {"op": "write", "path": path, "actor": "sse-agent", "etag": etag}),
+        ("delete", {"op": "delete", "path": path, "actor": "anonymous"}),
+    ]
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+
+def report(client: httpx.Client, **params: Any) -> httpx.Response:
+    return client.get(f"{API}/memory/report", params=params)
+
+
+def test_memory_report_reflects_a_write_immediately(client: httpx.Client, server: Server) -> None:
+    prefix = "memtest/"
+    before = report(client, episodes_prefix=prefix).json()
+    assert list(before)[:5] == [
+        "episodic_count",
+        "merged_from_refs",
+        "episodic_files",
+        "unmerged",
+        "warnings",
+    ]
+    assert before["episodes_prefix"] == prefix
+    put(client, "memtest/ep-1.md", b"---\nepisode_id: ep-1\n---\nwhat happened\n")
+    after = report(client, episodes_prefix=prefix).json()
+    assert after["episodic_count"] == before["episodic_count"] + 1
+    assert "memtest/ep-1.md" in [u["path"] for u in after["unmerged"]]
+    # an out-of-band edit (an agent using cat) shows up too, without a restart
+    # (noticed by the watcher, so allow it a bounded while)
+    (server.root / "memtest/ep-2.md").write_text("---\nepisode_id: ep-2\n---\n")
+    for _ in range(300):
+        third = report(client, episodes_prefix=prefix).json()
+        if "memtest/ep-2.md" in [u["path"] for u in third["unmerged"]]:
+            break
+        time.sleep(0.1)
+    assert "memtest/ep-2.md" in [u["path"] for u in third["unmerged"]]
+    assert third["unmerged_count"] == after["unmerged_count"] + 1
+
+
+def test_memory_report_paging(client: httpx.Client) -> None:
+    prefix = "mempage/"
+    for i in range(3):
+        put(client, f"mempage/e{i}.md", f"---\nepisode_id: p{i}\n---\n".encode())
+    full = report(client, episodes_prefix=prefix).json()
+    one = report(client, episodes_prefix=prefix, limit=1, offset=1).json()
+    assert one["episodic_count"] == full["episodic_count"]
+    assert one["unmerged_count"] == full["unmerged_count"]
+    assert one["episodic_files"] == full["episodic_files"][1:2]
+    assert one["unmerged"] == full["unmerged"][1:2]
+    zero = report(client, episodes_prefix=prefix, limit=0).json()
+    assert zero["episodic_files"] == [] and zero["unmerged"] == []
+    assert zero["episodic_count"] == full["episodic_count"]
+
+
+@pytest.mark.parametrize(
+    "params", [{"limit": -1}, {"offset": -1}, {"limit": "ten"}, {"offset": "x"}]
+)
+def test_memory_report_bad_paging_is_400(client: httpx.Client, params: dict[str, Any]) -> None:
+    resp = report(client, **params)
+    assert resp.status_code == 400
+    assert list(params)[0] in error_of(resp)
+
+
+def test_memory_merge(client: httpx.Client, server: Server) -> None:
+    prefix = "memmerge/"
+    put(client, "memmerge/e1.md", b"---\nepisode_id: mm-1\n---\n")
+    put(client, "memmerge/e2.md", b"---\nepisode_id: mm-2\n---\n")
+    payload = {
+        "path": "pages/mm.md",
+        "entries": [{"id": "mm-1"}, {"path": "./memmerge/e2.md", "type": "run", "note": "n"}],
+    }
+    resp = client.post(f"{API}/memory/merge", json=payload, headers={"X-Actor": "consolidator"})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["path"] == "pages/mm.md" and body["created"] is True
+    assert [e.get("id") or e.get("path") for e in body["added"]] == ["mm-1", "memmerge/e2.md"]
+    assert resp.headers["etag"] == f'"{body["etag"]}"'
+    assert get(client, "pages/mm.md").headers["etag"] == resp.headers["etag"]
+    after = report(client, episodes_prefix=prefix).json()
+    assert not [u for u in after["unmerged"] if u["path"].startswith(prefix)]
+    assert git(server.root, "log", "-1", "--format=%an") == "consolidator\n"
+    again = client.post(f"{API}/memory/merge", json=payload).json()
+    assert again["added"] == [] and again["created"] is False
+    assert again["etag"] == body["etag"]
+
+
+def test_memory_merge_errors(client: httpx.Client) -> None:
+    url = f"{API}/memory/merge"
+    cases: list[tuple[Any, str]] = [
+        ({"entries": [{"id": "x"}]}, "path is required"),
+        ({"path": "pages/e.md"}, "entries is required"),
+        ({"path": "pages/e.md", "entries": []}, "entries is required"),
+        ({"path": "pages/e.md", "entries": ["x"]}, "entries[0] must be an object"),
+        ({"path": "pages/e.md", "entries": [{"id": ["x"]}]}, "entries[0].id"),
+        ({"path": "pages/e.md", "entries": [{"type": "run"}]}, "id or path"),
+        ({"path": "pages/e.md", "entries": [{"path": "../up.md"}]}, "'..'"),
+    ]
+    for payload, message in cases:
+        resp = client.post(url, json=payload)
+        assert resp.status_code == 400, payload
+        assert message in error_of(resp), payload
+    resp = client.post(url, content=b"{", headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400 and "invalid JSON" in error_of(resp)
+    assert get(client, "pages/e.md").status_code == 404
+
+
+def test_memory_merge_if_match(client: httpx.Client) -> None:
+    etag = put(client, "pages/im.md", b"# Page\n").json()["etag"]
+    payload = {"path": "pages/im.md", "entries": [{"id": "im-1"}]}
+    resp = client.post(f"{API}/memory/merge", json=payload, headers={"If-Match": '"stale"'})
+    assert resp.status_code == 409
+    assert get(client, "pages/im.md").content == b"# Page\n"
+    resp = client.post(f"{API}/memory/merge", json=payload, headers={"If-Match": f'"{etag}"'})
+    assert resp.status_code == 200
+
+
+# -- auth ---------------------------------------------------------------------------------------
+
+AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/file", {"params": {"path": "auth.md"}}),
+    ("PUT", "/file", {"params": {"path": "auth2.md"}, "content": b"x"}),
+    ("DELETE", "/file", {"params": {"path": "auth2.md"}}),
+    ("POST", "/file/append", {"params": {"path": "auth3.md"}, "content": b"x"}),
+    ("POST", "/bulk", {"json": {"files": [{"path": "auth4.md", "content": "x"}]}}),
+    ("POST", "/rename", {"json": {"from": "auth4.md", "to": "auth5.md"}}),
+    ("GET", "/tree", {}),
+    ("GET", "/search", {"params": {"q": "x"}}),
+    ("GET", "/meta", {"params": {"where": "$.title=x"}}),
+    ("GET", "/versions", {"params": {"path": "auth.md"}}),
+    ("GET", "/version", {"params": {"path": "auth.md", "version": "HEAD"}}),
+    ("GET", "/diff", {"params": {"path": "auth.md", "from": "HEAD", "to": "HEAD"}}),
+    ("GET", "/changes", {}),
+    ("GET", "/events", {}),
+    ("GET", "/memory/report", {}),
+    ("POST", "/memory/merge", {"json": {"path": "auth6.md", "entries": [{"id": "e"}]}}),
+]
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Server]:
+    root = init_root(tmp_path_factory.mktemp("auth") / "kb")
+    (root / "auth.md").write_text("# Auth\n")
+    git(root, "add", "auth.md")
+    git(root, "commit", "-q", "-m", "auth fixture")
+    srv = start_server(root, "--api-key", "s3cret-key")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def call(client: httpx.Client, method: str, route: str, kwargs: dict[str, Any]) -> int:
+    """The status of one request; SSE responses are closed after the headers."""
+    with client.stream(method, API + route, **kwargs) as resp:
+        return resp.status_code
+
+
+@pytest.mark.parametrize(("method", "route", "kwargs"), AUTH_CASES, ids=lambda v: str(v))
+def test_every_route_needs_the_key(
+    auth_server: Server, method: str, route: str, kwargs: dict[str, Any]
+) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-key"}):
+        with auth_server.client(**headers) as c:
+            with c.stream(method, API + route, **kwargs) as resp:
+                assert resp.status_code == 401, (headers, resp.status_code)
+                resp.read()
+                assert resp.json() == {"error": "invalid API key"}
+                assert resp.headers["www-authenticate"] == "Bearer"
+    with auth_server.client(Authorization="Bearer s3cret-key") as c:
+        status = call(c, method, route, kwargs)
+    expected_ok = 200 if HAS_INDEX or route not in ("/search", "/meta") else 500
+    assert status == expected_ok, (method, route, status)
+
+
+def test_health_is_open_with_auth(auth_server: Server) -> None:
+    with auth_server.client() as c:
+        assert c.get("/health").json() == {"status": "ok"}
+
+
+def test_api_key_from_environment(tmp_path: Path) -> None:
+    root = init_root(tmp_path / "kb")
+    srv = start_server(root, env={**os.environ, "KIWIFS_API_KEY": "env-key"})
+    try:
+        with srv.client() as c:
+            assert c.get(f"{API}/tree").status_code == 401
+        with srv.client(Authorization="Bearer env-key") as c:
+            assert c.get(f"{API}/tree").status_code == 200
+    finally:
+        stop_server(srv)
+
+
+# -- the server process -------------------------------------------------------------------------
+
+
+def test_second_server_on_the_same_root_is_refused(server: Server) -> None:
+    proc = subprocess.run(
+        [KIWIFS, "serve", "--root", str(server.root), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "already serves" in proc.stderr
+    assert str(server.root) in proc.stderr
+    with server.client() as c:
+        assert c.get("/health").status_code == 200
+
+
+def test_serve_commits_what_a_crash_left_on_disk(tmp_path: Path) -> None:
+    root = init_root(tmp_path / "kb")
+    before = commit_count(root)
+    (root / "lost").mkdir()
+    (root / "lost/write.md").write_text("written, then the server died\n")
+    (root / ".kiwi/state").mkdir(parents=True, exist_ok=True)
+    (root / ".kiwi/state/uncommitted.log").write_text("lost/write.md\n")
+    srv = start_server(root)
+    try:
+        assert commit_count(root) == before + 1
+        assert git(root, "show", "HEAD:lost/write.md") == "written, then the server died\n"
+        with srv.client() as c:
+            (version,) = versions(c, "lost/write.md")
+            assert version["author"] == "kiwifs"
+    finally:
+        stop_server(srv)
+
+
+# -- concurrency --------------------------------------------------------------------------------
+
+THREADS = 8
+WRITES = 50
+SHARED = "shared/log.md"
+
+
+def test_concurrent_writes_lose_nothing(tmp_path: Path) -> None:
+    """8 threads x 50 writes: half append to one file through If-Match retry loops."""
+    root = init_root(tmp_path / "kb")
+    srv = start_server(root)
+    try:
+        with srv.client() as c:
+            assert put(c, SHARED, b"# Shared log\n").status_code == 200
+        start = git(root, "rev-parse", "HEAD").strip()
+        appended: list[list[str]] = [[] for _ in range(THREADS)]
+        own: list[list[str]] = [[] for _ in range(THREADS)]
+        conflicts = [0] * THREADS
+        errors: list[str] = []
+
+        def appender(t: int, c: httpx.Client) -> None:
+            for i in range(WRITES):
+                line = f"thread {t} line {i}"
+                for _ in range(1000):
+                    current = get(c, SHARED)
+                    etag = current.headers["etag"]
+                    body = current.content + line.encode() + b"\n"
+                    resp = put(c, SHARED, body, **{"If-Match": etag, "X-Actor": f"t{t}"})
+                    if resp.status_code == 200:
+                        appended[t].append(line)
+                        break
+                    if resp.status_code != 409:
+                        errors.append(f"{line}: {resp.status_code} {resp.text}")
+                        return
+                    conflicts[t] += 1
+                else:
+                    errors.append(f"{line}: gave up after 1000 conflicts")
+                    return
+
+        def writer(t: int, c: httpx.Client) -> None:
+            for i in range(WRITES):
+                path = f"own/t{t}/f{i}.md"
+                resp = put(c, path, f"t{t} {i}\n".encode(), **{"X-Actor": f"t{t}"})
+                if resp.status_code != 200:
+                    errors.append(f"{path}: {resp.status_code} {resp.text}")
+                    return
+                own[t].append(path)
+
+        def run(t: int) -> None:
+            try:
+                with srv.client() as c:
+                    (appender if t % 2 == 0 else writer)(t, c)
+            except Exception as exc:
+                errors.append(f"thread {t}: {exc!r}")
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+
+        with srv.client() as c:
+            final = get(c, SHARED).text
+    finally:
+        stop_server(srv)
+
+    lines = final.splitlines()
+    successful = [line for per in appended for line in per]
+    assert len(successful) == THREADS // 2 * WRITES
+    assert lines[0] == "# Shared log"
+    assert sorted(lines[1:]) == sorted(successful)  # every append, each exactly once
+    for per in appended:  # and each thread's appends in its own order
+        assert [line for line in lines if line in set(per)] == per
+
+    shared_commits = git(root, "rev-list", "--count", f"{start}..HEAD", "--", SHARED)
+    assert int(shared_commits) == len(successful)
+    written = {p for per in own for p in per}
+    assert len(written) == THREADS // 2 * WRITES
+    log = git(root, "log", "--format=", "--name-only", f"{start}..HEAD")
+    assert {p for p in log.splitlines() if p.startswith("own/")} == written
+    assert commit_count(root) - int(git(root, "rev-list", "--count", start)) == len(
+        successful
+    ) + len(written)
+    assert git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi") == ""
+    fsck = subprocess.run(["git", "-C", str(root), "fsck", "--strict"], capture_output=True)
+    assert fsck.returncode == 0, fsck.stderr
