@@ -182,6 +182,13 @@ def api_routes(tmp_path: Path) -> set[str]:
     }
 
 
+def test_every_route_is_documented(tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "rest.md").read_text()
+    routes = api_routes(tmp_path)
+    assert routes
+    assert [r for r in sorted(routes) if f"### {r}" not in text] == []
+
+
 def test_auth_cases_cover_every_route(tmp_path: Path) -> None:
     covered = {f"{method} {API}{path}" for method, path, _ in AUTH_CASES}
     assert api_routes(tmp_path) == covered
