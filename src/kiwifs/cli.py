@@ -6,7 +6,6 @@ stderr and the error's exit code (2 for usage errors and a missing root, 1 other
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from . import __version__
 from .errors import KiwiError
+from .jsontext import dumps_indented
 from .knowledge import Knowledge
 from .mcp_server import DEFAULT_HTTP_PORT, mount_mcp, run_http, run_stdio
 from .memory import MergeEntry
@@ -35,7 +35,7 @@ def root_option(default: str | None = DEFAULT_ROOT) -> Any:
 
 def dump_json(value: Any) -> str:
     """JSON as the CLI prints it: 2-space indent, UTF-8, trailing newline."""
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    return dumps_indented(value) + "\n"
 
 
 class KiwiGroup(click.Group):

@@ -46,8 +46,11 @@ def report(
     with _snapshot(conn):
         count, unmerged_count = _counts(conn, lo, hi)
         refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
-        files = _page(conn, lo, hi, "", limit, offset)
-        unmerged = _page(conn, lo, hi, " AND covered = 0", limit, offset)
+        if limit is None:
+            files, unmerged = _all_pages(conn, lo, hi, offset)
+        else:
+            files = _page(conn, lo, hi, "", limit, offset)
+            unmerged = _page(conn, lo, hi, " AND covered = 0", limit, offset)
         warnings = _warnings(conn, lo, hi)
     return MemoryReport(
         episodic_count=count,
@@ -93,7 +96,24 @@ def _page(
     sql = _EPISODES.format(cols="key, path, episode_id, memory_kind", extra=extra)
     sql += " ORDER BY 1 LIMIT ? OFFSET ?"
     rows = conn.execute(sql, (lo, hi, -1 if limit is None else limit, offset))
-    return tuple(EpisodicFile(py_text(p), py_text(e), py_text(m)) for _, p, e, m in rows)
+    return tuple(_episodic(p, e, m) for _, p, e, m in rows)
+
+
+def _all_pages(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, offset: int
+) -> tuple[tuple[EpisodicFile, ...], tuple[EpisodicFile, ...]]:
+    """Both unlimited lists from one pass (unmerged is a subset of the episodic files)."""
+    sql = _EPISODES.format(cols="key, path, episode_id, memory_kind, covered", extra="")
+    rows = conn.execute(sql + " ORDER BY 1", (lo, hi)).fetchall()
+    files = [_episodic(p, e, m) for _, p, e, m, _ in rows]
+    unmerged = [f for f, row in zip(files, rows, strict=True) if not row[4]]
+    return tuple(files[offset:]), tuple(unmerged[offset:])
+
+
+def _episodic(path: str | bytes, episode_id: str | bytes, kind: str | bytes) -> EpisodicFile:
+    if type(path) is str and type(episode_id) is str and type(kind) is str:
+        return EpisodicFile(path, episode_id, kind)
+    return EpisodicFile(py_text(path), py_text(episode_id), py_text(kind))
 
 
 def _warnings(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[str, ...]:

@@ -1,0 +1,208 @@
+"""Benchmark of the SQLite index on a generated episodic corpus (default 100,000 episodes).
+
+    python bench/index.py [--episodes N] [--seed S] [--queries 100] [--skip-build]
+
+Measures, in one run and on the same corpus:
+
+(a) ``kiwifs memory report --json`` (a subprocess, index up to date) against
+    ``../shared/bench/naive_report.py --loader csafe``, and checks both print the same JSON;
+(b) a running ``kiwifs serve`` answering ``GET /api/kiwi/memory/report?limit=100`` (median over
+    repeated requests), and that an out-of-band edit made 2 s earlier shows in the answer;
+(c) search latency p50 / p99 over ``--queries`` queries;
+(d) the time to build the index from scratch and its size on disk.
+
+Corpora are generated with ``/work/shared/bench/gen_corpus.py`` into
+``bench/.corpora/ep<N>-seed<S>`` only when missing (``bench/memory_report.py`` shares them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from kiwifs.knowledge import Knowledge
+
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("KIWIFS_SHARED", "/work/shared")) / "bench"
+PYTHON = sys.executable
+KIWIFS = str(Path(PYTHON).with_name("kiwifs"))
+WORDS = ["run", "episode", "error", "timeout", "deploy", "agent", "memory", "merge", "fox", "data"]
+
+
+def corpus(episodes: int, seed: int) -> Path:
+    """The corpus folder, generated if missing (an older ``ep<N>`` of the same seed is reused)."""
+    base = HERE / ".corpora"
+    root = base / f"ep{episodes}-seed{seed}"
+    if root.is_dir():
+        return root
+    legacy = base / f"ep{episodes}"
+    summary = base / f"ep{episodes}.summary.json"
+    if legacy.is_dir() and summary.is_file() and json.loads(summary.read_text())["seed"] == seed:
+        return legacy
+    base.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [PYTHON, str(SHARED / "gen_corpus.py"), str(root), "--episodes", str(episodes)]
+        + ["--seed", str(seed)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return root
+
+
+def timed(cmd: list[str]) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+    return time.perf_counter() - start, out
+
+
+def best_of(n: int, cmd: list[str]) -> tuple[float, bytes]:
+    runs = [timed(cmd) for _ in range(n)]
+    return min(t for t, _ in runs), runs[-1][1]
+
+
+def build(root: Path) -> tuple[float, int]:
+    state = root / ".kiwi/state"
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        (state / name).unlink(missing_ok=True)
+    start = time.perf_counter()
+    with Knowledge.open(root) as kb:
+        kb.reindex()
+        kb.indexing._open().checkpoint()
+        seconds = time.perf_counter() - start
+        size = kb.indexing._open().size_bytes()
+    return seconds, size
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        body = resp.read()
+    return time.perf_counter() - start, body
+
+
+def serve_bench(root: Path, requests: int) -> dict[str, object]:
+    """(b): median latency of the report route and freshness after an out-of-band edit."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/api/kiwi/memory/report?limit=100"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                get(f"http://127.0.0.1:{port}/health")
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("kiwifs serve did not start") from None
+                time.sleep(0.2)
+        get(url)
+        time.sleep(3)  # let the watcher finish its first reconcile
+        before = json.loads(get(url)[1])
+        latencies = [get(url)[0] for _ in range(requests)]
+        probe = root / "episodes/zz-bench-probe.md"
+        probe.write_text("---\nmemory_kind: episodic\nepisode_id: bench-probe\n---\nprobe\n")
+        time.sleep(2)
+        after = json.loads(get(url)[1])
+        probe.unlink()
+        time.sleep(2)
+        gone = json.loads(get(url)[1])
+        fresh = (
+            after["episodic_count"] == before["episodic_count"] + 1
+            and after["unmerged_count"] == before["unmerged_count"] + 1
+            and gone["episodic_count"] == before["episodic_count"]
+        )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {
+        "median_ms": statistics.median(latencies) * 1000,
+        "p99_ms": sorted(latencies)[int(0.99 * (len(latencies) - 1))] * 1000,
+        "requests": requests,
+        "fresh_after_2s": fresh,
+    }
+
+
+def search_bench(root: Path, n: int, seed: int) -> dict[str, float]:
+    rng = random.Random(seed)
+    queries = [" ".join(rng.sample(WORDS, rng.choice((1, 1, 2)))) for _ in range(n)]
+    times = []
+    with Knowledge.open(root) as kb:
+        kb.start_watching()  # as in `serve`: no reconcile per query
+        while not kb.indexing.watching:
+            time.sleep(0.05)
+        kb.search(queries[0])
+        for q in queries:
+            start = time.perf_counter()
+            kb.search(q, limit=20)
+            times.append(time.perf_counter() - start)
+        kb.stop_watching()
+    times.sort()
+    return {
+        "p50_ms": times[len(times) // 2] * 1000,
+        "p99_ms": times[int(0.99 * (len(times) - 1))] * 1000,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--episodes", type=int, default=100_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--requests", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=3, help="CLI runs per measurement (best)")
+    ap.add_argument("--skip-build", action="store_true", help="reuse an existing index.db")
+    args = ap.parse_args()
+    root = corpus(args.episodes, args.seed)
+    out: dict[str, object] = {"corpus": str(root), "episodes": args.episodes}
+
+    if not args.skip_build or not (root / ".kiwi/state/index.db").exists():
+        seconds, size = build(root)
+        out["build"] = {"seconds": round(seconds, 2), "size_mb": round(size / 2**20, 1)}
+
+    naive_s, naive_out = timed(
+        [PYTHON, str(SHARED / "naive_report.py"), str(root), "--loader", "csafe"]
+    )
+    report_cmd = [KIWIFS, "memory", "report", "--json", "--root", str(root)]
+    timed(report_cmd)  # brings the index up to date
+    index_s, index_out = best_of(args.repeat, report_cmd)
+    noindex_s, _ = timed([*report_cmd, "--no-index"])
+    out["report"] = {
+        "naive_csafe_s": round(naive_s, 3),
+        "kiwifs_index_s": round(index_s, 3),
+        "kiwifs_no_index_s": round(noindex_s, 3),
+        "speedup_vs_naive": round(naive_s / index_s, 1),
+        "same_json_as_naive": json.loads(index_out) == json.loads(naive_out),
+    }
+    out["search"] = search_bench(root, args.queries, args.seed)
+    if (
+        shutil.which(KIWIFS)
+        and "serve" in subprocess.run([KIWIFS, "--help"], capture_output=True, text=True).stdout
+    ):
+        serve = serve_bench(root, args.requests)
+        serve["ratio_naive_over_median"] = round(naive_s / (serve["median_ms"] / 1000), 1)  # type: ignore[operator]
+        out["serve"] = serve
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
