@@ -211,6 +211,31 @@ async def test_delete_bulk_rename_tree_versions_changes(root: Path) -> None:
         assert changes[-1].startswith("last_seq: ")
 
 
+async def test_search_and_query_meta(root: Path) -> None:
+    async with in_process(root) as client:
+        for n in (1, 2):
+            body = f"---\nstatus: draft\nrank: {n}\n---\nThe zebrafish study, part {n}.\n"
+            await ok(client, "kiwi_write", {"path": f"research/z{n}.md", "content": body})
+        found = (await ok(client, "kiwi_search", {"query": "zebrafish", "limit": 1})).splitlines()
+        assert found[0].startswith("1. research/z") and "(score: " in found[0]
+        assert found[1].startswith("   ") and "zebrafish" in found[1] and "<mark>" not in found[1]
+        assert found[-1] == "Showing 1-1. Use offset=1 to see more."
+        second = await ok(client, "kiwi_search", {"query": "zebrafish", "offset": 1})
+        assert second.startswith("2. research/z") and "Showing" not in second
+        none = await ok(client, "kiwi_search", {"query": "zebrafish", "path_prefix": "concepts/"})
+        assert none == "No results found in concepts/."
+        meta = await ok(
+            client, "kiwi_query_meta", {"filters": ["$.status=draft", "$.rank>1"], "sort": "$.rank"}
+        )
+        assert meta.splitlines() == ["- research/z2.md", "  rank: 2", "  status: draft"]
+        paged = await ok(client, "kiwi_query_meta", {"or": ["$.rank=1", "$.rank=2"], "limit": 1})
+        assert paged.splitlines()[-1] == "Showing 1-1 of 2. Use offset=1 to see more."
+        assert await ok(client, "kiwi_query_meta", {"filters": ["$.status=final"]}) == (
+            "No matching files found."
+        )
+        assert "filter" in await fails(client, "kiwi_query_meta", {"filters": ["status=draft"]})
+
+
 async def test_memory_report_text_json_and_paging(root: Path) -> None:
     async with in_process(root) as client:
         text = await ok(client, "kiwi_memory_report", {})

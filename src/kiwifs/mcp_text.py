@@ -12,13 +12,15 @@ import json
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from .errors import UsageError
 from .knowledge import FileContent, TreeNode
 from .markdown import edit_frontmatter, scalar
+from .metaquery import MetaHit, MetaResults
+from .search import SearchHit
 from .versioning import Change, Version
 
 NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
@@ -26,21 +28,6 @@ NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to 
 NOT_MODIFIED = "File not modified (etag: {etag}). Content unchanged since your last read."
 EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MARK_RE = re.compile(r"</?mark>")
-
-
-# ---------------------------------------------------------------------------------------------
-# shapes of the index results (structural, so this module does not depend on the index module)
-
-
-class SearchHit(Protocol):
-    path: str
-    score: float
-    snippet: str
-
-
-class MetaRow(Protocol):
-    path: str
-    frontmatter: Mapping[str, Any]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,8 +113,12 @@ def _meta_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def render_meta(rows: Sequence[MetaRow]) -> str:
-    """``- <path>`` per file, then its frontmatter as ``  key: value`` lines, keys sorted."""
+def render_meta(found: MetaResults) -> str:
+    """``- <path>`` per file, then its frontmatter as ``  key: value`` lines, keys sorted.
+
+    When the page is not the last, a final line says how to get the next one.
+    """
+    rows: Sequence[MetaHit] = found.results
     if not rows:
         return "No matching files found."
     lines: list[str] = []
@@ -136,6 +127,12 @@ def render_meta(rows: Sequence[MetaRow]) -> str:
         fm = row.frontmatter or {}
         for key in sorted(fm, key=str):
             lines.append(f"  {key}: {_meta_value(fm[key])}")
+    end = found.offset + len(rows)
+    if found.count > end:
+        lines.append("")
+        lines.append(
+            f"Showing {found.offset + 1}-{end} of {found.count}. Use offset={end} to see more."
+        )
     return "\n".join(lines)
 
 

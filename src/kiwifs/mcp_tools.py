@@ -283,7 +283,7 @@ class Tools:
             offset=offset,
             paths=paths or None,
         )
-        return render_meta(found.results)
+        return render_meta(found)
 
     # -- history ----------------------------------------------------------------------------
 
