@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -349,6 +350,16 @@ async def call_every_tool(session: ClientSession) -> None:
     await ok(session, "kiwi_memory_merge", {"path": "concepts/c.md", "entries": [{"id": "x"}]})
 
 
+async def poll_search(session: ClientSession, query: str, wanted: str) -> str:
+    """Search until ``wanted`` shows up (the watcher is asynchronous), for at most 10 s."""
+    text = ""
+    with anyio.move_on_after(10):
+        while wanted not in text:
+            text = await ok(session, "kiwi_search", {"query": query})
+            await anyio.sleep(0.1)
+    return text
+
+
 async def test_stdio_end_to_end(root: Path, tmp_path: Path) -> None:
     errlog = tmp_path / "stderr.log"
     async with stdio_session(root, errlog) as session:
@@ -360,6 +371,8 @@ async def test_stdio_end_to_end(root: Path, tmp_path: Path) -> None:
         for uri in ("kiwi://schema", "kiwi://file/a.md", "kiwi://tree/"):
             assert (await session.read_resource(uri)).contents, uri
         assert "a.md" in await ok(session, "kiwi_tree", {})
+        (root / "out-of-band.md").write_text("a quokka, written with cat\n")
+        assert "out-of-band.md" in await poll_search(session, "quokka", "out-of-band.md")
     log = errlog.read_text()
     assert "kiwifs-mcp: tool=kiwi_write duration=" in log
     assert "kiwifs-mcp: tool=kiwi_read duration=" in log and "error=true" in log
