@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Benchmark: ``kiwifs memory report`` (full scan, no index) against the naive sequential scan.
+
+    python bench/memory_report.py [--sizes 10000,100000] [--repeat 3] [--shared DIR]
+
+For each size it builds (once; cached under ``bench/.corpora/``, which git ignores) a corpus with
+``shared/bench/gen_corpus.py``, then times back to back, alternating, in this one run:
+
+* ``kiwifs memory report --json --no-index --root R`` -- the installed command, reading every
+  file (a kiwifs without ``--no-index`` gets ``.kiwi/state`` deleted before each run instead);
+* ``python naive_report.py R --loader csafe`` -- one process, PyYAML's C loader.
+
+The OS page cache cannot be dropped without root, so both are measured *warm*: one unmeasured
+warm-up run of each comes first, and then both read every byte from memory.
+
+Memory is sampled every 10 ms from ``/proc`` over the whole process tree (the command and every
+descendant, so kiwifs's worker processes count): ``tree PSS`` is the sum of proportional set sizes
+(a page shared by n processes counts 1/n in each, so forked workers are not counted twice) and
+``tree RSS`` the sum of resident set sizes (shared pages counted in every process: an upper
+bound). ``max RSS`` is the kernel's peak RSS of the single largest process (``wait4``), which
+sampling cannot miss. CPU time (user + system, children included) is printed too: it is less
+disturbed than wall time by other work on the machine. The check compares both answers' sorted
+unmerged paths and counts (the naive scan emits fewer warnings, so warnings are not compared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared"
+SAMPLE_SECONDS = 0.01
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured run of one command."""
+
+    seconds: float
+    cpu_seconds: float
+    tree_pss_kib: int
+    tree_rss_kib: int
+    max_rss_kib: int
+    output: bytes
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    kiwifs = args.kiwifs or shutil.which("kiwifs", path=str(Path(sys.executable).parent))
+    if not kiwifs:
+        sys.exit("kiwifs is not installed next to this Python; pass --kiwifs")
+    naive = args.shared / "bench" / "naive_report.py"
+    gen = args.shared / "bench" / "gen_corpus.py"
+    no_index = ["--no-index"] if _supports_no_index(kiwifs) else []
+    ok = True
+    for size in args.sizes:
+        root = ensure_corpus(gen, args.corpora, size, args.seed)
+        commands = {
+            "kiwifs": [kiwifs, "memory", "report", "--json", *no_index, "--root", str(root)],
+            "naive": [args.python, str(naive), str(root), "--loader", "csafe"],
+        }
+        runs: dict[str, list[Run]] = {"kiwifs": [], "naive": []}
+        for command in commands.values():  # warm-up, not measured
+            measure(command, root, drop_index=not no_index)
+        for _ in range(args.repeat):
+            for name, command in commands.items():
+                runs[name].append(measure(command, root, drop_index=not no_index))
+        ok = check_same(size, runs["kiwifs"][-1].output, runs["naive"][-1].output) and ok
+        print_size(size, runs)
+    return 0 if ok else 1
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10000,100000", help="episode counts, comma-separated")
+    ap.add_argument("--repeat", type=int, default=3, help="measured runs of each (after warm-up)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ folder")
+    ap.add_argument("--corpora", type=Path, default=HERE / ".corpora", help="corpus cache")
+    ap.add_argument("--kiwifs", help="the kiwifs command (default: next to this Python)")
+    ap.add_argument("--python", default=sys.executable, help="Python for the naive scan")
+    args = ap.parse_args(argv)
+    args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    return args
+
+
+def _supports_no_index(kiwifs: str) -> bool:
+    help_text = subprocess.run(
+        [kiwifs, "memory", "report", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    return "--no-index" in help_text
+
+
+def ensure_corpus(gen: Path, corpora: Path, size: int, seed: int) -> Path:
+    """The corpus for ``size`` episodes, generated unless a complete one is cached."""
+    name = f"ep{size}" if seed == 1 else f"ep{size}-seed{seed}"
+    root, stamp = corpora / name, corpora / f"{name}.summary.json"
+    if root.is_dir() and stamp.is_file():
+        return root
+    corpora.mkdir(parents=True, exist_ok=True)
+    print(f"generating {size} episodes into {root} ...", file=sys.stderr, flush=True)
+    summary = subprocess.run(
+        [sys.executable, str(gen), str(root), "--episodes", str(size), "--seed", str(seed)]
+        + ["--force"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    stamp.write_bytes(summary)
+    return root
+
+
+def measure(command: list[str], root: Path, drop_index: bool) -> Run:
+    """Run ``command`` on ``root``; time it and sample its tree's memory.
+
+    ``drop_index`` deletes ``.kiwi/state`` first, for a kiwifs without ``--no-index``.
+    """
+    if drop_index:
+        shutil.rmtree(root / ".kiwi" / "state", ignore_errors=True)
+    sampler = TreeSampler()
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    sampler.start(proc.pid)
+    reader = _Reader(proc)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    sampler.stop()
+    output = reader.result()
+    if proc.returncode != 0:
+        sys.exit(f"{command[0]} exited with {proc.returncode}")
+    cpu = usage.ru_utime + usage.ru_stime  # includes the descendants it waited for
+    return Run(seconds, cpu, sampler.peak_pss, sampler.peak_rss, usage.ru_maxrss, output)
+
+
+class _Reader(threading.Thread):
+    """Drain the child's stdout so it never blocks on a full pipe."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(daemon=True)
+        self.proc = proc
+        self.chunks: list[bytes] = []
+        self.start()
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        while chunk := self.proc.stdout.read(1 << 16):
+            self.chunks.append(chunk)
+
+    def result(self) -> bytes:
+        self.join()
+        return b"".join(self.chunks)
+
+
+class TreeSampler(threading.Thread):
+    """Peak sums of PSS and RSS over a process and its descendants, polled from /proc."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_pss = 0
+        self.peak_rss = 0
+        self._done = threading.Event()
+        self._pid = 0
+
+    def start(self, pid: int = 0) -> None:  # type: ignore[override]
+        self._pid = pid
+        super().start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            pss = rss = 0
+            for pid in _tree(self._pid):
+                p, r = _memory_kib(pid)
+                pss += p
+                rss += r
+            self.peak_pss = max(self.peak_pss, pss)
+            self.peak_rss = max(self.peak_rss, rss)
+            self._done.wait(SAMPLE_SECONDS)
+
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        pids.append(current)
+        todo.extend(_children(current))
+    return pids
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(c) for c in fh.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(PSS, RSS) of one process in KiB; zeros once it has exited."""
+    pss = rss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+                elif line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return pss, rss
+
+
+def check_same(size: int, kiwifs_out: bytes, naive_out: bytes) -> bool:
+    """Both give the same unmerged set and counts (warnings differ by design)."""
+    a: dict[str, Any] = json.loads(kiwifs_out)
+    b: dict[str, Any] = json.loads(naive_out)
+
+    def key(report: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            sorted(e["path"] for e in report["unmerged"] or []),
+            report.get("unmerged_count"),
+            report["episodic_count"],
+            report["merged_from_refs"],
+        )
+
+    same = key(a) == key(b)
+    verdict = "same" if same else "DIFFERENT"
+    print(f"[{size}] unmerged {a.get('unmerged_count')} vs {b.get('unmerged_count')}: {verdict}")
+    return same
+
+
+def print_size(size: int, runs: dict[str, list[Run]]) -> None:
+    k, n = runs["kiwifs"], runs["naive"]
+
+    def med(rs: list[Run], attr: str) -> float:
+        return statistics.median(getattr(r, attr) for r in rs)
+
+    print(f"[{size}] runs (s):  kiwifs {_fmt([r.seconds for r in k])}  naive {_fmt(n)}")
+    time_ratio = med(n, "seconds") / med(k, "seconds")
+    print(
+        f"[{size}] median time: kiwifs {med(k, 'seconds'):.2f} s, "
+        f"naive {med(n, 'seconds'):.2f} s -> kiwifs is {time_ratio:.2f}x faster"
+    )
+    print(
+        f"[{size}] median CPU (user+sys, with children): kiwifs {med(k, 'cpu_seconds'):.2f} s, "
+        f"naive {med(n, 'cpu_seconds'):.2f} s"
+    )
+    for attr, label in (
+        ("tree_pss_kib", "tree PSS"),
+        ("tree_rss_kib", "tree RSS"),
+        ("max_rss_kib", "max RSS"),
+    ):
+        kv, nv = med(k, attr), med(n, attr)
+        print(
+            f"[{size}] peak {label}: kiwifs {kv / 1024:.0f} MiB, naive {nv / 1024:.0f} MiB "
+            f"-> ratio {kv / nv:.2f}"
+        )
+    sys.stdout.flush()
+
+
+def _fmt(values: list[Any]) -> str:
+    nums = [v.seconds if isinstance(v, Run) else v for v in values]
+    return "[" + ", ".join(f"{v:.2f}" for v in nums) + "]"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
