@@ -131,6 +131,7 @@ class Index:
         self._pool: list[sqlite3.Connection] = []
         self._all_readers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
+        self.generation = 0  # bumped by every commit made through this object
         self._writer = self._open_writer()
         self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
 
@@ -212,6 +213,7 @@ class Index:
         with self._lock:
             self.close()
             self._remove_files()
+            self.generation += 1
             self._writer = self._open_writer()
             self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
 
@@ -228,6 +230,7 @@ class Index:
                 conn.rollback()
                 raise
             conn.commit()
+            self.generation += 1
 
     def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
         """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""
@@ -245,6 +248,7 @@ class Index:
         keys = sorted(walked.sigs)
         with self._lock:
             _recreate(self._writer)
+            self.generation += 1
         self._fill(keys, walked, progress, full=True, fresh=True)
         return len(keys)
 

@@ -44,6 +44,8 @@ class IndexKeeper:
         self._temp: tempfile.TemporaryDirectory[str] | None = None
         self._watcher: Watcher | None = None
         self._lock = threading.RLock()
+        # report totals per prefix, valid while the index generation is unchanged (watching)
+        self._totals: dict[str, tuple[tuple[int, int], indexreport.Totals]] = {}
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -147,8 +149,13 @@ class IndexKeeper:
             return None
 
         def run(index: Index) -> MemoryReport:
+            generation = index.generation
+            cached = self._totals.get(prefix) if self.watching else None
+            totals = cached[1] if cached and cached[0] == (id(index), generation) else None
             with index.reader() as conn:
-                return indexreport.report(conn, prefix, limit, offset)
+                result, totals = indexreport.report(conn, prefix, limit, offset, totals)
+            self._totals[prefix] = ((id(index), generation), totals)
+            return result
 
         return self._guarded(run)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .filerecord import path_key, py_text
 from .memory import (
@@ -37,32 +38,52 @@ def prefix_range(prefix: str) -> tuple[bytes, bytes]:
     return key + b"\0", key + b"\1"
 
 
+@dataclass(frozen=True)
+class Totals:
+    """The parts of a report that do not depend on paging (cacheable per index generation)."""
+
+    count: int
+    unmerged_count: int
+    refs: int
+    warnings: tuple[str, ...]
+
+
 def report(
-    conn: sqlite3.Connection, prefix: str, limit: int | None = None, offset: int = 0
-) -> MemoryReport:
-    """The SPEC §2 report of the indexed root for ``prefix`` (already normalised)."""
+    conn: sqlite3.Connection,
+    prefix: str,
+    limit: int | None = None,
+    offset: int = 0,
+    totals: Totals | None = None,
+) -> tuple[MemoryReport, Totals]:
+    """The SPEC §2 report of the indexed root for ``prefix`` (already normalised).
+
+    ``totals`` computed earlier on the same state of the index may be passed in to skip the
+    counting; the ones used are returned for the caller to keep.
+    """
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
     with _snapshot(conn):
-        count, unmerged_count = _counts(conn, lo, hi)
-        refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
+        if totals is None:
+            count, unmerged_count = _counts(conn, lo, hi)
+            refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
+            totals = Totals(count, unmerged_count, int(refs), _warnings(conn, lo, hi))
         if limit is None:
             files, unmerged = _all_pages(conn, lo, hi, offset)
         else:
             files = _page(conn, lo, hi, "", limit, offset)
             unmerged = _page(conn, lo, hi, " AND covered = 0", limit, offset)
-        warnings = _warnings(conn, lo, hi)
-    return MemoryReport(
-        episodic_count=count,
-        merged_from_refs=int(refs),
+    result = MemoryReport(
+        episodic_count=totals.count,
+        merged_from_refs=totals.refs,
         episodic_files=files,
         unmerged=unmerged,
-        warnings=warnings,
-        unmerged_count=unmerged_count,
+        warnings=totals.warnings,
+        unmerged_count=totals.unmerged_count,
         episodes_prefix=prefix,
         limit=limit,
         offset=offset,
     )
+    return result, totals
 
 
 class _snapshot:
