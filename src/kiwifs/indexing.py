@@ -34,6 +34,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """A damaged or foreign database (rebuild it), not a busy one or a bad query (don't)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return True
+    text = str(exc)
+    return "no such table" in text or "no such column" in text
+
+
 class IndexKeeper:
     """The index of one root and the rules for keeping it right."""
 
@@ -100,7 +108,9 @@ class IndexKeeper:
         """Run ``action`` on a current index; on corruption reset, refill and retry once."""
         try:
             return action(self._current())
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
             log.warning("index database unusable; rebuilding it from the files", exc_info=True)
             index = self._open()
             index.reset()
