@@ -10,21 +10,20 @@ import sys
 from typing import Any
 
 import click
-import uvicorn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import __version__
+from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from .errors import KiwiError
 from .jsontext import dumps_indented
 from .knowledge import Knowledge
-from .mcp_server import DEFAULT_HTTP_PORT, mount_mcp, run_http, run_stdio
 from .memory import MergeEntry
-from .rest import create_app
 
 ROOT_HELP = "Knowledge root folder."
-DEFAULT_PORT = 3333
 DEFAULT_ROOT = "./knowledge"
+# The servers (FastAPI, uvicorn, the mcp SDK) are imported by the commands that run them: they
+# take about a second to import, which every `kiwifs memory report` would otherwise pay.
 
 
 def root_option(default: str | None = DEFAULT_ROOT) -> Any:
@@ -215,11 +214,16 @@ def reindex(root: str) -> None:
 )
 def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
     """Serve the REST API (and MCP at /mcp) for a knowledge root."""
+    import uvicorn
+
+    from .mcp_server import mount_mcp
+    from .rest import create_app
+
     kb = Knowledge.open(root)
     kb.acquire_server_lock()
     kb.ensure_versioned()
     app = create_app(kb, api_key=api_key or None, extra_mounts=mount_mcp(kb, host))
-    bind_port = port or kb.config.server.port or DEFAULT_PORT
+    bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
     uvicorn.run(app, host=host, port=bind_port, log_level="warning", lifespan="on")
 
@@ -231,7 +235,7 @@ def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
-    help=f"HTTP port (only with --http; default {DEFAULT_HTTP_PORT}).",
+    help=f"HTTP port (only with --http; default {DEFAULT_MCP_PORT}).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
 def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
@@ -240,10 +244,12 @@ def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
         raise click.UsageError("--port requires --http")
     if host != "127.0.0.1" and not use_http:
         raise click.UsageError("--host requires --http")
+    from .mcp_server import run_http, run_stdio
+
     kb = Knowledge.open(root)
     kb.ensure_versioned()
     if use_http:
-        run_http(kb, host, port or DEFAULT_HTTP_PORT)
+        run_http(kb, host, port or DEFAULT_MCP_PORT)
     else:
         run_stdio(kb)
 

@@ -19,6 +19,8 @@ from typing import Any
 from .errors import ConfigError
 
 CONFIG_RELPATH = ".kiwi/config.toml"
+DEFAULT_SERVE_PORT = 3333
+DEFAULT_MCP_PORT = 8181
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

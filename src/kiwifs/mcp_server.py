@@ -35,12 +35,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
+from .config import DEFAULT_MCP_PORT
 from .errors import ConfigError, KiwiError, NotFound, Unauthorized
 from .knowledge import Knowledge
 from .mcp_text import render_tree
 from .mcp_tools import ALIASES, SPECS, Tools, ToolSpec
 
-DEFAULT_HTTP_PORT = 8181
+DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 TREE_RESOURCE_DEPTH = 3
 INSTRUCTIONS = """\
