@@ -1,0 +1,400 @@
+"""The frontmatter fast path: read the few keys the memory report needs without a YAML parse.
+
+A full scan parses the frontmatter of every file, and PyYAML's construction layer (Python code
+even with the C loader) is most of its time. Nearly all frontmatter is written in a small,
+regular subset of YAML, though: ``key: scalar`` lines, ``- item`` block lists, one-line flow lists
+and lists of flat ``key: scalar`` mappings (``merged-from``, ``derived-from``). For that subset a
+line-based recogniser can *prove* that the text is valid YAML and a mapping, and read the values of
+the keys :func:`kiwifs.memory.file_facts` looks at.
+
+The rule of this module: :func:`relevant_frontmatter` returns a dict only when the whole text is
+inside the subset; the dict then holds exactly what PyYAML would give for ``memory_kind``,
+``episode_id``, ``id`` and ``merged-from`` (with each ``merged-from`` mapping cut down to ``type``,
+``id`` and ``path``), so ``file_facts`` gives the same facts. Anything outside the subset (tabs,
+anchors, tags, block scalars, multi-line or escaped scalars, trailing comments, odd indentation,
+keys that are not plain strings, unusual characters) returns ``None`` and the caller parses the
+text with PyYAML as before. Scalar typing is PyYAML's own: its resolver (timestamps removed, as
+in :data:`kiwifs.markdown.FastLoader`) and its safe constructors for null, bool, int and float.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
+
+from .markdown import MAX_FRONTMATTER_BYTES, FastLoader
+from .memory import MERGED_FROM
+
+RELEVANT_KEYS = frozenset({"memory_kind", "episode_id", "id", MERGED_FROM})
+ENTRY_KEYS = frozenset({"type", "id", "path"})
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_TYPED_TAGS = frozenset("tag:yaml.org,2002:" + kind for kind in ("null", "bool", "int", "float"))
+
+# YAML 1.1 printable characters, minus everything that is a line break or a tab to YAML
+# (``\x85``, ``\u2028``, ``\u2029``), the byte-order mark and ``\r`` (CRLF is folded before).
+_OUTSIDE_SUBSET = re.compile(
+    "[^\n\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+# The subset as one regular expression over the whole text (which ends in "\n"), so that
+# proving an ordinary block valid costs a single pass in C. Lines: blank or whole-line comments
+# anywhere; top-level ``key: value`` or ``key:`` followed by a block list (items at one column,
+# possibly the key's own) or a flat mapping (keys at one deeper column). List items are
+# ``- value``, ``-`` (null) or a flat mapping whose first entry shares the dash's line.
+_SKIP = r"(?:[ ]*(?:\#[^\n]*)?\n)*"
+_EOL = r"[ ]*\n"
+_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
+_DQ = r'"[^"\\\n]*+"'
+_SQ = r"'[^'\n]*+'"
+_FLOW_ITEM = rf"(?:[A-Za-z_][A-Za-z0-9_./+\-]*|{_DQ}|{_SQ})"
+_FLOW = rf"\[[ ]*(?:{_FLOW_ITEM}(?:[ ]*,[ ]*{_FLOW_ITEM})*)?[ ]*\]"
+# a one-line plain scalar: no indicator first (``-`` only before a non-space), no ``: ``, no
+# `` #``, no trailing ``:``
+_PLAIN = (
+    r"(?:[^-?:,\[\]{}\#&*!|>'\"%@`\ \n]|-(?![ \n]))"
+    r"(?:[^ \n:\#]++|:(?![ \n])|\#|[ ]++(?![ \#\n]))*+"
+)
+_VALUE = rf"(?:{_DQ}|{_SQ}|{_FLOW}|{_PLAIN})"
+_ENTRY = rf"{_KEY}:(?:[ ]+{_VALUE})?{_EOL}"
+_ITEM = rf"-(?:{_EOL}|(?P<s>[ ]+)(?:{_ENTRY}(?:{_SKIP}(?P=d)[ ](?P=s){_ENTRY})*|{_VALUE}{_EOL}))"
+_SEQ = rf"(?=(?P<d>[ ]*)-)(?:{_SKIP}(?P=d){_ITEM})+"
+_MAP = rf"(?=(?P<c>[ ]+)[A-Za-z_])(?:{_SKIP}(?P=c){_ENTRY})+"
+_TOP = rf"{_KEY}:(?:[ ]+{_VALUE}{_EOL}|{_EOL}(?:{_SKIP}(?:{_SEQ}|{_MAP}))?)"
+_SUBSET_DOCUMENT = re.compile(rf"{_SKIP}(?:{_TOP}{_SKIP})*")
+
+# Typing. PyYAML picks a resolver by the scalar's first character and tries its patterns in
+# order; the same lookup is done here without the method call.
+_IMPLICIT = FastLoader.yaml_implicit_resolvers
+assert None not in _IMPLICIT, "wildcard resolvers would apply to every first character"
+_BY_FIRST: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    first: tuple(entries) for first, entries in _IMPLICIT.items()
+}
+_CANNOT_FAIL = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"})
+
+
+def _resolver_bodies(keep: Any) -> str:
+    """PyYAML's own resolver patterns, unanchored and joined, for tags that ``keep`` accepts."""
+    bodies: dict[str, None] = {}
+    for entries in _IMPLICIT.values():
+        for tag, rx in entries:
+            text = rx.pattern.strip()
+            if keep(tag) and text.startswith("^") and text.endswith("$"):
+                flags = "x" if rx.flags & re.X else "-x"
+                bodies[f"(?{flags}:{text[1:-1]})"] = None
+            elif keep(tag):
+                raise AssertionError(f"unexpected resolver pattern for {tag}: {text!r}")
+    return "|".join(bodies)
+
+
+# Where keys and plain values sit on a line (exact once the grammar has matched). The patterns
+# start with a literal newline (the text carries one in front) so that the regex engine skips
+# ahead to line starts instead of trying every position.
+_RESOLVABLE_KEYS = re.compile(
+    r"\n[ ]*(?:-[ ]+)?(["
+    + "".join(sorted(c for c in _IMPLICIT if c and c.isalpha()))
+    + r"][A-Za-z0-9_.\-]*):(?:[ ]|\n)"
+)
+_NUMBERISH_VALUES = re.compile(
+    rf"\n[ ]*(?:-[ ]+(?:{_KEY}:[ ]+)?|{_KEY}:[ ]+)([-+.0-9<=][^\n]*?)[ ]*(?=\n)"
+)
+# A cheap screen run first: a key that any resolver pattern matches (it is not a string), or a
+# plain value that a resolver other than bool/null matches (its constructor may fail). Only a
+# text it flags pays for the exact checks above; it may flag too much, never too little.
+_TYPING_SCREEN = re.compile(
+    r"\n[ ]*+(?:-[ ]++)?+(?:"
+    rf"(?=[{''.join(sorted(c for c in _IMPLICIT if c and c.isalpha()))}])"
+    rf"(?:{_resolver_bodies(lambda tag: True)}):(?:[ ]|\n)"
+    rf"|(?:[A-Za-z_][A-Za-z0-9_.\-]{{0,127}}+:[ ]++)?+"
+    rf"(?=[{re.escape(''.join(sorted(c for c in _IMPLICIT if c and not c.isalpha())))}])"
+    rf"(?:{_resolver_bodies(lambda tag: tag not in _CANNOT_FAIL)})[ ]*\n)"
+)
+_RELEVANT_LINE = re.compile(
+    r"\n(memory_kind|episode_id|id|merged-from):(?:[ ]+([^\n]*?))?[ ]*(?=\n)"
+)
+_NEXT_TOP = re.compile(r"\n[A-Za-z_]")
+
+# The line parser used for the value of a relevant key written as a block.
+_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?: +(.*))?\Z")
+_EMPTY_FLOW = re.compile(r"\[[ ]*\]\Z")
+_FLOW_ITEM_AT = re.compile(
+    r"""[ ]*(?:"([^"\\]*)"|'([^']*)'|([A-Za-z_][A-Za-z0-9_./+\-]*))[ ]*(?:(,)|(\])\Z)"""
+)
+_DOUBLE_QUOTED = re.compile(r'"([^"\\]*)"\Z')
+_SINGLE_QUOTED = re.compile(r"'([^']*)'\Z")
+# First characters a plain scalar cannot start with (YAML indicators); ``-`` is allowed when a
+# non-space follows.
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+
+
+class _Unproven(Exception):
+    """The text is outside the subset: the caller must use the full YAML parse."""
+
+
+class _TypingResolver(Resolver):
+    """PyYAML's resolver with the implicit types :data:`FastLoader` uses (no timestamps)."""
+
+    yaml_implicit_resolvers = FastLoader.yaml_implicit_resolvers
+
+
+_RESOLVER = _TypingResolver()
+_CONSTRUCTOR = SafeConstructor()
+
+
+def relevant_frontmatter(text: bytes) -> dict[str, Any] | None:
+    """The report-relevant keys of a frontmatter text, or ``None`` when not provably simple.
+
+    ``None`` is never wrong, only slower: the caller falls back to the full YAML parse.
+    """
+    source = _subset_source(text)
+    if source is None or _SUBSET_DOCUMENT.fullmatch(source) is None:
+        return None
+    try:
+        if _TYPING_SCREEN.search(source):
+            _check_typing(source)
+        return _relevant(source)
+    except _Unproven:
+        return None
+
+
+def _subset_source(text: bytes) -> str | None:
+    """A newline + the text with ``\\n`` line ends; ``None`` when a character is outside."""
+    if len(text) > MAX_FRONTMATTER_BYTES:
+        return None
+    try:
+        source = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in source:
+        source = source.replace("\r\n", "\n")
+        if "\r" in source:
+            return None
+    if _OUTSIDE_SUBSET.search(source):
+        return None
+    # a leading newline lets the line patterns start with a literal (see above)
+    return "\n" + source if source.endswith("\n") else "\n" + source + "\n"
+
+
+def _check_typing(source: str) -> None:
+    """Raise unless every key is a string and every plain value constructs without error.
+
+    Keys starting with a letter PyYAML can resolve (``on:``, ``null:``) are checked; values
+    that may be numbers (or merge keys) are built with PyYAML's constructors, which can fail
+    (``0b_``). Other plain scalars are strings, booleans or nulls, which always construct.
+    """
+    for match in _RESOLVABLE_KEYS.finditer(source):
+        _check_key(match.group(1))
+    for match in _NUMBERISH_VALUES.finditer(source):
+        _typed(match.group(1))
+
+
+def _relevant(source: str) -> dict[str, Any]:
+    """The values of the relevant top-level keys (a later duplicate wins, as in PyYAML)."""
+    out: dict[str, Any] = {}
+    for match in _RELEVANT_LINE.finditer(source):
+        rest = match.group(2)
+        if rest:
+            out[match.group(1)] = _inline_value(rest)
+        else:
+            out[match.group(1)] = _block_after(source, match.end() + 1)
+    return out
+
+
+def _block_after(source: str, start: int) -> Any:
+    """The value of a top-level ``key:`` whose block starts at offset ``start``."""
+    nxt = _NEXT_TOP.search(source, start - 1)  # the block ends where a top-level key starts
+    doc = _Document(_content_lines(source[start : nxt.start() + 1 if nxt else len(source)]))
+    value = doc.block_value()
+    if doc.pos != len(doc.lines):
+        raise _Unproven
+    return value
+
+
+_KEY_IS_STR: dict[str, bool] = {}
+
+
+def _check_key(key: str) -> None:
+    ok = _KEY_IS_STR.get(key)
+    if ok is None:
+        ok = _RESOLVER.resolve(ScalarNode, key, (True, False)) == _STR_TAG
+        if len(_KEY_IS_STR) < 4096:
+            _KEY_IS_STR[key] = ok
+    if not ok:
+        raise _Unproven
+
+
+def _content_lines(source: str) -> list[tuple[int, str]]:
+    """``(indent, text)`` of every line that is not blank or a whole-line comment."""
+    lines: list[tuple[int, str]] = []
+    for raw in source.split("\n"):
+        line = raw.rstrip(" ")
+        if not line:
+            continue
+        text = line.lstrip(" ")
+        if text[0] == "#":
+            continue
+        lines.append((len(line) - len(text), text))
+    return lines
+
+
+def _is_dash(text: str) -> bool:
+    return text[0] == "-" and (len(text) == 1 or text[1] == " ")
+
+
+class _Document:
+    """A recursive-descent reader of the subset over pre-split content lines.
+
+    Only three node shapes are accepted below a top-level key: a block list (possibly at the
+    key's own indentation, as YAML allows) whose items are scalars or flat mappings, a flat
+    mapping, or nothing (null). Any line that does not fit where it stands raises
+    :class:`_Unproven`.
+    """
+
+    def __init__(self, lines: list[tuple[int, str]]) -> None:
+        self.lines = lines
+        self.pos = 0
+
+    def _peek(self) -> tuple[int, str] | None:
+        return self.lines[self.pos] if self.pos < len(self.lines) else None
+
+    def block_value(self) -> Any:
+        """The value of a top-level ``key:`` with nothing after the colon."""
+        line = self._peek()
+        if line is None:
+            return None
+        indent, text = line
+        if _is_dash(text):
+            return self._sequence(indent)
+        if indent > 0:
+            return self._mapping(indent)
+        return None
+
+    def _sequence(self, dash: int) -> list[Any]:
+        items: list[Any] = []
+        while (line := self._peek()) is not None and line[0] == dash and _is_dash(line[1]):
+            text = line[1]
+            self.pos += 1
+            if len(text) == 1:
+                items.append(None)
+            else:
+                content = text[2:].lstrip(" ")
+                if _KEY_LINE.match(content):
+                    items.append(self._mapping(dash + len(text) - len(content), content))
+                else:
+                    items.append(_inline_value(content))
+            self._expect_no_deeper(dash)
+        return items
+
+    def _mapping(self, column: int, first: str | None = None) -> dict[str, Any]:
+        """A flat mapping whose keys sit at ``column``; only ``type``/``id``/``path`` are kept.
+
+        ``first`` is the entry written on the line of a list item's dash (already consumed).
+        """
+        out: dict[str, Any] = {}
+        if first is not None:
+            self._entry(column, first, out)
+        while (line := self._peek()) is not None and line[0] == column:
+            self.pos += 1
+            self._entry(column, line[1], out)
+        self._expect_no_deeper(column)
+        return out
+
+    def _entry(self, column: int, text: str, out: dict[str, Any]) -> None:
+        key, rest = _split_key(text)
+        if rest is not None:
+            # other keys' values were proven valid by the grammar and the typing checks
+            value = _inline_value(rest) if key in ENTRY_KEYS else None
+        else:
+            nxt = self._peek()
+            if nxt is not None and (nxt[0] > column or (nxt[0] == column and _is_dash(nxt[1]))):
+                raise _Unproven  # a nested node under this key: outside the subset
+            value = None
+        if key in ENTRY_KEYS:
+            out[key] = value
+
+    def _expect_no_deeper(self, column: int) -> None:
+        """After a node at ``column``, a deeper line would continue it: outside the subset."""
+        line = self._peek()
+        if line is not None and line[0] > column:
+            raise _Unproven
+
+
+def _split_key(text: str) -> tuple[str, str | None]:
+    """``(key, inline value or None)`` of a ``key: value`` line whose key is a plain string."""
+    match = _KEY_LINE.match(text)
+    if match is None:
+        raise _Unproven
+    key = match.group(1)
+    _check_key(key)
+    rest = match.group(2)
+    return key, (rest if rest else None)
+
+
+def _inline_value(text: str) -> Any:
+    """A value written on the rest of the line: quoted, a one-line flow list, or plain."""
+    first = text[0]
+    if first == '"' or first == "'":
+        return _quoted(text)
+    if first == "[":
+        return _flow_list(text)
+    return _plain(text)
+
+
+def _quoted(text: str) -> str:
+    pattern = _DOUBLE_QUOTED if text[0] == '"' else _SINGLE_QUOTED
+    match = pattern.match(text)
+    if match is None:
+        raise _Unproven  # escapes, doubled quotes, or text after the closing quote
+    return match.group(1)
+
+
+def _flow_list(text: str) -> list[Any]:
+    items: list[Any] = []
+    if _EMPTY_FLOW.match(text):
+        return items
+    pos = 1
+    while True:
+        match = _FLOW_ITEM_AT.match(text, pos)
+        if match is None:
+            raise _Unproven  # includes an empty item, e.g. a trailing comma
+        double, single, plain, _comma, close = match.groups()
+        if plain is not None:
+            items.append(_typed(plain))
+        else:
+            items.append(double if double is not None else single)
+        if close:
+            return items
+        pos = match.end()
+
+
+def _plain(text: str) -> Any:
+    """A one-line plain scalar in block context, typed as PyYAML types it."""
+    first = text[0]
+    if first in _INDICATORS and (first != "-" or len(text) == 1 or text[1] == " "):
+        raise _Unproven
+    if ": " in text or text.endswith(":") or " #" in text:
+        raise _Unproven
+    return _typed(text)
+
+
+def _typed(text: str) -> Any:
+    """PyYAML's value for plain scalar ``text``: its resolver first, then its safe constructor."""
+    resolvers = _BY_FIRST.get(text[0])
+    if resolvers is None:
+        return text
+    for tag, regexp in resolvers:  # noqa: B007 - the tag that matched is used below
+        if regexp.match(text):
+            break
+    else:
+        return text
+    if tag not in _TYPED_TAGS:
+        raise _Unproven  # merge keys, ``=`` values, ...
+    constructor = SafeConstructor.yaml_constructors[tag]
+    try:
+        return constructor(_CONSTRUCTOR, ScalarNode(tag, text))
+    except (yaml.YAMLError, ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise _Unproven from exc
