@@ -1,57 +1,278 @@
 """The full scan: read every knowledge file of a root and turn it into :class:`FileFacts`.
 
 This is the path with no index: it must be right for every file and fast for 100,000 of them.
-Only the frontmatter is read (the first block of bytes, more only when the block runs on).
+Three things make it fast, none of which may change an answer:
+
+* only the frontmatter is read (one small read; more only when the block runs on);
+* :mod:`kiwifs.fastfm` reads ordinary frontmatter without a YAML parse, and anything it cannot
+  prove simple goes through :func:`kiwifs.markdown.parse_yaml` as before;
+* above :data:`PARALLEL_THRESHOLD` files, batches of paths are read by worker processes (one per
+  CPU) while this process walks and folds; the facts come back in walk order.
 """
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
-from collections.abc import Iterator
+import re
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import chain, islice
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
-from .markdown import find_block, parse_yaml
+from .fastfm import relevant_frontmatter
+from .markdown import Block, parse_yaml
 from .memory import FileFacts, file_facts, unreadable_facts
 from .storage import WalkEntry, walk
 
-HEAD_BYTES = 16 * 1024
+HEAD_BYTES = 8 * 1024
+PARALLEL_THRESHOLD = 3000
+CHUNK_FILES = 500
+_CHUNKS_IN_FLIGHT_PER_WORKER = 3
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+# SPEC §1's block rule (markdown.find_block) as one search for the closing line: a line that is
+# ``---`` or ``...`` followed only by spaces or ``\r``. tests/test_scan.py proves it equal.
+_CLOSING_LINE = re.compile(rb"\n(?:---|\.\.\.)[ \r]*+(?:\n|\Z)")
+
+# What travels between processes: plain tuples pickle several times faster than dataclasses.
+Job = tuple[str, str, str | None]  # rel, path, walk error
+FactsRow = tuple[str, str, str, int, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool]
 
 
 def read_head(path: str) -> bytes:
-    """The file's bytes up to the end of its frontmatter block (all of it when unterminated)."""
-    with open(path, "rb") as fh:
-        head = fh.read(HEAD_BYTES)
-        if len(head) < HEAD_BYTES:
+    """The file's bytes through the end of its frontmatter block (all of it when unterminated).
+
+    ``os.read`` on a raw descriptor: a buffered ``open()`` costs twice as much per small file.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        head = _read_upto(fd, HEAD_BYTES)
+        if len(head) < HEAD_BYTES or _head_is_enough(head):
             return head
-        block = find_block(head)
-        if block is None or block.terminated:
-            return head
-        return head + fh.read()
+        chunks = [head]
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_upto(fd: int, size: int) -> bytes:
+    data = os.read(fd, size)
+    while 0 < len(data) < size:  # a short read is not always the end of the file
+        more = os.read(fd, size - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def _head_is_enough(head: bytes) -> bool:
+    """True when the block (or its absence) is decided by ``head`` whatever follows it.
+
+    The first line must be complete, and a closing delimiter must end with its newline inside
+    ``head``: ``---`` at the very end could still be the start of ``----``.
+    """
+    if b"\n" not in head:
+        return False
+    block = locate_block(head)
+    if block is None:
+        return True
+    return block.terminated and head[block.body_start - 1 : block.body_start] == b"\n"
+
+
+def locate_block(data: bytes) -> Block | None:
+    """Exactly :func:`kiwifs.markdown.find_block`, five times faster (no per-line loop)."""
+    nl = data.find(b"\n")
+    first = data if nl < 0 else data[:nl]
+    if first.rstrip(b" \r\n") != b"---":
+        return None
+    if nl < 0:
+        return Block(b"", len(data), False)
+    closing = _CLOSING_LINE.search(data, nl)
+    if closing is None:
+        return Block(data[nl + 1 :], len(data), False)
+    return Block(data[nl + 1 : closing.start() + 1], closing.end(), True)
 
 
 def facts_of_bytes(rel: str, data: bytes) -> FileFacts:
     """Facts of a file whose bytes (at least through its frontmatter) are ``data``."""
-    block = find_block(data)
+    block = locate_block(data)
     if block is None:
         return file_facts(rel, {})
     if not block.terminated:
         return file_facts(rel, {}, "frontmatter block not terminated")
+    simple = relevant_frontmatter(block.yaml)
+    if simple is not None:
+        return file_facts(rel, simple)
     fm = parse_yaml(block.yaml)
     return file_facts(rel, fm.data, fm.problem)
 
 
 def facts_of_entry(entry: WalkEntry) -> FileFacts:
     """Facts of one walked file; unreadable files become a warning, never an exception."""
-    if entry.error is not None:
-        return unreadable_facts(entry.rel, entry.error)
+    return _facts_of_job((entry.rel, entry.path, entry.error))
+
+
+def _facts_of_job(job: Job) -> FileFacts:
+    rel, path, error = job
+    if error is not None:
+        return unreadable_facts(rel, error)
     try:
-        data = read_head(entry.path)
+        data = read_head(path)
     except OSError as exc:
-        return unreadable_facts(entry.rel, exc.strerror or str(exc))
-    return facts_of_bytes(entry.rel, data)
+        return unreadable_facts(rel, exc.strerror or str(exc))
+    return facts_of_bytes(rel, data)
 
 
-def scan_facts(root: Path) -> Iterator[FileFacts]:
-    """Facts of every knowledge file under ``root``, in walk order."""
-    for entry in walk(os.fspath(root)):
-        yield facts_of_entry(entry)
+def _rows_of_chunk(jobs: list[Job]) -> list[FactsRow]:
+    """Worker side: the facts of a batch of files, as rows."""
+    rows: list[FactsRow] = []
+    for job in jobs:
+        f = _facts_of_job(job)
+        # interned: one "episodic" per chunk crosses the pipe (pickle shares equal objects)
+        rows.append(
+            (f.path, sys.intern(f.memory_kind), f.episode_id, f.refs)
+            + (f.id_keys, f.path_keys, f.warnings, f.unreadable)
+        )
+    return rows
+
+
+def walk_jobs(root: Path | str) -> Iterator[Job]:
+    """The files of ``root`` in walk order, as the jobs the readers take."""
+    return ((e.rel, e.path, e.error) for e in walk(os.fspath(root)))
+
+
+def scan_facts(root: Path, workers: int | None = None) -> Iterator[FileFacts]:
+    """Facts of every knowledge file under ``root``, in walk order.
+
+    ``workers`` is the number of reading processes; by default one per usable CPU once the
+    root has :data:`PARALLEL_THRESHOLD` files (a small root is faster in one process). The
+    answer does not depend on it.
+    """
+    jobs = walk_jobs(root)
+    count = default_workers() if workers is None else workers
+    if count <= 1:
+        yield from map(_facts_of_job, jobs)
+        return
+    if workers is None:
+        first = list(islice(jobs, PARALLEL_THRESHOLD))
+        if len(first) < PARALLEL_THRESHOLD:
+            yield from map(_facts_of_job, first)
+            return
+        jobs = chain(first, jobs)
+    yield from parallel_facts(jobs, count)
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def parallel_facts(
+    jobs: Iterable[Job],
+    workers: int,
+    context: BaseContext | None = None,
+    chunk_files: int = CHUNK_FILES,
+) -> Iterator[FileFacts]:
+    """Facts of ``jobs`` read by ``workers`` processes, yielded in the order of ``jobs``.
+
+    At most a few chunks per worker are in flight, so memory stays flat however large the
+    root. If the pool cannot start or breaks (a worker killed), the chunks it owed are read
+    here instead: the report always comes back.
+    """
+    chunks = _chunked(jobs, chunk_files)
+    context = context or pool_context()
+    # Forked workers share this process's heap until they write to it, and a garbage
+    # collection pass writes to every object it visits: frozen objects are not visited.
+    freeze = context.get_start_method() == "fork" and gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        first = next(chunks, None)
+        pending: deque[tuple[list[Job], Future[list[FactsRow]] | None]] = deque()
+        if first is not None:
+            pending.append((first, _submit(pool, first)))  # fork-based pools fork here
+    except OSError:
+        yield from _sequential(chunks)
+        return
+    finally:
+        if freeze:
+            gc.unfreeze()
+    limit = workers * _CHUNKS_IN_FLIGHT_PER_WORKER
+    try:
+        for chunk in chunks:
+            pending.append((chunk, _submit(pool, chunk)))
+            if len(pending) >= limit:
+                yield from _collect(*pending.popleft())
+        while pending:
+            yield from _collect(*pending.popleft())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pool_context() -> BaseContext:
+    """``fork`` when this process has one thread (cheap, nothing re-imported), else ``forkserver``.
+
+    Forking a threaded process can deadlock the child (and warns from Python 3.12), so a
+    threaded server gets a fork server that imports only this module.
+    """
+    if _single_threaded():
+        return multiprocessing.get_context("fork")
+    return forkserver_context()
+
+
+def forkserver_context() -> BaseContext:
+    """The ``forkserver`` context, its server preloading this module rather than ``__main__``."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def _single_threaded() -> bool:
+    if threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return True
+
+
+def _submit(pool: ProcessPoolExecutor, chunk: list[Job]) -> Future[list[FactsRow]] | None:
+    try:
+        return pool.submit(_rows_of_chunk, chunk)
+    except (BrokenProcessPool, RuntimeError, OSError):
+        return None
+
+
+def _collect(chunk: list[Job], future: Future[list[FactsRow]] | None) -> Iterator[FileFacts]:
+    try:
+        rows = future.result() if future is not None else None
+    except (BrokenProcessPool, OSError):
+        rows = None
+    if rows is None:
+        yield from map(_facts_of_job, chunk)
+        return
+    for row in rows:
+        yield FileFacts(*row)
+
+
+def _sequential(chunks: Iterable[list[Job]]) -> Iterator[FileFacts]:
+    for chunk in chunks:
+        yield from map(_facts_of_job, chunk)
+
+
+def _chunked(jobs: Iterable[Job], size: int) -> Iterator[list[Job]]:
+    it = iter(jobs)
+    while chunk := list(islice(it, size)):
+        yield chunk
