@@ -298,6 +298,7 @@ WALK_ORDER = {
 
 def test_report_is_in_walk_order_and_equals_the_scan(make_root: Callable[..., Path]) -> None:
     with Knowledge(make_root(WALK_ORDER)) as kb:
+        kb.reindex()
         report = kb.memory_report()
         assert [e.path for e in report.episodic_files] == [
             "episodes/A/z.md",
@@ -314,6 +315,19 @@ def test_report_is_in_walk_order_and_equals_the_scan(make_root: Callable[..., Pa
                 assert fast.to_json() == slow.to_json()
         stored = kb.indexing.stored_facts_report(kb.episodes_prefix())
         assert stored.to_json() == build_report(scan_facts(kb.root), "episodes/").to_json()
+
+
+def test_report_scans_until_an_index_exists(make_root: Callable[..., Path]) -> None:
+    """A one-shot report on a fresh root scans frontmatter instead of building the full index."""
+    with Knowledge(make_root(WALK_ORDER)) as kb:
+        scanned = kb.memory_report()
+        assert not (kb.root / INDEX).exists()
+        kb.search("anything")  # search needs the index and builds it
+        assert (kb.root / INDEX).is_file()
+        (kb.root / "episodes/new.md").write_text("---\nepisode_id: n1\n---\n")
+        from_index = kb.memory_report()
+        assert from_index.episodic_count == scanned.episodic_count + 1
+        assert from_index.to_json() == kb.memory_report(use_index=False).to_json()
 
 
 def test_prefix_range_bounds() -> None:

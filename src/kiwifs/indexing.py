@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import indexreport, metaquery, search
-from .index import Index, IndexUnavailable, Progress, ReconcileStats
+from .index import INDEX_FILE, STATE_DIR, Index, IndexUnavailable, Progress, ReconcileStats
 from .memory import MemoryReport, build_report
 from .metaquery import MetaResults
 from .search import SearchResults
@@ -154,7 +154,15 @@ class IndexKeeper:
     # -- answers ----------------------------------------------------------------------------
 
     def memory_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport | None:
-        """The report from the index, or ``None`` when the root cannot hold one (use the scan)."""
+        """The report from the index, or ``None`` when the scan is the better answer.
+
+        That is when the root cannot hold an index, and when no index exists yet: building one
+        reads and indexes every file's full text (tens of seconds at 100k files), while the scan
+        reads only frontmatter. A one-shot ``kiwifs memory report`` on a fresh root therefore
+        scans; ``kiwifs reindex``, ``serve``, ``mcp``, search and meta build the index.
+        """
+        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
+            return None
         if not self.in_root():
             return None
 
