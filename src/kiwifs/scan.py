@@ -43,48 +43,44 @@ _CLOSING_LINE = re.compile(rb"\n(?:---|\.\.\.)[ \r]*+(?:\n|\Z)")
 
 # What travels between processes: plain tuples pickle several times faster than dataclasses.
 Job = tuple[str, str, str | None]  # rel, path, walk error
-FactsRow = tuple[str, str, str, int, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool]
+# A row is FileFacts without its path: the parent still has the path (the very same string).
+FactsRow = tuple[str, str, int, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool]
 
 
 def read_head(path: str) -> bytes:
-    """The file's bytes through the end of its frontmatter block (all of it when unterminated).
+    """The file's bytes through the end of its frontmatter block (all of it when unterminated)."""
+    return _read_block(path)[0]
 
-    ``os.read`` on a raw descriptor: a buffered ``open()`` costs twice as much per small file.
+
+def _read_block(path: str) -> tuple[bytes, Block | None]:
+    """:func:`read_head` and the block located in it.
+
+    One ``os.read`` on a raw descriptor (a buffered ``open()`` costs twice as much per small
+    file); the rest of the file only when that first read does not decide the block.
     """
     fd = os.open(path, _OPEN_FLAGS)
     try:
-        head = _read_upto(fd, HEAD_BYTES)
-        if len(head) < HEAD_BYTES or _head_is_enough(head):
-            return head
+        head = os.read(fd, HEAD_BYTES)
+        block = locate_block(head)
+        if _decided_by(head, block):
+            return head, block
         chunks = [head]
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-        return b"".join(chunks)
     finally:
         os.close(fd)
+    data = b"".join(chunks)
+    return data, locate_block(data)
 
 
-def _read_upto(fd: int, size: int) -> bytes:
-    data = os.read(fd, size)
-    while 0 < len(data) < size:  # a short read is not always the end of the file
-        more = os.read(fd, size - len(data))
-        if not more:
-            break
-        data += more
-    return data
-
-
-def _head_is_enough(head: bytes) -> bool:
-    """True when the block (or its absence) is decided by ``head`` whatever follows it.
+def _decided_by(head: bytes, block: Block | None) -> bool:
+    """True when the block (or its absence) is the same whatever bytes follow ``head``.
 
     The first line must be complete, and a closing delimiter must end with its newline inside
     ``head``: ``---`` at the very end could still be the start of ``----``.
     """
-    if b"\n" not in head:
-        return False
-    block = locate_block(head)
     if block is None:
-        return True
+        return b"\n" in head
     return block.terminated and head[block.body_start - 1 : block.body_start] == b"\n"
 
 
@@ -104,7 +100,10 @@ def locate_block(data: bytes) -> Block | None:
 
 def facts_of_bytes(rel: str, data: bytes) -> FileFacts:
     """Facts of a file whose bytes (at least through its frontmatter) are ``data``."""
-    block = locate_block(data)
+    return _facts_of_block(rel, locate_block(data))
+
+
+def _facts_of_block(rel: str, block: Block | None) -> FileFacts:
     if block is None:
         return file_facts(rel, {})
     if not block.terminated:
@@ -126,10 +125,10 @@ def _facts_of_job(job: Job) -> FileFacts:
     if error is not None:
         return unreadable_facts(rel, error)
     try:
-        data = read_head(path)
+        _, block = _read_block(path)
     except OSError as exc:
         return unreadable_facts(rel, exc.strerror or str(exc))
-    return facts_of_bytes(rel, data)
+    return _facts_of_block(rel, block)
 
 
 def _rows_of_chunk(jobs: list[Job]) -> list[FactsRow]:
@@ -139,7 +138,7 @@ def _rows_of_chunk(jobs: list[Job]) -> list[FactsRow]:
         f = _facts_of_job(job)
         # interned: one "episodic" per chunk crosses the pipe (pickle shares equal objects)
         rows.append(
-            (f.path, sys.intern(f.memory_kind), f.episode_id, f.refs)
+            (sys.intern(f.memory_kind), f.episode_id, f.refs)
             + (f.id_keys, f.path_keys, f.warnings, f.unreadable)
         )
     return rows
@@ -263,8 +262,8 @@ def _collect(chunk: list[Job], future: Future[list[FactsRow]] | None) -> Iterato
     if rows is None:
         yield from map(_facts_of_job, chunk)
         return
-    for row in rows:
-        yield FileFacts(*row)
+    for job, row in zip(chunk, rows, strict=True):
+        yield FileFacts(job[0], *row)
 
 
 def _sequential(chunks: Iterable[list[Job]]) -> Iterator[FileFacts]:
