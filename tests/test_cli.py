@@ -113,7 +113,9 @@ def test_init_knowledge_template(fresh: tuple[Path, subprocess.CompletedProcess[
     assert (example["memory_kind"], example["episode_id"]) == ("episodic", "example-001")
     config = (root / ".kiwi/config.toml").read_text()
     assert "[memory]" in config
-    assert ".kiwi/state/" in (root / ".gitignore").read_text().splitlines()
+    assert {".kiwi/state/", ".kiwi/server.lock"} <= set(
+        (root / ".gitignore").read_text().splitlines()
+    )
     schema = (root / "SCHEMA.md").read_text()
     assert "episodes/" in schema and "merged-from" in schema
     assert git(root, "rev-list", "--count", "HEAD") == "1"
@@ -147,7 +149,7 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert (root / "index.md").read_text() == "# mine\n"
     assert (root / "log.md").is_file()
-    assert (root / ".gitignore").read_text() == "node_modules/\n.kiwi/state/\n"
+    assert (root / ".gitignore").read_text() == "node_modules/\n.kiwi/state/\n.kiwi/server.lock\n"
 
 
 def test_init_blank_template(tmp_path: Path) -> None:

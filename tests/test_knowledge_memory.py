@@ -248,6 +248,8 @@ def test_merge_commits_with_the_actor_as_author(
     assert commits(root) == count + 1
     assert git(root, "log", "-1", "--format=%an") == author
     assert git(root, "log", "-1", "--format=%cn") == author
+    assert kb.git is not None
+    kb.git.sync_index()  # the git index file is written off the write path; force it here
     assert git(root, "status", "--porcelain", "--", "concepts/x.md") == ""
     assert git(root, "show", "HEAD:concepts/x.md") == (root / "concepts/x.md").read_text().strip()
 

@@ -7,6 +7,7 @@ all or nothing; a crash between the disk write and the commit is repaired at the
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,18 @@ def changed_in_head(root: Path) -> list[str]:
 
 
 def assert_clean(root: Path) -> None:
-    assert git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi") == ""
+    """``git status`` is clean once the git index file has caught up (a fraction of a second).
+
+    Commits are made from trees, not from the index, so the index is written off the write
+    path; history is complete when the write returns, ``git status`` shortly after.
+    """
+    deadline = time.monotonic() + 10
+    while True:
+        out = git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi")
+        if out == "" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert out == ""
 
 
 @pytest.fixture

@@ -93,8 +93,10 @@ class Knowledge:
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
 
     def close(self) -> None:
-        """Stop the watcher and close the index (safe to call twice)."""
+        """Stop the watcher, close the index, write the git index file (safe to call twice)."""
         self.indexing.close()
+        if self.git is not None:
+            self.git.close()
 
     def __enter__(self) -> Knowledge:
         return self

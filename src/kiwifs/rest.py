@@ -138,15 +138,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        start = getattr(kb, "start_watching", None)
-        if start is not None:
-            await run(start)
+        await run(kb.start_watching)
         try:
             yield
         finally:
-            stop = getattr(kb, "stop_watching", None)
-            if stop is not None:
-                await run(stop)
+            # uvicorn re-raises SIGTERM after shutdown, so atexit hooks never run: close here
+            # (stops the watcher, writes the git index file)
+            await run(kb.close)
 
     app = FastAPI(title="kiwifs", version=__version__, lifespan=lifespan)
     _install_error_handlers(app)

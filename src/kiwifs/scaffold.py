@@ -16,7 +16,7 @@ from .errors import UsageError
 from .versioning import Git
 
 TEMPLATES = ("knowledge", "blank")
-STATE_IGNORE = ".kiwi/state/"
+IGNORED = (".kiwi/state/", ".kiwi/server.lock")
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,16 @@ def scaffold(root: Path, template: str = "knowledge", git: bool = True) -> InitR
 
 
 def _ensure_gitignore(root: Path) -> bool:
-    """Make sure ``.kiwi/state/`` is ignored; returns True when the file was created or changed."""
+    """Make sure kiwifs's own files are ignored; True when the file was created or changed."""
     path = root / ".gitignore"
     if not path.exists():
         path.write_bytes((resources.files("kiwifs") / "templates" / "gitignore").read_bytes())
         return True
     text = path.read_text(encoding="utf-8", errors="replace")
-    if any(line.strip() in (STATE_IGNORE, STATE_IGNORE.rstrip("/")) for line in text.splitlines()):
+    present = {line.strip().rstrip("/") for line in text.splitlines()}
+    missing = [entry for entry in IGNORED if entry.rstrip("/") not in present]
+    if not missing:
         return False
-    path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + STATE_IGNORE + "\n")
+    separator = "" if text.endswith("\n") or not text else "\n"
+    path.write_text(text + separator + "\n".join(missing) + "\n")
     return True

@@ -7,10 +7,16 @@ them with anyway. A root is versioned when it has its own ``.git`` folder.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import os
+import stat
 import subprocess
+import threading
 import time
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +29,7 @@ _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 # libgit2 checks, for every entry of every tree it writes, that the object exists in the odb: one
 # lookup per sibling, so a commit in a folder of N files cost O(N) stats (the biggest cost of a
-# write at a few hundred files). The trees come from the index, whose blobs were just written.
+# write at a few hundred files). Our trees come from HEAD's trees plus blobs just written.
 pygit2.settings.enable_strict_object_creation(False)
 
 
@@ -57,6 +63,9 @@ class Git:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._repo: pygit2.Repository | None = None
+        self._lock = threading.RLock()
+        self._stale_index: set[str] = set()
+        self._index_syncer = _IndexSyncer(self)
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -85,47 +94,114 @@ class Git:
     # -- writing ----------------------------------------------------------------------------
 
     def commit(
-        self, paths: list[str], actor: str, message: str, trailer: str | None = None
+        self,
+        paths: list[str],
+        actor: str,
+        message: str,
+        trailer: str | None = None,
+        contents: Mapping[str, bytes | None] | None = None,
     ) -> str | None:
-        """Stage ``paths`` as on disk (gone → removed) and commit; ``None`` if unchanged."""
-        repo = self.repo
-        index = repo.index
-        try:
-            tree = self._stage(index, paths)
-        except BaseException:
-            index.read(True)  # drop what this attempt staged in memory only
-            raise
-        parents: list[pygit2.Oid] = []
-        if not repo.head_is_unborn:
-            head = repo.head.peel(pygit2.Commit)
-            if head.tree_id == tree:
+        """Commit ``paths`` as they are on disk (gone → removed); ``None`` if nothing changed.
+
+        ``contents`` may give the bytes just written (``None`` for a deletion) so they are not
+        read back. The commit's tree is built from HEAD's with tree builders along the changed
+        paths only, so its cost does not grow with the number of files in the root; the git
+        index file is brought up to date afterwards, off the write path (:meth:`sync_index`).
+        """
+        with self._lock:
+            repo = self.repo
+            head = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit)
+            changes = {rel: self._blob(rel, contents) for rel in paths}
+            base = head.tree if head is not None else None
+            tree = self._apply(base, changes)
+            if tree is None:
+                tree = repo.TreeBuilder().write()
+            if head is not None and head.tree_id == tree:
                 return None
-            parents = [head.id]
-        sig = pygit2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
-        full = message if trailer is None else f"{message}\n\n{trailer}"
-        ref = "HEAD"
-        oid = repo.create_commit(ref, sig, sig, full + "\n", tree, parents)
+            sig = pygit2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
+            full = message if trailer is None else f"{message}\n\n{trailer}"
+            parents = [head.id] if head is not None else []
+            oid = repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents)
+            self._stale_index.update(paths)
+        if not self._index_syncer.poke():
+            self.sync_index()  # closed: no background thread any more, sync now
         return str(oid)
 
-    def _stage(self, index: pygit2.Index, paths: list[str]) -> pygit2.Oid:
-        """Stage ``paths`` and return the tree; the index file is re-read only if it changed.
+    def _blob(
+        self, rel: str, contents: Mapping[str, bytes | None] | None
+    ) -> tuple[pygit2.Oid, int] | None:
+        """The blob id and file mode of ``rel``'s new state, or ``None`` when it is gone."""
+        full = self.root / rel
+        if contents is not None and rel in contents:
+            data = contents[rel]
+            if data is None:
+                return None
+            return self.repo.create_blob(data), _mode_of(full)
+        if full.is_symlink():
+            return self.repo.create_blob(os.fsencode(os.readlink(full))), pygit2.GIT_FILEMODE_LINK
+        try:
+            return self.repo.create_blob(full.read_bytes()), _mode_of(full)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
 
-        Keeping the in-memory index also keeps its tree cache, so only the trees on the changed
-        paths are rebuilt. The tree is computed before the index is written so that the written
-        index carries that cache for the next commit (and for the git command).
-        """
-        index.read(False)
-        for rel in paths:
-            if (self.root / rel).is_file():
-                self._retry(lambda rel=rel: index.add(rel))
+    def _apply(
+        self, tree: pygit2.Tree | None, changes: Mapping[str, tuple[pygit2.Oid, int] | None]
+    ) -> pygit2.Oid | None:
+        """Write ``tree`` with ``changes`` applied; ``None`` when the result is empty."""
+        repo = self.repo
+        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        folders: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
+        for rel, change in changes.items():
+            name, sep, rest = rel.partition("/")
+            if sep:
+                folders.setdefault(name, {})[rest] = change
+            elif change is None:
+                if builder.get(name) is not None:
+                    builder.remove(name)
             else:
-                try:
-                    index.remove(rel)
-                except (OSError, pygit2.GitError):
-                    pass
-        tree = index.write_tree()
-        self._retry(index.write)
-        return tree
+                builder.insert(name, change[0], change[1])
+        for name, sub in folders.items():
+            current = builder.get(name)
+            subtree = current if isinstance(current, pygit2.Tree) else None
+            written = self._apply(subtree, sub)
+            if written is None:
+                if current is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, written, pygit2.GIT_FILEMODE_TREE)
+        if len(builder) == 0:
+            return None
+        return builder.write()
+
+    def sync_index(self) -> None:
+        """Bring the git index file up to date with the paths committed since the last sync.
+
+        Until then ``git status`` may briefly show committed changes as staged; history is
+        never affected. A lock held by another git process is retried at the next sync.
+        """
+        with self._lock:
+            if not self._stale_index or not self.is_repo():
+                return
+            paths = sorted(self._stale_index)
+            index = self.repo.index
+            try:
+                index.read(False)
+                for rel in paths:
+                    if (self.root / rel).is_file():
+                        index.add(rel)
+                    else:
+                        with contextlib.suppress(OSError, pygit2.GitError):
+                            index.remove(rel)
+                index.write()
+            except (OSError, pygit2.GitError):
+                index.read(True)
+                return
+            self._stale_index.difference_update(paths)
+
+    def close(self) -> None:
+        """Stop the background index syncer after a last sync."""
+        self._index_syncer.stop()
+        self.sync_index()
 
     @staticmethod
     def _retry(action: object) -> object:
@@ -146,6 +222,7 @@ class Git:
 
     def dirty_paths(self) -> list[str]:
         """Knowledge files whose disk state differs from HEAD (for crash recovery)."""
+        self.sync_index()
         status = self.repo.status(untracked_files="all")
         return sorted(p for p, flags in status.items() if flags != pygit2.GIT_STATUS_IGNORED)
 
@@ -224,6 +301,89 @@ class Git:
 
 class _GitFailed(Exception):
     pass
+
+
+def _mode_of(path: Path) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return pygit2.GIT_FILEMODE_BLOB
+    if stat.S_ISLNK(st.st_mode):
+        return pygit2.GIT_FILEMODE_LINK
+    if st.st_mode & stat.S_IXUSR:
+        return pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+    return pygit2.GIT_FILEMODE_BLOB
+
+
+class _IndexSyncer:
+    """Writes the git index file shortly after a burst of commits, on a daemon thread.
+
+    Rewriting the index costs time proportional to the number of files in the root, so it is
+    kept off the write path; it runs after :data:`INDEX_SYNC_DELAY` of quiet, at
+    :meth:`Git.close`, and at interpreter exit.
+    """
+
+    def __init__(self, git: Git) -> None:
+        self._git = git  # strong: a Git dropped right after a commit must still be synced
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._dirty = False
+        self._stopped = False
+
+    def poke(self) -> bool:
+        """Schedule a sync; False when stopped (the caller must sync itself)."""
+        with self._wake:
+            if self._stopped:
+                return False
+            self._dirty = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="kiwifs-git-index", daemon=True
+                )
+                self._thread.start()
+                _live_syncers.add(self)
+            self._wake.notify()
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._dirty and not self._stopped:
+                    self._wake.wait()
+                if self._stopped:
+                    return
+                self._dirty = False
+                # wait for a quiet moment: more commits keep pushing the sync back
+                while self._wake.wait(INDEX_SYNC_DELAY) and not self._stopped:
+                    self._dirty = False
+            self._sync()
+
+    def _sync(self) -> None:
+        self._git.sync_index()
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopped = True
+            self._wake.notify()
+            thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        _live_syncers.discard(self)
+
+    def flush_at_exit(self) -> None:
+        self.stop()
+        self._sync()
+
+
+INDEX_SYNC_DELAY = 0.25
+_live_syncers: weakref.WeakSet[_IndexSyncer] = weakref.WeakSet()
+
+
+@atexit.register
+def _sync_all_at_exit() -> None:
+    for syncer in list(_live_syncers):
+        with contextlib.suppress(Exception):
+            syncer.flush_at_exit()
 
 
 def _action_of(subject: str, actor: str) -> tuple[str, str]:
