@@ -42,30 +42,32 @@ _OUTSIDE_SUBSET = re.compile(
     "[^\n\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
 # The subset as one regular expression over the whole text (which ends in "\n"), so that
-# proving an ordinary block valid costs a single pass in C. Lines: blank or whole-line comments
-# anywhere; top-level ``key: value`` or ``key:`` followed by a block list (items at one column,
-# possibly the key's own) or a flat mapping (keys at one deeper column). List items are
-# ``- value``, ``-`` (null) or a flat mapping whose first entry shares the dash's line.
-_SKIP = r"(?:[ ]*(?:\#[^\n]*)?\n)*"
-_EOL = r"[ ]*\n"
-_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
+# proving an ordinary block valid costs a single pass in C. Possessive quantifiers (``*+``) only
+# stop the engine from retrying what cannot succeed: they can make it accept less, never more.
+# Lines: blank or whole-line comments anywhere; top-level ``key: value`` or ``key:`` followed
+# by a block list (items at one column, possibly the key's own) or a flat mapping (keys at one
+# deeper column). List items are ``- value``, ``-`` (null) or a flat mapping whose first entry
+# shares the dash's line.
+_SKIP = r"(?:[ ]*+(?:\#[^\n]*+)?\n)*+"
+_EOL = r"[ ]*+\n"
+_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}+"
 _DQ = r'"[^"\\\n]*+"'
 _SQ = r"'[^'\n]*+'"
-_FLOW_ITEM = rf"(?:[A-Za-z_][A-Za-z0-9_./+\-]*|{_DQ}|{_SQ})"
-_FLOW = rf"\[[ ]*(?:{_FLOW_ITEM}(?:[ ]*,[ ]*{_FLOW_ITEM})*)?[ ]*\]"
+_FLOW_ITEM = rf"(?:[A-Za-z_][A-Za-z0-9_./+\-]*+|{_DQ}|{_SQ})"
+_FLOW = rf"\[[ ]*+(?:{_FLOW_ITEM}(?:[ ]*+,[ ]*+{_FLOW_ITEM})*+)?+[ ]*+\]"
 # a one-line plain scalar: no indicator first (``-`` only before a non-space), no ``: ``, no
 # `` #``, no trailing ``:``
 _PLAIN = (
     r"(?:[^-?:,\[\]{}\#&*!|>'\"%@`\ \n]|-(?![ \n]))"
     r"(?:[^ \n:\#]++|:(?![ \n])|\#|[ ]++(?![ \#\n]))*+"
 )
-_VALUE = rf"(?:{_DQ}|{_SQ}|{_FLOW}|{_PLAIN})"
-_ENTRY = rf"{_KEY}:(?:[ ]+{_VALUE})?{_EOL}"
-_ITEM = rf"-(?:{_EOL}|(?P<s>[ ]+)(?:{_ENTRY}(?:{_SKIP}(?P=d)[ ](?P=s){_ENTRY})*|{_VALUE}{_EOL}))"
-_SEQ = rf"(?=(?P<d>[ ]*)-)(?:{_SKIP}(?P=d){_ITEM})+"
-_MAP = rf"(?=(?P<c>[ ]+)[A-Za-z_])(?:{_SKIP}(?P=c){_ENTRY})+"
-_TOP = rf"{_KEY}:(?:[ ]+{_VALUE}{_EOL}|{_EOL}(?:{_SKIP}(?:{_SEQ}|{_MAP}))?)"
-_SUBSET_DOCUMENT = re.compile(rf"{_SKIP}(?:{_TOP}{_SKIP})*")
+_VALUE = rf"(?:{_PLAIN}|{_DQ}|{_SQ}|{_FLOW})"
+_ENTRY = rf"{_KEY}:(?:[ ]++{_VALUE})?{_EOL}"
+_ITEM = rf"-(?:{_EOL}|(?P<s>[ ]++)(?:{_ENTRY}(?:{_SKIP}(?P=d)[ ](?P=s){_ENTRY})*+|{_VALUE}{_EOL}))"
+_SEQ = rf"(?=(?P<d>[ ]*)-)(?:{_SKIP}(?P=d){_ITEM})++"
+_MAP = rf"(?=(?P<c>[ ]+)[A-Za-z_])(?:{_SKIP}(?P=c){_ENTRY})++"
+_TOP = rf"{_KEY}:(?:[ ]++{_VALUE}{_EOL}|{_EOL}(?:{_SKIP}(?:{_SEQ}|{_MAP}))?)"
+_SUBSET_DOCUMENT = re.compile(rf"{_SKIP}(?:{_TOP}{_SKIP})*+")
 
 # Typing. PyYAML picks a resolver by the scalar's first character and tries its patterns in
 # order; the same lookup is done here without the method call.
@@ -114,11 +116,21 @@ _TYPING_SCREEN = re.compile(
     rf"(?:{_resolver_bodies(lambda tag: tag not in _CANNOT_FAIL)})[ ]*\n)"
 )
 _RELEVANT_LINE = re.compile(
-    r"\n(memory_kind|episode_id|id|merged-from):(?:[ ]+([^\n]*?))?[ ]*(?=\n)"
+    r"\n("
+    + "|".join(re.escape(k) for k in sorted(RELEVANT_KEYS))
+    + r"):(?:[ ]+([^\n]*?))?[ ]*(?=\n)"
 )
 _NEXT_TOP = re.compile(r"\n[A-Za-z_]")
+# In a proven block: the first line that is not blank or a comment, then item starts and the
+# entries a merged-from item is read for.
+_FIRST_CONTENT = re.compile(r"(?:\n[ ]*(?:\#[^\n]*)?(?=\n))*\n[ ]*([^ \n\#])")
+_ITEM_OR_ENTRY = re.compile(
+    r"\n[ ]*(?:-(?:[ ]+([^\n]*?))?|("
+    + "|".join(sorted(ENTRY_KEYS))
+    + r"):(?:[ ]+([^\n]*?))?)[ ]*(?=\n)"
+)
 
-# The line parser used for the value of a relevant key written as a block.
+# Reading values.
 _KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?: +(.*))?\Z")
 _EMPTY_FLOW = re.compile(r"\[[ ]*\]\Z")
 _FLOW_ITEM_AT = re.compile(
@@ -205,13 +217,44 @@ def _relevant(source: str) -> dict[str, Any]:
 
 
 def _block_after(source: str, start: int) -> Any:
-    """The value of a top-level ``key:`` whose block starts at offset ``start``."""
+    """The value of a top-level ``key:`` whose block starts at offset ``start``.
+
+    The grammar has proven the block's shape: a list (every line whose first character is
+    ``-`` starts an item), a flat mapping, or nothing. So only item starts and the
+    ``type``/``id``/``path`` entries need reading; the other lines are skipped in C.
+    """
     nxt = _NEXT_TOP.search(source, start - 1)  # the block ends where a top-level key starts
-    doc = _Document(_content_lines(source[start : nxt.start() + 1 if nxt else len(source)]))
-    value = doc.block_value()
-    if doc.pos != len(doc.lines):
-        raise _Unproven
-    return value
+    block = source[start - 1 : nxt.start() + 1 if nxt else len(source)]
+    first = _FIRST_CONTENT.match(block)
+    if first is None:
+        return None
+    if first.group(1) != "-":
+        mapping: dict[str, Any] = {}
+        for match in _ITEM_OR_ENTRY.finditer(block):
+            _, key, rest = match.groups()
+            if key is None:
+                raise _Unproven  # a dash in a mapping: not what the grammar accepts
+            mapping[key] = _inline_value(rest) if rest else None
+        return mapping
+    items: list[Any] = []
+    current: dict[str, Any] | None = None
+    for match in _ITEM_OR_ENTRY.finditer(block):
+        content, key, rest = match.groups()
+        if key is None:  # a dash line: a new item
+            current = None
+            entry = _KEY_LINE.match(content) if content else None
+            if entry is None:
+                items.append(_inline_value(content) if content else None)
+                continue
+            current = {}
+            items.append(current)
+            key, rest = entry.groups()
+            if key not in ENTRY_KEYS:
+                continue
+        if current is None:
+            raise _Unproven  # an entry under a scalar item: not what the grammar accepts
+        current[key] = _inline_value(rest) if rest else None
+    return items
 
 
 _KEY_IS_STR: dict[str, bool] = {}
@@ -225,113 +268,6 @@ def _check_key(key: str) -> None:
             _KEY_IS_STR[key] = ok
     if not ok:
         raise _Unproven
-
-
-def _content_lines(source: str) -> list[tuple[int, str]]:
-    """``(indent, text)`` of every line that is not blank or a whole-line comment."""
-    lines: list[tuple[int, str]] = []
-    for raw in source.split("\n"):
-        line = raw.rstrip(" ")
-        if not line:
-            continue
-        text = line.lstrip(" ")
-        if text[0] == "#":
-            continue
-        lines.append((len(line) - len(text), text))
-    return lines
-
-
-def _is_dash(text: str) -> bool:
-    return text[0] == "-" and (len(text) == 1 or text[1] == " ")
-
-
-class _Document:
-    """A recursive-descent reader of the subset over pre-split content lines.
-
-    Only three node shapes are accepted below a top-level key: a block list (possibly at the
-    key's own indentation, as YAML allows) whose items are scalars or flat mappings, a flat
-    mapping, or nothing (null). Any line that does not fit where it stands raises
-    :class:`_Unproven`.
-    """
-
-    def __init__(self, lines: list[tuple[int, str]]) -> None:
-        self.lines = lines
-        self.pos = 0
-
-    def _peek(self) -> tuple[int, str] | None:
-        return self.lines[self.pos] if self.pos < len(self.lines) else None
-
-    def block_value(self) -> Any:
-        """The value of a top-level ``key:`` with nothing after the colon."""
-        line = self._peek()
-        if line is None:
-            return None
-        indent, text = line
-        if _is_dash(text):
-            return self._sequence(indent)
-        if indent > 0:
-            return self._mapping(indent)
-        return None
-
-    def _sequence(self, dash: int) -> list[Any]:
-        items: list[Any] = []
-        while (line := self._peek()) is not None and line[0] == dash and _is_dash(line[1]):
-            text = line[1]
-            self.pos += 1
-            if len(text) == 1:
-                items.append(None)
-            else:
-                content = text[2:].lstrip(" ")
-                if _KEY_LINE.match(content):
-                    items.append(self._mapping(dash + len(text) - len(content), content))
-                else:
-                    items.append(_inline_value(content))
-            self._expect_no_deeper(dash)
-        return items
-
-    def _mapping(self, column: int, first: str | None = None) -> dict[str, Any]:
-        """A flat mapping whose keys sit at ``column``; only ``type``/``id``/``path`` are kept.
-
-        ``first`` is the entry written on the line of a list item's dash (already consumed).
-        """
-        out: dict[str, Any] = {}
-        if first is not None:
-            self._entry(column, first, out)
-        while (line := self._peek()) is not None and line[0] == column:
-            self.pos += 1
-            self._entry(column, line[1], out)
-        self._expect_no_deeper(column)
-        return out
-
-    def _entry(self, column: int, text: str, out: dict[str, Any]) -> None:
-        key, rest = _split_key(text)
-        if rest is not None:
-            # other keys' values were proven valid by the grammar and the typing checks
-            value = _inline_value(rest) if key in ENTRY_KEYS else None
-        else:
-            nxt = self._peek()
-            if nxt is not None and (nxt[0] > column or (nxt[0] == column and _is_dash(nxt[1]))):
-                raise _Unproven  # a nested node under this key: outside the subset
-            value = None
-        if key in ENTRY_KEYS:
-            out[key] = value
-
-    def _expect_no_deeper(self, column: int) -> None:
-        """After a node at ``column``, a deeper line would continue it: outside the subset."""
-        line = self._peek()
-        if line is not None and line[0] > column:
-            raise _Unproven
-
-
-def _split_key(text: str) -> tuple[str, str | None]:
-    """``(key, inline value or None)`` of a ``key: value`` line whose key is a plain string."""
-    match = _KEY_LINE.match(text)
-    if match is None:
-        raise _Unproven
-    key = match.group(1)
-    _check_key(key)
-    rest = match.group(2)
-    return key, (rest if rest else None)
 
 
 def _inline_value(text: str) -> Any:
