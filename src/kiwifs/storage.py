@@ -37,10 +37,17 @@ class WalkEntry:
     error: str | None = None
 
 
+# What :func:`walk_rows` yields: the fields of a :class:`WalkEntry`, without the object.
+WalkRow = tuple[str, str, bool, str | None]
+
+
 def _sorted_entries(directory: str) -> list[os.DirEntry[str]]:
     with os.scandir(directory) as it:
         entries = [e for e in it if not e.name.startswith(".")]
-    entries.sort(key=lambda e: os.fsencode(e.name))
+    if all(e.name.isascii() for e in entries):
+        entries.sort(key=lambda e: e.name)  # for ASCII, code point order is byte order
+    else:
+        entries.sort(key=lambda e: os.fsencode(e.name))
     return entries
 
 
@@ -51,41 +58,67 @@ def walk(root: str | Path, prefix: str = "") -> Iterator[WalkEntry]:
     of the root comes with an ``error``. An unreadable folder is yielded as an error entry too,
     so that a report can name it instead of silently missing its files.
     """
+    for row in walk_rows(root, prefix):
+        yield WalkEntry(*row)
+
+
+def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
+    """:func:`walk` as plain tuples ``(rel, path, symlink, error)``, for the full scan.
+
+    Iterative, with one stack of folder listings: a recursive generator would pass every file
+    up through one frame per folder level.
+    """
     base = os.fspath(root)
     real_root = os.path.realpath(base)
-    yield from _walk_dir(real_root, prefix, os.path.join(base, prefix) if prefix else base)
-
-
-def _walk_dir(real_root: str, rel_dir: str, abs_dir: str) -> Iterator[WalkEntry]:
-    try:
-        entries = _sorted_entries(abs_dir)
-    except OSError as exc:
-        yield WalkEntry(rel_dir.rstrip("/"), abs_dir, False, f"cannot list folder: {_why(exc)}")
+    outside_prefix = real_root.rstrip(os.sep) + os.sep
+    listing = _listing(prefix, os.path.join(base, prefix) if prefix else base)
+    if isinstance(listing, tuple):
+        yield listing
         return
-    for entry in entries:
-        rel = rel_dir + entry.name
-        try:
-            is_link = entry.is_symlink()
-            is_dir = not is_link and entry.is_dir(follow_symlinks=False)
-        except OSError as exc:
-            if entry.name.endswith(MARKDOWN_SUFFIX):
-                yield WalkEntry(rel, entry.path, False, f"cannot read: {_why(exc)}")
-            continue
-        if is_dir:
-            yield from _walk_dir(real_root, rel + "/", entry.path)
-        elif entry.name.endswith(MARKDOWN_SUFFIX):
-            yield _file_entry(real_root, rel, entry.path, is_link)
+    stack = [(prefix, iter(listing))]
+    while stack:
+        rel_dir, entries = stack[-1]
+        for entry in entries:
+            name = entry.name
+            rel = rel_dir + name
+            try:
+                is_link = entry.is_symlink()
+                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+            except OSError as exc:
+                if name.endswith(MARKDOWN_SUFFIX):
+                    yield (rel, entry.path, False, f"cannot read: {_why(exc)}")
+                continue
+            if is_dir:
+                sub = _listing(rel + "/", entry.path)
+                if isinstance(sub, tuple):
+                    yield sub
+                    continue
+                stack.append((rel + "/", iter(sub)))
+                break
+            if name.endswith(MARKDOWN_SUFFIX):
+                if is_link:
+                    yield _link_row(real_root, outside_prefix, rel, entry.path)
+                else:
+                    yield (rel, entry.path, False, None)
+        else:
+            stack.pop()
 
 
-def _file_entry(real_root: str, rel: str, path: str, is_link: bool) -> WalkEntry:
-    if not is_link:
-        return WalkEntry(rel, path, False)
+def _listing(rel_dir: str, abs_dir: str) -> list[os.DirEntry[str]] | WalkRow:
+    """The sorted entries of a folder, or the error row naming it."""
+    try:
+        return _sorted_entries(abs_dir)
+    except OSError as exc:
+        return (rel_dir.rstrip("/"), abs_dir, False, f"cannot list folder: {_why(exc)}")
+
+
+def _link_row(real_root: str, inside: str, rel: str, path: str) -> WalkRow:
     target = os.path.realpath(path)
-    if not (target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)):
-        return WalkEntry(rel, path, True, "symlink points outside the root")
+    if not (target == real_root or target.startswith(inside)):
+        return (rel, path, True, "symlink points outside the root")
     if not os.path.isfile(target):
-        return WalkEntry(rel, path, True, "broken symlink")
-    return WalkEntry(rel, path, True)
+        return (rel, path, True, "broken symlink")
+    return (rel, path, True, None)
 
 
 def _why(exc: OSError) -> str:
