@@ -29,7 +29,7 @@ from pathlib import Path
 from .fastfm import relevant_frontmatter
 from .markdown import Block, parse_yaml
 from .memory import FileFacts, file_facts, unreadable_facts
-from .storage import WalkEntry, walk
+from .storage import WalkEntry, WalkRow, walk_rows
 
 HEAD_BYTES = 8 * 1024
 PARALLEL_THRESHOLD = 3000
@@ -42,7 +42,7 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _CLOSING_LINE = re.compile(rb"\n(?:---|\.\.\.)[ \r]*+(?:\n|\Z)")
 
 # What travels between processes: plain tuples pickle several times faster than dataclasses.
-Job = tuple[str, str, str | None]  # rel, path, walk error
+Job = WalkRow  # rel, path, symlink, walk error
 # A row is FileFacts without its path: the parent still has the path (the very same string).
 FactsRow = tuple[str, str, int, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool]
 
@@ -117,11 +117,11 @@ def _facts_of_block(rel: str, block: Block | None) -> FileFacts:
 
 def facts_of_entry(entry: WalkEntry) -> FileFacts:
     """Facts of one walked file; unreadable files become a warning, never an exception."""
-    return _facts_of_job((entry.rel, entry.path, entry.error))
+    return _facts_of_job((entry.rel, entry.path, entry.symlink, entry.error))
 
 
 def _facts_of_job(job: Job) -> FileFacts:
-    rel, path, error = job
+    rel, path, _, error = job
     if error is not None:
         return unreadable_facts(rel, error)
     try:
@@ -146,7 +146,7 @@ def _rows_of_chunk(jobs: list[Job]) -> list[FactsRow]:
 
 def walk_jobs(root: Path | str) -> Iterator[Job]:
     """The files of ``root`` in walk order, as the jobs the readers take."""
-    return ((e.rel, e.path, e.error) for e in walk(os.fspath(root)))
+    return walk_rows(os.fspath(root))
 
 
 def scan_facts(root: Path, workers: int | None = None) -> Iterator[FileFacts]:
