@@ -23,7 +23,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kiwifs import fastfm, scan
+from kiwifs import fastfm, scan, storage
 from kiwifs.markdown import find_block, parse_yaml
 from kiwifs.memory import FileFacts, build_report, file_facts, unreadable_facts
 from kiwifs.storage import walk
@@ -595,3 +595,64 @@ PLACES = [
 @given(st.text(alphabet=SCALAR_ALPHABET, max_size=10), st.sampled_from(PLACES))
 def test_number_like_and_indicator_scalars_never_disagree(value: str, place: str) -> None:
     assert_fast_agrees(place.replace("{}", value).encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the walk the scan reads (storage.walk_rows): SPEC order, as a plain recursive reference
+
+
+def reference_walk(base: str, rel_dir: str = "") -> list[tuple[str, str, bool, str | None]]:
+    """Depth first, names in byte order, dot-names skipped, symlinked folders not descended."""
+    real_root = os.path.realpath(base)
+    out: list[tuple[str, str, bool, str | None]] = []
+
+    def visit(rel: str, abs_dir: str) -> None:
+        with os.scandir(abs_dir) as it:
+            entries = sorted(
+                (e for e in it if not e.name.startswith(".")), key=lambda e: os.fsencode(e.name)
+            )
+        for e in entries:
+            if not e.is_symlink() and e.is_dir(follow_symlinks=False):
+                visit(rel + e.name + "/", e.path)
+            elif e.name.endswith(".md"):
+                error = None
+                if e.is_symlink():
+                    target = os.path.realpath(e.path)
+                    if not target.startswith(real_root + os.sep):
+                        error = "symlink points outside the root"
+                    elif not os.path.isfile(target):
+                        error = "broken symlink"
+                out.append((rel + e.name, e.path, e.is_symlink(), error))
+
+    visit(rel_dir, os.path.join(base, rel_dir) if rel_dir else base)
+    return out
+
+
+def test_walk_rows_is_the_spec_order(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = tmp_path / "outside.md"
+    outside.write_text("x")
+    names = ["b.md", "a.md", "B.md", "a-b.md", "a.b.md", "\u00e9.md", "\u65e5.md", "z.MD"]
+    for sub in ("", "d/", "d/e/", "a/", "\u00e9/"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (root / sub / name).write_text("---\nid: x\n---\n")
+        (root / sub / ".hidden.md").write_text("x")
+    (root / ".git").mkdir()
+    (root / ".git" / "x.md").write_text("x")
+    os.close(os.open(os.fsencode(root / "d") + b"/\xff.md", os.O_CREAT | os.O_WRONLY))
+    os.close(os.open(os.fsencode(root / "d") + b"/\xc3.md", os.O_CREAT | os.O_WRONLY))
+    (root / "link-dir").symlink_to(root / "d", target_is_directory=True)
+    (root / "d" / "link.md").symlink_to(root / "a.md")
+    (root / "d" / "out.md").symlink_to(outside)
+    (root / "d" / "broken.md").symlink_to(root / "missing.md")
+    rows = list(storage.walk_rows(root))
+    assert rows == reference_walk(str(root))
+    assert [(e.rel, e.path, e.symlink, e.error) for e in storage.walk(root)] == rows
+    assert list(storage.walk_rows(root, "d/")) == reference_walk(str(root), "d/")
+    assert {r[3] for r in rows} == {None, "symlink points outside the root", "broken symlink"}
+
+
+def test_walk_rows_names_a_folder_it_cannot_list(tmp_path: Path) -> None:
+    rows = list(storage.walk_rows(tmp_path / "missing"))
+    assert len(rows) == 1 and rows[0][3] is not None and rows[0][3].startswith("cannot list")
