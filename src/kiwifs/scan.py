@@ -191,6 +191,9 @@ def parallel_facts(
     """
     chunks = _chunked(jobs, chunk_files)
     context = context or pool_context()
+    if context is None:
+        yield from _sequential(chunks)
+        return
     # Forked workers share this process's heap until they write to it, and a garbage
     # collection pass writes to every object it visits: frozen objects are not visited.
     freeze = context.get_start_method() == "fork" and gc.get_freeze_count() == 0
@@ -220,15 +223,19 @@ def parallel_facts(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def pool_context() -> BaseContext:
-    """``fork`` when this process has one thread (cheap, nothing re-imported), else ``forkserver``.
+def pool_context() -> BaseContext | None:
+    """How to start readers: ``None`` when no start method is both cheap and safe here.
 
-    Forking a threaded process can deadlock the child (and warns from Python 3.12), so a
-    threaded server gets a fork server that imports only this module.
+    ``fork`` on Linux when this process has one thread (nothing is re-imported). Forking a
+    threaded process can deadlock the child (and warns from Python 3.12), and macOS system
+    libraries do not survive a fork, so those get a fork server that imports only this module.
+    Where there is none (Windows), the scan stays in this process.
     """
-    if _single_threaded():
+    if sys.platform.startswith("linux") and _single_threaded():
         return multiprocessing.get_context("fork")
-    return forkserver_context()
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        return forkserver_context()
+    return None
 
 
 def forkserver_context() -> BaseContext:
