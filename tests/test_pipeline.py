@@ -478,11 +478,9 @@ def test_changes_unknown_commit_is_a_usage_error(kb: Knowledge) -> None:
         kb.changes("deadbeef")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage.py: a parent that is a file gives StorageError (HTTP 500), not NotFound",
-)
 def test_reading_below_a_file_is_not_found(kb: Knowledge) -> None:
     kb.write("plain.md", "x")
     with pytest.raises(NotFound):
         kb.read("plain.md/child.md")
+    with pytest.raises(NotFound):
+        kb.delete("plain.md/child.md")

@@ -141,7 +141,7 @@ class Storage:
             if path.is_dir():
                 raise NotFound(f"{rel} is a folder, not a file")
             return path.read_bytes()
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFound(f"file not found: {rel}") from exc
         except IsADirectoryError as exc:
             raise NotFound(f"{rel} is a folder, not a file") from exc
@@ -161,7 +161,7 @@ class Storage:
     def stat(self, rel: str) -> os.stat_result:
         try:
             return os.stat(self.abspath(rel))
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFound(f"file not found: {rel}") from exc
 
     def write(self, rel: str, data: bytes) -> None:
