@@ -17,15 +17,17 @@ Memory is sampled every 10 ms from ``/proc`` over the whole process tree (the co
 descendant, so kiwifs's worker processes count): ``tree PSS`` is the sum of proportional set sizes
 (a page shared by n processes counts 1/n in each, so forked workers are not counted twice) and
 ``tree RSS`` the sum of resident set sizes (shared pages counted in every process: an upper
-bound). ``max RSS`` is the kernel's peak RSS of the single largest process (``wait4``), which
-sampling cannot miss. CPU time (user + system, children included) is printed too: it is less
-disturbed than wall time by other work on the machine. The check compares both answers' sorted
-unmerged paths and counts (the naive scan emits fewer warnings, so warnings are not compared).
+bound). ``max RSS`` is the kernel's peak RSS of the single largest process (``wait4`` in a small
+launcher, so that this process's memory is not counted in it), which sampling cannot miss.
+CPU time (user + system, children included) is printed too: it is less disturbed than wall time
+by other work on the machine. The check compares both answers' sorted unmerged paths and counts
+(the naive scan emits fewer warnings, so warnings are not compared).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -33,8 +35,6 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared"
 SAMPLE_SECONDS = 0.01
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Run:
     """One measured run of one command."""
 
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             measure(command, root, drop_index=not no_index)
         for _ in range(args.repeat):
             for name, command in commands.items():
+                if runs[name]:  # keep only the last answer: a big parent would skew nothing
+                    runs[name][-1] = dataclasses.replace(runs[name][-1], output=b"")
                 runs[name].append(measure(command, root, drop_index=not no_index))
         ok = check_same(size, runs["kiwifs"][-1].output, runs["naive"][-1].output) and ok
         print_size(size, runs)
@@ -120,46 +122,45 @@ def ensure_corpus(gen: Path, corpora: Path, size: int, seed: int) -> Path:
     return root
 
 
+# A small launcher between this process and the command. The kernel's peak RSS of a child
+# includes the memory it had between fork and exec -- a copy of (or, with vfork, the peak of) the
+# parent -- so the command must be started by a process that is small and stays small.
+_LAUNCHER = """
+import json, os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - start
+code = os.waitstatus_to_exitcode(status)
+cpu = usage.ru_utime + usage.ru_stime
+print(json.dumps([code, seconds, cpu, usage.ru_maxrss]), file=sys.stderr)
+"""
+
+
 def measure(command: list[str], root: Path, drop_index: bool) -> Run:
     """Run ``command`` on ``root``; time it and sample its tree's memory.
 
-    ``drop_index`` deletes ``.kiwi/state`` first, for a kiwifs without ``--no-index``.
+    ``drop_index`` deletes ``.kiwi/state`` first, for a kiwifs without ``--no-index``. Time,
+    CPU and the kernel's peak RSS come from the launcher's ``wait4`` on the command.
     """
     if drop_index:
         shutil.rmtree(root / ".kiwi" / "state", ignore_errors=True)
     sampler = TreeSampler()
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCHER, *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     sampler.start(proc.pid)
-    reader = _Reader(proc)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    output, report = proc.communicate()
     sampler.stop()
-    output = reader.result()
-    if proc.returncode != 0:
-        sys.exit(f"{command[0]} exited with {proc.returncode}")
-    cpu = usage.ru_utime + usage.ru_stime  # includes the descendants it waited for
-    return Run(seconds, cpu, sampler.peak_pss, sampler.peak_rss, usage.ru_maxrss, output)
-
-
-class _Reader(threading.Thread):
-    """Drain the child's stdout so it never blocks on a full pipe."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        super().__init__(daemon=True)
-        self.proc = proc
-        self.chunks: list[bytes] = []
-        self.start()
-
-    def run(self) -> None:
-        assert self.proc.stdout is not None
-        while chunk := self.proc.stdout.read(1 << 16):
-            self.chunks.append(chunk)
-
-    def result(self) -> bytes:
-        self.join()
-        return b"".join(self.chunks)
+    code, seconds, cpu, max_rss = json.loads(report.decode().strip().splitlines()[-1])
+    if proc.returncode != 0 or code != 0:
+        sys.exit(f"{command[0]} exited with {code}")
+    return Run(seconds, cpu, sampler.peak_pss, sampler.peak_rss, max_rss, output)
 
 
 class TreeSampler(threading.Thread):
@@ -183,7 +184,7 @@ class TreeSampler(threading.Thread):
     def run(self) -> None:
         while not self._done.is_set():
             pss = rss = 0
-            for pid in _tree(self._pid):
+            for pid in _tree(self._pid)[1:]:  # the launcher itself is not measured
                 p, r = _memory_kib(pid)
                 pss += p
                 rss += r
