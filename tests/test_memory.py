@@ -664,6 +664,20 @@ def test_broken_symlink_is_skipped_with_warning(make_root: MakeRoot) -> None:
     assert r.warnings[0].startswith("cannot read episodes/broken.md")
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+@pytest.mark.parametrize("use_index", [False, True], ids=["scan", "index"])
+def test_fifo_named_md_is_skipped_not_waited_on(make_root: MakeRoot, use_index: bool) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: it must be refused, not read."""
+    root = make_root({"episodes/a.md": fm("episode_id: e1")})
+    os.mkfifo(root / "episodes" / "pipe.md")
+    with Knowledge.open(root) as kb:
+        if use_index:
+            kb.reindex()
+        r = kb.memory_report()
+    assert paths(r.episodic_files) == ["episodes/a.md"]
+    assert r.warnings == ("cannot read episodes/pipe.md: not a regular file",)
+
+
 def test_symlink_out_of_root_is_skipped_with_warning(make_root: MakeRoot, tmp_path: Path) -> None:
     outside = tmp_path / "outside.md"
     outside.write_text(

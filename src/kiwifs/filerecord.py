@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import math
 import os
+import stat
 import time
 import zlib
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .markdown import read_frontmatter
-from .memory import FileFacts, file_facts, unreadable_facts
+from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
 from .versioning import blob_id
 
 RACY_NS = 2_000_000_000
@@ -109,6 +110,8 @@ def read_record(key: bytes, rel: str, path: str | bytes) -> FileRecord | None:
         return None
     except OSError as exc:
         return error_record(key, rel, _why(exc))
+    if not stat.S_ISREG(st.st_mode):
+        return error_record(key, rel, NOT_REGULAR_FILE)  # a FIFO would block the read
     sig = stat_sig(st)
     try:
         with open(path, "rb") as fh:

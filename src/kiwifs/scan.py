@@ -12,10 +12,12 @@ Three things make it fast, none of which may change an answer:
 
 from __future__ import annotations
 
+import errno
 import gc
 import multiprocessing
 import os
 import re
+import stat
 import sys
 import threading
 from collections import deque
@@ -28,14 +30,15 @@ from pathlib import Path
 
 from .fastfm import relevant_frontmatter
 from .markdown import Block, parse_yaml
-from .memory import FileFacts, file_facts, unreadable_facts
+from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
 from .storage import WalkEntry, WalkRow, walk_rows
 
 HEAD_BYTES = 8 * 1024
 PARALLEL_THRESHOLD = 3000
 CHUNK_FILES = 500
 _CHUNKS_IN_FLIGHT_PER_WORKER = 3
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO named *.md must not block the scan (it is refused below, not read)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 # SPEC §1's block rule (markdown.find_block) as one search for the closing line: a line that is
 # ``---`` or ``...`` followed only by spaces or ``\r``. tests/test_scan.py proves it equal.
@@ -60,6 +63,8 @@ def _read_block(path: str) -> tuple[bytes, Block | None]:
     """
     fd = os.open(path, _OPEN_FLAGS)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR_FILE)
         head = os.read(fd, HEAD_BYTES)
         block = locate_block(head)
         if _decided_by(head, block):
