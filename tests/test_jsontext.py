@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiwifs.jsontext import dumps_indented
+from kiwifs.jsontext import dumps_indented, write_indented
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text())
 values = st.recursive(
@@ -23,3 +24,10 @@ values = st.recursive(
 @given(values)
 def test_same_text_as_json_dumps(value: object) -> None:
     assert dumps_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@given(values)
+def test_streamed_text_is_the_same(value: object) -> None:
+    stream = io.StringIO()
+    write_indented(value, stream)
+    assert stream.getvalue() == json.dumps(value, indent=2, ensure_ascii=False)

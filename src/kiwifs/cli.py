@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import __version__
 from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from .errors import KiwiError
-from .jsontext import dumps_indented
+from .jsontext import write_indented
 from .knowledge import Knowledge
 from .memory import MergeEntry
 
@@ -32,9 +32,12 @@ def root_option(default: str | None = DEFAULT_ROOT) -> Any:
     )
 
 
-def dump_json(value: Any) -> str:
-    """JSON as the CLI prints it: 2-space indent, UTF-8, trailing newline."""
-    return dumps_indented(value) + "\n"
+def echo_json(value: Any) -> None:
+    """Print JSON as the CLI does: 2-space indent, UTF-8, trailing newline, streamed."""
+    stream = click.get_text_stream("stdout")
+    write_indented(value, stream)
+    stream.write("\n")
+    stream.flush()
 
 
 class KiwiGroup(click.Group):
@@ -106,7 +109,7 @@ def memory_report(
     with Knowledge.open(root) as kb:
         report = kb.memory_report(episodes_prefix or None, limit, offset, use_index=not no_index)
     if as_json:
-        click.echo(dump_json(report.to_json()), nl=False)
+        echo_json(report.to_json())
     else:
         from .memory import render_cli
 
@@ -149,7 +152,7 @@ def memory_merge(
             "created": result.created,
             "added": [e.to_yaml_fields() for e in result.added],
         }
-        click.echo(dump_json(payload), nl=False)
+        echo_json(payload)
         return
     if result.added:
         click.echo(
@@ -174,7 +177,7 @@ def search(
     with Knowledge.open(root) as kb:
         results = kb.search(query, limit, offset, path_prefix)
     if as_json:
-        click.echo(dump_json(results.to_json()), nl=False)
+        echo_json(results.to_json())
         return
     if not results.results:
         click.echo("No results found.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import json.encoder
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 _encode_str: Callable[[str], str] = (
     getattr(json.encoder, "c_encode_basestring", None) or json.encoder.encode_basestring
@@ -23,6 +23,24 @@ def dumps_indented(value: Any) -> str:
     out: list[str] = []
     _write(value, "\n", out)
     return "".join(out)
+
+
+class _StreamSink:
+    """Looks like the ``list`` :func:`_write` appends to, but writes each piece to a stream."""
+
+    __slots__ = ("append",)
+
+    def __init__(self, stream: TextIO) -> None:
+        self.append = stream.write
+
+
+def write_indented(value: Any, stream: TextIO) -> None:
+    """Write :func:`dumps_indented`'s text to ``stream`` piece by piece.
+
+    A 100,000-episode report is ~17 MB of JSON; building it as one string (and encoding that)
+    would double the command's peak memory.
+    """
+    _write(value, "\n", _StreamSink(stream))  # type: ignore[arg-type]
 
 
 def _write(value: Any, nl: str, out: list[str]) -> None:
