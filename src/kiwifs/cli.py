@@ -34,7 +34,7 @@ def root_option(default: str | None = DEFAULT_ROOT) -> Any:
 
 def echo_json(value: Any) -> None:
     """Print JSON as the CLI does: 2-space indent, UTF-8, trailing newline, streamed."""
-    stream = click.get_text_stream("stdout")
+    stream = sys.stdout
     write_indented(value, stream)
     stream.write("\n")
     stream.flush()
