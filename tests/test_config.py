@@ -142,7 +142,7 @@ def test_defaults_match_the_reference() -> None:
     )
     v = c.versioning
     assert (v.async_commit, v.batch_window_ms, v.batch_max_size, v.max_versions) == (
-        True,
+        False,  # ours: synchronous commits unless asked for
         200,
         50,
         100,

@@ -6,15 +6,20 @@ The cases of reference §2.3, with SPEC §3's changes: a non-empty malformed hea
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kiwifs.errors import InvalidFrontmatter, InvalidProvenance
-from kiwifs.markdown import read_frontmatter, split
+from kiwifs.markdown import append_entries, edit_frontmatter, read_frontmatter, split
 from kiwifs.provenance import (
     DEFAULT_ACTOR,
     MAX_ACTOR_BYTES,
     Provenance,
+    _new_block,
     inject_provenance,
     parse_provenance,
     sanitize_actor,
@@ -248,3 +253,46 @@ def test_output_is_valid_yaml_for_awkward_values() -> None:
     data = yaml.safe_load(split(out)[0])
     assert data["derived-from"][0]["id"] == prov.id
     assert data["derived-from"][0]["actor"] == 'agent "quoted": yes'
+
+
+# -- the fast path for files without frontmatter --------------------------------------------
+
+_values = st.text(alphabet="abcXYZ019_.:@+/- #'\"\tnoyesON\u00e9", min_size=1, max_size=12)
+
+
+def _round_trip(content: bytes, prov: Provenance, actor: str, date: str) -> bytes:
+    def mutate(doc: Any) -> bool:
+        entry = {"type": prov.type, "id": prov.id, "date": date}
+        if actor:
+            entry["actor"] = actor
+        append_entries(doc, "derived-from", [entry])
+        return True
+
+    return edit_frontmatter(content, mutate)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    typ=_values,
+    ident=_values,
+    actor=st.one_of(st.just(""), _values),
+    body=st.sampled_from([b"", b"# T\n\nbody\n", b"\r\n# crlf\r\n", b"plain"]),
+)
+def test_fast_new_block_equals_the_round_trip(
+    typ: str, ident: str, actor: str, body: bytes
+) -> None:
+    """Whenever the shortcut answers, it answers byte for byte what the YAML editor writes."""
+    prov = Provenance(typ.strip() or "t", ident.strip() or "i")
+    date = "2026-05-02T10:00:00Z"
+    fast = _new_block(body, prov, actor, date)
+    if fast is not None:
+        assert fast == _round_trip(body, prov, actor, date)
+
+
+def test_fast_new_block_is_taken_for_the_common_case() -> None:
+    out = _new_block(
+        b"# Hello\n", Provenance("run", "run-249"), "agent:exec_abc", "2026-05-02T10:00:00Z"
+    )
+    assert out == _round_trip(
+        b"# Hello\n", Provenance("run", "run-249"), "agent:exec_abc", "2026-05-02T10:00:00Z"
+    )

@@ -1023,6 +1023,28 @@ def test_serve_commits_what_a_crash_left_on_disk(tmp_path: Path) -> None:
         stop_server(srv)
 
 
+def test_async_commit_mode_history_sees_every_write(tmp_path: Path) -> None:
+    """``serve --async-commit``: writes are batched, yet history reads and shutdown miss none."""
+    root = init_root(tmp_path / "async")
+    before = commit_count(root)
+    srv = start_server(root, "--async-commit", "--batch-window", "5000")
+    try:
+        with srv.client(**{"X-Actor": "batcher"}) as c:
+            for i in range(5):
+                assert put(c, f"async/n{i}.md", f"# {i}\n").status_code == 200
+            (version,) = versions(c, "async/n4.md")  # flushes the pending batch
+            assert version["author"] == "batcher"
+            assert version["message"] == "batcher: 5 files"
+            latest = c.get(f"{API}/changes", params={"limit": 1}).json()["changes"][0]
+            assert (latest["action"], latest["path"], latest["actor"]) == ("write", "", "batcher")
+            assert put(c, "async/after.md", "late\n").status_code == 200
+    finally:
+        stop_server(srv)  # shutdown commits what is still pending
+    assert commit_count(root) == before + 2
+    assert git(root, "show", "HEAD:async/after.md") == "late\n"
+    assert git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi") == ""
+
+
 # -- concurrency --------------------------------------------------------------------------------
 
 THREADS = 8

@@ -215,7 +215,27 @@ def reindex(root: str) -> None:
     default=None,
     help="Require 'Authorization: Bearer KEY' (also KIWIFS_API_KEY or [auth] in config).",
 )
-def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
+@click.option(
+    "--async-commit/--sync-commit",
+    default=None,
+    help="Commit in background batches (a write returns once on disk and journaled) "
+    "instead of before returning. Default: [versioning] async_commit, else sync.",
+)
+@click.option(
+    "--batch-window", type=click.IntRange(1, 60_000), default=None, help="Async batch window, ms."
+)
+@click.option(
+    "--batch-max-size", type=click.IntRange(1, 100_000), default=None, help="Paths per batch."
+)
+def serve(
+    root: str,
+    host: str,
+    port: int | None,
+    api_key: str | None,
+    async_commit: bool | None,
+    batch_window: int | None,
+    batch_max_size: int | None,
+) -> None:
     """Serve the REST API (and MCP at /mcp) for a knowledge root."""
     import uvicorn
 
@@ -225,6 +245,10 @@ def serve(root: str, host: str, port: int | None, api_key: str | None) -> None:
     kb = Knowledge.open(root)
     kb.acquire_server_lock()
     kb.ensure_versioned()
+    versioning = kb.config.versioning
+    if async_commit if async_commit is not None else versioning.async_commit:
+        window = (batch_window or versioning.batch_window_ms) / 1000
+        kb.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
     app = create_app(kb, api_key=api_key or None, extra_mounts=mount_mcp(kb, host))
     bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)

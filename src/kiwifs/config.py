@@ -49,7 +49,7 @@ class SearchConfig:
 @dataclass(frozen=True)
 class VersioningConfig:
     strategy: str = ""
-    async_commit: bool = True
+    async_commit: bool = False  # ours: commit before returning unless asked (KiwiFS: true)
     batch_window_ms: int = 200
     batch_max_size: int = 50
     max_versions: int = 100

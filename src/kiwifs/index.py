@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -28,6 +29,7 @@ from pathlib import Path
 from .filerecord import FileRecord, db_text, error_record, key_to_rel, path_key, read_record
 from .memory import ID_TYPES, NOT_EPISODIC_KINDS
 from .statwalk import WalkState, abs_path, probe, stat_walk
+from .versioning import blob_id
 
 SCHEMA_VERSION = 3
 STATE_DIR = ".kiwi/state"
@@ -330,6 +332,37 @@ class Index:
         if records or removed:
             self.apply(records, removed)
         return len(records) + len(removed)
+
+    def refresh_if_changed(self, rels: Iterable[str]) -> int:
+        """The watcher's refresh: skip files whose bytes the index already holds.
+
+        Every write through the pipeline is indexed in the same step and then echoes back as a
+        filesystem event; re-parsing and re-writing those rows would double the cost of a
+        write. The check is by content (the git blob id), so an edit that keeps size and mtime
+        is still seen.
+        """
+        wanted = list(rels)
+        stored: dict[str, str] = {}
+        with self.reader() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(f"SELECT path, etag FROM files WHERE path IN ({marks})", chunk)
+                stored.update((path, etag) for path, etag in rows)
+        changed = [rel for rel in wanted if not self._holds(rel, stored.get(rel))]
+        return self.refresh(changed) if changed else 0
+
+    def _holds(self, rel: str, etag: str | None) -> bool:
+        """True when the file at ``rel`` is a regular file whose bytes have blob id ``etag``."""
+        if not etag:
+            return False
+        path = self.root / rel
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return False
+            return blob_id(path.read_bytes()) == etag
+        except OSError:
+            return False
 
     def size_bytes(self) -> int:
         """Bytes on disk of the database and its WAL."""

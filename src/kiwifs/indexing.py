@@ -138,7 +138,7 @@ class IndexKeeper:
             if self._watcher is not None:
                 return
             index = self._open()
-            self._watcher = Watcher(self.root, index.refresh, index.reconcile, period)
+            self._watcher = Watcher(self.root, index.refresh_if_changed, index.reconcile, period)
             self._watcher.start()
 
     def stop_watching(self) -> None:

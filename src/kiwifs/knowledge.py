@@ -93,7 +93,11 @@ class Knowledge:
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
 
     def close(self) -> None:
-        """Stop the watcher, close the index, write the git index file (safe to call twice)."""
+        """Commit what is pending, stop the watcher, close the index, write the git index file.
+
+        Safe to call twice; the object stays usable (writes then commit synchronously).
+        """
+        self.pipeline.close()
         self.indexing.close()
         if self.git is not None:
             self.git.close()
@@ -134,6 +138,14 @@ class Knowledge:
             git.commit(dirty, DEFAULT_ACTOR, f"{DEFAULT_ACTOR}: import {len(dirty)} existing files")
         self.git = git
         self.pipeline.git = git
+
+    def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
+        """Commit in background batches; a write returns once on disk and journaled.
+
+        History reads (versions, version, diff, changes) wait for pending commits, so they see
+        every write that returned. :meth:`close` commits what is left.
+        """
+        self.pipeline.enable_async_commit(window, max_paths)
 
     def acquire_server_lock(self) -> int:
         """Take ``.kiwi/server.lock`` so that two servers never share one root.
@@ -213,16 +225,19 @@ class Knowledge:
 
     def versions(self, path: str) -> list[Version]:
         rel = canonical(path)
+        self.pipeline.flush()
         return self.git.versions(rel) if self.git else []
 
     def version(self, path: str, rev: str) -> bytes:
         rel = canonical(path)
+        self.pipeline.flush()
         if self.git is None:
             raise NotFound("version not found (the root is not a git repository)")
         return self.git.show(rel, rev)
 
     def diff(self, path: str, rev_from: str, rev_to: str) -> str:
         rel = canonical(path)
+        self.pipeline.flush()
         if self.git is None:
             raise NotFound("version not found (the root is not a git repository)")
         return self.git.diff(rel, rev_from, rev_to)
@@ -232,6 +247,7 @@ class Knowledge:
             raise UsageError("unknown sequence")
         if not 1 <= limit <= 500:
             raise UsageError("limit must be between 1 and 500")
+        self.pipeline.flush()
         return self.git.changes(since, limit) if self.git else []
 
     # -- episodic memory --------------------------------------------------------------------

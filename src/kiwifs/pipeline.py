@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .committer import Committer, PendingCommit
 from .errors import Conflict, KiwiError, NotFound, UsageError
 from .events import Event, EventBus
 from .paths import canonical
@@ -83,6 +84,7 @@ class Pipeline:
         self.events = events
         self.index_hook = index_hook
         self.root = storage.root
+        self.committer: Committer | None = None
         self._lock = _lock_for(self.root)
         self._state = self.root / STATE_DIR
 
@@ -146,12 +148,40 @@ class Pipeline:
             raise Conflict(CONFLICT_MESSAGE)
 
     def _commit(self, paths: list[str], actor: str, message: str, prov: Provenance | None) -> None:
-        if self.git is not None:
-            trailer = f"Provenance: {prov}" if prov else None
-            self.git.commit(paths, actor, message, trailer)
-        self._clear_journal()
+        trailer = f"Provenance: {prov}" if prov else None
+        if self.committer is not None:
+            self.committer.submit(PendingCommit(tuple(paths), actor, message, trailer))
+        else:
+            if self.git is not None:
+                self.git.commit(paths, actor, message, trailer)
+            self._clear_journal()
         if self.index_hook is not None:
             self.index_hook(paths)
+
+    # -- asynchronous commits ---------------------------------------------------------------
+
+    def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
+        """Commit in the background, in batches (see :mod:`kiwifs.committer`)."""
+        if self.git is None or self.committer is not None:
+            return
+        self.committer = Committer(self.git, self._clear_journal_if_idle, window, max_paths)
+
+    def _clear_journal_if_idle(self) -> None:
+        # writers journal and submit under this lock, so "nothing pending" is stable here
+        with self.locked():
+            if self.committer is None or self.committer.pending == 0:
+                self._clear_journal()
+
+    def flush(self) -> None:
+        """Wait until every write that returned is committed (a no-op when synchronous)."""
+        if self.committer is not None:
+            self.committer.flush()
+
+    def close(self) -> None:
+        """Commit what is pending and stop the background committer."""
+        committer, self.committer = self.committer, None
+        if committer is not None:
+            committer.close()
 
     def write(
         self,

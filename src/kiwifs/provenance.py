@@ -8,13 +8,14 @@ trail), and a retry that carries the same type, id and actor adds nothing.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
 from .errors import InvalidProvenance
-from .markdown import append_entries, edit_frontmatter
+from .markdown import append_entries, edit_frontmatter, find_block, scalar
 
 DERIVED_FROM = "derived-from"
 DEFAULT_ACTOR = "anonymous"
@@ -83,15 +84,42 @@ def inject_provenance(
     """
     if prov is None:
         return content
+    stamp = date or now_utc()
+    fast = _new_block(content, prov, actor, stamp)
+    if fast is not None:
+        return fast
 
     def mutate(doc: CommentedMap) -> bool:
         existing = doc.get(DERIVED_FROM)
         if isinstance(existing, list) and any(_same_entry(i, prov, actor) for i in existing):
             return False
-        entry = {"type": prov.type, "id": prov.id, "date": date or now_utc()}
+        entry = {"type": prov.type, "id": prov.id, "date": stamp}
         if actor:
             entry["actor"] = actor
         append_entries(doc, DERIVED_FROM, [entry])
         return True
 
     return edit_frontmatter(content, mutate)
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+/-]*(?::[A-Za-z0-9_.@+/-]+)*\Z")
+_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
+
+
+def _new_block(content: bytes, prov: Provenance, actor: str, date: str) -> bytes | None:
+    """The common case without a YAML round trip: a file with no frontmatter, simple values.
+
+    Produces exactly what the round-trip editor writes for it (a test holds the two equal);
+    ``None`` sends anything else (existing frontmatter, values needing quotes) the long way.
+    """
+    if find_block(content) is not None or not _DATE.match(date):
+        return None
+    values = [prov.type, prov.id] + ([actor] if actor else [])
+    if not all(_PLAIN.match(v) and scalar(v) is v for v in values):
+        return None
+    lines = ["---", "derived-from:", f"  - type: {prov.type}", f"    id: {prov.id}"]
+    lines.append(f'    date: "{date}"')
+    if actor:
+        lines.append(f"    actor: {actor}")
+    lines.append("---\n")
+    return "\n".join(lines).encode() + content

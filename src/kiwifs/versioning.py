@@ -375,7 +375,7 @@ class _IndexSyncer:
         self._sync()
 
 
-INDEX_SYNC_DELAY = 0.25
+INDEX_SYNC_DELAY = 1.0
 _live_syncers: weakref.WeakSet[_IndexSyncer] = weakref.WeakSet()
 
 
@@ -397,8 +397,8 @@ def _action_of(subject: str, actor: str) -> tuple[str, str]:
         return "delete", tail
     if lowered in ("rename", "move"):
         return "rename", tail.rsplit(" \u2192 ", 1)[-1]
-    if lowered == "bulk":
-        return "write", ""
+    if lowered == "bulk" or (word.isdigit() and tail == "files"):
+        return "write", ""  # a bulk write or a batch of asynchronous commits
     if subject.startswith("delete: "):
         return "delete", subject[len("delete: ") :]
     return "write", rest
