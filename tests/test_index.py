@@ -416,3 +416,26 @@ def test_settled_files_are_not_read_again(kb: Knowledge) -> None:
     stats = kb.reconcile()
     assert (stats.updated, stats.removed) == (1, 0)
     assert paths(kb.search("quack")) == ["episodes/b.md"]
+
+
+def test_watcher_refresh_skips_echoes_but_never_a_real_change(kb: Knowledge) -> None:
+    """The watcher's cheap path trusts only content it indexed itself, and only while current."""
+    kb.reindex()
+    index = kb.indexing._open()
+    path = kb.root / "episodes/a.md"
+    a = "---\nepisode_id: ep-A\n---\nalpha\n"
+    b = "---\nepisode_id: ep-B\n---\nbravo\n"
+    path.write_text(a)
+    assert index.refresh(["episodes/a.md"]) == 1
+    assert index.refresh_if_changed(["episodes/a.md"]) == 0  # our own echo: skipped
+    path.write_text(b)  # same size, out of band
+    assert index.refresh_if_changed(["episodes/a.md"]) == 1
+    assert [h.path for h in kb.search("bravo").results] == ["episodes/a.md"]
+    path.write_text(a)
+    index.reconcile()  # the index now holds A again via the reconcile, not via refresh
+    path.write_text(b)
+    index.reconcile()  # ... and B
+    path.write_text(a)  # back to the bytes the echo memory once saw
+    assert index.refresh_if_changed(["episodes/a.md"]) == 1
+    assert [h.path for h in kb.search("alpha").results] == ["episodes/a.md"]
+    assert kb.search("bravo").results == []

@@ -34,6 +34,7 @@ from .versioning import blob_id
 SCHEMA_VERSION = 3
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
+ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
 BATCH = 1000
 FULL_COVER_UPDATE = 2000
 
@@ -134,6 +135,7 @@ class Index:
         self._all_readers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self.generation = 0  # bumped by every commit made through this object
+        self._echo: dict[str, str] = {}
         self._writer = self._open_writer()
         self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
 
@@ -213,6 +215,7 @@ class Index:
     def reset(self) -> None:
         """Throw the database away and start empty (a corrupt file found while running)."""
         with self._lock:
+            self._echo.clear()
             self.close()
             self._remove_files()
             self.generation += 1
@@ -236,6 +239,9 @@ class Index:
 
     def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
         """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""
+        records = list(records)
+        removed = list(removed)
+        self._forget_echoes(records, bool(removed))
         with self._transaction() as conn:
             touched = _Touched()
             for key in removed:
@@ -249,6 +255,7 @@ class Index:
         walked = stat_walk(self.root)
         keys = sorted(walked.sigs)
         with self._lock:
+            self._echo.clear()
             _recreate(self._writer)
             self.generation += 1
         self._fill(keys, walked, progress, full=True, fresh=True)
@@ -286,6 +293,7 @@ class Index:
             chunk = keys[start : start + BATCH]
             records = [self._record(k, walked.errors.get(k)) for k in chunk]
             gone = [k for k, r in zip(chunk, records, strict=True) if r is None]
+            self._forget_echoes(records, bool(gone))
             with self._transaction() as conn:
                 touched = _Touched(full=full)
                 for key in gone:
@@ -331,7 +339,25 @@ class Index:
                     records.append(record)
         if records or removed:
             self.apply(records, removed)
+        for record in records:
+            self._remember_echo(record.facts.path, record.etag)
         return len(records) + len(removed)
+
+    def _forget_echoes(self, records: Iterable[FileRecord | None], removals: bool) -> None:
+        """Rows about to change: their remembered blob ids no longer say what the index holds."""
+        if removals:
+            self._echo.clear()
+            return
+        for record in records:
+            if record is not None:
+                self._echo.pop(record.facts.path, None)
+
+    def _remember_echo(self, rel: str, etag: str) -> None:
+        """Note the bytes just indexed for ``rel``, so the watcher's echo costs one read."""
+        if len(self._echo) >= ECHO_MEMORY:
+            self._echo.clear()
+        if etag:
+            self._echo[rel] = etag
 
     def refresh_if_changed(self, rels: Iterable[str]) -> int:
         """The watcher's refresh: skip files whose bytes the index already holds.
@@ -342,10 +368,11 @@ class Index:
         is still seen.
         """
         wanted = list(rels)
-        stored: dict[str, str] = {}
+        stored: dict[str, str] = {r: e for r in wanted if (e := self._echo.get(r)) is not None}
+        unknown = [r for r in wanted if r not in stored]
         with self.reader() as conn:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
+            for start in range(0, len(unknown), 500):
+                chunk = unknown[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = conn.execute(f"SELECT path, etag FROM files WHERE path IN ({marks})", chunk)
                 stored.update((path, etag) for path, etag in rows)
