@@ -9,9 +9,10 @@ in byte order, directories interleaved with files.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import stat
-import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from .errors import InvalidPath, NotFound, StorageError
 from .paths import confine, is_inside
 
 MARKDOWN_SUFFIX = ".md"
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_temp_ids = itertools.count()
 
 
 def is_knowledge_name(name: str) -> bool:
@@ -172,13 +175,17 @@ class Storage:
         parent = path.parent
         try:
             self._make_parents(parent)
-            fd, tmp = tempfile.mkstemp(prefix=".kiwi-write-", dir=parent)
+            tmp = parent / f".kiwi-write-{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
             try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.chmod(tmp, 0o644)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fchmod(fd, 0o644)  # whatever the umask: files are world-readable
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 os.replace(tmp, path)
             except BaseException:
                 with contextlib.suppress(OSError):
