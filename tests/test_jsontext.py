@@ -31,3 +31,11 @@ def test_streamed_text_is_the_same(value: object) -> None:
     stream = io.StringIO()
     write_indented(value, stream)
     assert stream.getvalue() == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_streamed_text_of_a_large_report_is_the_same() -> None:
+    """Large enough to be handed over in several chunks."""
+    value = {"files": [{"path": f"episodes/{i}.md", "episode_id": f"e{i}"} for i in range(20000)]}
+    stream = io.StringIO()
+    write_indented(value, stream)
+    assert stream.getvalue() == json.dumps(value, indent=2, ensure_ascii=False)

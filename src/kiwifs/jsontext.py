@@ -25,22 +25,45 @@ def dumps_indented(value: Any) -> str:
     return "".join(out)
 
 
-class _StreamSink:
-    """Looks like the ``list`` :func:`_write` appends to, but writes each piece to a stream."""
+class _BufferedSink:
+    """Looks like the ``list`` :func:`_write` appends to; hands the stream ~64 KiB at a time.
 
-    __slots__ = ("append",)
+    One ``write`` per piece would cost a call per JSON token (hundreds of thousands for a large
+    report); one string for everything would double the peak memory. Chunks do neither.
+    """
+
+    __slots__ = ("_pieces", "_stream", "_size")
 
     def __init__(self, stream: TextIO) -> None:
-        self.append = stream.write
+        self._stream = stream
+        self._pieces: list[str] = []
+        self._size = 0
+
+    def append(self, piece: str) -> None:
+        self._pieces.append(piece)
+        self._size += len(piece)
+        if self._size >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pieces:
+            self._stream.write("".join(self._pieces))
+            self._pieces.clear()
+            self._size = 0
+
+
+CHUNK = 1 << 16
 
 
 def write_indented(value: Any, stream: TextIO) -> None:
-    """Write :func:`dumps_indented`'s text to ``stream`` piece by piece.
+    """Write :func:`dumps_indented`'s text to ``stream`` in chunks.
 
     A 100,000-episode report is ~17 MB of JSON; building it as one string (and encoding that)
     would double the command's peak memory.
     """
-    _write(value, "\n", _StreamSink(stream))  # type: ignore[arg-type]
+    sink = _BufferedSink(stream)
+    _write(value, "\n", sink)  # type: ignore[arg-type]
+    sink.flush()
 
 
 def _write(value: Any, nl: str, out: list[str]) -> None:
