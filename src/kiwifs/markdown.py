@@ -30,7 +30,7 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _STR_TAG = "tag:yaml.org,2002:str"
 
 
-def _without_timestamps(base: type) -> type:
+def _without_timestamps(base: Any) -> Any:
     """A loader class like ``base`` whose resolver never produces timestamps (SPEC §1)."""
     resolvers = {
         first: [(tag, rx) for tag, rx in entries if tag != _TIMESTAMP_TAG]
@@ -39,8 +39,8 @@ def _without_timestamps(base: type) -> type:
     return type("KiwiNoTimestamp" + base.__name__, (base,), {"yaml_implicit_resolvers": resolvers})
 
 
-PlainLoader: type = _without_timestamps(yaml.SafeLoader)
-FastLoader: type = _without_timestamps(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+PlainLoader: Any = _without_timestamps(yaml.SafeLoader)
+FastLoader: Any = _without_timestamps(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 _RESOLVER = yaml.SafeLoader("")  # with timestamps: they must be quoted when written
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -274,7 +275,7 @@ class Pipeline:
             raise UsageError("bulk write names the same path twice")
         with self.locked():
             prepared = [
-                (rel, _with_path(rel, lambda c=c: inject_provenance(c, provenance, actor)))
+                (rel, _with_path(rel, functools.partial(inject_provenance, c, provenance, actor)))
                 for rel, (_, c) in zip(rels, files, strict=True)
             ]
             before = {rel: self.storage.read_optional(rel) for rel in rels}

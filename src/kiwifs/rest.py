@@ -383,7 +383,7 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
         if not q.strip():
             raise UsageError("q is required")
         result = await run(kb.search, q, limit, offset, path_prefix or pathPrefix)
-        return result.to_json()  # type: ignore[no-any-return]
+        return result.to_json()
 
     @api.get("/meta")
     async def meta(
@@ -396,7 +396,7 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
         path: list[str] = Query(default=[]),
     ) -> dict[str, Any]:
         result = await run(kb.meta, where, or_, sort, order, limit, offset, path or None)
-        return result.to_json()  # type: ignore[no-any-return]
+        return result.to_json()
 
 
 # ---------------------------------------------------------------------------------------------

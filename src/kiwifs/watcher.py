@@ -8,6 +8,7 @@ to files one by one (a folder moved or deleted) triggers a full reconcile. Event
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -79,7 +80,7 @@ class Watcher:
         try:
             for changes in changes_iter:
                 if changes:
-                    self._safely(lambda c=changes: self._on_changes(c))
+                    self._safely(functools.partial(self._on_changes, changes))
                 if time.monotonic() - last >= self.period:
                     self._safely(self._reconcile)
                     last = time.monotonic()
