@@ -11,7 +11,6 @@ traceback on stderr, so no tool can take the server down. stdout carries only th
 from __future__ import annotations
 
 import functools
-import hmac
 import sys
 import time
 import traceback
@@ -35,8 +34,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
+from .auth import api_key_for, check_bearer
 from .config import DEFAULT_MCP_PORT
-from .errors import ConfigError, KiwiError, NotFound, Unauthorized
+from .errors import KiwiError, NotFound, Unauthorized
 from .knowledge import Knowledge
 from .mcp_text import render_tree
 from .mcp_tools import ALIASES, SPECS, Tools, ToolSpec
@@ -290,15 +290,10 @@ class AuthGate:
 
 
 def bearer_check(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
-    """Constant-time ``Authorization: Bearer <key>`` check; no key means no check."""
-    expected = f"Bearer {api_key}".encode() if api_key else None
+    """The gate's check: :func:`kiwifs.auth.check_bearer` on the request's header."""
 
     async def check(request: Request) -> None:
-        if expected is None:
-            return
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
-            raise Unauthorized("invalid API key")
+        check_bearer(request.headers.get("authorization"), api_key)
 
     return check
 
@@ -333,10 +328,7 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     """The standalone app of ``kiwifs mcp --http``: ``/mcp`` and ``GET /health``."""
     http = mcp_asgi_app(kb, host)
     started = time.monotonic()
-    key = kb.config.auth.api_key if kb.config.auth.type == "apikey" else None
-    if kb.config.auth.type == "apikey" and not key:
-        raise ConfigError('[auth] type = "apikey" needs api_key')
-    gate = AuthGate(http.app, bearer_check(key))
+    gate = AuthGate(http.app, bearer_check(api_key_for(kb.config)))
 
     async def health(_: Request) -> JSONResponse:
         uptime = int(time.monotonic() - started)

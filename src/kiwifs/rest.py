@@ -8,7 +8,6 @@ table, :data:`STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,7 +22,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__
-from .errors import KiwiError, PayloadTooLarge, Unauthorized, UsageError
+from .auth import api_key_for, check_bearer
+from .errors import KiwiError, PayloadTooLarge, UsageError
 from .knowledge import Knowledge, utc_http_date
 from .memory import MergeEntry
 from .provenance import DEFAULT_ACTOR as ANONYMOUS
@@ -115,14 +115,9 @@ def require_str(body: dict[str, Any], key: str) -> str:
 
 def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
     """A dependency refusing requests without ``Authorization: Bearer <key>`` (fails closed)."""
-    expected = f"Bearer {api_key}".encode() if api_key else None
 
     async def check(request: Request) -> None:
-        if expected is None:
-            return
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
-            raise Unauthorized("invalid API key")
+        check_bearer(request.headers.get("authorization"), api_key)
 
     return check
 
@@ -133,8 +128,7 @@ def create_app(
     extra_mounts: Callable[[FastAPI, Callable[[Request], Awaitable[None]]], None] | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth."""
-    key = api_key if api_key is not None else _configured_key(kb)
-    auth = auth_dependency(key)
+    auth = auth_dependency(api_key_for(kb.config, api_key))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -163,15 +157,6 @@ def create_app(
     if extra_mounts is not None:
         extra_mounts(app, auth)
     return app
-
-
-def _configured_key(kb: Knowledge) -> str | None:
-    auth = kb.config.auth
-    if auth.type == "apikey":
-        if not auth.api_key:
-            raise UsageError('[auth] type = "apikey" needs api_key (or --api-key)')
-        return auth.api_key
-    return None
 
 
 def _install_error_handlers(app: FastAPI) -> None:
