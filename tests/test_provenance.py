@@ -257,7 +257,10 @@ def test_output_is_valid_yaml_for_awkward_values() -> None:
 
 # -- the fast path for files without frontmatter --------------------------------------------
 
-_values = st.text(alphabet="abcXYZ019_.:@+/- #'\"\tnoyesON\u00e9", min_size=1, max_size=12)
+_values = st.one_of(
+    st.text(alphabet="abcXYZ019_.:@+/- #'\"\tnoyesON\u00e9", min_size=1, max_size=12),
+    st.text(alphabet="0123456789eE.+-_xobnaif:", min_size=1, max_size=8),  # number-like
+)
 
 
 def _round_trip(content: bytes, prov: Provenance, actor: str, date: str) -> bytes:

@@ -102,7 +102,8 @@ def inject_provenance(
     return edit_frontmatter(content, mutate)
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+/-]*(?::[A-Za-z0-9_.@+/-]+)*\Z")
+# starts with a letter: no YAML 1.1 or 1.2 number (e.g. "0e0", a float only in 1.2) looks like that
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.@+/-]*(?::[A-Za-z0-9_.@+/-]+)*\Z")
 _DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
 
 
