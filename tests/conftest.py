@@ -5,10 +5,18 @@ Keep this file small and generic; helpers that only one test module needs live i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# In CI the property tests draw the same examples every run (a red build is then reproducible,
+# never a coin toss); locally they explore new ones each time.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
