@@ -851,6 +851,14 @@ def test_memory_report_paging(client: httpx.Client) -> None:
     assert zero["episodic_count"] == full["episodic_count"]
 
 
+def test_memory_report_empty_parameters_mean_not_given(client: httpx.Client) -> None:
+    """SPEC writes the route as ``?episodes_prefix=&limit=&offset=``: blanks are defaults."""
+    blank = report(client, episodes_prefix="", limit="", offset="")
+    assert blank.status_code == 200, blank.text
+    assert blank.json() == report(client).json()
+    assert blank.json()["episodes_prefix"] == "episodes/"
+
+
 @pytest.mark.parametrize(
     "params", [{"limit": -1}, {"offset": -1}, {"limit": "ten"}, {"offset": "x"}]
 )

@@ -391,9 +391,15 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
 def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/memory/report")
     async def memory_report(
-        episodes_prefix: str | None = None, limit: int | None = None, offset: int = 0
+        episodes_prefix: str | None = None, limit: str | None = None, offset: str | None = None
     ) -> JSONResponse:
-        report = await run(kb.memory_report, episodes_prefix or None, limit, offset)
+        # an empty value (``?limit=&offset=``) means "not given", like an empty prefix
+        report = await run(
+            kb.memory_report,
+            episodes_prefix or None,
+            _optional_int("limit", limit),
+            _optional_int("offset", offset) or 0,
+        )
         return JSONResponse(report.to_json())
 
     @api.post("/memory/merge")
@@ -415,6 +421,16 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             "added": [e.to_yaml_fields() for e in result.added],
         }
         return JSONResponse(payload, headers={"ETag": quoted(result.etag)})
+
+
+def _optional_int(name: str, value: str | None) -> int | None:
+    """A whole-number query parameter where an empty value means "not given"."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise UsageError(f"{name} must be a whole number, got {value!r}") from None
 
 
 def _entry_list(body: dict[str, Any]) -> list[Any]:
