@@ -17,6 +17,7 @@ from typing import Any
 from .config import Config, load_config
 from .errors import Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
+from .filerecord import json_safe
 from .index import ReconcileStats
 from .indexing import IndexKeeper
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
@@ -173,8 +174,13 @@ class Knowledge:
         return FileContent(rel, data, blob_id(data), mtime)
 
     def frontmatter(self, path: str) -> dict[str, Any]:
-        """The parsed frontmatter of a file (``{}`` when it has none or it is invalid)."""
-        return read_frontmatter(self.read(path).content).data
+        """A file's frontmatter as JSON-safe data (``{}`` when it has none or it is invalid).
+
+        Dates become ISO strings, sets lists, keys strings: the same form the index stores and
+        ``/meta`` returns, so every interface shows one representation.
+        """
+        data = json_safe(read_frontmatter(self.read(path).content).data)
+        return data if isinstance(data, dict) else {}
 
     def tree(self, path: str | None = None, depth: int = 20) -> TreeNode:
         rel = canonical_dir(path)

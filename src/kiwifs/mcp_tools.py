@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import Conflict, PayloadTooLarge, UsageError
 from .knowledge import Knowledge
-from .markdown import read_frontmatter
 from .mcp_text import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
@@ -158,7 +157,7 @@ class Tools:
         file = self.kb.read(path)
         if if_not_etag and bare_etag(if_not_etag) == file.etag:
             return NOT_MODIFIED.format(etag=file.etag)
-        fm = read_frontmatter(file.content).data if metadata_only else {}
+        fm = self.kb.frontmatter(path) if metadata_only else {}
         return render_read(file, metadata_only, fm)
 
     def kiwi_write(

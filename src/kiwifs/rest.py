@@ -204,7 +204,7 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
             return Response(status_code=304, headers=headers)
         if metadata_only:
             fm = await run(kb.frontmatter, path)
-            return JSONResponse(_json_safe(fm), headers=headers)
+            return JSONResponse(fm, headers=headers)
         media = "text/markdown; charset=utf-8" if doc.path.endswith(".md") else None
         return Response(doc.content, media_type=media, headers=headers)
 
@@ -288,17 +288,6 @@ def _not_modified(request: Request, etag: str, mtime: float) -> bool:
             return False
         return int(mtime) <= since
     return False
-
-
-def _json_safe(value: Any) -> Any:
-    """Frontmatter as JSON: non-string keys and non-JSON scalars (dates, sets) become strings."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_json_safe(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
 
 
 # ---------------------------------------------------------------------------------------------
