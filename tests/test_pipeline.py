@@ -484,3 +484,27 @@ def test_reading_below_a_file_is_not_found(kb: Knowledge) -> None:
         kb.read("plain.md/child.md")
     with pytest.raises(NotFound):
         kb.delete("plain.md/child.md")
+
+
+@pytest.mark.parametrize(
+    ("header", "refused"),
+    [("*", True), ('"{etag}"', True), ("W/{etag}", True), ('"deadbeef"', False), ("", False)],
+    ids=["star", "same-etag", "weak-same-etag", "other-etag", "blank"],
+)
+def test_if_none_match_guards_an_existing_file(
+    kb: Knowledge, root: Path, header: str, refused: bool
+) -> None:
+    first = kb.write("inm/a.md", "one\n", actor="a")
+    condition = header.format(etag=first.etag)
+    if refused:
+        with pytest.raises(Conflict):
+            kb.write("inm/a.md", "two\n", actor="a", if_none_match=condition)
+        assert (root / "inm/a.md").read_text() == "one\n"
+    else:
+        kb.write("inm/a.md", "two\n", actor="a", if_none_match=condition)
+        assert (root / "inm/a.md").read_text() == "two\n"
+
+
+def test_if_none_match_star_creates_a_missing_file(kb: Knowledge, root: Path) -> None:
+    kb.write("inm/new.md", "fresh\n", actor="a", if_none_match="*")
+    assert (root / "inm/new.md").read_text() == "fresh\n"

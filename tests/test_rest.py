@@ -352,6 +352,16 @@ def test_put_if_match_conflict_leaves_the_file(client: httpx.Client, server: Ser
     assert commit_count(server.root) == before
 
 
+def test_put_if_none_match_star_creates_only(client: httpx.Client, server: Server) -> None:
+    assert put(client, "put/once.md", b"first", **{"If-None-Match": "*"}).status_code == 200
+    before = commit_count(server.root)
+    resp = put(client, "put/once.md", b"second", **{"If-None-Match": "*"})
+    assert resp.status_code == 409
+    assert error_of(resp) == "file already exists: put/once.md"
+    assert get(client, "put/once.md").content == b"first"
+    assert commit_count(server.root) == before
+
+
 @pytest.mark.parametrize("value", ['""', "W/", '"a", ""'])
 def test_put_malformed_if_match_is_400(client: httpx.Client, value: str) -> None:
     resp = put(client, "put/badim.md", b"x", **{"If-Match": value})

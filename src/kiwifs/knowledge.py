@@ -201,9 +201,13 @@ class Knowledge:
         actor: str | None = None,
         if_match: str | None = None,
         provenance: str | Provenance | None = None,
+        if_none_match: str | None = None,
     ) -> WriteResult:
+        """Write a file; ``if_none_match="*"`` creates only (an existing file is a conflict)."""
         prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
-        return self.pipeline.write(path, _bytes(content), _actor(actor), if_match, prov)
+        return self.pipeline.write(
+            path, _bytes(content), _actor(actor), if_match, prov, if_none_match
+        )
 
     def append(
         self, path: str, content: bytes | str, actor: str | None = None, separator: str = "\n"

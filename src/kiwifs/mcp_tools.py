@@ -43,8 +43,6 @@ MAX_CONTENT_BYTES = 32 * 1024 * 1024
 SEARCH_MAX = 50
 META_MAX = 200
 TREE_MAX_DEPTH = 20
-# An If-Match no real blob id equals: a write carrying it succeeds only when the file is absent.
-CREATE_ONLY = "0" * 40
 
 Path_ = Annotated[
     str, Field(description="File path relative to the knowledge root, e.g. 'concepts/x.md'.")
@@ -371,7 +369,7 @@ class Tools:
         path = episode_path(self.kb.episodes_prefix(), now, ident)
         data = compose_episode(content, ident, rfc3339(now), title, tags)
         try:
-            result = self.kb.write(path, data, actor, CREATE_ONLY, provenance)
+            result = self.kb.write(path, data, actor, provenance=provenance, if_none_match="*")
         except Conflict as exc:
             raise Conflict(
                 f"episode {ident} already exists at {path}; choose another episode_id"

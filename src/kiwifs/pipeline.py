@@ -148,6 +148,19 @@ class Pipeline:
         if current is not None and blob_id(current) not in accepted:
             raise Conflict(CONFLICT_MESSAGE)
 
+    def _check_if_none_match(self, rel: str, if_none_match: str | None) -> None:
+        """``*``: create only (the file must not exist); ETags: the file must not be one of them."""
+        if if_none_match is None or not if_none_match.strip():
+            return
+        current = self.storage.read_optional(rel)
+        if current is None:
+            return
+        tags = [t.strip().removeprefix("W/").strip('"') for t in if_none_match.split(",")]
+        if "*" in tags:
+            raise Conflict(f"file already exists: {rel}")
+        if blob_id(current) in tags:
+            raise Conflict(CONFLICT_MESSAGE)
+
     def _commit(self, paths: list[str], actor: str, message: str, prov: Provenance | None) -> None:
         trailer = f"Provenance: {prov}" if prov else None
         if self.committer is not None:
@@ -191,10 +204,12 @@ class Pipeline:
         actor: str,
         if_match: str | None = None,
         provenance: Provenance | None = None,
+        if_none_match: str | None = None,
     ) -> WriteResult:
         rel = canonical(path)
         with self.locked():
             self._check_if_match(rel, if_match)
+            self._check_if_none_match(rel, if_none_match)
             data = inject_provenance(content, provenance, actor)
             self._journal([rel])
             self.storage.write(rel, data)

@@ -218,6 +218,7 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
             actor=actor_of(request),
             if_match=request.headers.get("if-match"),
             provenance=request.headers.get("x-provenance"),
+            if_none_match=request.headers.get("if-none-match"),
         )
         return JSONResponse(
             {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
