@@ -34,14 +34,6 @@ _MARK_RE = re.compile(r"</?mark>")
 # files
 
 
-def bare_etag(value: str | None) -> str:
-    """An ETag as a client may echo it (``"abc"``, ``W/"abc"``) reduced to the hex id."""
-    tag = (value or "").strip()
-    if tag.startswith("W/"):
-        tag = tag[2:]
-    return tag.strip().strip('"')
-
-
 def render_read(file: FileContent, metadata_only: bool, frontmatter: Mapping[Any, Any]) -> str:
     """``[ETag: <etag>]`` then a blank line, then the content or the frontmatter as JSON."""
     if metadata_only:

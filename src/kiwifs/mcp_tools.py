@@ -22,7 +22,6 @@ from .mcp_text import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
     NOT_MODIFIED,
-    bare_etag,
     check_episode_id,
     compose_episode,
     episode_path,
@@ -37,6 +36,7 @@ from .mcp_text import (
     utc_now,
 )
 from .memory import MergeEntry, render_mcp
+from .pipeline import bare_etag
 
 MCP_ACTOR = "mcp-agent"
 MAX_CONTENT_BYTES = 32 * 1024 * 1024

@@ -53,6 +53,16 @@ class WriteResult:
     etag: str
 
 
+def bare_etag(tag: str) -> str:
+    """An ETag as a client may send it (``"abc"``, ``W/"abc"``, ``abc``) reduced to the blob id."""
+    return tag.strip().removeprefix("W/").strip().strip('"')
+
+
+def etag_list(value: str) -> list[str]:
+    """The tags of an ``If-Match`` / ``If-None-Match`` value (``*`` kept as ``*``)."""
+    return [bare_etag(part) for part in value.split(",")]
+
+
 def parse_if_match(value: str | None) -> list[str] | None:
     """The ETags an ``If-Match`` value accepts; ``None`` means "no precondition" (absent or ``*``).
 
@@ -60,17 +70,11 @@ def parse_if_match(value: str | None) -> list[str] | None:
     """
     if value is None or not value.strip():
         return None
-    tags = []
-    for part in value.split(","):
-        tag = part.strip()
-        if tag == "*":
-            return None
-        if tag.startswith("W/"):
-            tag = tag[2:]
-        tag = tag.strip().strip('"')
-        if not tag:
-            raise UsageError(f"malformed If-Match header: {value!r}")
-        tags.append(tag)
+    tags = etag_list(value)
+    if "*" in tags:
+        return None
+    if not all(tags):
+        raise UsageError(f"malformed If-Match header: {value!r}")
     return tags
 
 
@@ -155,7 +159,7 @@ class Pipeline:
         current = self.storage.read_optional(rel)
         if current is None:
             return
-        tags = [t.strip().removeprefix("W/").strip('"') for t in if_none_match.split(",")]
+        tags = etag_list(if_none_match)
         if "*" in tags:
             raise Conflict(f"file already exists: {rel}")
         if blob_id(current) in tags:

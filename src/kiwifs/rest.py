@@ -26,6 +26,7 @@ from .auth import api_key_for, check_bearer
 from .errors import KiwiError, PayloadTooLarge, UsageError
 from .knowledge import Knowledge, utc_http_date
 from .memory import MergeEntry
+from .pipeline import etag_list
 from .provenance import DEFAULT_ACTOR as ANONYMOUS
 from .provenance import sanitize_actor
 
@@ -279,7 +280,7 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
 def _not_modified(request: Request, etag: str, mtime: float) -> bool:
     inm = request.headers.get("if-none-match")
     if inm is not None:
-        tags = [t.strip().removeprefix("W/").strip('"') for t in inm.split(",")]
+        tags = etag_list(inm)
         return "*" in tags or etag in tags
     ims = request.headers.get("if-modified-since")
     if ims:
