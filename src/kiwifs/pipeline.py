@@ -256,16 +256,7 @@ class Pipeline:
                 raise UsageError("file would exceed 64 MiB after append")
             return data
 
-        rel = canonical(path)
-        with self.locked():
-            current = self.storage.read_optional(rel)
-            data = change(current)
-            self._journal([rel])
-            self.storage.write(rel, data)
-            self._commit([rel], actor, f"{actor}: {rel}", None)
-        etag = blob_id(data)
-        self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
-        return WriteResult(rel, etag)
+        return self.edit(path, change, actor)
 
     def delete(self, path: str, actor: str, if_match: str | None = None) -> str:
         rel = canonical(path)
