@@ -210,24 +210,16 @@ def _add_resources(server: KiwiMCP, kb: Knowledge) -> None:
 # transports
 
 
-def _watching(kb: Knowledge) -> tuple[Callable[[], None], Callable[[], None]]:
-    """Start/stop the file watcher when the core has one, so out-of-band edits show up."""
-    start = getattr(kb, "start_watching", None)
-    stop = getattr(kb, "stop_watching", None)
-    return (start or (lambda: None)), (stop or (lambda: None))
-
-
 def run_stdio(kb: Knowledge) -> None:
     """Serve MCP over stdin/stdout until the client closes the stream."""
     server = build_server(kb)
-    start, stop = _watching(kb)
-    start()
+    kb.start_watching()
     try:
         anyio.run(server.run_stdio_async)
     except KeyboardInterrupt:
         pass
     finally:
-        stop()
+        kb.close()  # stops the watcher, commits what is pending, writes the git index
 
 
 def transport_security(host: str) -> TransportSecuritySettings | None:
@@ -336,8 +328,13 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with http.lifespan():
-            yield
+        await anyio.to_thread.run_sync(kb.start_watching)
+        try:
+            async with http.lifespan():
+                yield
+        finally:
+            # uvicorn re-raises SIGTERM after shutdown, so code after uvicorn.run never runs
+            await anyio.to_thread.run_sync(kb.close)
 
     routes = [
         Route("/mcp", endpoint=gate),
@@ -350,13 +347,11 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
 def run_http(kb: Knowledge, host: str, port: int) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted."""
     app = http_app(kb, host)
-    start, stop = _watching(kb)
-    start()
     _log(f"kiwifs-mcp: streamable HTTP on http://{_url_host(host)}:{port}/mcp")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
-        stop()
+        kb.close()  # an interrupt before start-up finished
 
 
 def _url_host(host: str) -> str:
