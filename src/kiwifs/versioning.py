@@ -203,19 +203,6 @@ class Git:
         self._index_syncer.stop()
         self.sync_index()
 
-    @staticmethod
-    def _retry(action: object) -> object:
-        delay = 0.005
-        for _ in range(8):
-            try:
-                return action()  # type: ignore[operator]
-            except pygit2.GitError as exc:
-                if "lock" not in str(exc).lower():
-                    raise StorageError(f"git: {exc}") from exc
-                time.sleep(delay)
-                delay *= 2
-        raise StorageError("git: the index is locked by another process")
-
     def head(self) -> str | None:
         repo = self.repo
         return None if repo.head_is_unborn else str(repo.head.target)
