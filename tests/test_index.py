@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,15 +15,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kiwifs import filerecord
 from kiwifs.cli import cli
 from kiwifs.errors import InvalidQuery, UsageError
 from kiwifs.index import SCHEMA_VERSION
 from kiwifs.indexreport import prefix_range
+from kiwifs.jsontext import dumps_indented
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory import build_report
 from kiwifs.scan import scan_facts
-from kiwifs.statwalk import stat_walk
-from kiwifs.storage import walk
 
 INDEX = Path(".kiwi/state/index.db")
 
@@ -337,26 +341,147 @@ def test_prefix_range_bounds() -> None:
     assert not lo <= b"episodesx\0a.md" < hi
 
 
-def test_stat_walk_finds_what_storage_walk_finds(make_root: Callable[..., Path]) -> None:
+# -- folder digests: a reconcile compares rows only where the files moved -----------------------
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trust every file's timestamps at once (no 2-second racy window to wait out)."""
+    monkeypatch.setattr(filerecord, "RACY_NS", 0)
+
+
+def digests(kb: Knowledge) -> dict[bytes, bytes | None]:
+    with sqlite3.connect(kb.root / INDEX) as conn:
+        return dict(conn.execute("SELECT key, digest FROM dirs"))
+
+
+def moved_folders(kb: Knowledge) -> list[bytes]:
+    return kb.indexing._open()._start_walk().result().changed
+
+
+@pytest.mark.usefixtures("settled")
+def test_reconcile_compares_only_the_folders_that_moved(kb: Knowledge) -> None:
+    kb.reconcile()
+    stored = digests(kb)
+    assert set(stored) == {b"", b"episodes", b"notes", b"other"}
+    assert all(d is not None for d in stored.values())
+    assert moved_folders(kb) == []
+    (kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
+    assert moved_folders(kb) == [b"notes"]
+    assert kb.reconcile().updated == 1
+    assert paths(kb.search("zebra")) == ["notes/n2.md"]
+    assert moved_folders(kb) == []
+
+
+@pytest.mark.usefixtures("settled")
+def test_same_size_edit_with_its_old_mtime_is_seen(kb: Knowledge) -> None:
+    kb.reconcile()
+    page = kb.root / "episodes/b.md"
+    before = page.stat()
+    page.write_bytes(page.read_bytes().replace(b"ep-2", b"ep-9"))
+    os.utime(page, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert page.stat().st_size == before.st_size
+    assert kb.reconcile().updated == 1
+    ids = [f.episode_id for f in kb.memory_report().episodic_files]
+    assert ids == ["ep-1", "ep-9"]
+
+
+@pytest.mark.usefixtures("settled")
+def test_a_write_forgets_the_digest_of_its_folder(kb: Knowledge) -> None:
+    kb.reconcile()
+    kb.write("notes/n5.md", "new\n")
+    stored = digests(kb)
+    assert stored[b"notes"] is None and stored[b"episodes"] is not None
+    kb.reconcile()
+    assert digests(kb)[b"notes"] is not None
+
+
+def test_a_folder_with_a_file_too_recent_to_trust_keeps_no_digest(kb: Knowledge) -> None:
+    kb.reconcile()
+    assert digests(kb)[b"notes"] is None  # the fixture's files were written just now
+    assert kb.reconcile().updated > 0  # so they are read again until they settle
+
+
+@pytest.mark.usefixtures("settled")
+def test_a_vanished_folder_loses_its_rows_and_its_digest(kb: Knowledge) -> None:
+    kb.reconcile()
+    shutil.rmtree(kb.root / "notes")
+    stats = kb.reconcile()
+    assert (stats.updated, stats.removed) == (0, 3)
+    assert b"notes" not in digests(kb)
+    assert set(paths(kb.search("fox"))) == {"other/n4.md", "episodes/b.md"}
+
+
+def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[..., Path]) -> None:
+    """Entry text is stored per file: odd ids, non-UTF-8 names and kinds print as the scan does."""
     root = make_root(
         {
-            "a.md": "x",
-            "b.MD": "not knowledge",
-            ".hidden/c.md": "hidden",
-            "d/.e.md": "hidden",
-            "d/f.md": "x",
-            "g.md/h.md": "folder named .md",
-            "real/i.md": "x",
+            "episodes/a.md": (
+                '---\nepisode_id: "q\\"uote \\t tab \\u2028 \\u00e9 \\U0001F600"\n---\n'
+            ),
+            "episodes/b.md": "---\nmemory_kind: Episodic\nepisode_id: 42\n---\n",
+            "episodes/c.md": "no frontmatter\n",
+            "notes/d.md": "---\nmemory_kind: episodic\nid: x\n---\n",
+            "notes/m.md": "---\nmerged-from: [{type: run, id: '42'}]\n---\n",
         }
     )
-    os.symlink(root / "a.md", root / "link-in.md")
-    os.symlink("/etc/hostname", root / "link-out.md")
-    os.symlink(root / "missing.md", root / "link-broken.md")
-    os.symlink(root / "real", root / "linked-dir")
-    walked = stat_walk(root)
-    expected = {e.rel.replace("/", "\0").encode(): e.error for e in walk(root)}
-    assert set(walked.sigs) == set(expected)
-    assert walked.errors == {k: v for k, v in expected.items() if v is not None}
+    os.close(os.open(os.fsencode(root / "episodes") + b"/\xff.md", os.O_CREAT | os.O_WRONLY))
+    with Knowledge(root) as kb:
+        kb.reindex()
+        for prefix, limit, offset in [(None, None, 0), (None, 2, 1), ("notes", None, 0)]:
+            printed = dumps_indented(kb.memory_report_document(prefix, limit, offset).value)
+            scan = kb.memory_report(prefix, limit, offset, use_index=False)
+            assert printed == dumps_indented(scan.to_json())
+        document = kb.memory_report_document()
+        assert document.unmerged_count == 4
+
+
+FORKED_REPORT = r"""
+import json, os, sys
+from kiwifs import statwalk
+from kiwifs.jsontext import dumps_indented
+from kiwifs.knowledge import Knowledge
+
+statwalk.PARALLEL_THRESHOLD = 0
+forks = []
+real_fork = os.fork
+def counting_fork():
+    pid = real_fork()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = counting_fork
+root = sys.argv[1]
+with Knowledge.open(root) as kb:
+    kb.reindex()
+    del forks[:]
+    steady = dumps_indented(kb.memory_report_document().value)
+    steady_forks = len(forks)
+    with open(os.path.join(root, "concepts/c.md"), "w") as fh:
+        fh.write("---\nmerged-from:\n  - {type: run, id: e-3}\n---\n")
+    with open(os.path.join(root, "episodes/new.md"), "w") as fh:
+        fh.write("---\nepisode_id: e-9\n---\n")
+    moved = dumps_indented(kb.memory_report_document().value)
+    scan = dumps_indented(kb.memory_report(use_index=False).to_json())
+print(json.dumps({"steady": steady, "moved": moved, "scan": scan, "forks": len(forks),
+                  "steady_forks": steady_forks}))
+"""
+
+
+def test_an_answer_found_while_the_workers_walk_is_redone_if_the_walk_moved(
+    make_root: Callable[..., Path],
+) -> None:
+    files = {f"episodes/e{i}.md": f"---\nepisode_id: e-{i}\n---\n" for i in range(6)}
+    root = make_root({**files, "concepts/c.md": "no frontmatter\n"})
+    out = subprocess.run(
+        [sys.executable, "-c", FORKED_REPORT, str(root)], check=True, capture_output=True
+    ).stdout
+    result = json.loads(out)
+    assert result["steady_forks"] == 2 and result["forks"] == 4
+    assert '"e-3"' in result["steady"].split('"unmerged"')[1]
+    assert result["moved"] == result["scan"]
+    unmerged = json.loads(result["moved"])["unmerged"]
+    assert [f["episode_id"] for f in unmerged] == ["e-0", "e-1", "e-2", "e-4", "e-5", "e-9"]
 
 
 # -- the watcher --------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A hypothesis state machine writes, deletes and renames through :class:`Knowledge` (real files,
 real git, real SQLite) and edits files behind its back — including rewrites that keep the size —
-and after every step compares ``memory_report(use_index=True)`` with ``use_index=False``.
+and after every step compares ``memory_report(use_index=True)`` with ``use_index=False``, and
+the printed JSON of ``memory_report_document`` (the index's stored entry text) with both.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kiwifs.errors import KiwiError
+from kiwifs.jsontext import dumps_indented
 from kiwifs.knowledge import Knowledge
 
 PATHS = [
@@ -145,6 +147,8 @@ class IndexMatchesScan(RuleBasedStateMachine):
         fast = self.kb.memory_report(prefix, use_index=True)
         slow = self.kb.memory_report(prefix, use_index=False)
         assert fast.to_json() == slow.to_json()
+        printed = dumps_indented(self.kb.memory_report_document(prefix).value)
+        assert printed == dumps_indented(slow.to_json())
 
     @invariant()
     def index_equals_scan(self) -> None:
@@ -152,8 +156,13 @@ class IndexMatchesScan(RuleBasedStateMachine):
         fast = self.kb.memory_report(limit=3, offset=1)
         slow = self.kb.memory_report(limit=3, offset=1, use_index=False)
         assert fast.to_json() == slow.to_json()
+        assert dumps_indented(self.kb.memory_report_document(limit=3, offset=1).value) == (
+            dumps_indented(slow.to_json())
+        )
         full = self.kb.memory_report()
         assert full.to_json() == self.kb.memory_report(use_index=False).to_json()
+        printed = dumps_indented(self.kb.memory_report_document().value)
+        assert printed == dumps_indented(full.to_json())
 
     def teardown(self) -> None:
         self.kb.close()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiwifs.jsontext import dumps_indented, write_indented
+from kiwifs.jsontext import RENDERED_BATCH, RenderedItems, dumps_indented, write_indented
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text())
 values = st.recursive(
@@ -39,3 +40,27 @@ def test_streamed_text_of_a_large_report_is_the_same() -> None:
     stream = io.StringIO()
     write_indented(value, stream)
     assert stream.getvalue() == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@given(st.lists(values, max_size=5), st.integers(min_value=0, max_value=3))
+def test_rendered_items_write_as_the_values_would(items: list[object], depth: int) -> None:
+    """Items rendered at the depth they land at give the text of the plain list."""
+    value: object = items
+    rendered: object = RenderedItems([dumps_indented(i, depth + 1) for i in items], depth + 1)
+    for _ in range(depth):
+        value, rendered = {"k": value}, {"k": rendered}
+    assert dumps_indented(rendered) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_many_rendered_items_are_joined_across_batches() -> None:
+    items = [{"path": f"episodes/{i}.md"} for i in range(RENDERED_BATCH * 2 + 3)]
+    document = {"files": RenderedItems([dumps_indented(i, 2) for i in items], 2)}
+    stream = io.StringIO()
+    write_indented(document, stream)
+    expected = json.dumps({"files": items}, indent=2, ensure_ascii=False)
+    assert stream.getvalue() == expected
+
+
+def test_rendered_items_at_the_wrong_depth_are_refused() -> None:
+    with pytest.raises(ValueError, match="depth 1 written at depth 2"):
+        dumps_indented({"files": RenderedItems(["{}"], 1)})

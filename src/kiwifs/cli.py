@@ -10,8 +10,6 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import __version__
 from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
@@ -22,8 +20,9 @@ from .memory import MergeEntry
 
 ROOT_HELP = "Knowledge root folder."
 DEFAULT_ROOT = "./knowledge"
-# The servers (FastAPI, uvicorn, the mcp SDK) are imported by the commands that run them: they
-# take about a second to import, which every `kiwifs memory report` would otherwise pay.
+# The servers (FastAPI, uvicorn, the mcp SDK) and rich are imported by the commands that use
+# them: together they take about a second to import, which every `kiwifs memory report` would
+# otherwise pay.
 
 
 def root_option(default: str | None = DEFAULT_ROOT) -> Any:
@@ -106,17 +105,23 @@ def memory_report(
     no_index: bool,
 ) -> None:
     """List the episodes that no page's merged-from cites yet."""
+    prefix, use_index = episodes_prefix or None, not no_index
     with Knowledge.open(root) as kb:
-        report = kb.memory_report(episodes_prefix or None, limit, offset, use_index=not no_index)
+        if as_json:
+            document = kb.memory_report_document(prefix, limit, offset, use_index=use_index)
+            unmerged = document.unmerged_count
+        else:
+            report = kb.memory_report(prefix, limit, offset, use_index=use_index)
+            unmerged = report.unmerged_count
     if as_json:
-        echo_json(report.to_json())
+        echo_json(document.value)
     else:
         from .memory import render_cli
 
         click.echo(render_cli(report), nl=False)
         for warning in report.warnings:
             click.echo(f"warning: {warning}", err=True)
-    if fail_on_unmerged and report.unmerged_count:
+    if fail_on_unmerged and unmerged:
         sys.exit(1)
 
 
@@ -190,6 +195,15 @@ def search(
 @root_option()
 def reindex(root: str) -> None:
     """Rebuild the search and memory index from the files, from scratch."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with (
         Knowledge.open(root) as kb,
         Progress(

@@ -43,6 +43,11 @@ def path_key(rel: str) -> bytes | None:
         return None
 
 
+def parent_key(key: bytes) -> bytes:
+    """The sort key of the folder holding the entry ``key`` (``b""`` for the root)."""
+    return key.rpartition(b"\0")[0]
+
+
 def key_to_rel(key: bytes) -> str:
     return os.fsdecode(key.replace(b"\0", b"/"))
 

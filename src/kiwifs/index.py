@@ -25,13 +25,23 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from .filerecord import FileRecord, db_text, error_record, key_to_rel, path_key, read_record
+from .filerecord import (
+    FileRecord,
+    db_text,
+    error_record,
+    key_to_rel,
+    parent_key,
+    path_key,
+    read_record,
+)
+from .indexreport import entry_text, snapshot
 from .memory import ID_TYPES, NOT_EPISODIC_KINDS
-from .statwalk import WalkState, abs_path, probe, stat_walk
+from .statwalk import FolderWalk, PendingWalk, WalkState, abs_path, probe, start_walk
 from .versioning import blob_id
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
@@ -39,11 +49,13 @@ BATCH = 1000
 FULL_COVER_UPDATE = 2000
 
 Progress = Callable[[int, int], None]
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,
     key BLOB NOT NULL UNIQUE,
+    parent BLOB NOT NULL,
     path TEXT NOT NULL,
     sig INTEGER,
     size INTEGER NOT NULL,
@@ -59,9 +71,11 @@ CREATE TABLE files (
     path_keys TEXT NOT NULL,
     warnings TEXT,
     unreadable INTEGER NOT NULL,
-    covered INTEGER NOT NULL DEFAULT 0
+    covered INTEGER NOT NULL DEFAULT 0,
+    entry TEXT
 );
-CREATE INDEX files_class ON files(kind_class, key, covered);
+CREATE INDEX files_class ON files(kind_class, key, covered, entry);
+CREATE INDEX files_parent ON files(parent, sig, key);
 CREATE INDEX files_noid ON files(kind_class, key) WHERE episode_id = '' AND covered = 0;
 CREATE INDEX files_eid ON files(eid, kind_class, key) WHERE eid IS NOT NULL;
 CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
@@ -72,6 +86,7 @@ CREATE INDEX cover_ids_file ON cover_ids(file_id);
 CREATE TABLE cover_paths (target BLOB NOT NULL, file_id INTEGER NOT NULL);
 CREATE INDEX cover_paths_target ON cover_paths(target);
 CREATE INDEX cover_paths_file ON cover_paths(file_id);
+CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE VIRTUAL TABLE fts USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 1');
 """
 
@@ -80,6 +95,9 @@ COVER_SQL = (
     "(SELECT 1 FROM cover_ids c WHERE c.ident = files.eid)) OR EXISTS "
     "(SELECT 1 FROM cover_paths p WHERE p.target = files.key))"
 )
+
+FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
+RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
 
 NEVER, ALWAYS, BY_PREFIX = 0, 1, 2
 
@@ -252,30 +270,92 @@ class Index:
 
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop everything and index every file again; returns the number of entries."""
-        walked = stat_walk(self.root)
-        keys = sorted(walked.sigs)
+        walked = start_walk(self.root).result()
+        keys = sorted(walked.state.sigs)
         with self._lock:
             self._echo.clear()
             _recreate(self._writer)
             self.generation += 1
-        self._fill(keys, walked, progress, full=True, fresh=True)
+        self._fill(keys, walked.state, progress, full=True, fresh=True)
+        self._store_digests(walked, ())
         return len(keys)
 
     def reconcile(self, progress: Progress | None = None) -> ReconcileStats:
-        """Compare the index with a stat walk; re-read only what changed, drop what vanished."""
-        start = time.perf_counter()
-        walked = stat_walk(self.root)
+        """Compare the index with a stat walk; re-read only what changed, drop what vanished.
+
+        Only the folders whose digest differs from the one stored at their last reconcile have
+        their rows compared; a folder whose rows changed since (a write, the watcher) has no
+        stored digest, and neither has a folder holding a record too recent to trust.
+        """
+        return self._apply_walk(self._start_walk(), progress)
+
+    def reconcile_then(self, action: Callable[[], T]) -> T:
+        """``action()`` on the index once reconciled with the files.
+
+        When the walk runs in worker processes, ``action`` runs meanwhile on the index as it
+        was, and runs again only if the reconcile changed a row: the usual one-shot command
+        finds nothing changed and pays for the walk and the answer at once, not one after the
+        other.
+        """
+        started = time.perf_counter()
+        pending = self._start_walk()
+        if not pending.forked:
+            self._apply_walk(pending, None, started)
+            return action()
+        try:
+            early = action()
+        except BaseException:
+            pending.cancel()
+            raise
+        stats = self._apply_walk(pending, None, started)
+        return action() if stats.updated or stats.removed else early
+
+    def _start_walk(self) -> PendingWalk:
         with self.reader() as conn:
-            known = dict(conn.execute("SELECT key, sig FROM files"))
-        sigs = walked.sigs
+            stored = conn.execute("SELECT key, digest, entries FROM dirs").fetchall()
+        expected = {key: digest for key, digest, _ in stored}
+        sizes = {key: entries for key, _, entries in stored if entries}
+        return start_walk(self.root, expected, sizes)
+
+    def _apply_walk(
+        self, pending: PendingWalk, progress: Progress | None, started: float | None = None
+    ) -> ReconcileStats:
+        start = time.perf_counter() if started is None else started
+        expected = pending.expected
+        walked = pending.result()
+        gone = [k for k in expected if k not in walked.digests]
+        known: dict[bytes, int | None] = {}
+        if walked.changed or gone:
+            with self.reader() as conn, snapshot(conn):
+                for folder in [*walked.changed, *gone]:
+                    known.update(conn.execute(FOLDER_ROWS, (folder,)))
+        sigs = walked.state.sigs
         changed = [k for k, s in sigs.items() if known.get(k) != s]
         removed = [k for k in known if k not in sigs]
         if removed:
             self.apply((), removed)
         if changed:
             changed.sort()
-            self._fill(changed, walked, progress, full=len(changed) > FULL_COVER_UPDATE)
-        return ReconcileStats(len(changed), len(removed), len(sigs), time.perf_counter() - start)
+            self._fill(changed, walked.state, progress, full=len(changed) > FULL_COVER_UPDATE)
+        if walked.changed or gone:
+            self._store_digests(walked, gone)
+        return ReconcileStats(len(changed), len(removed), walked.files, time.perf_counter() - start)
+
+    def _store_digests(self, walked: FolderWalk, gone: Iterable[bytes]) -> None:
+        """Record what the changed folders looked like when their rows were made to match.
+
+        A folder with a racy row (``sig`` NULL) gets no digest, so it is compared again.
+        """
+        with self._transaction() as conn:
+            conn.executemany("DELETE FROM dirs WHERE key = ?", ((k,) for k in gone))
+            rows = []
+            for folder in walked.changed:
+                racy = conn.execute(RACY_ROW, (folder,)).fetchone() is not None
+                digest = None if racy else walked.digests[folder]
+                rows.append((folder, digest, walked.counts[folder]))
+            conn.executemany(
+                "INSERT OR REPLACE INTO dirs (key, digest, entries) VALUES (?, ?, ?)", rows
+            )
 
     def _fill(
         self,
@@ -413,7 +493,7 @@ def _close_all(*groups: list[sqlite3.Connection]) -> None:
 
 def _recreate(conn: sqlite3.Connection) -> None:
     """Create the schema, dropping our tables first (the file may be shared by open readers)."""
-    for table in ("fts", "cover_paths", "cover_ids", "files"):
+    for table in ("fts", "dirs", "cover_paths", "cover_ids", "files"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -459,19 +539,26 @@ def _delete(conn: sqlite3.Connection, key: bytes, touched: _Touched) -> None:
     conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (file_id,))
     conn.execute("DELETE FROM fts WHERE rowid = ?", (file_id,))
     conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+    conn.execute(FORGET_DIGEST, (parent_key(key),))
 
 
 UPSERT = (
-    "INSERT INTO files (key, path, sig, size, mtime_ns, etag, frontmatter, memory_kind,"
-    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO files (key, parent, path, sig, size, mtime_ns, etag, frontmatter, memory_kind,"
+    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable, entry)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (key) DO UPDATE SET path = excluded.path, sig = excluded.sig,"
     " size = excluded.size, mtime_ns = excluded.mtime_ns, etag = excluded.etag,"
     " frontmatter = excluded.frontmatter, memory_kind = excluded.memory_kind,"
     " kind_class = excluded.kind_class, episode_id = excluded.episode_id, eid = excluded.eid,"
     " refs = excluded.refs, id_keys = excluded.id_keys, path_keys = excluded.path_keys,"
-    " warnings = excluded.warnings, unreadable = excluded.unreadable"
+    " warnings = excluded.warnings, unreadable = excluded.unreadable, entry = excluded.entry"
     " RETURNING id"
+)
+
+# A folder whose rows change no longer matches the digest it was last reconciled against.
+FORGET_DIGEST = (
+    "INSERT INTO dirs (key, digest, entries) VALUES (?, NULL, 0)"
+    " ON CONFLICT (key) DO UPDATE SET digest = NULL WHERE digest IS NOT NULL"
 )
 
 
@@ -485,8 +572,12 @@ def _upsert(conn: sqlite3.Connection, record: FileRecord, touched: _Touched, fre
             conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
             conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
     ident = f.episode_id.strip()
+    kclass = kind_class(f.memory_kind, f.unreadable)
+    entry = entry_text(f.path, f.episode_id, f.memory_kind) if kclass != NEVER else None
+    parent = parent_key(record.key)
     values = (
         record.key,
+        parent,
         db_text(f.path),
         record.sig,
         record.size,
@@ -494,7 +585,7 @@ def _upsert(conn: sqlite3.Connection, record: FileRecord, touched: _Touched, fre
         record.etag,
         record.frontmatter,
         db_text(f.memory_kind),
-        kind_class(f.memory_kind, f.unreadable),
+        kclass,
         db_text(f.episode_id),
         db_text(ident) if ident else None,
         f.refs,
@@ -502,8 +593,10 @@ def _upsert(conn: sqlite3.Connection, record: FileRecord, touched: _Touched, fre
         json.dumps(f.path_keys),
         json.dumps(f.warnings) if f.warnings else None,
         int(f.unreadable),
+        None if entry is None else db_text(entry),
     )
     file_id = conn.execute(UPSERT, values).fetchone()[0]
+    conn.execute(FORGET_DIGEST, (parent,))
     idents = [(i, file_id) for i in {db_text(i) for i in cover_idents(f.id_keys)}]
     conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", idents)
     targets = {path_key(p) for p in f.path_keys}

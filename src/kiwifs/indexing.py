@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import indexreport, metaquery, search
 from .index import INDEX_FILE, STATE_DIR, Index, IndexUnavailable, Progress, ReconcileStats
-from .memory import MemoryReport, build_report
+from .memory import MemoryReport, ReportDocument, build_report
 from .metaquery import MetaResults
 from .search import SearchResults
 from .watcher import DEFAULT_PERIOD, Watcher
+
+if TYPE_CHECKING:
+    import tempfile
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,6 +67,8 @@ class IndexKeeper:
                     self._in_root = True
                 except IndexUnavailable as exc:
                     log.info("index unavailable in the root (%s); using a temporary one", exc)
+                    import tempfile
+
                     self._temp = tempfile.TemporaryDirectory(prefix="kiwifs-index-")
                     self._index = Index(self.root, Path(self._temp.name) / "index.db")
                     self._in_root = False
@@ -97,17 +101,18 @@ class IndexKeeper:
         except sqlite3.Error:
             log.exception("index update after a write failed; the next reconcile repairs it")
 
-    def _current(self) -> Index:
-        index = self._open()
-        watcher = self._watcher
-        if watcher is None or not watcher.ready.is_set():
-            index.reconcile()
-        return index
-
     def _guarded(self, action: Callable[[Index], T]) -> T:
-        """Run ``action`` on a current index; on corruption reset, refill and retry once."""
+        """Run ``action`` on a current index; on corruption reset, refill and retry once.
+
+        Current means: a live watcher keeps it so, or a reconcile runs first (overlapping with
+        ``action`` when the walk runs in worker processes, see :meth:`Index.reconcile_then`).
+        """
         try:
-            return action(self._current())
+            index = self._open()
+            watcher = self._watcher
+            if watcher is not None and watcher.ready.is_set():
+                return action(index)
+            return index.reconcile_then(lambda: action(index))
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
@@ -174,6 +179,21 @@ class IndexKeeper:
                 result, totals = indexreport.report(conn, prefix, limit, offset, totals)
             self._totals[prefix] = ((id(index), generation), totals)
             return result
+
+        return self._guarded(run)
+
+    def memory_report_document(
+        self, prefix: str, limit: int | None, offset: int
+    ) -> ReportDocument | None:
+        """:meth:`memory_report` as a printable document (``None``: use the scan)."""
+        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
+            return None
+        if not self.in_root():
+            return None
+
+        def run(index: Index) -> ReportDocument:
+            with index.reader() as conn:
+                return ReportDocument(*indexreport.report_document(conn, prefix, limit, offset))
 
         return self._guarded(run)
 

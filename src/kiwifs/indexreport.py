@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .filerecord import path_key, py_text
+from .jsontext import RenderedItems, dumps_indented
 from .memory import (
     DUPLICATE_ID_WARNING,
     MISSING_ID_WARNING,
@@ -62,7 +64,7 @@ def report(
     """
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
-    with _snapshot(conn):
+    with snapshot(conn):
         if totals is None:
             count, unmerged_count = _counts(conn, lo, hi)
             refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
@@ -86,7 +88,7 @@ def report(
     return result, totals
 
 
-class _snapshot:
+class snapshot:
     """A read transaction, so every query of one report sees the same state of the index."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -170,6 +172,63 @@ def _duplicates(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Iterator[tupl
                 continue
             text = DUPLICATE_ID_WARNING.format(id=py_text(eid), path=py_text(path), first=first)
             yield key, text
+
+
+ENTRY_DEPTH = 2  # report object > list > entry
+
+
+def entry_text(path: str, episode_id: str, memory_kind: str) -> str:
+    """An episode's entry as the JSON report prints it, stored with the file's row."""
+    return dumps_indented(EpisodicFile(path, episode_id, memory_kind).to_json(), ENTRY_DEPTH)
+
+
+def report_document(
+    conn: sqlite3.Connection, prefix: str, limit: int | None = None, offset: int = 0
+) -> tuple[dict[str, Any], int]:
+    """The report's JSON value with both lists as stored entry text, and the unmerged count.
+
+    ``jsontext`` writes it as the same bytes as ``report(...).to_json()``, without building an
+    object per episode; that is what makes the CLI's ``--json`` on a 100k-episode root fast.
+    """
+    limit, offset = check_paging(limit, offset)
+    lo, hi = prefix_range(prefix)
+    with snapshot(conn):
+        count, unmerged_count = _counts(conn, lo, hi)
+        refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
+        warnings = _warnings(conn, lo, hi)
+        if limit is None:
+            files, unmerged = _all_entries(conn, lo, hi, offset)
+        else:
+            files = _entries(conn, lo, hi, "", limit, offset)
+            unmerged = _entries(conn, lo, hi, " AND covered = 0", limit, offset)
+    shell = MemoryReport(count, int(refs), (), (), warnings, unmerged_count, prefix, limit, offset)
+    document = shell.to_json()
+    document["episodic_files"] = RenderedItems(files, ENTRY_DEPTH)
+    document["unmerged"] = RenderedItems(unmerged, ENTRY_DEPTH)
+    return document, unmerged_count
+
+
+def _entries(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, extra: str, limit: int, offset: int
+) -> list[str]:
+    if limit == 0:
+        return []
+    sql = _EPISODES.format(cols="key, entry", extra=extra) + " ORDER BY 1 LIMIT ? OFFSET ?"
+    return _texts(e for _, e in conn.execute(sql, (lo, hi, limit, offset)))
+
+
+def _all_entries(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, offset: int
+) -> tuple[list[str], list[str]]:
+    sql = _EPISODES.format(cols="key, covered, entry", extra="") + " ORDER BY 1"
+    rows = conn.execute(sql, (lo, hi)).fetchall()
+    files = _texts(e for _, _, e in rows)
+    unmerged = [e for e, (_, covered, _) in zip(files, rows, strict=True) if not covered]
+    return files[offset:], unmerged[offset:]
+
+
+def _texts(values: Iterable[str | bytes]) -> list[str]:
+    return [v if type(v) is str else py_text(v) for v in values]
 
 
 def stored_facts(conn: sqlite3.Connection) -> Iterator[FileFacts]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 _encode_str: Callable[[str], str] = (
@@ -18,11 +19,27 @@ _encode_str: Callable[[str], str] = (
 )
 
 
-def dumps_indented(value: Any) -> str:
-    """``json.dumps(value, indent=2, ensure_ascii=False)``, byte for byte."""
+def dumps_indented(value: Any, depth: int = 0) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False)``, byte for byte.
+
+    With ``depth``, the text as it appears nested that many levels deep in a larger document
+    (its continuation lines indented by ``2 * depth`` more spaces), for :class:`RenderedItems`.
+    """
     out: list[str] = []
-    _write(value, "\n", out)
+    _write(value, "\n" + "  " * depth, out)
     return "".join(out)
+
+
+@dataclass(frozen=True)
+class RenderedItems:
+    """A JSON array whose items are already text, each made by ``dumps_indented(item, depth)``.
+
+    The index keeps each episode's entry rendered, so a 100,000-entry report is written by
+    joining strings instead of encoding 100,000 dicts. ``depth`` must be where the items land.
+    """
+
+    items: Sequence[str]
+    depth: int
 
 
 class _BufferedSink:
@@ -84,6 +101,8 @@ def _write(value: Any, nl: str, out: list[str]) -> None:
             first = False
             _write(item, inner, out)
         out.append(nl + "}")
+    elif isinstance(value, RenderedItems):
+        _write_rendered(value, nl, out)
     elif isinstance(value, (list, tuple)):
         if not value:
             out.append("[]")
@@ -98,6 +117,26 @@ def _write(value: Any, nl: str, out: list[str]) -> None:
         out.append(nl + "]")
     else:
         out.append(json.dumps(value))
+
+
+def _write_rendered(value: RenderedItems, nl: str, out: list[str]) -> None:
+    items = value.items
+    if not items:
+        out.append("[]")
+        return
+    inner = nl + "  "
+    if inner != "\n" + "  " * value.depth:
+        raise ValueError(f"items of depth {value.depth} written at depth {len(nl) // 2 + 1}")
+    sep = "," + inner
+    out.append("[" + inner)
+    for start in range(0, len(items), RENDERED_BATCH):
+        if start:
+            out.append(sep)
+        out.append(sep.join(items[start : start + RENDERED_BATCH]))
+    out.append(nl + "]")
+
+
+RENDERED_BATCH = 512
 
 
 def _key(key: Any) -> str:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
 from .errors import Locked, NotFound, RootNotFound, UsageError
@@ -25,6 +25,7 @@ from .memory import (
     MERGED_FROM,
     MemoryReport,
     MergeEntry,
+    ReportDocument,
     build_report,
     check_paging,
     existing_merge_keys,
@@ -35,11 +36,12 @@ from .metaquery import MetaResults
 from .paths import canonical, canonical_dir
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
-from .scaffold import InitResult, scaffold
-from .scan import scan_facts
 from .search import DEFAULT_LIMIT, SearchResults
 from .storage import Storage
 from .versioning import Change, Git, Version, blob_id
+
+if TYPE_CHECKING:
+    from .scaffold import InitResult
 
 DEFAULT_ACTOR = "kiwifs"
 
@@ -126,6 +128,8 @@ class Knowledge:
     @classmethod
     def init(cls, root: str | os.PathLike[str], template: str = "knowledge") -> InitResult:
         """Lay out a new root from a template (never overwriting) and commit it."""
+        from .scaffold import scaffold
+
         return scaffold(Path(root), template)
 
     def ensure_versioned(self) -> None:
@@ -284,7 +288,35 @@ class Knowledge:
             report = self.indexing.memory_report(prefix, limit, offset)
             if report is not None:
                 return report
+        return self._scanned_report(prefix, limit, offset)
+
+    def _scanned_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport:
+        """The report from reading every file's frontmatter (no index)."""
+        from .scan import scan_facts  # the fast scan's parser is only needed here
+
         return build_report(scan_facts(self.root), prefix, limit, offset)
+
+    def memory_report_document(
+        self,
+        prefix: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        use_index: bool = True,
+    ) -> ReportDocument:
+        """:meth:`memory_report` as the JSON document to print, for large answers.
+
+        Written with :func:`jsontext.write_indented` it is byte for byte the JSON of
+        ``memory_report(...).to_json()``; from the index, the episode lists are the entries'
+        stored text rather than one object per episode.
+        """
+        limit, offset = check_paging(limit, offset)
+        prefix = self.episodes_prefix(prefix)
+        if use_index:
+            document = self.indexing.memory_report_document(prefix, limit, offset)
+            if document is not None:
+                return document
+        report = self._scanned_report(prefix, limit, offset)
+        return ReportDocument(report.to_json(), report.unmerged_count)
 
     # -- search and frontmatter queries -----------------------------------------------------
 

@@ -191,6 +191,15 @@ class MemoryReport:
         }
 
 
+@dataclass(frozen=True)
+class ReportDocument:
+    """A report as the JSON value to print (lists possibly pre-rendered text, see ``jsontext``),
+    with the one number a caller still needs for its exit status."""
+
+    value: dict[str, Any]
+    unmerged_count: int
+
+
 def check_paging(limit: int | None, offset: int | None) -> tuple[int | None, int]:
     """Validate ``limit``/``offset``; negative values are a usage error."""
     if limit is not None and limit < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import os
 import stat
@@ -19,18 +20,33 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import pygit2
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .errors import NotFound, StorageError, UsageError
 
 EMAIL = "kiwifs@internal"
 _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
-# libgit2 checks, for every entry of every tree it writes, that the object exists in the odb: one
-# lookup per sibling, so a commit in a folder of N files cost O(N) stats (the biggest cost of a
-# write at a few hundred files). Our trees come from HEAD's trees plus blobs just written.
-pygit2.settings.enable_strict_object_creation(False)
+if TYPE_CHECKING:
+    import pygit2
+
+# Git file modes (tree entry modes), as libgit2 and git define them.
+MODE_BLOB, MODE_EXECUTABLE, MODE_LINK, MODE_TREE = 0o100644, 0o100755, 0o120000, 0o040000
+
+
+@functools.cache
+def _git2() -> ModuleType:
+    """pygit2, imported on first use: reports and searches never touch git, and the import
+    costs ~50 ms of every CLI call."""
+    import pygit2
+
+    # libgit2 checks, for every entry of every tree it writes, that the object exists in the
+    # odb: one lookup per sibling, so a commit in a folder of N files cost O(N) stats (the
+    # biggest cost of a write at a few hundred files). Our trees come from HEAD's trees plus
+    # blobs just written.
+    pygit2.settings.enable_strict_object_creation(False)
+    return pygit2
 
 
 def blob_id(data: bytes) -> str:
@@ -75,7 +91,7 @@ class Git:
     def init(self) -> None:
         """Create the repository (idempotent) with KiwiFS's settings."""
         if not self.is_repo():
-            pygit2.init_repository(str(self.root), initial_head="main")
+            _git2().init_repository(str(self.root), initial_head="main")
         repo = self.repo
         repo.config["core.autocrlf"] = "false"
         attributes = self.root / ".gitattributes"
@@ -85,9 +101,10 @@ class Git:
     @property
     def repo(self) -> pygit2.Repository:
         if self._repo is None:
+            git2 = _git2()
             try:
-                self._repo = pygit2.Repository(str(self.root))
-            except pygit2.GitError as exc:
+                self._repo = git2.Repository(str(self.root))
+            except git2.GitError as exc:
                 raise StorageError(f"cannot open git repository in {self.root}: {exc}") from exc
         return self._repo
 
@@ -110,7 +127,8 @@ class Git:
         """
         with self._lock:
             repo = self.repo
-            head = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit)
+            git2 = _git2()
+            head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
             changes = {rel: self._blob(rel, contents) for rel in paths}
             base = head.tree if head is not None else None
             tree = self._apply(base, changes)
@@ -118,7 +136,7 @@ class Git:
                 tree = repo.TreeBuilder().write()
             if head is not None and head.tree_id == tree:
                 return None
-            sig = pygit2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
+            sig = git2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
             full = message if trailer is None else f"{message}\n\n{trailer}"
             parents = [head.id] if head is not None else []
             oid = repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents)
@@ -138,7 +156,7 @@ class Git:
                 return None
             return self.repo.create_blob(data), _mode_of(full)
         if full.is_symlink():
-            return self.repo.create_blob(os.fsencode(os.readlink(full))), pygit2.GIT_FILEMODE_LINK
+            return self.repo.create_blob(os.fsencode(os.readlink(full))), MODE_LINK
         try:
             return self.repo.create_blob(full.read_bytes()), _mode_of(full)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -162,13 +180,13 @@ class Git:
                 builder.insert(name, change[0], change[1])
         for name, sub in folders.items():
             current = builder.get(name)
-            subtree = current if isinstance(current, pygit2.Tree) else None
+            subtree = current if isinstance(current, _git2().Tree) else None
             written = self._apply(subtree, sub)
             if written is None:
                 if current is not None:
                     builder.remove(name)
             else:
-                builder.insert(name, written, pygit2.GIT_FILEMODE_TREE)
+                builder.insert(name, written, MODE_TREE)
         if len(builder) == 0:
             return None
         return builder.write()
@@ -183,6 +201,7 @@ class Git:
             if not self._stale_index or not self.is_repo():
                 return
             paths = sorted(self._stale_index)
+            git_error = _git2().GitError
             index = self.repo.index
             try:
                 index.read(False)
@@ -190,10 +209,10 @@ class Git:
                     if (self.root / rel).is_file():
                         index.add(rel)
                     else:
-                        with contextlib.suppress(OSError, pygit2.GitError):
+                        with contextlib.suppress(OSError, git_error):
                             index.remove(rel)
                 index.write()
-            except (OSError, pygit2.GitError):
+            except (OSError, git_error):
                 index.read(True)
                 return
             self._stale_index.difference_update(paths)
@@ -211,7 +230,7 @@ class Git:
         """Knowledge files whose disk state differs from HEAD (for crash recovery)."""
         self.sync_index()
         status = self.repo.status(untracked_files="all")
-        return sorted(p for p, flags in status.items() if flags != pygit2.GIT_STATUS_IGNORED)
+        return sorted(p for p, flags in status.items() if flags != _git2().GIT_STATUS_IGNORED)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -243,13 +262,14 @@ class Git:
     def show(self, rel: str, rev: str) -> bytes:
         if not self.is_repo():
             raise NotFound("version not found")
+        git2 = _git2()
         try:
-            commit = self.repo.revparse_single(rev).peel(pygit2.Commit)
+            commit = self.repo.revparse_single(rev).peel(git2.Commit)
             entry = commit.tree[rel]
-        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
+        except (KeyError, ValueError, git2.GitError, git2.InvalidSpecError) as exc:
             raise NotFound("version not found") from exc
         blob = self.repo[entry.id]
-        if not isinstance(blob, pygit2.Blob):
+        if not isinstance(blob, git2.Blob):
             raise NotFound("version not found")
         return blob.data
 
@@ -294,12 +314,12 @@ def _mode_of(path: Path) -> int:
     try:
         st = os.lstat(path)
     except OSError:
-        return pygit2.GIT_FILEMODE_BLOB
+        return MODE_BLOB
     if stat.S_ISLNK(st.st_mode):
-        return pygit2.GIT_FILEMODE_LINK
+        return MODE_LINK
     if st.st_mode & stat.S_IXUSR:
-        return pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
-    return pygit2.GIT_FILEMODE_BLOB
+        return MODE_EXECUTABLE
+    return MODE_BLOB
 
 
 class _IndexSyncer:

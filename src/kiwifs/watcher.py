@@ -15,8 +15,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import watchfiles
+if TYPE_CHECKING:
+    import watchfiles
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class Watcher:
         self._safely(self._reconcile)
         last = time.monotonic()
         self.ready.set()
+        import watchfiles  # here, not at the top: one-shot commands never watch
+
         changes_iter = watchfiles.watch(
             self.root,
             watch_filter=self._wanted,
