@@ -123,6 +123,13 @@ forked = pending.result()
 workers = len(forks)
 again = statwalk.start_walk(root, serial.digests, sizes=sizes)
 steady = again.result()
+cancelled = statwalk.start_walk(root, sizes=sizes)
+cancelled.cancel()
+try:
+    os.waitpid(-1, os.WNOHANG)
+    reaped = False
+except ChildProcessError:
+    reaped = True
 
 def state(w):
     return {
@@ -139,6 +146,8 @@ print(json.dumps({
     "steady_forked": again.forked,
     "steady_changed": [k.hex() for k in steady.changed],
     "listed": len(pending.listed),
+    "cancel_forked": cancelled.forked,
+    "cancel_reaped": reaped,
 }))
 """
 
@@ -158,6 +167,7 @@ def test_forked_walk_equals_the_serial_walk(tmp_path: Path) -> None:
     errors = result["serial"]["errors"]
     assert errors[unlistable.hex()] == "cannot list folder: File name too long"
     assert result["steady_forked"] and result["steady_changed"] == []
+    assert result["cancel_forked"] and result["cancel_reaped"], "cancel leaves no child behind"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")

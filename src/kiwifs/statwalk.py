@@ -208,7 +208,8 @@ class PendingWalk:
         return results, error
 
     def _collect(self) -> None:
-        for pid, read_fd, numbers in self._workers:
+        while self._workers:
+            pid, read_fd, numbers = self._workers.pop(0)
             try:
                 with os.fdopen(read_fd, "rb") as pipe:
                     data = pipe.read()
@@ -217,18 +218,15 @@ class PendingWalk:
             outputs = _unpickle(data, status, len(numbers))
             if outputs is not None:
                 self._outputs.update(zip(numbers, outputs, strict=True))
-        self._workers = []
 
     def cancel(self) -> None:
         """Stop the workers (the caller failed and will not ask for the result)."""
-        for pid, read_fd, _ in self._workers:
-            with contextlib.suppress(OSError):
-                os.close(read_fd)
+        while self._workers:
+            pid, read_fd, _ = self._workers.pop(0)
+            os.close(read_fd)
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-        self._workers = []
+            os.waitpid(pid, 0)
 
     def result(self) -> FolderWalk:
         try:
