@@ -16,15 +16,14 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from .errors import InvalidFrontmatter
-
-if TYPE_CHECKING:  # ruamel is imported by the functions that edit, not by every reader
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap
 
 MAX_FRONTMATTER_BYTES = 1024 * 1024
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
@@ -145,8 +144,6 @@ def _yaml_kind(value: Any) -> str:
 
 
 def _rt_yaml() -> YAML:
-    from ruamel.yaml import YAML
-
     rt = YAML(typ="rt")
     rt.indent(mapping=2, sequence=4, offset=2)
     rt.width = 1 << 16
@@ -165,8 +162,6 @@ def scalar(value: str) -> str:
     """
     tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
     if tag != _STR_TAG or value != value.strip() or value == "" or not value.isprintable():
-        from ruamel.yaml.scalarstring import DoubleQuotedScalarString
-
         return DoubleQuotedScalarString(value)
     return value
 
@@ -179,8 +174,6 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
     Raises :class:`InvalidFrontmatter` (and writes nothing) for an unterminated block, invalid
     YAML or a block that is not a mapping.
     """
-    from ruamel.yaml.comments import CommentedMap
-
     block = find_block(data)
     if block is not None and not block.terminated:
         raise InvalidFrontmatter("frontmatter block not terminated")
@@ -219,8 +212,6 @@ def append_entries(doc: CommentedMap, key: str, entries: list[dict[str, str]]) -
 
     A non-sequence existing value becomes the first item of a new sequence, as KiwiFS does.
     """
-    from ruamel.yaml.comments import CommentedSeq
-
     items = [_entry_map(e) for e in entries]
     current = doc.get(key)
     if key not in doc or current is None:
@@ -236,8 +227,6 @@ def append_entries(doc: CommentedMap, key: str, entries: list[dict[str, str]]) -
 
 
 def _entry_map(entry: dict[str, str]) -> CommentedMap:
-    from ruamel.yaml.comments import CommentedMap
-
     m = CommentedMap()
     for k, v in entry.items():
         m[k] = scalar(v)

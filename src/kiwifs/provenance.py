@@ -10,13 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
 
 from .errors import InvalidProvenance
 from .markdown import append_entries, edit_frontmatter, find_block, scalar
-
-if TYPE_CHECKING:
-    from ruamel.yaml.comments import CommentedMap
 
 DERIVED_FROM = "derived-from"
 DEFAULT_ACTOR = "anonymous"
