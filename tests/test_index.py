@@ -438,11 +438,11 @@ def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[
 
 FORKED_REPORT = r"""
 import json, os, sys
-from kiwifs import statwalk
+from kiwifs import folderwalk
 from kiwifs.jsontext import dumps_indented
 from kiwifs.knowledge import Knowledge
 
-statwalk.PARALLEL_THRESHOLD = 0
+folderwalk.PARALLEL_THRESHOLD = 0
 forks = []
 real_fork = os.fork
 def counting_fork():

@@ -1,0 +1,179 @@
+"""The walk of a whole root: the same entries as ``storage.walk``, per-folder digests, forked.
+
+The forked walk runs in a fresh interpreter (``fork`` is only used by a single-threaded process,
+and the test process may have threads), with the size threshold at zero and tiny signing
+chunks so that even a small root is cut into sub-trees, big-folder chunks and two workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kiwifs.folderwalk import start_walk, stat_walk
+from kiwifs.storage import walk
+
+SEGMENT = "d" * 250  # 20 nested: the deep end is longer than PATH_MAX, so it cannot be listed
+
+
+def build_tree(root: Path) -> bytes:
+    """A root with every kind of entry; returns the key of the folder that cannot be listed."""
+    files = {"index.md": "x", "notes.txt": "not knowledge", ".hidden/h.md": "hidden"}
+    for year in ("2023", "2024"):
+        for month in ("01", "02", "03"):
+            for i in range(7):
+                files[f"episodes/{year}/{month}/run-{i}.md"] = f"run {i}"
+    files.update({f"flat/f-{i:02}.md": "f" * i for i in range(30)})
+    files.update({"d/.e.md": "hidden", "g.md/h.md": "a folder named .md", "real/i.md": "x"})
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    os.symlink(root / "index.md", root / "flat/link-in.md")
+    os.symlink("/etc/hostname", root / "flat/link-out.md")
+    os.symlink(root / "missing.md", root / "link-broken.md")
+    os.symlink(root / "real", root / "linked-dir")
+    os.mkfifo(root / "flat/fifo.md")
+    (root / "deep").mkdir()
+    fd = os.open(root / "deep", os.O_RDONLY)
+    try:
+        for _ in range(20):
+            os.mkdir(SEGMENT, dir_fd=fd)
+            inner = os.open(SEGMENT, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    depth = next(n for n in range(21) if len(str(root / "deep") + f"/{SEGMENT}" * n) > 4096)
+    return b"\0".join([b"deep", *[SEGMENT.encode()] * depth])
+
+
+def walk_entries(root: Path) -> dict[bytes, str | None]:
+    return {e.rel.replace("/", "\0").encode(): e.error for e in walk(root)}
+
+
+def test_walk_finds_what_storage_walk_finds(tmp_path: Path) -> None:
+    unlistable = build_tree(tmp_path)
+    expected = walk_entries(tmp_path)
+    assert expected[unlistable] == "cannot list folder: File name too long"
+    walked = stat_walk(tmp_path)
+    assert set(walked.sigs) == set(expected)
+    assert walked.errors == {k: v for k, v in expected.items() if v is not None}
+
+
+def test_a_root_that_is_not_a_folder_is_one_error_entry(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    walked = stat_walk(tmp_path / "file")
+    assert (
+        walked.errors
+        == walk_entries(tmp_path / "file")
+        == {b"": "cannot list folder: Not a directory"}
+    )
+
+
+def test_digests_keep_only_the_folders_that_moved(tmp_path: Path) -> None:
+    build_tree(tmp_path)
+    first = start_walk(tmp_path).result()
+    again = start_walk(tmp_path, first.digests).result()
+    assert again.changed == [] and again.state.sigs == {}
+    assert again.digests == first.digests and again.files == first.files
+    (tmp_path / "episodes/2023/02/run-3.md").write_text("longer text now")
+    (tmp_path / "flat/new.md").write_text("new")
+    moved = start_walk(tmp_path, first.digests).result()
+    assert sorted(moved.changed) == [b"episodes\x002023\x0002", b"flat"]
+    assert b"flat\0new.md" in moved.state.sigs
+    assert b"episodes\x002023\x0002\x00run-3.md" in moved.state.sigs
+    assert b"index.md" not in moved.state.sigs
+
+
+FORKED = """
+import json, os, sys
+from kiwifs import folderwalk
+
+root, unlistable = sys.argv[1], bytes.fromhex(sys.argv[2])
+serial = folderwalk.start_walk(root, parallel=False).result()
+folderwalk.PARALLEL_THRESHOLD = 0
+folderwalk.CHUNK = 4
+forks = []
+real_fork = os.fork
+def counting_fork():
+    pid = real_fork()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = counting_fork
+sizes = dict(serial.counts)
+sizes[unlistable] = 10**6  # so the plan lists its way down to it and it is a job of its own
+pending = folderwalk.start_walk(root, sizes=sizes)
+forked = pending.result()
+workers = len(forks)
+again = folderwalk.start_walk(root, serial.digests, sizes=sizes)
+steady = again.result()
+cancelled = folderwalk.start_walk(root, sizes=sizes)
+cancelled.cancel()
+try:
+    os.waitpid(-1, os.WNOHANG)
+    reaped = False
+except ChildProcessError:
+    reaped = True
+
+def state(w):
+    return {
+        "sigs": {k.hex(): v for k, v in w.state.sigs.items()},
+        "errors": {k.hex(): v for k, v in w.state.errors.items()},
+        "digests": {k.hex(): v.hex() for k, v in w.digests.items()},
+        "counts": {k.hex(): v for k, v in w.counts.items()},
+    }
+
+print(json.dumps({
+    "serial": state(serial),
+    "forked": state(forked),
+    "workers": workers,
+    "steady_forked": again.forked,
+    "steady_changed": [k.hex() for k in steady.changed],
+    "listed": len(pending.listed),
+    "cancel_forked": cancelled.forked,
+    "cancel_reaped": reaped,
+}))
+"""
+
+
+def test_forked_walk_equals_the_serial_walk(tmp_path: Path) -> None:
+    unlistable = build_tree(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", FORKED, str(tmp_path), unlistable.hex()],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = json.loads(out)
+    assert result["workers"] == 2
+    assert result["listed"] > 3, "the plan must have cut the tree below the root"
+    assert result["forked"] == result["serial"]
+    errors = result["serial"]["errors"]
+    assert errors[unlistable.hex()] == "cannot list folder: File name too long"
+    assert result["steady_forked"] and result["steady_changed"] == []
+    assert result["cancel_forked"] and result["cancel_reaped"], "cancel leaves no child behind"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_walk_in_a_threaded_process_does_not_fork(tmp_path: Path) -> None:
+    import threading
+
+    build_tree(tmp_path)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        sizes = start_walk(tmp_path).result().counts
+        pending = start_walk(tmp_path, sizes={k: v * 10**6 for k, v in sizes.items()})
+        assert not pending.forked
+        assert pending.result().state == stat_walk(tmp_path)
+    finally:
+        stop.set()
+        thread.join()
