@@ -5,9 +5,13 @@ Keep this file small and generic; helpers that only one test module needs live i
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -70,3 +74,33 @@ def make_root(tmp_path: Path) -> Callable[..., Path]:
         return write_files(folder, files or {})
 
     return make
+
+
+FORK_COUNTER = """
+import os
+forks = []  # the pids this process forked
+_real_fork = os.fork
+def _counting_fork():
+    pid = _real_fork()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = _counting_fork
+"""
+
+
+@pytest.fixture
+def run_counting_forks() -> Callable[..., Any]:
+    """Run a script in a fresh interpreter, with ``forks`` listing the children it forked.
+
+    Fresh, because the walk forks only in a single-threaded process and the test process may
+    have threads. Returns what the script prints, parsed as JSON.
+    """
+
+    def run(script: str, *args: str) -> Any:
+        command = [sys.executable, "-c", FORK_COUNTER + script, *args]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    return run

@@ -7,11 +7,10 @@ chunks so that even a small root is cut into sub-trees, big-folder chunks and tw
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,14 +98,6 @@ root, unlistable = sys.argv[1], bytes.fromhex(sys.argv[2])
 serial = folderwalk.start_walk(root, parallel=False).result()
 folderwalk.PARALLEL_THRESHOLD = 0
 folderwalk.CHUNK = 4
-forks = []
-real_fork = os.fork
-def counting_fork():
-    pid = real_fork()
-    if pid:
-        forks.append(pid)
-    return pid
-os.fork = counting_fork
 sizes = dict(serial.counts)
 sizes[unlistable] = 10**6  # so the plan lists its way down to it and it is a job of its own
 pending = folderwalk.start_walk(root, sizes=sizes)
@@ -143,15 +134,11 @@ print(json.dumps({
 """
 
 
-def test_forked_walk_equals_the_serial_walk(tmp_path: Path) -> None:
+def test_forked_walk_equals_the_serial_walk(
+    tmp_path: Path, run_counting_forks: Callable[..., Any]
+) -> None:
     unlistable = build_tree(tmp_path)
-    out = subprocess.run(
-        [sys.executable, "-c", FORKED, str(tmp_path), unlistable.hex()],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result = json.loads(out)
+    result = run_counting_forks(FORKED, str(tmp_path), unlistable.hex())
     assert result["workers"] == 2
     assert result["listed"] > 3, "the plan must have cut the tree below the root"
     assert result["forked"] == result["serial"]

@@ -6,11 +6,10 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -443,14 +442,6 @@ from kiwifs.jsontext import dumps_indented
 from kiwifs.knowledge import Knowledge
 
 folderwalk.PARALLEL_THRESHOLD = 0
-forks = []
-real_fork = os.fork
-def counting_fork():
-    pid = real_fork()
-    if pid:
-        forks.append(pid)
-    return pid
-os.fork = counting_fork
 root = sys.argv[1]
 with Knowledge.open(root) as kb:
     kb.reindex()
@@ -469,14 +460,11 @@ print(json.dumps({"steady": steady, "moved": moved, "scan": scan, "forks": len(f
 
 
 def test_an_answer_found_while_the_workers_walk_is_redone_if_the_walk_moved(
-    make_root: Callable[..., Path],
+    make_root: Callable[..., Path], run_counting_forks: Callable[..., Any]
 ) -> None:
     files = {f"episodes/e{i}.md": f"---\nepisode_id: e-{i}\n---\n" for i in range(6)}
     root = make_root({**files, "concepts/c.md": "no frontmatter\n"})
-    out = subprocess.run(
-        [sys.executable, "-c", FORKED_REPORT, str(root)], check=True, capture_output=True
-    ).stdout
-    result = json.loads(out)
+    result = run_counting_forks(FORKED_REPORT, str(root))
     assert result["steady_forks"] == 2 and result["forks"] == 4
     assert '"e-3"' in result["steady"].split('"unmerged"')[1]
     assert result["moved"] == result["scan"]
