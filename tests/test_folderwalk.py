@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kiwifs.folderwalk import start_walk, stat_walk
+from kiwifs.folderwalk import start_walk, stat_walk, worker_count
 from kiwifs.storage import walk
 
 SEGMENT = "d" * 250  # 20 nested: the deep end is longer than PATH_MAX, so it cannot be listed
@@ -98,6 +98,7 @@ root, unlistable = sys.argv[1], bytes.fromhex(sys.argv[2])
 serial = folderwalk.start_walk(root, parallel=False).result()
 folderwalk.PARALLEL_THRESHOLD = 0
 folderwalk.CHUNK = 4
+folderwalk.worker_count = lambda: 2  # whatever this machine's CPUs
 sizes = dict(serial.counts)
 sizes[unlistable] = 10**6  # so the plan lists its way down to it and it is a job of its own
 pending = folderwalk.start_walk(root, sizes=sizes)
@@ -105,6 +106,11 @@ forked = pending.result()
 workers = len(forks)
 again = folderwalk.start_walk(root, serial.digests, sizes=sizes)
 steady = again.result()
+folderwalk.worker_count = lambda: 3
+del forks[:]
+three = folderwalk.start_walk(root, sizes=sizes).result()
+three_workers = len(forks)
+folderwalk.worker_count = lambda: 2
 cancelled = folderwalk.start_walk(root, sizes=sizes)
 cancelled.cancel()
 try:
@@ -128,6 +134,8 @@ print(json.dumps({
     "steady_forked": again.forked,
     "steady_changed": [k.hex() for k in steady.changed],
     "listed": len(pending.listed),
+    "three": state(three),
+    "three_workers": three_workers,
     "cancel_forked": cancelled.forked,
     "cancel_reaped": reaped,
 }))
@@ -142,6 +150,7 @@ def test_forked_walk_equals_the_serial_walk(
     assert result["workers"] == 2
     assert result["listed"] > 3, "the plan must have cut the tree below the root"
     assert result["forked"] == result["serial"]
+    assert result["three_workers"] == 3 and result["three"] == result["serial"]
     errors = result["serial"]["errors"]
     assert errors[unlistable.hex()] == "cannot list folder: File name too long"
     assert result["steady_forked"] and result["steady_changed"] == []
@@ -157,6 +166,7 @@ def test_walk_in_a_threaded_process_does_not_fork(tmp_path: Path) -> None:
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
+        assert worker_count() == 0
         sizes = start_walk(tmp_path).result().counts
         pending = start_walk(tmp_path, sizes={k: v * 10**6 for k, v in sizes.items()})
         assert not pending.forked

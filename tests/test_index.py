@@ -443,6 +443,7 @@ from kiwifs.jsontext import dumps_indented
 from kiwifs.knowledge import Knowledge
 
 folderwalk.PARALLEL_THRESHOLD = 0
+folderwalk.worker_count = lambda: 2  # whatever this machine's CPUs
 root = sys.argv[1]
 with Knowledge.open(root) as kb:
     kb.reindex()

@@ -1,10 +1,11 @@
 """The stat walk of a whole root, cut into jobs and run by forked workers when it is large.
 
 A one-shot command must find edits made behind kiwifs's back, so it stats every file of the root
-(:mod:`statwalk`). Above :data:`PARALLEL_THRESHOLD` files two forked workers share that: the root
-and its biggest sub-trees are listed up front, and the rest becomes jobs — sub-trees to walk and
-chunks of big folders to sign — balanced by the entry counts of the last walk. :func:`start_walk`
-returns at once, so the caller can compute its answer meanwhile (:meth:`Index.reconcile_then`).
+(:mod:`statwalk`). Above :data:`PARALLEL_THRESHOLD` files, forked workers (one per CPU) share
+that: the root and its biggest sub-trees are listed up front, and the rest becomes jobs —
+sub-trees to walk and chunks of big folders to sign — balanced by the entry counts of the last
+walk. :func:`start_walk` returns at once, so the caller can compute its answer meanwhile
+(:meth:`Index.reconcile_then`).
 
 Only a single-threaded process forks (a thread's locks do not survive it); a server walks inline.
 A worker that fails is not an error: its jobs are done again in this process.
@@ -34,7 +35,7 @@ from .statwalk import (
 )
 
 PARALLEL_THRESHOLD = 20_000  # expected entries below which forking costs more than it saves
-WORKERS = 2
+MAX_WORKERS = 4  # worker processes: one per CPU, at most this many
 CHUNK = 4096  # names per signing job when a big folder is split between the workers
 MAX_SPLITS = 64  # folders listed up front to cut the tree into balanced jobs
 
@@ -111,16 +112,17 @@ class PendingWalk:
         self.base = base
         self.real_root = os.path.realpath(base)
         self.expected = expected
-        self.listed, self.jobs = _plan(base, sizes, split=parallel and bool(sizes))
+        workers = worker_count() if parallel else 0
+        self.listed, self.jobs = _plan(base, sizes, workers if sizes else 0)
         estimate = sum(job.size for job in self.jobs)
         self._workers: list[tuple[int, int, list[int]]] = []  # pid, read fd, job numbers
         self._outputs: dict[int, Any] = {}
         self.forked = False  # True when worker processes do the walk (the caller's core is free)
-        if parallel and estimate >= PARALLEL_THRESHOLD and _can_fork():
-            self._fork()
+        if workers > 1 and estimate >= PARALLEL_THRESHOLD:
+            self._fork(workers)
 
-    def _fork(self) -> None:
-        for numbers in _balance(self.jobs, WORKERS):
+    def _fork(self, workers: int) -> None:
+        for numbers in _balance(self.jobs, workers):
             read_fd, write_fd = os.pipe()
             try:
                 pid = os.fork()
@@ -240,8 +242,8 @@ def _add(walk: FolderWalk, result: FolderResult) -> None:
             walk.state.errors[key] = errors[name]
 
 
-def _plan(base: bytes, sizes: Mapping[bytes, int], split: bool) -> tuple[list[Folder], list[_Job]]:
-    """List the root (and, to balance the workers, the biggest sub-trees); make the jobs."""
+def _plan(base: bytes, sizes: Mapping[bytes, int], workers: int) -> tuple[list[Folder], list[_Job]]:
+    """List the root (and, to balance ``workers``, the biggest sub-trees); make the jobs."""
     root = Folder(b"", base)
     try:
         subs = list_folder(root)
@@ -251,10 +253,10 @@ def _plan(base: bytes, sizes: Mapping[bytes, int], split: bool) -> tuple[list[Fo
     totals = _subtree_sizes(sizes)
     listed = [root]
     trees = [_TreeJob(sub, root, totals.get(sub.key, 0)) for sub in subs]
-    for _ in range(MAX_SPLITS if split else 0):
+    for _ in range(MAX_SPLITS if workers > 1 else 0):
         total = sum(t.size for t in trees) + sum(len(f.names) for f in listed)
         biggest = max(trees, key=lambda t: t.size, default=None)
-        if biggest is None or biggest.size * WORKERS * 2 <= total:
+        if biggest is None or biggest.size * workers * 2 <= total:
             break
         try:
             subs = list_folder(biggest.folder)
@@ -293,15 +295,16 @@ def _balance(jobs: list[_Job], workers: int) -> list[list[int]]:
     return [b for b in bins if b]
 
 
-def _can_fork() -> bool:
-    """Fork only a single-threaded process (a thread's locks do not survive it) with two CPUs."""
+def worker_count() -> int:
+    """Worker processes for a large walk: one per CPU (at most :data:`MAX_WORKERS`); 0 when this
+    process must not fork — it has threads, whose locks do not survive a fork, or one CPU."""
     if not hasattr(os, "fork") or threading.active_count() != 1:
-        return False
+        return 0
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:
         cpus = os.cpu_count() or 1
-    return cpus > 1
+    return min(cpus, MAX_WORKERS) if cpus > 1 else 0
 
 
 def _unpickle(data: bytes, status: int, count: int) -> list[Any] | None:
