@@ -2,7 +2,7 @@
 
 Each route parses its query, headers and body, makes one call on ``Knowledge`` in a worker thread
 (the core is synchronous) and formats the answer. Errors from the core are mapped to HTTP in one
-table, :data:`STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+table, :data:`restio.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 """
 
 from __future__ import annotations
@@ -13,114 +13,36 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__
-from .auth import api_key_for, check_bearer
-from .errors import KiwiError, PayloadTooLarge, UsageError
+from .auth import api_key_for
+from .errors import UsageError
 from .knowledge import Knowledge, utc_http_date
-from .memory import MergeEntry
 from .pipeline import etag_list
 from .provenance import DEFAULT_ACTOR as ANONYMOUS
 from .provenance import sanitize_actor
+from .restio import (
+    MAX_FILE_BYTES,
+    actor_of,
+    auth_dependency,
+    entry_list,
+    error_response,
+    install_error_handlers,
+    merge_entry,
+    optional_int,
+    quoted,
+    read_body,
+    read_json,
+    require_str,
+    run,
+)
 
 log = logging.getLogger("kiwifs.rest")
-T = TypeVar("T")
-
-MAX_FILE_BYTES = 32 * 1024 * 1024
-MAX_JSON_BYTES = 110 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
-
-STATUS: dict[str, int] = {
-    "usage": 400,
-    "invalid_path": 400,
-    "invalid_provenance": 400,
-    "invalid_query": 400,
-    "invalid_frontmatter": 400,
-    "root_not_found": 404,
-    "not_found": 404,
-    "conflict": 409,
-    "too_large": 413,
-    "unauthorized": 401,
-    "locked": 423,
-}
-
-
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
-
-
-def kiwi_error_response(exc: KiwiError) -> JSONResponse:
-    status = STATUS.get(exc.code, 500)
-    if status >= 500:
-        log.error("internal error: %s", exc.message)
-        return error_response(status, "internal server error")
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    resp = error_response(status, exc.message)
-    if headers:
-        resp.headers.update(headers)
-    return resp
-
-
-async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a synchronous core call in a worker thread."""
-    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-
-
-def quoted(etag: str) -> str:
-    return f'"{etag}"'
-
-
-def actor_of(request: Request) -> str:
-    return sanitize_actor(request.headers.get("x-actor"), ANONYMOUS)
-
-
-async def read_body(request: Request, limit: int, what: str) -> bytes:
-    """The request body, refusing more than ``limit`` bytes without reading it all."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(what)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(what)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_json(request: Request) -> dict[str, Any]:
-    body = await read_body(request, MAX_JSON_BYTES, "request body exceeds 110 MB limit")
-    try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"invalid JSON body: {exc}") from exc
-    if not isinstance(value, dict):
-        raise UsageError("the JSON body must be an object")
-    return value
-
-
-def require_str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{key} is required (a non-empty string)")
-    return value
-
-
-def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
-    """A dependency refusing requests without ``Authorization: Bearer <key>`` (fails closed)."""
-
-    async def check(request: Request) -> None:
-        check_bearer(request.headers.get("authorization"), api_key)
-
-    return check
 
 
 def create_app(
@@ -142,7 +64,7 @@ def create_app(
             await run(kb.close)
 
     app = FastAPI(title="kiwifs", version=__version__, lifespan=lifespan)
-    _install_error_handlers(app)
+    install_error_handlers(app)
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, str]:
@@ -158,32 +80,6 @@ def create_app(
     if extra_mounts is not None:
         extra_mounts(app, auth)
     return app
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(KiwiError)
-    async def on_kiwi_error(_: Request, exc: KiwiError) -> JSONResponse:
-        return kiwi_error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, _validation_message(exc))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
-
-
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "body", "header")]
-        name = ".".join(loc) or "request"
-        if err.get("type") == "missing":
-            parts.append(f"{name} is required")
-        else:
-            parts.append(f"{name}: {err.get('msg', 'invalid value')}")
-    return "; ".join(parts) or "invalid request"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,8 +284,8 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
         report = await run(
             kb.memory_report,
             episodes_prefix or None,
-            _optional_int("limit", limit),
-            _optional_int("offset", offset) or 0,
+            optional_int("limit", limit),
+            optional_int("offset", offset) or 0,
         )
         return JSONResponse(report.to_json())
 
@@ -397,7 +293,7 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
     async def memory_merge(request: Request) -> JSONResponse:
         body = await read_json(request)
         page = require_str(body, "path")
-        entries = [_merge_entry(i, e) for i, e in enumerate(_entry_list(body))]
+        entries = [merge_entry(i, e) for i, e in enumerate(entry_list(body))]
         result = await run(
             kb.merge,
             page,
@@ -412,38 +308,6 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             "added": [e.to_yaml_fields() for e in result.added],
         }
         return JSONResponse(payload, headers={"ETag": quoted(result.etag)})
-
-
-def _optional_int(name: str, value: str | None) -> int | None:
-    """A whole-number query parameter where an empty value means "not given"."""
-    if value is None or not value.strip():
-        return None
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise UsageError(f"{name} must be a whole number, got {value!r}") from None
-
-
-def _entry_list(body: dict[str, Any]) -> list[Any]:
-    entries = body.get("entries")
-    if not isinstance(entries, list) or not entries:
-        raise UsageError("entries is required (a non-empty list of {type?, id?, path?, note?})")
-    return entries
-
-
-def _merge_entry(index: int, raw: Any) -> MergeEntry:
-    if not isinstance(raw, dict):
-        raise UsageError(f"entries[{index}] must be an object")
-    fields: dict[str, str] = {}
-    for key in ("type", "id", "path", "note", "date"):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise UsageError(f"entries[{index}].{key} must be a string")
-        fields[key] = str(value)
-    fields.setdefault("type", "episode")
-    return MergeEntry(**fields)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,174 @@
+"""Request and response plumbing of the REST adapter, kept apart from the routes.
+
+The one table mapping core error codes to HTTP statuses (:data:`STATUS`) with KiwiFS's
+``{"error": "…"}`` body, the exception handlers that use it, bounded body reading, JSON body
+fields, query numbers where empty means "not given", and the bearer-auth dependency.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .auth import check_bearer
+from .errors import KiwiError, PayloadTooLarge, UsageError
+from .memory import MergeEntry
+from .provenance import DEFAULT_ACTOR as ANONYMOUS
+from .provenance import sanitize_actor
+
+log = logging.getLogger("kiwifs.rest")
+T = TypeVar("T")
+
+MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_JSON_BYTES = 110 * 1024 * 1024
+
+STATUS: dict[str, int] = {
+    "usage": 400,
+    "invalid_path": 400,
+    "invalid_provenance": 400,
+    "invalid_query": 400,
+    "invalid_frontmatter": 400,
+    "root_not_found": 404,
+    "not_found": 404,
+    "conflict": 409,
+    "too_large": 413,
+    "unauthorized": 401,
+    "locked": 423,
+}
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def kiwi_error_response(exc: KiwiError) -> JSONResponse:
+    status = STATUS.get(exc.code, 500)
+    if status >= 500:
+        log.error("internal error: %s", exc.message)
+        return error_response(status, "internal server error")
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    resp = error_response(status, exc.message)
+    if headers:
+        resp.headers.update(headers)
+    return resp
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a synchronous core call in a worker thread."""
+    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def quoted(etag: str) -> str:
+    return f'"{etag}"'
+
+
+def actor_of(request: Request) -> str:
+    return sanitize_actor(request.headers.get("x-actor"), ANONYMOUS)
+
+
+async def read_body(request: Request, limit: int, what: str) -> bytes:
+    """The request body, refusing more than ``limit`` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(what)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(what)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    body = await read_body(request, MAX_JSON_BYTES, "request body exceeds 110 MB limit")
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"invalid JSON body: {exc}") from exc
+    if not isinstance(value, dict):
+        raise UsageError("the JSON body must be an object")
+    return value
+
+
+def require_str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{key} is required (a non-empty string)")
+    return value
+
+
+def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
+    """A dependency refusing requests without ``Authorization: Bearer <key>`` (fails closed)."""
+
+    async def check(request: Request) -> None:
+        check_bearer(request.headers.get("authorization"), api_key)
+
+    return check
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(KiwiError)
+    async def on_kiwi_error(_: Request, exc: KiwiError) -> JSONResponse:
+        return kiwi_error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+
+def validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "body", "header")]
+        name = ".".join(loc) or "request"
+        if err.get("type") == "missing":
+            parts.append(f"{name} is required")
+        else:
+            parts.append(f"{name}: {err.get('msg', 'invalid value')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def optional_int(name: str, value: str | None) -> int | None:
+    """A whole-number query parameter where an empty value means "not given"."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise UsageError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def entry_list(body: dict[str, Any]) -> list[Any]:
+    entries = body.get("entries")
+    if not isinstance(entries, list) or not entries:
+        raise UsageError("entries is required (a non-empty list of {type?, id?, path?, note?})")
+    return entries
+
+
+def merge_entry(index: int, raw: Any) -> MergeEntry:
+    if not isinstance(raw, dict):
+        raise UsageError(f"entries[{index}] must be an object")
+    fields: dict[str, str] = {}
+    for key in ("type", "id", "path", "note", "date"):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise UsageError(f"entries[{index}].{key} must be a string")
+        fields[key] = str(value)
+    fields.setdefault("type", "episode")
+    return MergeEntry(**fields)

@@ -1,0 +1,59 @@
+"""REST plumbing without a server: the status table and the body and query parsers.
+
+The routes themselves are tested against a real ``kiwifs serve`` in ``test_rest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kiwifs import errors
+from kiwifs.errors import KiwiError, UsageError
+from kiwifs.memory import MergeEntry
+from kiwifs.restio import STATUS, entry_list, kiwi_error_response, merge_entry, optional_int
+
+SERVER_FAULTS = {"error", "config", "storage"}  # the server's own trouble: 500, no details
+
+
+def error_classes() -> list[type[KiwiError]]:
+    found = [c for c in vars(errors).values() if isinstance(c, type)]
+    return [c for c in found if issubclass(c, KiwiError)]
+
+
+def test_every_client_error_code_has_a_status() -> None:
+    codes = {c.code for c in error_classes()}
+    assert codes - SERVER_FAULTS == set(STATUS)
+    assert all(400 <= status < 500 for status in STATUS.values())
+
+
+def test_server_faults_hide_their_message() -> None:
+    resp = kiwi_error_response(errors.StorageError("disk path /secret failed"))
+    assert resp.status_code == 500
+    assert json.loads(resp.body) == {"error": "internal server error"}
+
+
+def test_unauthorized_asks_for_a_bearer_token() -> None:
+    resp = kiwi_error_response(errors.Unauthorized("missing token"))
+    assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, None), ("", None), ("  ", None), (" 7 ", 7)])
+def test_optional_int_treats_empty_as_not_given(raw: str | None, expected: int | None) -> None:
+    assert optional_int("limit", raw) == expected
+
+
+def test_optional_int_refuses_words() -> None:
+    with pytest.raises(UsageError, match="limit must be a whole number, got 'ten'"):
+        optional_int("limit", "ten")
+
+
+def test_merge_entries_are_checked_one_by_one() -> None:
+    assert merge_entry(0, {"id": 42}) == MergeEntry(type="episode", id="42")
+    with pytest.raises(UsageError, match=r"entries\[1\] must be an object"):
+        merge_entry(1, "run:1")
+    with pytest.raises(UsageError, match=r"entries\[2\]\.note must be a string"):
+        merge_entry(2, {"id": "a", "note": ["x"]})
+    with pytest.raises(UsageError, match="entries is required"):
+        entry_list({"entries": []})
