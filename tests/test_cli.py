@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gitrepo import git_line
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 
@@ -41,13 +42,6 @@ def kiwifs(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
         env={**os.environ, "NO_COLOR": "1"},
         check=False,
     )
-
-
-def git(root: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
 
 
 def fm(*lines: str) -> str:
@@ -118,9 +112,9 @@ def test_init_knowledge_template(fresh: tuple[Path, subprocess.CompletedProcess[
     )
     schema = (root / "SCHEMA.md").read_text()
     assert "episodes/" in schema and "merged-from" in schema
-    assert git(root, "rev-list", "--count", "HEAD") == "1"
-    assert git(root, "status", "--porcelain") == ""
-    tracked = git(root, "ls-files").splitlines()
+    assert git_line(root, "rev-list", "--count", "HEAD") == "1"
+    assert git_line(root, "status", "--porcelain") == ""
+    tracked = git_line(root, "ls-files").splitlines()
     assert EXAMPLE in tracked and ".kiwi/config.toml" in tracked
 
 
@@ -160,7 +154,7 @@ def test_init_blank_template(tmp_path: Path) -> None:
     assert (root / "index.md").is_file()
     assert (root / ".kiwi/config.toml").is_file()
     assert not (root / "episodes").exists()
-    assert git(root, "rev-list", "--count", "HEAD") == "1"
+    assert git_line(root, "rev-list", "--count", "HEAD") == "1"
 
 
 def test_templates_are_packaged() -> None:
@@ -317,8 +311,8 @@ def test_merge_flow_and_fail_on_unmerged(tmp_path: Path) -> None:
     ]
     assert {e["note"] for e in entries} == {"batch 1"}
     assert {e["actor"] for e in entries} == {"consolidator"}
-    assert git(root, "log", "-1", "--format=%an") == "consolidator"
-    head = git(root, "rev-parse", "HEAD")
+    assert git_line(root, "log", "-1", "--format=%an") == "consolidator"
+    head = git_line(root, "rev-parse", "HEAD")
 
     again = kiwifs(
         "memory", "merge", "concepts/summary.md", "-r", str(root), "-j",
@@ -327,7 +321,7 @@ def test_merge_flow_and_fail_on_unmerged(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["added"] == []
     assert json.loads(again.stdout)["created"] is False
-    assert git(root, "rev-parse", "HEAD") == head
+    assert git_line(root, "rev-parse", "HEAD") == head
 
     gate = kiwifs("memory", "report", "-r", str(root), "--fail-on-unmerged")
     assert gate.returncode == 0, gate.stdout + gate.stderr

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gitrepo import commit_count, git
 from kiwifs.committer import PendingCommit, batch_message
 from kiwifs.knowledge import Knowledge
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    ).stdout
-
-
-def commit_count(root: Path) -> int:
-    return int(git(root, "rev-list", "--count", "HEAD"))
 
 
 @pytest.fixture

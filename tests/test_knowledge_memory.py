@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from gitrepo import commit_count, git_line
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
@@ -16,17 +16,6 @@ from kiwifs.memory import MergeEntry
 from kiwifs.versioning import blob_id
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-
-
-def git(root: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
-
-
-def commits(root: Path) -> int:
-    return int(git(root, "rev-list", "--count", "HEAD"))
 
 
 @pytest.fixture
@@ -66,13 +55,13 @@ def test_merge_is_idempotent(kb: Knowledge, root: Path) -> None:
     first = kb.merge("concepts/x.md", entries)
     assert len(first.added) == 2
     before = (root / "concepts/x.md").read_bytes()
-    head, count = git(root, "rev-parse", "HEAD"), commits(root)
+    head, count = git_line(root, "rev-parse", "HEAD"), commit_count(root)
     again = kb.merge("concepts/x.md", entries)
     assert again.added == ()
     assert not again.created
     assert again.etag == first.etag
     assert (root / "concepts/x.md").read_bytes() == before
-    assert (git(root, "rev-parse", "HEAD"), commits(root)) == (head, count)
+    assert (git_line(root, "rev-parse", "HEAD"), commit_count(root)) == (head, count)
 
 
 @pytest.mark.parametrize(
@@ -198,11 +187,11 @@ def test_bad_entries_are_refused_and_nothing_is_written(
     kb: Knowledge, root: Path, entries: list[MergeEntry]
 ) -> None:
     page = write(root, "concepts/x.md", "---\ntitle: x\n---\nbody\n")
-    before, count = page.read_bytes(), commits(root)
+    before, count = page.read_bytes(), commit_count(root)
     with pytest.raises(UsageError):
         kb.merge("concepts/x.md", entries)
     assert page.read_bytes() == before
-    assert commits(root) == count
+    assert commit_count(root) == count
     with pytest.raises(UsageError):
         kb.merge("concepts/never.md", entries)
     assert not (root / "concepts/never.md").exists()
@@ -243,15 +232,17 @@ def test_date_defaults_to_now_utc_and_actor_to_the_caller(kb: Knowledge, root: P
 def test_merge_commits_with_the_actor_as_author(
     kb: Knowledge, root: Path, actor: str | None, author: str
 ) -> None:
-    count = commits(root)
+    count = commit_count(root)
     kb.merge("concepts/x.md", [MergeEntry(id="e1")], actor=actor)
-    assert commits(root) == count + 1
-    assert git(root, "log", "-1", "--format=%an") == author
-    assert git(root, "log", "-1", "--format=%cn") == author
+    assert commit_count(root) == count + 1
+    assert git_line(root, "log", "-1", "--format=%an") == author
+    assert git_line(root, "log", "-1", "--format=%cn") == author
     assert kb.git is not None
     kb.git.sync_index()  # the git index file is written off the write path; force it here
-    assert git(root, "status", "--porcelain", "--", "concepts/x.md") == ""
-    assert git(root, "show", "HEAD:concepts/x.md") == (root / "concepts/x.md").read_text().strip()
+    assert git_line(root, "status", "--porcelain", "--", "concepts/x.md") == ""
+    assert (
+        git_line(root, "show", "HEAD:concepts/x.md") == (root / "concepts/x.md").read_text().strip()
+    )
 
 
 @pytest.mark.parametrize(
@@ -268,11 +259,11 @@ def test_broken_frontmatter_page_is_refused_and_left_alone(
     kb: Knowledge, root: Path, content: bytes
 ) -> None:
     page = write(root, "concepts/broken.md", content)
-    count = commits(root)
+    count = commit_count(root)
     with pytest.raises(InvalidFrontmatter):
         kb.merge("concepts/broken.md", [MergeEntry(id="e1")])
     assert page.read_bytes() == content
-    assert commits(root) == count
+    assert commit_count(root) == count
 
 
 @pytest.mark.parametrize(

@@ -6,28 +6,18 @@ all or nothing; a crash between the disk write and the commit is repaired at the
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from gitrepo import commit_count, git
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, NotFound, UsageError
 from kiwifs.events import Event
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 from kiwifs.pipeline import JOURNAL, STATE_DIR, parse_if_match
 from kiwifs.versioning import blob_id
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    ).stdout
-
-
-def commit_count(root: Path) -> int:
-    return int(git(root, "rev-list", "--count", "HEAD"))
 
 
 def last_commit(root: Path) -> tuple[str, str, str]:

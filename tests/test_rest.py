@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gitrepo import commit_count, git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest import create_app
 from kiwifs.versioning import blob_id
@@ -44,16 +45,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    ).stdout
-
-
-def commit_count(root: Path) -> int:
-    return int(git(root, "rev-list", "--count", "HEAD"))
 
 
 def init_root(path: Path) -> Path:
