@@ -7,7 +7,7 @@ sub-trees to walk and chunks of big folders to sign — balanced by the entry co
 walk. :func:`start_walk` returns at once, so the caller can compute its answer meanwhile
 (:meth:`Index.reconcile_then`).
 
-Only a single-threaded process forks (a thread's locks do not survive it); a server walks inline.
+Only a single-threaded process on Linux forks (:mod:`forking`); a server walks inline.
 A worker that fails is not an error: its jobs are done again in this process.
 """
 
@@ -17,12 +17,12 @@ import contextlib
 import os
 import pickle
 import signal
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .filerecord import error_sig
+from .forking import fork_is_safe, usable_cpus
 from .statwalk import (
     Folder,
     FolderResult,
@@ -297,13 +297,10 @@ def _balance(jobs: list[_Job], workers: int) -> list[list[int]]:
 
 def worker_count() -> int:
     """Worker processes for a large walk: one per CPU (at most :data:`MAX_WORKERS`); 0 when this
-    process must not fork — it has threads, whose locks do not survive a fork, or one CPU."""
-    if not hasattr(os, "fork") or threading.active_count() != 1:
+    process must not fork (see :mod:`forking`) or has one CPU."""
+    if not fork_is_safe():
         return 0
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     return min(cpus, MAX_WORKERS) if cpus > 1 else 0
 
 

@@ -19,7 +19,6 @@ import os
 import re
 import stat
 import sys
-import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -29,6 +28,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 
 from .fastfm import relevant_frontmatter
+from .forking import fork_is_safe, usable_cpus
 from .markdown import Block, parse_yaml
 from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
 from .storage import WalkEntry, WalkRow, walk_rows
@@ -162,7 +162,7 @@ def scan_facts(root: Path, workers: int | None = None) -> Iterator[FileFacts]:
     answer does not depend on it.
     """
     jobs = walk_jobs(root)
-    count = default_workers() if workers is None else workers
+    count = usable_cpus() if workers is None else workers
     if count <= 1:
         yield from map(_facts_of_job, jobs)
         return
@@ -173,13 +173,6 @@ def scan_facts(root: Path, workers: int | None = None) -> Iterator[FileFacts]:
             return
         jobs = chain(first, jobs)
     yield from parallel_facts(jobs, count)
-
-
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def parallel_facts(
@@ -236,7 +229,7 @@ def pool_context() -> BaseContext | None:
     libraries do not survive a fork, so those get a fork server that imports only this module.
     Where there is none (Windows), the scan stays in this process.
     """
-    if sys.platform.startswith("linux") and _single_threaded():
+    if fork_is_safe():
         return multiprocessing.get_context("fork")
     if "forkserver" in multiprocessing.get_all_start_methods():
         return forkserver_context()
@@ -248,15 +241,6 @@ def forkserver_context() -> BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     return context
-
-
-def _single_threaded() -> bool:
-    if threading.active_count() != 1:
-        return False
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return True
 
 
 def _submit(pool: ProcessPoolExecutor, chunk: list[Job]) -> Future[list[FactsRow]] | None:
