@@ -158,6 +158,12 @@ class IndexKeeper:
 
     # -- answers ----------------------------------------------------------------------------
 
+    def _answers_reports(self) -> bool:
+        """True when the report should come from the index: it exists and lives in the root."""
+        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
+            return False
+        return self.in_root()
+
     def memory_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport | None:
         """The report from the index, or ``None`` when the scan is the better answer.
 
@@ -166,9 +172,7 @@ class IndexKeeper:
         reads only frontmatter. A one-shot ``kiwifs memory report`` on a fresh root therefore
         scans; ``kiwifs reindex``, ``serve``, ``mcp``, search and meta build the index.
         """
-        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
-            return None
-        if not self.in_root():
+        if not self._answers_reports():
             return None
 
         def run(index: Index) -> MemoryReport:
@@ -186,9 +190,7 @@ class IndexKeeper:
         self, prefix: str, limit: int | None, offset: int
     ) -> ReportDocument | None:
         """:meth:`memory_report` as a printable document (``None``: use the scan)."""
-        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
-            return None
-        if not self.in_root():
+        if not self._answers_reports():
             return None
 
         def run(index: Index) -> ReportDocument:

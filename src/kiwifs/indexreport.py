@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .filerecord import path_key, py_text
 from .jsontext import RenderedItems, dumps_indented
@@ -25,6 +25,8 @@ from .memory import (
     MemoryReport,
     check_paging,
 )
+
+T = TypeVar("T")
 
 _EPISODES = (
     "SELECT {cols} FROM files WHERE kind_class = 1{extra}"
@@ -49,6 +51,26 @@ class Totals:
     refs: int
     warnings: tuple[str, ...]
 
+    def report(
+        self,
+        prefix: str,
+        limit: int | None,
+        offset: int,
+        files: tuple[EpisodicFile, ...] = (),
+        unmerged: tuple[EpisodicFile, ...] = (),
+    ) -> MemoryReport:
+        return MemoryReport(
+            episodic_count=self.count,
+            merged_from_refs=self.refs,
+            episodic_files=files,
+            unmerged=unmerged,
+            warnings=self.warnings,
+            unmerged_count=self.unmerged_count,
+            episodes_prefix=prefix,
+            limit=limit,
+            offset=offset,
+        )
+
 
 def report(
     conn: sqlite3.Connection,
@@ -65,26 +87,9 @@ def report(
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
     with snapshot(conn):
-        if totals is None:
-            count, unmerged_count = _counts(conn, lo, hi)
-            refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
-            totals = Totals(count, unmerged_count, int(refs), _warnings(conn, lo, hi))
-        if limit is None:
-            files, unmerged = _all_pages(conn, lo, hi, offset)
-        else:
-            files = _page(conn, lo, hi, "", limit, offset)
-            unmerged = _page(conn, lo, hi, " AND covered = 0", limit, offset)
-    result = MemoryReport(
-        episodic_count=totals.count,
-        merged_from_refs=totals.refs,
-        episodic_files=files,
-        unmerged=unmerged,
-        warnings=totals.warnings,
-        unmerged_count=totals.unmerged_count,
-        episodes_prefix=prefix,
-        limit=limit,
-        offset=offset,
-    )
+        totals = totals if totals is not None else _totals(conn, lo, hi)
+        files, unmerged = _lists(conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic)
+    result = totals.report(prefix, limit, offset, tuple(files), tuple(unmerged))
     return result, totals
 
 
@@ -111,26 +116,52 @@ def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[int, int]:
     return total, unmerged
 
 
+def _totals(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Totals:
+    count, unmerged_count = _counts(conn, lo, hi)
+    refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
+    return Totals(count, unmerged_count, int(refs), _warnings(conn, lo, hi))
+
+
+EPISODE_COLUMNS = "path, episode_id, memory_kind"
+
+
+def _lists(
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes,
+    limit: int | None,
+    offset: int,
+    columns: str,
+    make: Callable[..., T],
+) -> tuple[list[T], list[T]]:
+    """The two lists of a report (episodic files, unmerged), paged; ``make`` builds an item from
+    a row's ``columns``. Unpaged, both come from one pass (unmerged is a subset)."""
+    if limit is None:
+        sql = _EPISODES.format(cols=f"key, covered, {columns}", extra="") + " ORDER BY 1"
+        rows = conn.execute(sql, (lo, hi)).fetchall()
+        files = [make(*row[2:]) for row in rows]
+        unmerged = [f for f, row in zip(files, rows, strict=True) if not row[1]]
+        return files[offset:], unmerged[offset:]
+    return (
+        _page(conn, lo, hi, "", limit, offset, columns, make),
+        _page(conn, lo, hi, " AND covered = 0", limit, offset, columns, make),
+    )
+
+
 def _page(
-    conn: sqlite3.Connection, lo: bytes, hi: bytes, extra: str, limit: int | None, offset: int
-) -> tuple[EpisodicFile, ...]:
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes,
+    extra: str,
+    limit: int,
+    offset: int,
+    columns: str,
+    make: Callable[..., T],
+) -> list[T]:
     if limit == 0:
-        return ()
-    sql = _EPISODES.format(cols="key, path, episode_id, memory_kind", extra=extra)
-    sql += " ORDER BY 1 LIMIT ? OFFSET ?"
-    rows = conn.execute(sql, (lo, hi, -1 if limit is None else limit, offset))
-    return tuple(_episodic(p, e, m) for _, p, e, m in rows)
-
-
-def _all_pages(
-    conn: sqlite3.Connection, lo: bytes, hi: bytes, offset: int
-) -> tuple[tuple[EpisodicFile, ...], tuple[EpisodicFile, ...]]:
-    """Both unlimited lists from one pass (unmerged is a subset of the episodic files)."""
-    sql = _EPISODES.format(cols="key, path, episode_id, memory_kind, covered", extra="")
-    rows = conn.execute(sql + " ORDER BY 1", (lo, hi)).fetchall()
-    files = [_episodic(p, e, m) for _, p, e, m, _ in rows]
-    unmerged = [f for f, row in zip(files, rows, strict=True) if not row[4]]
-    return tuple(files[offset:]), tuple(unmerged[offset:])
+        return []
+    sql = _EPISODES.format(cols=f"key, {columns}", extra=extra) + " ORDER BY 1 LIMIT ? OFFSET ?"
+    return [make(*row[1:]) for row in conn.execute(sql, (lo, hi, limit, offset))]
 
 
 def _episodic(path: str | bytes, episode_id: str | bytes, kind: str | bytes) -> EpisodicFile:
@@ -193,42 +224,12 @@ def report_document(
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
     with snapshot(conn):
-        count, unmerged_count = _counts(conn, lo, hi)
-        refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
-        warnings = _warnings(conn, lo, hi)
-        if limit is None:
-            files, unmerged = _all_entries(conn, lo, hi, offset)
-        else:
-            files = _entries(conn, lo, hi, "", limit, offset)
-            unmerged = _entries(conn, lo, hi, " AND covered = 0", limit, offset)
-    shell = MemoryReport(count, int(refs), (), (), warnings, unmerged_count, prefix, limit, offset)
-    document = shell.to_json()
+        totals = _totals(conn, lo, hi)
+        files, unmerged = _lists(conn, lo, hi, limit, offset, "entry", py_text)
+    document = totals.report(prefix, limit, offset).to_json()
     document["episodic_files"] = RenderedItems(files, ENTRY_DEPTH)
     document["unmerged"] = RenderedItems(unmerged, ENTRY_DEPTH)
-    return document, unmerged_count
-
-
-def _entries(
-    conn: sqlite3.Connection, lo: bytes, hi: bytes, extra: str, limit: int, offset: int
-) -> list[str]:
-    if limit == 0:
-        return []
-    sql = _EPISODES.format(cols="key, entry", extra=extra) + " ORDER BY 1 LIMIT ? OFFSET ?"
-    return _texts(e for _, e in conn.execute(sql, (lo, hi, limit, offset)))
-
-
-def _all_entries(
-    conn: sqlite3.Connection, lo: bytes, hi: bytes, offset: int
-) -> tuple[list[str], list[str]]:
-    sql = _EPISODES.format(cols="key, covered, entry", extra="") + " ORDER BY 1"
-    rows = conn.execute(sql, (lo, hi)).fetchall()
-    files = _texts(e for _, _, e in rows)
-    unmerged = [e for e, (_, covered, _) in zip(files, rows, strict=True) if not covered]
-    return files[offset:], unmerged[offset:]
-
-
-def _texts(values: Iterable[str | bytes]) -> list[str]:
-    return [v if type(v) is str else py_text(v) for v in values]
+    return document, totals.unmerged_count
 
 
 def stored_facts(conn: sqlite3.Connection) -> Iterator[FileFacts]:
