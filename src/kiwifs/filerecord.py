@@ -25,6 +25,7 @@ from typing import Any
 
 from .markdown import read_frontmatter
 from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
+from .storage import os_error_text
 from .versioning import blob_id
 
 RACY_NS = 2_000_000_000
@@ -114,7 +115,7 @@ def read_record(key: bytes, rel: str, path: str | bytes) -> FileRecord | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return error_record(key, rel, _why(exc))
+        return error_record(key, rel, os_error_text(exc))
     if not stat.S_ISREG(st.st_mode):
         return error_record(key, rel, NOT_REGULAR_FILE)  # a FIFO would block the read
     sig = stat_sig(st)
@@ -124,7 +125,9 @@ def read_record(key: bytes, rel: str, path: str | bytes) -> FileRecord | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return FileRecord(key, unreadable_facts(rel, _why(exc)), sig, st.st_size, st.st_mtime_ns)
+        return FileRecord(
+            key, unreadable_facts(rel, os_error_text(exc)), sig, st.st_size, st.st_mtime_ns
+        )
     return record_of_bytes(key, rel, data, sig, st.st_mtime_ns)
 
 
@@ -143,10 +146,6 @@ def record_of_bytes(
         frontmatter=json.dumps(json_safe(fm.data), ensure_ascii=False, allow_nan=False),
         text=data.decode("utf-8", errors="replace"),
     )
-
-
-def _why(exc: OSError) -> str:
-    return exc.strerror or str(exc)
 
 
 def json_safe(value: Any, _seen: frozenset[int] = frozenset()) -> Any:

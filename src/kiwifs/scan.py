@@ -31,7 +31,7 @@ from .fastfm import relevant_frontmatter
 from .forking import fork_is_safe, usable_cpus
 from .markdown import Block, parse_yaml
 from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
-from .storage import WalkEntry, WalkRow, walk_rows
+from .storage import WalkEntry, WalkRow, os_error_text, walk_rows
 
 HEAD_BYTES = 8 * 1024
 PARALLEL_THRESHOLD = 3000
@@ -132,7 +132,7 @@ def _facts_of_job(job: Job) -> FileFacts:
     try:
         _, block = _read_block(path)
     except OSError as exc:
-        return unreadable_facts(rel, exc.strerror or str(exc))
+        return unreadable_facts(rel, os_error_text(exc))
     return _facts_of_block(rel, block)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 
 from .filerecord import error_sig, path_key, raw_sig
+from .storage import link_problem, os_error_text
 
 MD = b".md"
 DOT = 46  # ord(".")
@@ -101,7 +102,7 @@ def list_folder(folder: Folder) -> list[Folder]:
                 is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError as exc:
                 if name.endswith(MD):
-                    folder.add_error(name, f"cannot read: {_why(exc)}")
+                    folder.add_error(name, f"cannot read: {os_error_text(exc)}")
                 continue
             if is_dir:
                 subs.append(Folder(folder.entry_key(name), entry.path))
@@ -167,7 +168,7 @@ def sign_names(
                         sigs.append(raw_sig(_lstat(folder.path, name, fd)))
                         continue
                 except OSError as exc:
-                    error = f"cannot read: {_why(exc)}"
+                    error = f"cannot read: {os_error_text(exc)}"
             errors[name] = error
             sigs.append(error_sig(error))
     finally:
@@ -196,21 +197,12 @@ def _lstat(folder: bytes, name: bytes, fd: int | None) -> os.stat_result:
 
 
 def cannot_list(exc: OSError) -> str:
-    return f"cannot list folder: {_why(exc)}"
+    return f"cannot list folder: {os_error_text(exc)}"
 
 
 def _link_problem(real_root: bytes, path: bytes) -> str | None:
-    """The walk's verdict on a symlinked ``.md`` file (``None`` when it may be read)."""
-    target = os.path.realpath(path)
-    if not (target == real_root or target.startswith(real_root.rstrip(b"/") + b"/")):
-        return "symlink points outside the root"
-    if not os.path.isfile(target):
-        return "broken symlink"
-    return None
-
-
-def _why(exc: OSError) -> str:
-    return exc.strerror or str(exc)
+    """:func:`storage.link_problem` for the walk's byte paths (symlinks are rare)."""
+    return link_problem(os.fsdecode(real_root), os.fsdecode(path))
 
 
 @dataclass(frozen=True)
@@ -249,7 +241,7 @@ def probe(root: str | os.PathLike[str], rel: str) -> Probe | None:
     except FileNotFoundError:
         return Probe(key, rel, False)
     except OSError as exc:
-        return Probe(key, rel, True, f"cannot read: {_why(exc)}")
+        return Probe(key, rel, True, f"cannot read: {os_error_text(exc)}")
     if stat.S_ISDIR(st.st_mode):
         return Probe(key, rel, False)
     if stat.S_ISLNK(st.st_mode):

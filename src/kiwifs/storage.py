@@ -73,7 +73,6 @@ def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
     """
     base = os.fspath(root)
     real_root = os.path.realpath(base)
-    outside_prefix = real_root.rstrip(os.sep) + os.sep
     listing = _listing(prefix, os.path.join(base, prefix) if prefix else base)
     if isinstance(listing, tuple):
         yield listing
@@ -89,7 +88,7 @@ def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
                 is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError as exc:
                 if name.endswith(MARKDOWN_SUFFIX):
-                    yield (rel, entry.path, False, f"cannot read: {_why(exc)}")
+                    yield (rel, entry.path, False, f"cannot read: {os_error_text(exc)}")
                 continue
             if is_dir:
                 sub = _listing(rel + "/", entry.path)
@@ -100,7 +99,7 @@ def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
                 break
             if name.endswith(MARKDOWN_SUFFIX):
                 if is_link:
-                    yield _link_row(real_root, outside_prefix, rel, entry.path)
+                    yield (rel, entry.path, True, link_problem(real_root, entry.path))
                 else:
                     yield (rel, entry.path, False, None)
         else:
@@ -112,19 +111,21 @@ def _listing(rel_dir: str, abs_dir: str) -> list[os.DirEntry[str]] | WalkRow:
     try:
         return _sorted_entries(abs_dir)
     except OSError as exc:
-        return (rel_dir.rstrip("/"), abs_dir, False, f"cannot list folder: {_why(exc)}")
+        return (rel_dir.rstrip("/"), abs_dir, False, f"cannot list folder: {os_error_text(exc)}")
 
 
-def _link_row(real_root: str, inside: str, rel: str, path: str) -> WalkRow:
-    target = os.path.realpath(path)
-    if not (target == real_root or target.startswith(inside)):
-        return (rel, path, True, "symlink points outside the root")
-    if not os.path.isfile(target):
-        return (rel, path, True, "broken symlink")
-    return (rel, path, True, None)
+def link_problem(real_root: str, path: str) -> str | None:
+    """The walk's verdict on a symlinked ``.md`` file: ``None`` when it may be read, i.e. its
+    target is a regular file inside the root (``real_root``, symlinks resolved)."""
+    if not is_inside(Path(real_root), Path(path)):
+        return "symlink points outside the root"
+    if not os.path.isfile(path):
+        return "broken symlink"
+    return None
 
 
-def _why(exc: OSError) -> str:
+def os_error_text(exc: OSError) -> str:
+    """An OS error as warnings and messages show it: the system's reason, without the path."""
     return exc.strerror or str(exc)
 
 
@@ -149,7 +150,7 @@ class Storage:
         except IsADirectoryError as exc:
             raise NotFound(f"{rel} is a folder, not a file") from exc
         except OSError as exc:
-            raise StorageError(f"cannot read {rel}: {_why(exc)}") from exc
+            raise StorageError(f"cannot read {rel}: {os_error_text(exc)}") from exc
 
     def read_optional(self, rel: str) -> bytes | None:
         """The file's bytes, or ``None`` when it does not exist."""
@@ -195,7 +196,7 @@ class Storage:
         except NotADirectoryError as exc:
             raise InvalidPath(f"a parent of {rel} is a file, not a folder") from exc
         except OSError as exc:
-            raise StorageError(f"cannot write {rel}: {_why(exc)}") from exc
+            raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
 
     def delete(self, rel: str) -> None:
         path = self.abspath(rel)
@@ -206,7 +207,7 @@ class Storage:
         except FileNotFoundError as exc:
             raise NotFound(f"file not found: {rel}") from exc
         except OSError as exc:
-            raise StorageError(f"cannot delete {rel}: {_why(exc)}") from exc
+            raise StorageError(f"cannot delete {rel}: {os_error_text(exc)}") from exc
         _fsync_dir(path.parent)
         self._prune_empty_parents(path.parent)
 
