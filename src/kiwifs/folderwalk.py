@@ -27,12 +27,13 @@ from .statwalk import (
     Folder,
     FolderResult,
     WalkState,
-    cannot_list,
+    entry_key,
     folder_result,
     list_folder,
     sign_names,
     walk_tree,
 )
+from .storage import cannot_list
 
 PARALLEL_THRESHOLD = 20_000  # expected entries below which forking costs more than it saves
 MAX_WORKERS = 4  # worker processes: one per CPU, at most this many
@@ -109,7 +110,6 @@ class PendingWalk:
         sizes: Mapping[bytes, int],
         parallel: bool,
     ) -> None:
-        self.base = base
         self.real_root = os.path.realpath(base)
         self.expected = expected
         workers = worker_count() if parallel else 0
@@ -192,12 +192,12 @@ class PendingWalk:
 
     def _assemble(self) -> FolderWalk:
         walk = FolderWalk()
-        signed: dict[bytes, tuple[list[int], dict[bytes, str]]] = {}
+        signed: dict[bytes, tuple[dict[bytes, int], dict[bytes, str]]] = {}
         for n, job in enumerate(self.jobs):
             output = self._outputs[n]
             if isinstance(job, _SignJob):
-                sigs, errors = signed.setdefault(job.folder.key, ([], {}))
-                sigs.extend(output[0])
+                sigs, errors = signed.setdefault(job.folder.key, ({}, {}))
+                sigs.update(zip(job.names, output[0], strict=True))
                 errors.update(output[1])
                 continue
             results, error = output
@@ -206,8 +206,7 @@ class PendingWalk:
             for result in results:
                 _add(walk, result)
         for folder in self.listed:
-            sigs, errors = signed.get(folder.key, ([], {}))
-            by_name = dict(zip(_signed_names(self.jobs, folder), sigs, strict=True))
+            by_name, errors = signed.get(folder.key, ({}, {}))
             for name in folder.names:
                 if name not in by_name:  # an error entry added after the plan was made
                     by_name[name] = error_sig(folder.errors[name])
@@ -218,15 +217,6 @@ class PendingWalk:
         return walk
 
 
-def _signed_names(jobs: list[_Job], folder: Folder) -> list[bytes]:
-    """The names of ``folder`` its sign jobs covered, in job order."""
-    out: list[bytes] = []
-    for job in jobs:
-        if isinstance(job, _SignJob) and job.folder is folder:
-            out.extend(job.names)
-    return out
-
-
 def _add(walk: FolderWalk, result: FolderResult) -> None:
     walk.digests[result.key] = result.digest
     walk.counts[result.key] = result.count
@@ -234,9 +224,8 @@ def _add(walk: FolderWalk, result: FolderResult) -> None:
         return
     walk.changed.append(result.key)
     errors = result.errors or {}
-    prefix = result.key + b"\0" if result.key else b""
     for name, sig in zip(result.names, result.sigs, strict=True):
-        key = prefix + name
+        key = entry_key(result.key, name)
         walk.state.sigs[key] = sig
         if name in errors:
             walk.state.errors[key] = errors[name]

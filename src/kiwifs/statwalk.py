@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 
 from .filerecord import error_sig, path_key, raw_sig
-from .storage import link_problem, os_error_text
+from .storage import cannot_list, cannot_read, link_problem
 
 MD = b".md"
 DOT = 46  # ord(".")
@@ -33,6 +33,11 @@ class WalkState:
 
     sigs: dict[bytes, int] = field(default_factory=dict)
     errors: dict[bytes, str] = field(default_factory=dict)
+
+
+def entry_key(folder_key: bytes, name: bytes) -> bytes:
+    """The sort key of entry ``name`` in the folder with sort key ``folder_key``."""
+    return folder_key + b"\0" + name if folder_key else name
 
 
 @dataclass
@@ -50,7 +55,7 @@ class Folder:
         return self.key.rpartition(b"\0")[2]
 
     def entry_key(self, name: bytes) -> bytes:
-        return self.key + b"\0" + name if self.key else name
+        return entry_key(self.key, name)
 
     def add_error(self, name: bytes, error: str) -> None:
         self.names.append(name)
@@ -102,7 +107,7 @@ def list_folder(folder: Folder) -> list[Folder]:
                 is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError as exc:
                 if name.endswith(MD):
-                    folder.add_error(name, f"cannot read: {os_error_text(exc)}")
+                    folder.add_error(name, cannot_read(exc))
                 continue
             if is_dir:
                 subs.append(Folder(folder.entry_key(name), entry.path))
@@ -168,7 +173,7 @@ def sign_names(
                         sigs.append(raw_sig(_lstat(folder.path, name, fd)))
                         continue
                 except OSError as exc:
-                    error = f"cannot read: {os_error_text(exc)}"
+                    error = cannot_read(exc)
             errors[name] = error
             sigs.append(error_sig(error))
     finally:
@@ -194,10 +199,6 @@ def _lstat(folder: bytes, name: bytes, fd: int | None) -> os.stat_result:
     if fd is None:
         return os.stat(folder + b"/" + name, follow_symlinks=False)
     return os.stat(name, dir_fd=fd, follow_symlinks=False)
-
-
-def cannot_list(exc: OSError) -> str:
-    return f"cannot list folder: {os_error_text(exc)}"
 
 
 def _link_problem(real_root: bytes, path: bytes) -> str | None:
@@ -241,7 +242,7 @@ def probe(root: str | os.PathLike[str], rel: str) -> Probe | None:
     except FileNotFoundError:
         return Probe(key, rel, False)
     except OSError as exc:
-        return Probe(key, rel, True, f"cannot read: {os_error_text(exc)}")
+        return Probe(key, rel, True, cannot_read(exc))
     if stat.S_ISDIR(st.st_mode):
         return Probe(key, rel, False)
     if stat.S_ISLNK(st.st_mode):

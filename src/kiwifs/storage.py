@@ -88,7 +88,7 @@ def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
                 is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError as exc:
                 if name.endswith(MARKDOWN_SUFFIX):
-                    yield (rel, entry.path, False, f"cannot read: {os_error_text(exc)}")
+                    yield (rel, entry.path, False, cannot_read(exc))
                 continue
             if is_dir:
                 sub = _listing(rel + "/", entry.path)
@@ -111,7 +111,7 @@ def _listing(rel_dir: str, abs_dir: str) -> list[os.DirEntry[str]] | WalkRow:
     try:
         return _sorted_entries(abs_dir)
     except OSError as exc:
-        return (rel_dir.rstrip("/"), abs_dir, False, f"cannot list folder: {os_error_text(exc)}")
+        return (rel_dir.rstrip("/"), abs_dir, False, cannot_list(exc))
 
 
 def link_problem(real_root: str, path: str) -> str | None:
@@ -127,6 +127,16 @@ def link_problem(real_root: str, path: str) -> str | None:
 def os_error_text(exc: OSError) -> str:
     """An OS error as warnings and messages show it: the system's reason, without the path."""
     return exc.strerror or str(exc)
+
+
+def cannot_read(exc: OSError) -> str:
+    """The error of a walk entry that cannot be stat'ed."""
+    return f"cannot read: {os_error_text(exc)}"
+
+
+def cannot_list(exc: OSError) -> str:
+    """The error of a walk entry for a folder that cannot be listed."""
+    return f"cannot list folder: {os_error_text(exc)}"
 
 
 class Storage:
