@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kiwifs.folderwalk import start_walk, stat_walk, worker_count
+from kiwifs.index.walk import start_walk, stat_walk, worker_count
 from kiwifs.storage import walk
 
 SEGMENT = "d" * 250  # 20 nested: the deep end is longer than PATH_MAX, so it cannot be listed
@@ -92,26 +92,26 @@ def test_digests_keep_only_the_folders_that_moved(tmp_path: Path) -> None:
 
 FORKED = """
 import json, os, sys
-from kiwifs import folderwalk
+from kiwifs.index import walk
 
 root, unlistable = sys.argv[1], bytes.fromhex(sys.argv[2])
-serial = folderwalk.start_walk(root, parallel=False).result()
-folderwalk.PARALLEL_THRESHOLD = 0
-folderwalk.CHUNK = 4
-folderwalk.worker_count = lambda: 2  # whatever this machine's CPUs
+serial = walk.start_walk(root, parallel=False).result()
+walk.PARALLEL_THRESHOLD = 0
+walk.CHUNK = 4
+walk.worker_count = lambda: 2  # whatever this machine's CPUs
 sizes = dict(serial.counts)
 sizes[unlistable] = 10**6  # so the plan lists its way down to it and it is a job of its own
-pending = folderwalk.start_walk(root, sizes=sizes)
+pending = walk.start_walk(root, sizes=sizes)
 forked = pending.result()
 workers = len(forks)
-again = folderwalk.start_walk(root, serial.digests, sizes=sizes)
+again = walk.start_walk(root, serial.digests, sizes=sizes)
 steady = again.result()
-folderwalk.worker_count = lambda: 3
+walk.worker_count = lambda: 3
 del forks[:]
-three = folderwalk.start_walk(root, sizes=sizes).result()
+three = walk.start_walk(root, sizes=sizes).result()
 three_workers = len(forks)
-folderwalk.worker_count = lambda: 2
-cancelled = folderwalk.start_walk(root, sizes=sizes)
+walk.worker_count = lambda: 2
+cancelled = walk.start_walk(root, sizes=sizes)
 cancelled.cancel()
 try:
     os.waitpid(-1, os.WNOHANG)

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kiwifs import filerecord
 from kiwifs.cli import cli
 from kiwifs.errors import InvalidQuery, UsageError
-from kiwifs.index import SCHEMA_VERSION
-from kiwifs.indexreport import prefix_range
-from kiwifs.jsontext import dumps_indented
+from kiwifs.indented_json import dumps_indented
+from kiwifs.index import record as record
+from kiwifs.index.db import SCHEMA_VERSION
+from kiwifs.index.report import prefix_range
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory import build_report
-from kiwifs.scan import scan_facts
+from kiwifs.memory.rules import build_report
+from kiwifs.memory.scan import scan_facts
 
 INDEX = Path(".kiwi/state/index.db")
 
@@ -346,7 +346,7 @@ def test_prefix_range_bounds() -> None:
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """Trust every file's timestamps at once (no 2-second racy window to wait out)."""
-    monkeypatch.setattr(filerecord, "RACY_NS", 0)
+    monkeypatch.setattr(record, "RACY_NS", 0)
 
 
 def digests(kb: Knowledge) -> dict[bytes, bytes | None]:
@@ -438,12 +438,12 @@ def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[
 
 FORKED_REPORT = r"""
 import json, os, sys
-from kiwifs import folderwalk
-from kiwifs.jsontext import dumps_indented
+from kiwifs.index import walk
+from kiwifs.indented_json import dumps_indented
 from kiwifs.knowledge import Knowledge
 
-folderwalk.PARALLEL_THRESHOLD = 0
-folderwalk.worker_count = lambda: 2  # whatever this machine's CPUs
+walk.PARALLEL_THRESHOLD = 0
+walk.worker_count = lambda: 2  # whatever this machine's CPUs
 root = sys.argv[1]
 with Knowledge.open(root) as kb:
     kb.reindex()

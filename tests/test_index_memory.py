@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kiwifs.errors import KiwiError
-from kiwifs.jsontext import dumps_indented
+from kiwifs.indented_json import dumps_indented
 from kiwifs.knowledge import Knowledge
 
 PATHS = [

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiwifs.jsontext import RENDERED_BATCH, RenderedItems, dumps_indented, write_indented
+from kiwifs.indented_json import RENDERED_BATCH, RenderedItems, dumps_indented, write_indented
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text())
 values = st.recursive(

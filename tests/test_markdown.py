@@ -20,7 +20,7 @@ from kiwifs.markdown import (
     read_frontmatter,
     split,
 )
-from kiwifs.memory import existing_merge_keys
+from kiwifs.memory.rules import existing_merge_keys
 
 LOADERS = pytest.mark.parametrize("loader", [FastLoader, PlainLoader], ids=["fast", "plain"])
 

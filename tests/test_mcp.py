@@ -32,7 +32,7 @@ from starlette.testclient import TestClient
 
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp_server import build_server, http_app
+from kiwifs.mcp.server import build_server, http_app
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,8 @@
 """The episodic-memory rules (SPEC §2; reference §1.3–§1.8, §1.14, §1.15), one named case each.
 
 Every case writes real files into a fresh root and asks :meth:`Knowledge.memory_report`, so the
-scan, the frontmatter reader and the pure rules of :mod:`kiwifs.memory` are exercised together.
+scan, the frontmatter reader and the pure rules of
+:mod:`kiwifs.memory.rules` are exercised together.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import pytest
 
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory import (
+from kiwifs.memory.render import render_cli, render_mcp
+from kiwifs.memory.rules import (
     MemoryReport,
     build_report,
     file_facts,
     normalize_prefix,
-    render_cli,
-    render_mcp,
     resolve_prefix,
 )
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiwifs.markdown import read_frontmatter
-from kiwifs.memory import FileFacts, MemoryReport, build_report, file_facts
+from kiwifs.memory.rules import FileFacts, MemoryReport, build_report, file_facts
 
 PREFIX = "episodes/"
 SETTINGS = settings(

@@ -27,7 +27,7 @@ import pytest
 
 from gitrepo import commit_count, git
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest import create_app
+from kiwifs.rest.app import create_app
 from kiwifs.versioning import blob_id
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))

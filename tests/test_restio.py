@@ -11,8 +11,8 @@ import pytest
 
 from kiwifs import errors
 from kiwifs.errors import KiwiError, UsageError
-from kiwifs.memory import MergeEntry
-from kiwifs.restio import STATUS, entry_list, kiwi_error_response, merge_entry, optional_int
+from kiwifs.memory.rules import MergeEntry
+from kiwifs.rest.http import STATUS, entry_list, kiwi_error_response, merge_entry, optional_int
 
 SERVER_FAULTS = {"error", "config", "storage"}  # the server's own trouble: 500, no details
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kiwifs.statwalk import folder_digest, probe
+from kiwifs.index.folders import folder_digest, probe
 
 
 def test_folder_digest_depends_on_every_name_and_signature() -> None:

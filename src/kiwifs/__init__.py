@@ -15,7 +15,7 @@ from .errors import (
     UsageError,
 )
 from .knowledge import FileContent, Knowledge, MergeResult
-from .memory import EpisodicFile, MemoryReport, MergeEntry
+from .memory.rules import EpisodicFile, MemoryReport, MergeEntry
 
 __version__ = "0.1.0"
 

@@ -14,9 +14,9 @@ import click
 from . import __version__
 from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from .errors import KiwiError
-from .jsontext import write_indented
+from .indented_json import write_indented
 from .knowledge import Knowledge
-from .memory import MergeEntry
+from .memory.rules import MergeEntry
 
 ROOT_HELP = "Knowledge root folder."
 DEFAULT_ROOT = "./knowledge"
@@ -116,7 +116,7 @@ def memory_report(
     if as_json:
         echo_json(document.value)
     else:
-        from .memory import render_cli
+        from .memory.render import render_cli
 
         click.echo(render_cli(report), nl=False)
         for warning in report.warnings:
@@ -253,8 +253,8 @@ def serve(
     """Serve the REST API (and MCP at /mcp) for a knowledge root."""
     import uvicorn
 
-    from .mcp_server import mount_mcp
-    from .rest import create_app
+    from .mcp.server import mount_mcp
+    from .rest.app import create_app
 
     kb = Knowledge.open(root)
     kb.acquire_server_lock()
@@ -285,7 +285,7 @@ def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
         raise click.UsageError("--port requires --http")
     if host != "127.0.0.1" and not use_http:
         raise click.UsageError("--host requires --http")
-    from .mcp_server import run_http, run_stdio
+    from .mcp.server import run_http, run_stdio
 
     kb = Knowledge.open(root)
     kb.ensure_versioned()

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from .config import Config, load_config
 from .errors import Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
-from .filerecord import json_safe
-from .index import ReconcileStats
-from .indexing import IndexKeeper
+from .index.db import ReconcileStats
+from .index.keeper import IndexKeeper
+from .index.meta import MetaResults
+from .index.record import json_safe
+from .index.search import DEFAULT_LIMIT, SearchResults
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
-from .memory import (
+from .memory.rules import (
     MERGED_FROM,
     MemoryReport,
     MergeEntry,
@@ -32,11 +34,9 @@ from .memory import (
     resolve_prefix,
     validate_entry,
 )
-from .metaquery import MetaResults
 from .paths import canonical, canonical_dir
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
-from .search import DEFAULT_LIMIT, SearchResults
 from .storage import Storage
 from .versioning import Change, Git, Version, blob_id
 
@@ -292,7 +292,7 @@ class Knowledge:
 
     def _scanned_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport:
         """The report from reading every file's frontmatter (no index)."""
-        from .scan import scan_facts  # the fast scan's parser is only needed here
+        from .memory.scan import scan_facts  # the fast scan's parser is only needed here
 
         return build_report(scan_facts(self.root), prefix, limit, offset)
 
@@ -305,7 +305,7 @@ class Knowledge:
     ) -> ReportDocument:
         """:meth:`memory_report` as the JSON document to print, for large answers.
 
-        Written with :func:`jsontext.write_indented` it is byte for byte the JSON of
+        Written with :func:`indented_json.write_indented` it is byte for byte the JSON of
         ``memory_report(...).to_json()``; from the index, the episode lists are the entries'
         stored text rather than one object per episode.
         """

@@ -4,9 +4,9 @@ One database per root (``.kiwi/state/index.db``, WAL). It holds, per file, the s
 ETag, frontmatter as JSON, the full text in an FTS5 table (a normal one, so a rewritten or deleted
 file really loses its old words — reference §9.20) and the memory facts, with the ``merged-from``
 keys split into two lookup tables so that "is this episode covered?" is kept in a ``covered``
-column and the memory report is a handful of indexed queries (rows: :mod:`indexrows`). The
+column and the memory report is a handful of indexed queries (rows: :mod:`index.rows`). The
 ``dirs`` table keeps, per folder, the digest it was last reconciled against and its entry count,
-so a reconcile compares rows only where the files moved (walk: :mod:`folderwalk`).
+so a reconcile compares rows only where the files moved (walk: :mod:`index.walk`).
 
 The schema version lives in ``PRAGMA user_version``; a different version, a corrupt file or a
 deleted one means: drop, recreate and fill again from the files. Writes go through one writer
@@ -28,18 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from .filerecord import (
+from kiwifs.versioning import blob_id
+
+from .folders import WalkState, abs_path, probe
+from .record import (
     FileRecord,
     error_record,
     key_to_rel,
     path_key,
     read_record,
 )
-from .folderwalk import FolderWalk, PendingWalk, start_walk
-from .indexreport import snapshot
-from .indexrows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
-from .statwalk import WalkState, abs_path, probe
-from .versioning import blob_id
+from .report import snapshot
+from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
+from .walk import FolderWalk, PendingWalk, start_walk
 
 SCHEMA_VERSION = 4
 STATE_DIR = ".kiwi/state"

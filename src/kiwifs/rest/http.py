@@ -18,11 +18,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .auth import check_bearer
-from .errors import KiwiError, PayloadTooLarge, UsageError
-from .memory import MergeEntry
-from .provenance import DEFAULT_ACTOR as ANONYMOUS
-from .provenance import sanitize_actor
+from kiwifs.auth import check_bearer
+from kiwifs.errors import KiwiError, PayloadTooLarge, UsageError
+from kiwifs.memory.rules import MergeEntry
+from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
+from kiwifs.provenance import sanitize_actor
 
 log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")

@@ -16,9 +16,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import Conflict, PayloadTooLarge, UsageError
-from .knowledge import Knowledge
-from .mcp_text import (
+from kiwifs.errors import Conflict, PayloadTooLarge, UsageError
+from kiwifs.knowledge import Knowledge
+from kiwifs.memory.render import render_mcp
+from kiwifs.memory.rules import MergeEntry
+from kiwifs.pipeline import bare_etag
+
+from .render import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
     NOT_MODIFIED,
@@ -35,8 +39,6 @@ from .mcp_text import (
     rfc3339,
     utc_now,
 )
-from .memory import MergeEntry, render_mcp
-from .pipeline import bare_etag
 
 MCP_ACTOR = "mcp-agent"
 MAX_CONTENT_BYTES = 32 * 1024 * 1024

@@ -2,7 +2,7 @@
 
 Each route parses its query, headers and body, makes one call on ``Knowledge`` in a worker thread
 (the core is synchronous) and formats the answer. Errors from the core are mapped to HTTP in one
-table, :data:`restio.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+table, :data:`rest.http.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from . import __version__
-from .auth import api_key_for
-from .errors import UsageError
-from .knowledge import Knowledge, utc_http_date
-from .pipeline import etag_list
-from .provenance import DEFAULT_ACTOR as ANONYMOUS
-from .provenance import sanitize_actor
-from .restio import (
+from kiwifs import __version__
+from kiwifs.auth import api_key_for
+from kiwifs.errors import UsageError
+from kiwifs.knowledge import Knowledge, utc_http_date
+from kiwifs.pipeline import etag_list
+from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
+from kiwifs.provenance import sanitize_actor
+
+from .http import (
     MAX_FILE_BYTES,
     actor_of,
     auth_dependency,

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .filerecord import path_key, py_text
-from .jsontext import RenderedItems, dumps_indented
-from .memory import (
+from kiwifs.indented_json import RenderedItems, dumps_indented
+from kiwifs.memory.rules import (
     DUPLICATE_ID_WARNING,
     MISSING_ID_WARNING,
     EpisodicFile,
@@ -25,6 +24,8 @@ from .memory import (
     MemoryReport,
     check_paging,
 )
+
+from .record import path_key, py_text
 
 T = TypeVar("T")
 
@@ -218,7 +219,7 @@ def report_document(
 ) -> tuple[dict[str, Any], int]:
     """The report's JSON value with both lists as stored entry text, and the unmerged count.
 
-    ``jsontext`` writes it as the same bytes as ``report(...).to_json()``, without building an
+    ``indented_json`` writes it as the same bytes as ``report(...).to_json()``, without building an
     object per episode; that is what makes the CLI's ``--json`` on a 100k-episode root fast.
     """
     limit, offset = check_paging(limit, offset)

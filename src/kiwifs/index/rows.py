@@ -13,9 +13,10 @@ import json
 import sqlite3
 from collections.abc import Iterable
 
-from .filerecord import FileRecord, db_text, parent_key, path_key
-from .indexreport import entry_text
-from .memory import ID_TYPES, NOT_EPISODIC_KINDS
+from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
+
+from .record import FileRecord, db_text, parent_key, path_key
+from .report import entry_text
 
 FULL_COVER_UPDATE = 2000  # touched ids and paths above which all of ``covered`` is recomputed
 

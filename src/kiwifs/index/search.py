@@ -18,8 +18,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidQuery, UsageError
-from .filerecord import py_text
+from kiwifs.errors import InvalidQuery, UsageError
+
+from .record import py_text
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200

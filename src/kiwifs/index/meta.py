@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidQuery
-from .filerecord import db_text, py_text
+from kiwifs.errors import InvalidQuery
+
+from .record import db_text, py_text
 from .search import check_limits
 
 OPERATORS = ("!=", "<=", ">=", "<>", "=", "<", ">")

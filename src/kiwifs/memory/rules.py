@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UsageError
-from .paths import normalize_prefix, normalize_ref_path
+from kiwifs.errors import UsageError
+from kiwifs.paths import normalize_prefix, normalize_ref_path
 
 DEFAULT_PREFIX = "episodes/"
 ID_TYPES = ("episode", "run", "session", "trace", "event", "ingest")
@@ -193,7 +193,8 @@ class MemoryReport:
 
 @dataclass(frozen=True)
 class ReportDocument:
-    """A report as the JSON value to print (lists possibly pre-rendered text, see ``jsontext``),
+    """A report as the JSON value to print (lists possibly pre-rendered text, see
+    ``indented_json``),
     with the one number a caller still needs for its exit status."""
 
     value: dict[str, Any]
@@ -278,43 +279,6 @@ def _covered(f: FileFacts, id_keys: set[str], path_keys: set[str]) -> bool:
     if ident and any(t + ":" + ident in id_keys for t in ID_TYPES):
         return True
     return f.path in path_keys
-
-
-# ---------------------------------------------------------------------------------------------
-# text renderings (shared by the CLI and MCP so the labels live in one place)
-
-ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
-ALL_MERGED_MCP = "All episodic files are referenced by at least one merged-from list."
-
-
-def render_cli(report: MemoryReport) -> str:
-    """The CLI text of reference §1.9 (warnings are printed separately, to stderr)."""
-    lines = [
-        f"episodic files:          {report.episodic_count}",
-        f"merged-from references:  {report.merged_from_refs}",
-        f"unmerged (no merged-from): {report.unmerged_count}",
-    ]
-    if report.unmerged_count == 0:
-        lines.append(ALL_MERGED_CLI)
-    for e in report.unmerged:
-        suffix = f"(episode_id={e.episode_id})" if e.episode_id else "(set episode_id)"
-        lines.append(f"  - {e.path}  {suffix}")
-    return "\n".join(lines) + "\n"
-
-
-def render_mcp(report: MemoryReport) -> str:
-    """The MCP tool text of reference §1.11 (warnings inline)."""
-    lines = [
-        f"Episodic files:           {report.episodic_count}",
-        f"merged-from references:   {report.merged_from_refs}",
-        f"Unmerged (no merged-from): {report.unmerged_count}",
-    ]
-    for e in report.unmerged:
-        lines.append(f"  - {e.path}" + (f"  episode_id={e.episode_id}" if e.episode_id else ""))
-    lines.extend(f"warning: {w}" for w in report.warnings)
-    if report.unmerged_count == 0:
-        lines.append(ALL_MERGED_MCP)
-    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

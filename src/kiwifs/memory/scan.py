@@ -27,11 +27,12 @@ from itertools import chain, islice
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
-from .fastfm import relevant_frontmatter
-from .forking import fork_is_safe, usable_cpus
-from .markdown import Block, parse_yaml
-from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
-from .storage import WalkEntry, WalkRow, os_error_text, walk_rows
+from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.markdown import Block, parse_yaml
+from kiwifs.storage import WalkEntry, WalkRow, os_error_text, walk_rows
+
+from .frontmatter_keys import relevant_frontmatter
+from .rules import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
 
 HEAD_BYTES = 8 * 1024
 PARALLEL_THRESHOLD = 3000

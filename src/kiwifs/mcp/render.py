@@ -16,12 +16,12 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from .errors import UsageError
-from .knowledge import FileContent, TreeNode
-from .markdown import edit_frontmatter, scalar
-from .metaquery import MetaHit, MetaResults
-from .search import SearchHit
-from .versioning import Change, Version
+from kiwifs.errors import UsageError
+from kiwifs.index.meta import MetaHit, MetaResults
+from kiwifs.index.search import SearchHit
+from kiwifs.knowledge import FileContent, TreeNode
+from kiwifs.markdown import edit_frontmatter, scalar
+from kiwifs.versioning import Change, Version
 
 NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
 NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to see the root."

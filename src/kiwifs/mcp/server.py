@@ -33,13 +33,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import __version__
-from .auth import api_key_for, check_bearer
-from .config import DEFAULT_MCP_PORT
-from .errors import KiwiError, NotFound, Unauthorized
-from .knowledge import Knowledge
-from .mcp_text import render_tree
-from .mcp_tools import ALIASES, SPECS, Tools, ToolSpec
+from kiwifs import __version__
+from kiwifs.auth import api_key_for, check_bearer
+from kiwifs.config import DEFAULT_MCP_PORT
+from kiwifs.errors import KiwiError, NotFound, Unauthorized
+from kiwifs.knowledge import Knowledge
+
+from .render import render_tree
+from .tools import ALIASES, SPECS, Tools, ToolSpec
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

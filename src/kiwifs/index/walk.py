@@ -1,7 +1,7 @@
 """The stat walk of a whole root, cut into jobs and run by forked workers when it is large.
 
 A one-shot command must find edits made behind kiwifs's back, so it stats every file of the root
-(:mod:`statwalk`). Above :data:`PARALLEL_THRESHOLD` files, forked workers (one per CPU) share
+(:mod:`index.folders`). Above :data:`PARALLEL_THRESHOLD` files, forked workers (one per CPU) share
 that: the root and its biggest sub-trees are listed up front, and the rest becomes jobs —
 sub-trees to walk and chunks of big folders to sign — balanced by the entry counts of the last
 walk. :func:`start_walk` returns at once, so the caller can compute its answer meanwhile
@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .filerecord import error_sig
-from .forking import fork_is_safe, usable_cpus
-from .statwalk import (
+from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.storage import cannot_list
+
+from .folders import (
     Folder,
     FolderResult,
     WalkState,
@@ -33,7 +34,7 @@ from .statwalk import (
     sign_names,
     walk_tree,
 )
-from .storage import cannot_list
+from .record import error_sig
 
 PARALLEL_THRESHOLD = 20_000  # expected entries below which forking costs more than it saves
 MAX_WORKERS = 4  # worker processes: one per CPU, at most this many

@@ -27,8 +27,9 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from .markdown import MAX_FRONTMATTER_BYTES, FastLoader
-from .memory import MERGED_FROM
+from kiwifs.markdown import MAX_FRONTMATTER_BYTES, FastLoader
+
+from .rules import MERGED_FROM
 
 RELEVANT_KEYS = frozenset({"memory_kind", "episode_id", "id", MERGED_FROM})
 ENTRY_KEYS = frozenset({"type", "id", "path"})

@@ -22,10 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from . import indexreport, metaquery, search
-from .index import INDEX_FILE, STATE_DIR, Index, IndexUnavailable, Progress, ReconcileStats
-from .memory import MemoryReport, ReportDocument, build_report
-from .metaquery import MetaResults
+from kiwifs.memory.rules import MemoryReport, ReportDocument, build_report
+
+from . import meta as meta_query
+from . import report as indexed_report
+from . import search
+from .db import INDEX_FILE, STATE_DIR, Index, IndexUnavailable, Progress, ReconcileStats
+from .meta import MetaResults
 from .search import SearchResults
 from .watcher import DEFAULT_PERIOD, Watcher
 
@@ -55,7 +58,7 @@ class IndexKeeper:
         self._watcher: Watcher | None = None
         self._lock = threading.RLock()
         # report totals per prefix, valid while the index generation is unchanged (watching)
-        self._totals: dict[str, tuple[tuple[int, int], indexreport.Totals]] = {}
+        self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -180,7 +183,7 @@ class IndexKeeper:
             cached = self._totals.get(prefix) if self.watching else None
             totals = cached[1] if cached and cached[0] == (id(index), generation) else None
             with index.reader() as conn:
-                result, totals = indexreport.report(conn, prefix, limit, offset, totals)
+                result, totals = indexed_report.report(conn, prefix, limit, offset, totals)
             self._totals[prefix] = ((id(index), generation), totals)
             return result
 
@@ -195,7 +198,7 @@ class IndexKeeper:
 
         def run(index: Index) -> ReportDocument:
             with index.reader() as conn:
-                return ReportDocument(*indexreport.report_document(conn, prefix, limit, offset))
+                return ReportDocument(*indexed_report.report_document(conn, prefix, limit, offset))
 
         return self._guarded(run)
 
@@ -218,7 +221,7 @@ class IndexKeeper:
     ) -> MetaResults:
         def run(index: Index) -> MetaResults:
             with index.reader() as conn:
-                return metaquery.query(conn, where, or_, sort, order, limit, offset, paths)
+                return meta_query.query(conn, where, or_, sort, order, limit, offset, paths)
 
         return self._guarded(run)
 
@@ -227,7 +230,7 @@ class IndexKeeper:
 
         def run(index: Index) -> MemoryReport:
             with index.reader() as conn:
-                from_index = list(indexreport.stored_facts(conn))
+                from_index = list(indexed_report.stored_facts(conn))
             return build_report(from_index, prefix)
 
         return self._guarded(run)

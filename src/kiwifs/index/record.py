@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .markdown import read_frontmatter
-from .memory import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
-from .storage import os_error_text
-from .versioning import blob_id
+from kiwifs.markdown import read_frontmatter
+from kiwifs.memory.rules import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
+from kiwifs.storage import os_error_text
+from kiwifs.versioning import blob_id
 
 RACY_NS = 2_000_000_000
 

@@ -6,7 +6,7 @@ one ``scandir`` (the kernel gives entry types); signing costs one ``lstat`` per 
 the folder's descriptor — ~2 µs of kernel time each, which is what a 100,000-file root spends.
 
 Each folder gets a *digest* of its entries' names and signatures, so that a reconcile can skip
-the rows of folders that did not move. :mod:`folderwalk` runs these pieces over a whole root
+the rows of folders that did not move. :mod:`index.walk` runs these pieces over a whole root
 (in worker processes when it is large); :func:`probe` answers the same question for one path,
 for the write pipeline's hook and the watcher.
 """
@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
-from .filerecord import error_sig, path_key, raw_sig
-from .storage import cannot_list, cannot_read, link_problem
+from kiwifs.storage import cannot_list, cannot_read, link_problem
+
+from .record import error_sig, path_key, raw_sig
 
 MD = b".md"
 DOT = 46  # ord(".")

@@ -1,0 +1,1 @@
+"""The SQLite index: schema, upkeep, rows, the indexed report, search and /meta queries."""

@@ -1,0 +1,1 @@
+"""The MCP interface: server transports, tools, and the texts the tools answer."""

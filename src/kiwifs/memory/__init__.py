@@ -1,0 +1,1 @@
+"""Episodic memory: the pure rules, the full scan, and the frontmatter fast path."""

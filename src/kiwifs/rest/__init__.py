@@ -1,0 +1,1 @@
+"""The REST interface: routes (app) and HTTP plumbing (http)."""
