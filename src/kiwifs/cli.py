@@ -7,7 +7,8 @@ stderr and the error's exit code (2 for usage errors and a missing root, 1 other
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -25,7 +26,10 @@ DEFAULT_ROOT = "./knowledge"
 # otherwise pay.
 
 
-def root_option(default: str | None = DEFAULT_ROOT) -> Any:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def root_option(default: str | None = DEFAULT_ROOT) -> Callable[[F], F]:
     return click.option(
         "--root", "-r", default=default, show_default=True, help=ROOT_HELP, type=click.Path()
     )

@@ -159,7 +159,8 @@ def parse_config(text: str, source: str = CONFIG_RELPATH) -> Config:
         raise ConfigError(f"invalid TOML in {source}: {exc}") from exc
     data = _expand_env(data)
     try:
-        return _build(Config, data, "")
+        config: Config = _build(Config, data, "")
+        return config
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration in {source}: {exc}") from exc
 

@@ -160,9 +160,10 @@ def scalar(value: str) -> str:
     too: ruamel's plain/single-quoted styles fold NEL and the other YAML line breaks, so an id or
     note holding one came back changed (and a re-run merge no longer recognised its own entry).
     """
-    tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+    tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
     if tag != _STR_TAG or value != value.strip() or value == "" or not value.isprintable():
-        return DoubleQuotedScalarString(value)
+        quoted: str = DoubleQuotedScalarString(value)
+        return quoted
     return value
 
 

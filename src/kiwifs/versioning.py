@@ -271,7 +271,8 @@ class Git:
         blob = self.repo[entry.id]
         if not isinstance(blob, git2.Blob):
             raise NotFound("version not found")
-        return blob.data
+        data: bytes = blob.data
+        return data
 
     def diff(self, rel: str, rev_from: str, rev_to: str) -> str:
         for rev in (rev_from, rev_to):

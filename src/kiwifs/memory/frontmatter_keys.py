@@ -264,7 +264,7 @@ _KEY_IS_STR: dict[str, bool] = {}
 def _check_key(key: str) -> None:
     ok = _KEY_IS_STR.get(key)
     if ok is None:
-        ok = _RESOLVER.resolve(ScalarNode, key, (True, False)) == _STR_TAG
+        ok = _RESOLVER.resolve(ScalarNode, key, (True, False)) == _STR_TAG  # type: ignore[no-untyped-call]
         if len(_KEY_IS_STR) < 4096:
             _KEY_IS_STR[key] = ok
     if not ok:
