@@ -193,7 +193,7 @@ def main() -> None:
         "kiwifs_no_index_s": round(noindex_s, 3),
         "speedup_vs_naive": round(naive_s / index_s, 1),
         "identical_to_no_index": index_out == noindex_out,
-        # kiwifs adds warnings the naive scan has not (SPEC §2); everything else must agree
+        # kiwifs adds warnings the naive scan has not; everything else must agree
         "same_as_naive_but_warnings": all(mine[k] == naive[k] for k in naive if k != "warnings"),
     }
     out["search"] = search_bench(root, args.queries, args.seed)

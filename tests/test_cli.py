@@ -1,4 +1,4 @@
-"""The installed ``kiwifs`` command, run as a subprocess (SPEC §2 "CLI", §4; reference §1.9, §5)."""
+"""The installed ``kiwifs`` command, run as a subprocess."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``.kiwi/config.toml`` → frozen dataclasses (reference §6; SPEC §1)."""
+"""``.kiwi/config.toml`` → frozen dataclasses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``Knowledge.merge`` (SPEC §2 "Recording consolidation", reference §1.12) on a real git root."""
+"""``Knowledge.merge`` on a real git root."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Frontmatter: the one block rule, the reader's typing, and round-trip editing (SPEC §1)."""
+"""Frontmatter: the one block rule, the reader's typing, and round-trip editing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The episodic-memory rules (SPEC §2; reference §1.3–§1.8, §1.14, §1.15), one named case each.
+"""The episodic-memory rules, one named case each.
 
 Every case writes real files into a fresh root and asks :meth:`Knowledge.memory_report`, so the
 scan, the frontmatter reader and the pure rules of
@@ -83,7 +83,7 @@ def paths(items: Sequence[Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.3 (as SPEC §2 amends it): the episodes prefix
+# the episodes prefix
 
 
 @pytest.mark.parametrize(
@@ -167,7 +167,7 @@ def test_prefix_matching(
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.4: classification
+# classification
 
 
 @pytest.mark.parametrize(
@@ -222,7 +222,7 @@ def test_memory_kind_output(make_root: MakeRoot, kind_line: str, shown: str | No
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.5 (+ SPEC "Ids"): episode identity
+# episode identity
 
 
 @pytest.mark.parametrize(
@@ -296,7 +296,7 @@ def test_missing_id_warning_text_is_exact() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.6 (+ SPEC "merged-from items"): harvesting merged-from
+# harvesting merged-from
 
 
 @pytest.mark.parametrize(
@@ -364,7 +364,7 @@ def test_merged_from_is_harvested_from_every_file(make_root: MakeRoot) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.7 (+ SPEC "Paths in merged-from", "Ids"): coverage
+# coverage
 
 EPISODE_E1 = ["memory_kind: episodic", "episode_id: e1"]
 NO_ID = ["memory_kind: episodic"]
@@ -525,7 +525,7 @@ def test_non_episodic_file_with_same_id_is_not_a_duplicate(make_root: MakeRoot) 
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.2 + SPEC §1: which files are scanned, and in what order
+# which files are scanned, and in what order
 
 
 @pytest.mark.parametrize(
@@ -588,7 +588,7 @@ def test_symlinked_folder_is_not_descended(make_root: MakeRoot) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# SPEC "Never abort": bad input is read as empty, with a warning naming the file
+# never abort: bad input is read as empty, with a warning naming the file
 
 BIG = "x: " + "a" * (1024 * 1024) + "\n"
 
@@ -738,7 +738,7 @@ def test_warning_order(make_root: MakeRoot) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# SPEC "Paging"
+# paging
 
 PAGING_FILES = {
     **{f"episodes/e{i}.md": fm(f"episode_id: e{i}") for i in range(5)},
@@ -799,7 +799,7 @@ def test_paging_keeps_all_warnings(make_root: MakeRoot) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.8 + SPEC "Report JSON"
+# report JSON
 
 
 def test_json_of_empty_root(make_root: MakeRoot) -> None:
@@ -841,7 +841,7 @@ def test_json_shape_and_order(make_root: MakeRoot) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.9 and §1.11: text renderings
+# text renderings
 
 
 def test_render_cli_with_unmerged(make_root: MakeRoot) -> None:
@@ -912,7 +912,7 @@ def test_render_cli_pages_the_list_but_counts_totals(make_root: MakeRoot) -> Non
 
 
 # ---------------------------------------------------------------------------------------------
-# §1.14: the reference's own test inventory, and §1.15's extra cases
+# KiwiFS's own test inventory, and extra cases
 
 
 def test_inventory_scan_unmerged(make_root: MakeRoot) -> None:

@@ -1,4 +1,4 @@
-"""Canonical, confined paths (SPEC §1 "Paths": refuse, don't guess) and merged-from paths."""
+"""Canonical, confined paths and merged-from paths."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def test_is_inside_does_not_accept_a_sibling_with_the_same_prefix(tmp_path: Path
 
 
 # ---------------------------------------------------------------------------------------------
-# merged-from paths (SPEC §2)
+# merged-from paths
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Provenance: the ``X-Provenance`` header, actor sanitising and ``derived-from`` injection.
 
-The cases of reference §2.3, with SPEC §3's changes: a non-empty malformed header raises
+KiwiFS's cases, with kiwifs's changes: a non-empty malformed header raises
 :class:`InvalidProvenance` (blank means "none"), and the same type/id/actor is not added twice.
 """
 

@@ -853,7 +853,7 @@ def test_memory_report_paging(client: httpx.Client) -> None:
 
 
 def test_memory_report_empty_parameters_mean_not_given(client: httpx.Client) -> None:
-    """SPEC writes the route as ``?episodes_prefix=&limit=&offset=``: blanks are defaults."""
+    """The documented route is ``?episodes_prefix=&limit=&offset=``: blanks are defaults."""
     blank = report(client, episodes_prefix="", limit="", offset="")
     assert blank.status_code == 200, blank.text
     assert blank.json() == report(client).json()

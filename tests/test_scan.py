@@ -600,7 +600,7 @@ def test_number_like_and_indicator_scalars_never_disagree(value: str, place: str
 
 
 # ---------------------------------------------------------------------------------------------
-# the walk the scan reads (storage.walk_rows): SPEC order, as a plain recursive reference
+# the walk the scan reads (storage.walk_rows): documented order, as a plain recursive reference
 
 
 def reference_walk(base: str, rel_dir: str = "") -> list[tuple[str, str, bool, str | None]]:

@@ -277,7 +277,7 @@ class Knowledge:
         offset: int = 0,
         use_index: bool = True,
     ) -> MemoryReport:
-        """The consolidation queue (SPEC §2): every episode no ``merged-from`` cites yet.
+        """The consolidation queue: every episode no ``merged-from`` cites yet.
 
         Answered from the index (reconciled with the files first, unless a watcher keeps it
         current); ``use_index=False``, or a root that cannot hold an index, reads every file.
@@ -327,7 +327,7 @@ class Knowledge:
         offset: int = 0,
         path_prefix: str | None = None,
     ) -> SearchResults:
-        """Full-text search, BM25-ranked (reference §8.2; limit capped at 200)."""
+        """Full-text search, BM25-ranked."""
         return self.indexing.search(query, limit, offset, path_prefix)
 
     def meta(
@@ -340,7 +340,7 @@ class Knowledge:
         offset: int = 0,
         paths: Sequence[str] | None = None,
     ) -> MetaResults:
-        """Files whose frontmatter matches the filters (reference §8.3, typed comparisons)."""
+        """Files whose frontmatter matches the filters."""
         return self.indexing.meta(where, or_, sort, order, limit, offset, paths)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:

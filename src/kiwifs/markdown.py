@@ -1,7 +1,7 @@
 """Frontmatter: one rule for finding the block, one parser for reading it, one for editing it.
 
-KiwiFS reads and writes frontmatter with two unrelated parsers that disagree (reference §0).
-kiwifs has one block rule (SPEC §1): the first line is exactly ``---`` (trailing spaces or ``\\r``
+KiwiFS reads and writes frontmatter with two unrelated parsers that disagree.
+kiwifs has one block rule: the first line is exactly ``---`` (trailing spaces or ``\\r``
 allowed) and the block ends at the next line that is exactly ``---`` or ``...``. Reading uses
 PyYAML's safe loader (the C loader when present) with YAML 1.1 typing, except that timestamps stay
 the strings they were written as. Anything wrong with the block (unterminated, invalid YAML, not a
@@ -31,7 +31,7 @@ _STR_TAG = "tag:yaml.org,2002:str"
 
 
 def _without_timestamps(base: Any) -> Any:
-    """A loader class like ``base`` whose resolver never produces timestamps (SPEC §1)."""
+    """A loader class like ``base`` whose resolver never produces timestamps."""
     resolvers = {
         first: [(tag, rx) for tag, rx in entries if tag != _TIMESTAMP_TAG]
         for first, entries in base.yaml_implicit_resolvers.items()
@@ -58,7 +58,7 @@ class Block:
 
 
 def _is_delimiter(line: bytes, allow_dots: bool) -> bool:
-    stripped = line.rstrip(b" \r\n")  # SPEC §1: trailing spaces or \r, nothing else
+    stripped = line.rstrip(b" \r\n")  # trailing spaces or \r, nothing else
     return stripped == b"---" or (allow_dots and stripped == b"...")
 
 
@@ -110,7 +110,7 @@ def parse_yaml(text: bytes | str, loader: type = FastLoader) -> Frontmatter:
 
 
 def read_frontmatter(data: bytes, loader: type = FastLoader) -> Frontmatter:
-    """Frontmatter of a whole file's bytes (SPEC §1); never raises."""
+    """Frontmatter of a whole file's bytes; never raises."""
     block = find_block(data)
     if block is None:
         return EMPTY

@@ -1,11 +1,11 @@
 """Canonical, confined paths: computed once at the edge, trusted everywhere after.
 
-KiwiFS clamps ``..`` and guesses; kiwifs refuses (SPEC §1). A canonical path is relative to the
+KiwiFS clamps ``..`` and guesses; kiwifs refuses. A canonical path is relative to the
 knowledge root, uses ``/``, has no empty, ``.`` or ``..`` segments and no segment starting with
 ``.``. It is the one string that git, the index and events see for a file.
 
 Two looser normalisations live here too because they follow the same segment rules: the paths
-cited in ``merged-from`` and the episodes prefix (SPEC §2).
+cited in ``merged-from`` and the episodes prefix.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def is_inside(root: Path, target: Path) -> bool:
 
 
 def normalize_ref_path(path: str) -> str | None:
-    """Normalise a ``merged-from`` path (SPEC §2); ``None`` when it has a ``..`` segment.
+    """Normalise a ``merged-from`` path; ``None`` when it has a ``..`` segment.
 
     Trimmed, ``\\`` → ``/``, empty and ``.`` segments dropped: ``./episodes/a.md``,
     ``/episodes/a.md`` and ``episodes//a.md`` all become ``episodes/a.md``.
@@ -92,7 +92,7 @@ def normalize_ref_path(path: str) -> str | None:
 
 
 def normalize_prefix(prefix: str | None) -> str:
-    """The episodes prefix as SPEC §2 normalises it, or ``""`` when it means "not given".
+    """The episodes prefix as docs/memory.md normalises it, or ``""`` when it means "not given".
 
     A ``..`` segment is refused rather than read as "not given": a prefix that silently falls
     back to the default would report the wrong folder.

@@ -1,4 +1,4 @@
-"""Provenance: who produced a file, recorded as ``derived-from`` in its frontmatter (SPEC §3).
+"""Provenance: who produced a file, recorded as ``derived-from`` in its frontmatter.
 
 ``X-Provenance: type:id`` names the run, session or job that produced a write and ``X-Actor`` the
 agent. Unlike KiwiFS, a malformed non-empty header is refused (a silent drop loses the audit

@@ -1,7 +1,7 @@
 """The files of a knowledge root: walking, reading, atomic writing.
 
 Files are canonical; everything else (git, the index) is derived from them. This module knows the
-SPEC §1 rules for which files count (``.md``, case-sensitive; nothing whose name starts with ``.``;
+The rules for which files count (``.md``, case-sensitive; nothing whose name starts with ``.``;
 symlinked directories are not descended) and the walk order every report uses: depth first, names
 in byte order, directories interleaved with files.
 """

@@ -395,7 +395,7 @@ def _sync_all_at_exit() -> None:
 
 
 def _action_of(subject: str, actor: str) -> tuple[str, str]:
-    """Action and path of a commit subject ``<actor>: <verb> <path>`` (reference §3.3)."""
+    """Action and path of a commit subject ``<actor>: <verb> <path>``."""
     rest = subject[len(actor) + 2 :] if subject.startswith(actor + ": ") else subject
     word, _, tail = rest.partition(" ")
     lowered = word.lower()

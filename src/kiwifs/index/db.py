@@ -2,7 +2,7 @@
 
 One database per root (``.kiwi/state/index.db``, WAL). It holds, per file, the stat signature,
 ETag, frontmatter as JSON, the full text in an FTS5 table (a normal one, so a rewritten or deleted
-file really loses its old words — reference §9.20) and the memory facts, with the ``merged-from``
+file really loses its old words, unlike KiwiFS's) and the memory facts, with the ``merged-from``
 keys split into two lookup tables so that "is this episode covered?" is kept in a ``covered``
 column and the memory report is a handful of indexed queries (rows: :mod:`index.rows`). The
 ``dirs`` table keeps, per folder, the digest it was last reconciled against and its entry count,

@@ -1,11 +1,11 @@
-"""Frontmatter queries (``/meta``): the filter syntax of reference §8.3 compiled to SQL.
+"""Frontmatter queries (``/meta``): KiwiFS's filter syntax (docs/search.md) compiled to SQL.
 
 A filter is ``<field><op><value>``: operators are looked for in the order ``!=``, ``<=``, ``>=``,
 ``<>``, ``=``, ``<``, ``>`` (the first found after the start wins), then `` not like `` /
 `` like ``. Fields are JSON paths (``$.status``, ``$.a.b``, ``$.list[*]``, ``$.list[*].sub``)
 and are always bound as parameters, never spliced into SQL.
 
-Unlike KiwiFS (reference §9.23), values are typed: ``5`` or ``0.8`` compare as numbers with numeric
+Unlike KiwiFS, values are typed: ``5`` or ``0.8`` compare as numbers with numeric
 frontmatter (and ``=`` still matches the same text in a string value), ``true``/``false`` match
 booleans (or those strings), ``null`` matches a null or missing key. Order comparisons with a
 number only ever match numbers; with any other value they compare text with text.

@@ -80,7 +80,7 @@ def report(
     offset: int = 0,
     totals: Totals | None = None,
 ) -> tuple[MemoryReport, Totals]:
-    """The SPEC §2 report of the indexed root for ``prefix`` (already normalised).
+    """The memory report of the indexed root for ``prefix`` (already normalised).
 
     ``totals`` computed earlier on the same state of the index may be passed in to skip the
     counting; the ones used are returned for the caller to keep.

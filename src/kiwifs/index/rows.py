@@ -30,7 +30,8 @@ NEVER, ALWAYS, BY_PREFIX = 0, 1, 2
 
 
 def kind_class(memory_kind: str, unreadable: bool) -> int:
-    """§1.4 split into the part known at index time and the part that needs the prefix."""
+    """Classification (docs/memory.md), split into the part known at index time and the part
+    that needs the prefix."""
     kind = memory_kind.strip().lower()
     if unreadable or kind in NOT_EPISODIC_KINDS:
         return NEVER
@@ -38,7 +39,7 @@ def kind_class(memory_kind: str, unreadable: bool) -> int:
 
 
 def cover_idents(id_keys: Iterable[str]) -> set[str]:
-    """The episode ids that ``type:id`` keys cover (only the id types of SPEC §2 cover by id)."""
+    """The episode ids that ``type:id`` keys cover (only the id types cover by id)."""
     out: set[str] = set()
     for key in id_keys:
         for typ in ID_TYPES:

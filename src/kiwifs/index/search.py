@@ -1,4 +1,4 @@
-"""Full-text search over the index: the query rules of reference §8.2, BM25 ranking, snippets.
+"""Full-text search over the index: KiwiFS's query rules (docs/search.md), BM25 ranking, snippets.
 
 Plain words are quoted one by one and AND-ed, so ``run-249`` or ``C++`` never trip the FTS5
 parser. A query with FTS5 syntax (``"()*^:`` or an upper-case ``AND``/``OR``/``NOT``/``NEAR``)
@@ -78,7 +78,7 @@ def _tokens_have_operator(query: str) -> bool:
 
 
 def has_syntax(query: str) -> bool:
-    """True when the query uses FTS5 syntax and is passed through as written (§8.2)."""
+    """True when the query uses FTS5 syntax and is passed through as written."""
     return bool(_SYNTAX_CHARS & set(query)) or _tokens_have_operator(query)
 
 

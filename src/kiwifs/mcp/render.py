@@ -1,7 +1,7 @@
 """The texts the MCP tools read and write, kept apart from the protocol plumbing.
 
 Models read tool results as plain text, so these functions decide the exact wording (KiwiFS's
-where reference §4 gives it). Nothing here imports ``mcp``; every function is pure, which keeps
+where KiwiFS gives it). Nothing here imports ``mcp``; every function is pure, which keeps
 the formats testable without a server and the adapters in :mod:`kiwifs.mcp_server` short.
 """
 

@@ -13,7 +13,7 @@ ALL_MERGED_MCP = "All episodic files are referenced by at least one merged-from 
 
 
 def render_cli(report: MemoryReport) -> str:
-    """The CLI text of reference §1.9 (warnings are printed separately, to stderr)."""
+    """The CLI text, with KiwiFS's labels (warnings are printed separately, to stderr)."""
     lines = [
         f"episodic files:          {report.episodic_count}",
         f"merged-from references:  {report.merged_from_refs}",
@@ -28,7 +28,7 @@ def render_cli(report: MemoryReport) -> str:
 
 
 def render_mcp(report: MemoryReport) -> str:
-    """The MCP tool text of reference §1.11 (warnings inline)."""
+    """The MCP tool text, with KiwiFS's labels (warnings inline)."""
     lines = [
         f"Episodic files:           {report.episodic_count}",
         f"merged-from references:   {report.merged_from_refs}",

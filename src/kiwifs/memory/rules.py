@@ -1,4 +1,4 @@
-"""The episodic-memory rules of SPEC §2, as pure functions.
+"""The episodic-memory rules (docs/memory.md), as pure functions.
 
 Nothing here touches the disk. :func:`file_facts` turns one file's parsed frontmatter into the few
 facts the report needs; :func:`build_report` folds the facts of a whole root, in walk order, into a
@@ -41,7 +41,8 @@ NOT_REGULAR_FILE = "not a regular file"  # the reason given for a FIFO or device
 class FileFacts:
     """What one file contributes to the memory report (independent of the prefix).
 
-    ``episode_id`` is the id as §1.5 computes it (raw, possibly with spaces); ``id_keys`` are
+    ``episode_id`` is the id as :func:`episode_identity` computes it (raw, possibly with spaces);
+    ``id_keys`` are
     ``type:id`` keys and ``path_keys`` normalised paths cited by its ``merged-from``.
     ``warnings`` are the file's own, in order; ``unreadable`` files are never episodic.
     """
@@ -57,7 +58,7 @@ class FileFacts:
 
 
 def as_id(value: Any) -> str:
-    """An id as SPEC §2 reads it: a string as written, a number as ``str()``, else ``""``."""
+    """An id as kiwifs reads it: a string as written, a number as ``str()``, else ``""``."""
     if isinstance(value, str):
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -70,7 +71,7 @@ def _as_str(value: Any) -> str:
 
 
 def episode_identity(fm: Mapping[Any, Any]) -> str:
-    """The episode id of §1.5: ``episode_id`` (kept raw), else the trimmed ``id``."""
+    """The episode id: ``episode_id`` (kept raw), else the trimmed ``id``."""
     ident = as_id(fm.get("episode_id"))
     if not ident.strip():
         alt = as_id(fm.get("id")).strip()
@@ -130,7 +131,7 @@ def unreadable_facts(path: str, why: str) -> FileFacts:
 
 
 def is_episodic(path: str, memory_kind: str, prefix: str) -> bool:
-    """Classification of §1.4 with a normalised ``prefix`` (ending in ``/``)."""
+    """Classification (docs/memory.md) with a normalised ``prefix`` (ending in ``/``)."""
     kind = memory_kind.strip().lower()
     if kind in NOT_EPISODIC_KINDS:
         return False
@@ -140,7 +141,7 @@ def is_episodic(path: str, memory_kind: str, prefix: str) -> bool:
 
 
 def resolve_prefix(*candidates: str | None) -> str:
-    """The first candidate that normalises to something, else ``episodes/`` (SPEC §2)."""
+    """The first candidate that normalises to something, else ``episodes/``."""
     for candidate in candidates:
         norm = normalize_prefix(candidate)
         if norm:
@@ -179,7 +180,7 @@ class MemoryReport:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC §2 JSON object, keys in contract order."""
+        """The report's JSON object, keys in the documented order."""
         return {
             "episodic_count": self.episodic_count,
             "merged_from_refs": self.merged_from_refs,
@@ -219,7 +220,7 @@ def _page(items: list[EpisodicFile], limit: int | None, offset: int) -> tuple[Ep
 def build_report(
     facts: Iterable[FileFacts], prefix: str, limit: int | None = None, offset: int = 0
 ) -> MemoryReport:
-    """Fold the facts of every file, in walk order, into the report (SPEC §2)."""
+    """Fold the facts of every file, in walk order, into the report."""
     limit, offset = check_paging(limit, offset)
     id_keys: set[str] = set()
     path_keys: set[str] = set()
@@ -287,7 +288,7 @@ def _covered(f: FileFacts, id_keys: set[str], path_keys: set[str]) -> bool:
 
 @dataclass(frozen=True)
 class MergeEntry:
-    """One ``merged-from`` entry to record (SPEC §2, reference §1.12)."""
+    """One ``merged-from`` entry to record."""
 
     type: str = "episode"
     id: str = ""
@@ -304,7 +305,7 @@ class MergeEntry:
         return f"{typ}:path:{normalize_ref_path(self.path) or ''}"
 
     def to_yaml_fields(self) -> dict[str, str]:
-        """Fields in contract order; ``id`` is omitted for path-only entries (SPEC §2)."""
+        """Fields in contract order; ``id`` is omitted for path-only entries."""
         out = {"type": self.type}
         if self.id:
             out["id"] = self.id

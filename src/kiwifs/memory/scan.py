@@ -41,7 +41,8 @@ _CHUNKS_IN_FLIGHT_PER_WORKER = 3
 # O_NONBLOCK: a FIFO named *.md must not block the scan (it is refused below, not read)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
-# SPEC §1's block rule (markdown.find_block) as one search for the closing line: a line that is
+# The frontmatter block rule (markdown.find_block) as one search for the closing line: a line that
+# is
 # ``---`` or ``...`` followed only by spaces or ``\r``. tests/test_scan.py proves it equal.
 _CLOSING_LINE = re.compile(rb"\n(?:---|\.\.\.)[ \r]*+(?:\n|\Z)")
 
