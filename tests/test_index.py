@@ -15,10 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from kiwifs.cli import cli
-from kiwifs.errors import InvalidQuery, UsageError
+from kiwifs.errors import Busy, InvalidQuery, UsageError
 from kiwifs.indented_json import dumps_indented
 from kiwifs.index import record as record
 from kiwifs.index.db import SCHEMA_VERSION
+from kiwifs.index.keeper import IndexKeeper
 from kiwifs.index.report import prefix_range
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
@@ -109,6 +110,56 @@ def test_corruption_found_while_running_resets(kb: Knowledge) -> None:
         index._writer.commit()
     report = kb.memory_report()
     assert report.to_json() == kb.memory_report(use_index=False).to_json()
+
+
+def test_a_busy_index_is_waited_for_then_reported_never_wiped(
+    make_root: Callable[..., Path],
+) -> None:
+    """Another connection holding ``BEGIN IMMEDIATE`` makes calls fail with Busy, not a reset."""
+    root = make_root(PAGES)
+    with Knowledge(root) as kb:
+        kb.reindex()
+    db = root / INDEX
+    inode = db.stat().st_ino
+    (root / "notes/n5.md").write_text("a new fox, so the reconcile has to write\n")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    keeper = IndexKeeper(root, busy_timeout=0.2)
+    try:
+        for call in (keeper.reconcile, keeper.reindex, lambda: keeper.search("fox", 10, 0, None)):
+            with pytest.raises(Busy, match="index is busy"):
+                call()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert db.stat().st_ino == inode
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == len(PAGES)
+    conn.close()
+    keeper.reconcile()  # once free, the same keeper carries on
+    assert len(paths(keeper.search("fox", 10, 0, None))) == 4
+    keeper.close()
+
+
+def test_a_busy_empty_database_is_not_deleted_at_open(make_root: Callable[..., Path]) -> None:
+    """Opening a database another process is still creating waits, then fails; it stays."""
+    root = make_root(PAGES)
+    db = root / INDEX
+    db.parent.mkdir(parents=True)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE theirs (x)")
+    keeper = IndexKeeper(root, busy_timeout=0.2)
+    try:
+        with pytest.raises(Busy):
+            keeper.reconcile()
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'theirs'").fetchone()
+    conn.close()
+    keeper.close()
 
 
 def test_root_without_writable_state_falls_back(make_root: Callable[..., Path]) -> None:

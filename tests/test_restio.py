@@ -14,7 +14,8 @@ from kiwifs.errors import KiwiError, UsageError
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.rest.http import STATUS, entry_list, kiwi_error_response, merge_entry, optional_int
 
-SERVER_FAULTS = {"error", "config", "storage"}  # the server's own trouble: 500, no details
+SERVER_FAULTS = {"error", "config"}  # the server's own trouble: 500, no details
+UNAVAILABLE = {"busy", "storage"}  # cannot serve it now (a busy index, failing git): 503
 
 
 def error_classes() -> list[type[KiwiError]]:
@@ -25,13 +26,21 @@ def error_classes() -> list[type[KiwiError]]:
 def test_every_client_error_code_has_a_status() -> None:
     codes = {c.code for c in error_classes()}
     assert codes - SERVER_FAULTS == set(STATUS)
-    assert all(400 <= status < 500 for status in STATUS.values())
+    assert {code for code, status in STATUS.items() if status == 503} == UNAVAILABLE
+    assert all(400 <= STATUS[code] < 500 for code in set(STATUS) - UNAVAILABLE)
 
 
 def test_server_faults_hide_their_message() -> None:
-    resp = kiwi_error_response(errors.StorageError("disk path /secret failed"))
+    resp = kiwi_error_response(errors.ConfigError("config path /secret failed"))
     assert resp.status_code == 500
     assert json.loads(resp.body) == {"error": "internal server error"}
+
+
+@pytest.mark.parametrize("error", [errors.StorageError, errors.Busy])
+def test_unavailable_is_503_and_says_why(error: type[KiwiError]) -> None:
+    resp = kiwi_error_response(error("background commits are failing: disk full"))
+    assert resp.status_code == 503
+    assert json.loads(resp.body) == {"error": "background commits are failing: disk full"}
 
 
 def test_unauthorized_asks_for_a_bearer_token() -> None:

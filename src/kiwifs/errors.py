@@ -16,8 +16,12 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── PayloadTooLarge          too_large        1          413
     ├── Unauthorized             unauthorized     1          401
     ├── Locked                   locked           1          423
+    ├── Busy                     busy             1          503
     ├── ConfigError              config           2          500
-    └── StorageError             storage          1          500
+    └── StorageError             storage          1          503
+
+A 503 says "the service cannot do this right now" and keeps its message (a busy index, failing
+git commits: what to fix or when to retry); a 500 is a fault of ours and hides its message.
 """
 
 from __future__ import annotations
@@ -105,6 +109,12 @@ class Locked(KiwiError):
     code = "locked"
 
 
+class Busy(KiwiError):
+    """Another process holds the index database longer than kiwifs waits for it; retry later."""
+
+    code = "busy"
+
+
 class ConfigError(KiwiError):
     """``.kiwi/config.toml`` exists but cannot be read or parsed."""
 
@@ -113,6 +123,6 @@ class ConfigError(KiwiError):
 
 
 class StorageError(KiwiError):
-    """The filesystem or git failed underneath an operation."""
+    """The filesystem or git failed underneath an operation (disk full, a broken repository)."""
 
     code = "storage"

@@ -45,6 +45,7 @@ from .walk import FolderWalk, PendingWalk, start_walk
 SCHEMA_VERSION = 4
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
+BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
 ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
 BATCH = 1000
 
@@ -98,6 +99,40 @@ class IndexUnavailable(Exception):
     """The index cannot live in this root (read-only, no ``.kiwi/state``): use the plain scan."""
 
 
+_DAMAGE_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Another connection held a lock longer than the busy timeout: wait or retry, never reset."""
+    code = _primary_code(exc)
+    if code is not None:
+        return code in _BUSY_CODES
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """A damaged or foreign database (rebuild it), not a busy one or a bad query (don't).
+
+    A busy database, a full disk or a bad query says nothing about the file: throwing the
+    index away then would cost a full rebuild and, for a busy one, pull it from under the
+    process holding it.
+    """
+    if is_busy(exc) or not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    if _primary_code(exc) in _DAMAGE_CODES:
+        return True
+    if not isinstance(exc, sqlite3.OperationalError):
+        return True
+    text = str(exc)
+    return "no such table" in text or "no such column" in text
+
+
 @dataclass(frozen=True)
 class ReconcileStats:
     """What a reconcile found: files (re)indexed, rows removed, files walked, seconds taken."""
@@ -119,9 +154,12 @@ class ReconcileStats:
 class Index:
     """The index database of one root. Thread-safe; close it when done."""
 
-    def __init__(self, root: Path, path: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, path: Path | None = None, busy_timeout: float = BUSY_TIMEOUT
+    ) -> None:
         self.root = Path(root)
         self.path = Path(path) if path is not None else self.root / STATE_DIR / INDEX_FILE
+        self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._pool: list[sqlite3.Connection] = []
         self._all_readers: list[sqlite3.Connection] = []
@@ -134,8 +172,8 @@ class Index:
     # -- connections ------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return conn
 
     def _open_writer(self) -> sqlite3.Connection:
@@ -147,12 +185,18 @@ class Index:
             raise IndexUnavailable(f"{self.path.parent} is not writable")
         try:
             return self._prepare()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if is_busy(exc):
+                raise  # the file is fine and in use: the caller waits or reports it
+            if not is_damage(exc):
+                raise IndexUnavailable(f"cannot open {self.path}: {exc}") from exc
             self._remove_files()
             try:
                 return self._prepare()
-            except sqlite3.DatabaseError as exc:
-                raise IndexUnavailable(f"cannot open {self.path}: {exc}") from exc
+            except sqlite3.DatabaseError as again:
+                if is_busy(again):
+                    raise
+                raise IndexUnavailable(f"cannot open {self.path}: {again}") from again
 
     def _prepare(self) -> sqlite3.Connection:
         """Open the writer; a database of another schema version is deleted and made afresh."""

@@ -9,25 +9,39 @@ The policy in one place:
   only changed files), so files edited behind our back are always seen.
 * With a watcher, answers come straight from the index: events refresh it within milliseconds and
   a periodic reconcile catches what events miss.
-* An SQLite error that is not the caller's fault (a corrupt or vanished file) resets the index,
-  fills it again from the files and retries once.
+* An SQLite error that shows real damage (a corrupt or foreign file, missing tables) resets the
+  index, fills it again from the files and retries once. A busy database is never reset: each
+  statement waits for the other connection's lock (:data:`~kiwifs.index.db.BUSY_TIMEOUT`), then
+  the call fails with :class:`~kiwifs.errors.Busy` and the index is left as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from kiwifs.errors import Busy
 from kiwifs.memory.rules import MemoryReport, ReportDocument, build_report
 
 from . import meta as meta_query
 from . import report as indexed_report
 from . import search
-from .db import INDEX_FILE, STATE_DIR, Index, IndexUnavailable, Progress, ReconcileStats
+from .db import (
+    BUSY_TIMEOUT,
+    INDEX_FILE,
+    STATE_DIR,
+    Index,
+    IndexUnavailable,
+    Progress,
+    ReconcileStats,
+    is_busy,
+    is_damage,
+)
 from .meta import MetaResults
 from .search import SearchResults
 from .watcher import DEFAULT_PERIOD, Watcher
@@ -39,19 +53,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """A damaged or foreign database (rebuild it), not a busy one or a bad query (don't)."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return True
-    text = str(exc)
-    return "no such table" in text or "no such column" in text
-
-
 class IndexKeeper:
     """The index of one root and the rules for keeping it right."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.root = Path(root)
+        self.busy_timeout = busy_timeout
         self._index: Index | None = None
         self._in_root = True
         self._temp: tempfile.TemporaryDirectory[str] | None = None
@@ -62,18 +69,32 @@ class IndexKeeper:
 
     # -- opening ----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _busy_is_an_error(self) -> Iterator[None]:
+        """Report a database another connection keeps locked as :class:`Busy`."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if not is_busy(exc):
+                raise
+            raise Busy(
+                f"the index is busy: another connection held a lock on {STATE_DIR}/{INDEX_FILE}"
+                f" for more than {self.busy_timeout:g} s; try again"
+            ) from exc
+
     def _open(self) -> Index:
-        with self._lock:
+        with self._lock, self._busy_is_an_error():
             if self._index is None:
                 try:
-                    self._index = Index(self.root)
+                    self._index = Index(self.root, busy_timeout=self.busy_timeout)
                     self._in_root = True
                 except IndexUnavailable as exc:
                     log.info("index unavailable in the root (%s); using a temporary one", exc)
                     import tempfile
 
                     self._temp = tempfile.TemporaryDirectory(prefix="kiwifs-index-")
-                    self._index = Index(self.root, Path(self._temp.name) / "index.db")
+                    temp = Path(self._temp.name) / INDEX_FILE
+                    self._index = Index(self.root, temp, busy_timeout=self.busy_timeout)
                     self._in_root = False
             return self._index
 
@@ -110,36 +131,46 @@ class IndexKeeper:
         Current means: a live watcher keeps it so, or a reconcile runs first (overlapping with
         ``action`` when the walk runs in worker processes, see :meth:`Index.reconcile_then`).
         """
-        try:
-            index = self._open()
+        index = self._open()
+
+        def current() -> T:
             watcher = self._watcher
             if watcher is not None and watcher.ready.is_set():
                 return action(index)
             return index.reconcile_then(lambda: action(index))
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
-            log.warning("index database unusable; rebuilding it from the files", exc_info=True)
-            index = self._open()
-            index.reset()
+
+        def refilled() -> T:
             index.reconcile()
             return action(index)
 
+        return self._repairing(index, current, refilled)
+
+    def _repairing(self, index: Index, attempt: Callable[[], T], again: Callable[[], T]) -> T:
+        """``attempt()``; on real damage reset the index and run ``again()`` once.
+
+        A busy database becomes :class:`Busy` and is left alone.
+        """
+        with self._busy_is_an_error():
+            try:
+                return attempt()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                log.warning("index database unusable; rebuilding it from the files", exc_info=True)
+                index.reset()
+                return again()
+
     def reconcile(self) -> ReconcileStats:
         index = self._open()
-        try:
-            return index.reconcile()
-        except sqlite3.DatabaseError:
-            index.reset()
-            return index.reconcile()
+        return self._repairing(index, index.reconcile, index.reconcile)
 
     def reindex(self, progress: Progress | None = None) -> int:
         index = self._open()
-        try:
+
+        def rebuild() -> int:
             return index.rebuild(progress)
-        except sqlite3.DatabaseError:
-            index.reset()
-            return index.rebuild(progress)
+
+        return self._repairing(index, rebuild, rebuild)
 
     def start_watching(self, period: float = DEFAULT_PERIOD) -> None:
         with self._lock:

@@ -42,6 +42,8 @@ STATUS: dict[str, int] = {
     "too_large": 413,
     "unauthorized": 401,
     "locked": 423,
+    "busy": 503,
+    "storage": 503,
 }
 
 
@@ -50,8 +52,11 @@ def error_response(status: int, message: str) -> JSONResponse:
 
 
 def kiwi_error_response(exc: KiwiError) -> JSONResponse:
+    """The response for a core error: 4xx and 503 keep the message, a 500 hides it."""
     status = STATUS.get(exc.code, 500)
-    if status >= 500:
+    if status == 503:
+        log.warning("unavailable: %s", exc.message)
+    elif status >= 500:
         log.error("internal error: %s", exc.message)
         return error_response(status, "internal server error")
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
