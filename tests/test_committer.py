@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gitrepo import commit_count, git
 from kiwifs.committer import PendingCommit, batch_message
+from kiwifs.errors import StorageError
 from kiwifs.knowledge import Knowledge
+from kiwifs.versioning import Version, blob_id
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 
@@ -84,3 +88,76 @@ def test_batch_message_keeps_a_single_operation_message() -> None:
         PendingCommit(("a.md", "b.md"), "eve", "eve: bulk", "Provenance: run:1"),
     ]
     assert batch_message(two) == ("eve: 2 files\n\na.md\nb.md", "Provenance: run:1")
+
+
+def break_object_store_for(root: Path, data: bytes) -> Path:
+    """Make git unable to store ``data``: its object fan-out folder becomes a file.
+
+    libgit2 then fails to create the folder whoever runs it (root too), as on a full disk;
+    deleting the returned file repairs the repository.
+    """
+    fan = root / ".git" / "objects" / blob_id(data)[:2]
+    if fan.exists():
+        shutil.rmtree(fan)
+    fan.write_text("not a folder")
+    return fan
+
+
+def outcome(call: Callable[[], list[Version]]) -> BaseException | list[Version]:
+    """What ``call`` returned or raised; a guard turns a hang (the bug) into a failure."""
+    result: list[BaseException | list[Version]] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(120)  # a hang guard, not a speed limit: the answer comes in well under 1 s
+    assert result, "the call never returned"
+    return result[0]
+
+
+def test_failing_commits_are_storage_errors_not_a_hang(kb: Knowledge, root: Path) -> None:
+    data = b"# written while git is broken\n"
+    fan = break_object_store_for(root, data)
+    before = commit_count(root)
+    kb.write("doomed.md", data, actor="alice")  # on disk and journaled: it returns
+    failed = outcome(lambda: kb.versions("doomed.md"))  # the flush gives up, not forever
+    assert isinstance(failed, StorageError) and "git commit failed" in failed.message
+    status = kb.commit_status()
+    assert (status.failing, status.pending) == (True, 1)
+    assert status.error is not None and ".git/objects" in status.error
+    assert str(root) not in status.error  # the root's absolute path stays private
+    with pytest.raises(StorageError, match="background git commits are failing"):
+        kb.write("refused.md", "x\n", actor="alice")
+    assert not (root / "refused.md").exists()
+    assert "doomed.md" in (root / JOURNAL).read_text()
+    fan.unlink()  # the disk is repaired: the next flush retries at once and succeeds
+    assert [v.author for v in kb.versions("doomed.md")] == ["alice"]
+    assert kb.commit_status().to_json() == {"pending": 0, "failing": False}
+    assert commit_count(root) == before + 1
+    kb.write("accepted.md", "x\n", actor="alice")
+    assert len(kb.versions("accepted.md")) == 1
+
+
+def test_close_with_failing_commits_leaves_them_to_the_journal(root: Path) -> None:
+    data = b"# never committed by this process\n"
+    fan = break_object_store_for(root, data)
+    kb = Knowledge.open(root)
+    kb.enable_async_commit(window=30.0)
+    kb.write("late.md", data, actor="carol")
+    kb.close()  # returns (bounded) although the commit cannot be made
+    assert "late.md" in (root / JOURNAL).read_text()
+    fan.unlink()
+    with Knowledge.open(root) as again:  # the next start commits what the journal names
+        assert [v.message for v in again.versions("late.md")] == ["kiwifs: recommit 1 file(s)"]
+
+
+def test_a_synchronous_commit_failure_is_a_storage_error(root: Path) -> None:
+    data = b"# sync\n"
+    break_object_store_for(root, data)
+    with Knowledge.open(root) as kb, pytest.raises(StorageError, match="git commit failed"):
+        kb.write("sync.md", data, actor="dave")

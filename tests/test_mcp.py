@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -269,16 +270,19 @@ async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> 
             {
                 "content": "Tried the cache; it halved latency.",
                 "title": "Cache trial",
+                "scope": "api",
                 "tags": ["perf"],
                 "provenance": "run:run-7",
             },
         )
-        assert said.startswith("Remembered episode ep-")
+        assert said.startswith("Remembered episode ")
         ident, path = said.split()[2], said.split()[4]
+        assert uuid.UUID(ident).version == 4
         assert path.startswith("episodes/") and path.endswith(f"/{ident}.md")
         stored = Knowledge.open(root).frontmatter(path)
         assert stored["memory_kind"] == "episodic" and stored["episode_id"] == ident
         assert stored["title"] == "Cache trial" and stored["tags"] == ["perf"]
+        assert stored["scope"] == "api"
         assert stored["created"].endswith("Z") and stored["derived-from"][0]["id"] == "run-7"
         await ok(client, "kiwi_remember", {"content": "first", "episode_id": "ep-fixed"})
         again = await fails(

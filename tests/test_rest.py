@@ -155,7 +155,7 @@ def versions(client: httpx.Client, path: str) -> list[dict[str, str]]:
 def test_health(client: httpx.Client) -> None:
     resp = client.get("/health")
     assert resp.status_code == 200
-    assert resp.json() == {"status": "ok"}
+    assert resp.json() == {"status": "ok", "commits": {"pending": 0, "failing": False}}
 
 
 def api_routes(tmp_path: Path) -> set[str]:
@@ -982,7 +982,7 @@ def test_every_route_needs_the_key(
 
 def test_health_is_open_with_auth(auth_server: Server) -> None:
     with auth_server.client() as c:
-        assert c.get("/health").json() == {"status": "ok"}
+        assert c.get("/health").json()["status"] == "ok"
 
 
 def test_api_key_from_environment(tmp_path: Path) -> None:

@@ -1,18 +1,20 @@
-"""REST plumbing without a server: the status table and the body and query parsers.
+"""REST plumbing without a server: the status table, the request models and the query parsers.
 
-The routes themselves are tested against a real ``kiwifs serve`` in ``test_rest.py``.
+The routes themselves are tested in ``test_rest.py``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from kiwifs import errors
 from kiwifs.errors import KiwiError, UsageError
 from kiwifs.memory.rules import MergeEntry
-from kiwifs.rest.http import STATUS, entry_list, kiwi_error_response, merge_entry, optional_int
+from kiwifs.requests import BulkRequest, MergeRequest, RenameRequest, field_name, parse
+from kiwifs.rest.http import STATUS, kiwi_error_response, optional_int
 
 SERVER_FAULTS = {"error", "config"}  # the server's own trouble: 500, no details
 UNAVAILABLE = {"busy", "storage"}  # cannot serve it now (a busy index, failing git): 503
@@ -59,10 +61,25 @@ def test_optional_int_refuses_words() -> None:
 
 
 def test_merge_entries_are_checked_one_by_one() -> None:
-    assert merge_entry(0, {"id": 42}) == MergeEntry(type="episode", id="42")
-    with pytest.raises(UsageError, match=r"entries\[1\] must be an object"):
-        merge_entry(1, "run:1")
-    with pytest.raises(UsageError, match=r"entries\[2\]\.note must be a string"):
-        merge_entry(2, {"id": "a", "note": ["x"]})
-    with pytest.raises(UsageError, match="entries is required"):
-        entry_list({"entries": []})
+    body = parse(MergeRequest, {"path": "p.md", "entries": [{"id": 42}, {"path": "e.md"}]})
+    assert body.merge_entries() == [MergeEntry(id="42"), MergeEntry(path="e.md")]
+    cases = [
+        ({"path": "p.md", "entries": [{"id": "a"}, "run:1"]}, "entries[1] must be an object"),
+        ({"path": "p.md", "entries": [{"id": "a", "note": ["x"]}]}, "entries[0].note must be a"),
+        ({"path": "p.md", "entries": [{"id": True}]}, "entries[0].id must be a string"),
+        ({"path": "p.md", "entries": []}, "entries must not be empty"),
+        ({"entries": [{"id": "a"}]}, "path is required"),
+        ({"path": "p.md", "entries": [{"idd": "a"}]}, "entries[0].idd is not a known field"),
+    ]
+    for value, message in cases:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            parse(MergeRequest, value)
+
+
+def test_request_models_name_every_bad_field() -> None:
+    with pytest.raises(UsageError) as info:
+        parse(BulkRequest, {"files": [{"content": 3}]})
+    assert info.value.message == "files[0].path is required; files[0].content must be a string"
+    assert parse(BulkRequest, {"files": [{"path": "a.md"}], "future": 1}).files[0].content == ""
+    assert parse(RenameRequest, {"from": "a.md", "to": "b.md"}).from_ == "a.md"
+    assert field_name(("files", 0, "path")) == "files[0].path" and field_name(()) == "request"

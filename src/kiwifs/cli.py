@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import click
 
@@ -84,7 +84,7 @@ def init(root: str, template: str) -> None:
 
 @cli.group(cls=KiwiGroup)
 def memory() -> None:
-    """Episodic memory: the consolidation report and recording merges."""
+    """Episodic memory: the consolidation report, new episodes and recording merges."""
 
 
 @memory.command("report")
@@ -170,6 +170,42 @@ def memory_merge(
         )
     else:
         click.echo(f"nothing to do: {result.path} already cites every entry")
+
+
+@memory.command("remember")
+@click.argument("file", type=click.File("rb"), default="-", required=False)
+@root_option()
+@click.option("--episode-id", default=None, help="Id of the episode (default: a new UUID).")
+@click.option("--scope", default=None, help="What the episode is about (stored as scope).")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--title", default=None, help="Short title (stored as title).")
+@click.option("--actor", default="kiwifs", show_default=True, help="Git author.")
+@click.option("--provenance", default=None, help="Where it came from, as type:id.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print path, episode_id, etag.")
+def memory_remember(
+    file: BinaryIO,
+    root: str,
+    episode_id: str | None,
+    scope: str | None,
+    tags: tuple[str, ...],
+    title: str | None,
+    actor: str,
+    provenance: str | None,
+    as_json: bool,
+) -> None:
+    """Record a new episode from FILE (default: stdin) and print its path."""
+    try:
+        content = file.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.UsageError(f"the content must be UTF-8 text: {exc}") from exc
+    with Knowledge.open(root) as kb:
+        result = kb.remember(
+            content, episode_id, scope, list(tags) or None, actor, provenance, title
+        )
+    if as_json:
+        echo_json({"path": result.path, "episode_id": result.episode_id, "etag": result.etag})
+    else:
+        click.echo(result.path)
 
 
 @cli.command()

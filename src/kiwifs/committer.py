@@ -7,6 +7,14 @@ write returns once it is on disk and named in the crash journal, and this thread
 has accumulated, as KiwiFS does: after ``window`` seconds, at ``max_paths`` paths, or as soon as
 the actor changes, so every commit still has one author. History reads call :meth:`flush` first,
 so they always see every write that returned.
+
+When git fails (a full disk, a broken repository) the thread keeps the batch and retries with a
+growing delay, since the trouble may pass. Meanwhile nothing waits forever: after
+:data:`FAILURES_BEFORE_ERROR` failed attempts in a row the committer counts as *failing*, and
+:meth:`Committer.flush` and new writes raise :class:`~kiwifs.errors.StorageError` naming the
+error, which ``/health`` shows too; a flush that makes no progress gives up after
+:data:`FLUSH_TIMEOUT` seconds. The crash journal keeps the paths, so whatever is still pending at
+close is committed by the next start.
 """
 
 from __future__ import annotations
@@ -18,10 +26,15 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .errors import StorageError
 from .versioning import Git
 
 log = logging.getLogger(__name__)
+FIRST_RETRY_DELAY = 0.05
 MAX_RETRY_DELAY = 5.0
+FAILURES_BEFORE_ERROR = 3  # failed attempts in a row before waiters are told (~0.2 s)
+FLUSH_TIMEOUT = 60.0  # seconds a flush waits for commits that neither succeed nor fail
+CLOSE_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,21 @@ class PendingCommit:
     actor: str
     message: str
     trailer: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitStatus:
+    """What ``/health`` shows about background commits."""
+
+    pending: int = 0
+    failing: bool = False
+    error: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"pending": self.pending, "failing": self.failing}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 def batch_message(batch: list[PendingCommit]) -> tuple[str, str | None]:
@@ -63,6 +91,9 @@ class Committer:
         self._in_flight = 0
         self._flushers = 0
         self._stopping = False
+        self._attempts = 0  # commit attempts finished, failed or not
+        self._failures = 0  # failed attempts in a row
+        self._error: str | None = None
         self._thread = threading.Thread(target=self._run, name="kiwifs-committer", daemon=True)
         self._thread.start()
 
@@ -78,34 +109,74 @@ class Committer:
         with self._cond:
             return len(self._queue) + self._in_flight
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything submitted so far is committed; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def status(self) -> CommitStatus:
+        with self._cond:
+            pending = len(self._queue) + self._in_flight
+            if self._failures >= FAILURES_BEFORE_ERROR:
+                return CommitStatus(pending, True, self._error)
+            return CommitStatus(pending)
+
+    def check(self) -> None:
+        """Raise :class:`StorageError` while commits are failing (refuse new writes then).
+
+        It also cuts the retry delay short, so a repaired disk is noticed at once.
+        """
+        with self._cond:
+            if self._failures >= FAILURES_BEFORE_ERROR:
+                self._cond.notify_all()
+                raise self._failing_error()
+
+    def _failing_error(self) -> StorageError:
+        return StorageError(f"background git commits are failing: {self._error}")
+
+    def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Wait until everything submitted so far is committed.
+
+        Raises :class:`StorageError` when commits are failing, or when they have made no
+        progress for ``timeout`` seconds; the writes stay on disk and in the journal.
+        """
         with self._cond:
             self._flushers += 1
-            self._cond.notify_all()  # cut the batching window short
+            self._cond.notify_all()  # cut the batching window and a retry delay short
             try:
+                attempts = self._attempts
+                deadline = time.monotonic() + timeout
+                left = len(self._queue) + self._in_flight
                 while self._queue or self._in_flight:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
+                    # failing, and an attempt made since this flush began failed as well
+                    if self._failures >= FAILURES_BEFORE_ERROR and self._attempts > attempts:
+                        raise self._failing_error()
+                    now_left = len(self._queue) + self._in_flight
+                    if now_left < left:  # progress: the bound is on a stall, not the backlog
+                        left, deadline = now_left, time.monotonic() + timeout
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise StorageError(
+                            f"background git commits made no progress in {timeout:g} s"
+                            f" ({left} operation(s) pending)"
+                        )
                     self._cond.wait(remaining)
             finally:
                 self._flushers -= 1
-        return True
 
-    def close(self) -> None:
-        """Commit what is pending, then stop the thread."""
-        self.flush()
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Commit what is pending (unless git is failing), then stop the thread.
+
+        What cannot be committed stays in the crash journal for the next start to commit.
+        """
+        try:
+            self.flush(timeout)
+        except StorageError as exc:
+            log.error("closing with uncommitted writes (the journal keeps them): %s", exc)
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=timeout)
 
     # -- the thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
-        delay = 0.05
+        delay = FIRST_RETRY_DELAY
         while True:
             batch = self._next_batch()
             if batch is None:
@@ -114,17 +185,28 @@ class Committer:
                 message, trailer = batch_message(batch)
                 paths = list(dict.fromkeys(p for c in batch for p in c.paths))
                 self.git.commit(paths, batch[0].actor, message, trailer)
-            except Exception:
-                log.exception("background commit failed; retrying (the journal keeps the paths)")
+            except Exception as exc:
                 with self._cond:
+                    if self._failures == 0:
+                        log.exception("background commit failed; retrying (journal keeps paths)")
                     self._queue.extendleft(reversed(batch))
                     self._in_flight = 0
+                    self._attempts += 1
+                    self._failures += 1
+                    self._error = str(exc) or type(exc).__name__
+                    self._cond.notify_all()  # waiting flushes learn of the failure
+                    if self._stopping:
+                        return  # closing: the journal keeps the paths for the next start
                     self._cond.wait(delay)
                 delay = min(delay * 2, MAX_RETRY_DELAY)
                 continue
-            delay = 0.05
+            delay = FIRST_RETRY_DELAY
             with self._cond:
+                if self._failures:
+                    log.warning("background commits work again after %d failure(s)", self._failures)
                 self._in_flight = 0
+                self._attempts += 1
+                self._failures, self._error = 0, None
                 drained = not self._queue
             if drained:
                 self._safely(self.on_idle)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import Locked, NotFound, RootNotFound, UsageError
+from .errors import Conflict, Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
 from .index.db import ReconcileStats
 from .index.keeper import IndexKeeper
@@ -23,6 +24,7 @@ from .index.meta import MetaResults
 from .index.record import json_safe
 from .index.search import DEFAULT_LIMIT, SearchResults
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
+from .memory.lifecycle import new_episode
 from .memory.rules import (
     MERGED_FROM,
     MemoryReport,
@@ -81,6 +83,13 @@ class MergeResult:
     etag: str
     added: tuple[MergeEntry, ...]
     created: bool
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    path: str
+    episode_id: str
+    etag: str
 
 
 class Knowledge:
@@ -151,6 +160,14 @@ class Knowledge:
         every write that returned. :meth:`close` commits what is left.
         """
         self.pipeline.enable_async_commit(window, max_paths)
+
+    def commit_status(self) -> CommitStatus:
+        """Background commits pending, and whether they are failing (what ``/health`` shows).
+
+        While they fail, writes and history reads raise :class:`StorageError` rather than
+        piling up or waiting forever.
+        """
+        return self.pipeline.commit_status()
 
     def acquire_server_lock(self) -> int:
         """Take ``.kiwi/server.lock`` so that two servers never share one root.
@@ -357,6 +374,40 @@ class Knowledge:
 
     def stop_watching(self) -> None:
         self.indexing.stop_watching()
+
+    def remember(
+        self,
+        content: str,
+        episode_id: str | None = None,
+        scope: str | None = None,
+        tags: Sequence[str] | None = None,
+        actor: str | None = None,
+        provenance: str | Provenance | None = None,
+        title: str | None = None,
+    ) -> RememberResult:
+        """Write a new episode (rules: :mod:`kiwifs.memory.lifecycle`); never overwrites.
+
+        An ``episode_id`` that already identifies an episode anywhere in the root is a
+        :class:`Conflict` and nothing is written. The check is one index lookup made under the
+        write lock, so two agents choosing the same id cannot both succeed.
+        """
+        prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
+        prefix = self.episodes_prefix()
+        episode = new_episode(
+            content, prefix, dt.datetime.now(dt.UTC), episode_id, scope, tags, title
+        )
+
+        def unclaimed() -> None:
+            if not episode.chosen_id:
+                return  # a fresh UUID4 names nothing yet; the create-only write still guards
+            taken = self.indexing.episode_paths(episode.episode_id, prefix)
+            if taken:
+                raise Conflict(f"episode {episode.episode_id} already exists at {taken[0]}")
+
+        result = self.pipeline.write(
+            episode.path, episode.data, _actor(actor), None, prov, "*", unclaimed
+        )
+        return RememberResult(result.path, episode.episode_id, result.etag)
 
     def merge(
         self,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .committer import Committer, PendingCommit
+from .committer import CommitStatus, Committer, PendingCommit
 from .errors import Conflict, KiwiError, NotFound, UsageError
 from .events import Event, EventBus
 from .paths import canonical
@@ -109,6 +109,13 @@ class Pipeline:
                 os.close(fd)
 
     def _journal(self, paths: list[str]) -> None:
+        """Name ``paths`` in the crash journal; every operation calls it before touching disk.
+
+        While background commits are failing, writes are refused here, before anything is
+        written, as a synchronous commit would fail them.
+        """
+        if self.committer is not None:
+            self.committer.check()
         if self.git is None:
             return
         with open(self._state / JOURNAL, "a", encoding="utf-8") as fh:
@@ -191,9 +198,17 @@ class Pipeline:
                 self._clear_journal()
 
     def flush(self) -> None:
-        """Wait until every write that returned is committed (a no-op when synchronous)."""
+        """Wait until every write that returned is committed (a no-op when synchronous).
+
+        Raises :class:`~kiwifs.errors.StorageError` when background commits are failing.
+        """
         if self.committer is not None:
             self.committer.flush()
+
+    def commit_status(self) -> CommitStatus:
+        """Pending background commits and whether they are failing (all clear when sync)."""
+        committer = self.committer
+        return committer.status() if committer is not None else CommitStatus()
 
     def close(self) -> None:
         """Commit what is pending and stop the background committer."""
@@ -209,10 +224,17 @@ class Pipeline:
         if_match: str | None = None,
         provenance: Provenance | None = None,
         if_none_match: str | None = None,
+        precondition: Callable[[], None] | None = None,
     ) -> WriteResult:
+        """Write one file; ``precondition`` runs under the lock first and may refuse by raising.
+
+        (Checks that must not race with other writers, such as a new episode's id being free.)
+        """
         rel = canonical(path)
         with self.locked():
             self._check_if_match(rel, if_match)
+            if precondition is not None:
+                precondition()
             self._check_if_none_match(rel, if_none_match)
             data = inject_provenance(content, provenance, actor)
             self._journal([rel])

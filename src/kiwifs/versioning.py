@@ -125,25 +125,45 @@ class Git:
         paths only, so its cost does not grow with the number of files in the root; the git
         index file is brought up to date afterwards, off the write path (:meth:`sync_index`).
         """
+        git2 = _git2()
         with self._lock:
-            repo = self.repo
-            git2 = _git2()
-            head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
-            changes = {rel: self._blob(rel, contents) for rel in paths}
-            base = head.tree if head is not None else None
-            tree = self._apply(base, changes)
-            if tree is None:
-                tree = repo.TreeBuilder().write()
-            if head is not None and head.tree_id == tree:
+            try:
+                oid = self._commit(paths, actor, message, trailer, contents)
+            except (git2.GitError, OSError) as exc:
+                raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
+            if oid is None:
                 return None
-            sig = git2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
-            full = message if trailer is None else f"{message}\n\n{trailer}"
-            parents = [head.id] if head is not None else []
-            oid = repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents)
             self._stale_index.update(paths)
         if not self._index_syncer.poke():
             self.sync_index()  # closed: no background thread any more, sync now
-        return str(oid)
+        return oid
+
+    def _commit(
+        self,
+        paths: list[str],
+        actor: str,
+        message: str,
+        trailer: str | None,
+        contents: Mapping[str, bytes | None] | None,
+    ) -> str | None:
+        repo = self.repo
+        git2 = _git2()
+        head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
+        changes = {rel: self._blob(rel, contents) for rel in paths}
+        base = head.tree if head is not None else None
+        tree = self._apply(base, changes)
+        if tree is None:
+            tree = repo.TreeBuilder().write()
+        if head is not None and head.tree_id == tree:
+            return None
+        sig = git2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
+        full = message if trailer is None else f"{message}\n\n{trailer}"
+        parents = [head.id] if head is not None else []
+        return str(repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents))
+
+    def _relative(self, exc: BaseException) -> str:
+        """An error's text with the root's absolute path left out (it reaches API clients)."""
+        return str(exc).replace(f"{self.root.resolve()}/", "").replace(f"{self.root}/", "")
 
     def _blob(
         self, rel: str, contents: Mapping[str, bytes | None] | None

@@ -256,6 +256,18 @@ class IndexKeeper:
 
         return self._guarded(run)
 
+    def episode_paths(self, episode_id: str, prefix: str) -> list[str]:
+        """Where an episode with this id already lives (an index lookup, not a report).
+
+        Current like every answer: reconciled first unless the watcher keeps the index so.
+        """
+
+        def run(index: Index) -> list[str]:
+            with index.reader() as conn:
+                return indexed_report.episode_paths(conn, episode_id, prefix)
+
+        return self._guarded(run)
+
     def stored_facts_report(self, prefix: str) -> MemoryReport:
         """``build_report`` over the facts the index stores (the slow path, for proofs)."""
 

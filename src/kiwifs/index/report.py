@@ -25,7 +25,7 @@ from kiwifs.memory.rules import (
     check_paging,
 )
 
-from .record import path_key, py_text
+from .record import db_text, path_key, py_text
 
 T = TypeVar("T")
 
@@ -204,6 +204,20 @@ def _duplicates(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Iterator[tupl
                 continue
             text = DUPLICATE_ID_WARNING.format(id=py_text(eid), path=py_text(path), first=first)
             yield key, text
+
+
+def episode_paths(conn: sqlite3.Connection, episode_id: str, prefix: str) -> list[str]:
+    """The episodes (for ``prefix``) whose trimmed id is ``episode_id``, in walk order.
+
+    One indexed lookup, the classification the report uses: a file counts when its
+    ``memory_kind`` says episodic, or says nothing decisive and it lies under the prefix.
+    """
+    lo, hi = prefix_range(prefix)
+    rows = conn.execute(
+        "SELECT key, path, kind_class FROM files WHERE eid = ? AND kind_class != 0 ORDER BY key",
+        (db_text(episode_id.strip()),),
+    )
+    return [py_text(path) for key, path, cls in rows if cls == 1 or lo <= key < hi]
 
 
 ENTRY_DEPTH = 2  # report object > list > entry

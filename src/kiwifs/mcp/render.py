@@ -7,26 +7,19 @@ the formats testable without a server and the adapters in :mod:`kiwifs.mcp_serve
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
-import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-from kiwifs.errors import UsageError
 from kiwifs.index.meta import MetaHit, MetaResults
 from kiwifs.index.search import SearchHit
 from kiwifs.knowledge import FileContent, TreeNode
-from kiwifs.markdown import edit_frontmatter, scalar
 from kiwifs.versioning import Change, Version
 
 NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
 NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to see the root."
 NOT_MODIFIED = "File not modified (etag: {etag}). Content unchanged since your last read."
-EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MARK_RE = re.compile(r"</?mark>")
 
 
@@ -151,65 +144,3 @@ def render_versions(path: str, versions: Sequence[Version]) -> str:
     lines = [f"{len(versions)} version(s) of {path}, newest first:"]
     lines += [f"{v.hash[:8]} {v.date} by {v.author} \u2014 {v.message}" for v in versions]
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# episodes (kiwi_remember)
-
-
-def new_episode_id(now: dt.datetime) -> str:
-    """``ep-<UTC yyyymmddHHMMSS>-<6 hex>``: sortable by time, unique without coordination."""
-    return f"ep-{now.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
-
-
-def check_episode_id(episode_id: str) -> str:
-    """An episode id becomes a file name, so it must be one safe segment (no ``/``, no ``.``)."""
-    ident = episode_id.strip()
-    if not EPISODE_ID_RE.match(ident):
-        raise UsageError(
-            f"invalid episode_id {episode_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit (no '/')"
-        )
-    return ident
-
-
-def episode_path(prefix: str, now: dt.datetime, episode_id: str) -> str:
-    """``<prefix><YYYY-MM-DD>/<episode_id>.md`` (the prefix ends in ``/``)."""
-    return f"{prefix}{now.strftime('%Y-%m-%d')}/{episode_id}.md"
-
-
-def compose_episode(
-    content: str,
-    episode_id: str,
-    created: str,
-    title: str | None = None,
-    tags: Sequence[str] | None = None,
-) -> bytes:
-    """The episode file: ``content`` with ``memory_kind: episodic`` and its identity set.
-
-    Frontmatter the caller already wrote is kept (body byte for byte); the identity keys are
-    overwritten, because an episode that says another kind or id would fall out of the report.
-    """
-
-    def mutate(doc: CommentedMap) -> bool:
-        doc["memory_kind"] = "episodic"
-        doc["episode_id"] = scalar(episode_id)
-        if title:
-            doc["title"] = scalar(title)
-        if tags:
-            seq = CommentedSeq([scalar(t) for t in tags])
-            seq.fa.set_flow_style()
-            doc["tags"] = seq
-        doc["created"] = scalar(created)
-        return True
-
-    text = content if content.endswith("\n") else content + "\n"
-    return edit_frontmatter(text.encode("utf-8"), mutate)
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0)
-
-
-def rfc3339(now: dt.datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -3,8 +3,10 @@
 A method's signature *is* the tool's input schema (the SDK builds the JSON schema from the type
 hints and ``Field`` descriptions) and its docstring is the description the model reads, so both
 are written for the model. Each method parses, makes one ``Knowledge`` call and formats with
-:mod:`kiwifs.mcp_text`; it raises :class:`KiwiError` on failure and never deals with the
-protocol. :mod:`kiwifs.mcp_server` registers them and maps the errors in one place.
+:mod:`kiwifs.mcp.render`; it raises :class:`KiwiError` on failure and never deals with the
+protocol. :mod:`kiwifs.mcp.server` registers them and maps the errors in one place. Structured
+arguments (a bulk write's files, a merge's entries) are the models REST validates its bodies
+with (:mod:`kiwifs.requests`).
 """
 
 from __future__ import annotations
@@ -14,30 +16,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from kiwifs.errors import Conflict, PayloadTooLarge, UsageError
+from kiwifs.errors import PayloadTooLarge, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.render import render_mcp
-from kiwifs.memory.rules import MergeEntry
 from kiwifs.pipeline import bare_etag
+from kiwifs.requests import FileItem, MergeItem
 
 from .render import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
     NOT_MODIFIED,
-    check_episode_id,
-    compose_episode,
-    episode_path,
-    new_episode_id,
     render_changes,
     render_meta,
     render_read,
     render_search,
     render_tree,
     render_versions,
-    rfc3339,
-    utc_now,
 )
 
 MCP_ACTOR = "mcp-agent"
@@ -60,24 +56,6 @@ IfMatch = Annotated[
     str | None,
     Field(description="ETag from your last kiwi_read; the call fails if the file changed since."),
 ]
-
-
-class FileItem(BaseModel):
-    """One file of a bulk write."""
-
-    model_config = ConfigDict(extra="forbid")
-    path: str = Field(description="File path relative to the knowledge root.")
-    content: str = Field(description="Full markdown content of the file.")
-
-
-class MergeItem(BaseModel):
-    """One consolidated source to record in a page's ``merged-from``."""
-
-    model_config = ConfigDict(extra="forbid")
-    type: str = Field(default="episode", description="Entry type: episode, run, session, ….")
-    id: str = Field(default="", description="The episode_id that was consolidated.")
-    path: str = Field(default="", description="Or the path of the consolidated episode file.")
-    note: str = Field(default="", description="Optional note about what was taken from it.")
 
 
 @dataclass(frozen=True)
@@ -334,8 +312,7 @@ class Tools:
     ) -> str:
         """Record in a page's merged-from frontmatter that it consolidated these episodes, so
         they leave the memory report. Idempotent; creates the page if it does not exist."""
-        wanted = [MergeEntry(type=e.type, id=e.id, path=e.path, note=e.note) for e in entries]
-        result = self.kb.merge(path, wanted, actor, if_match)
+        result = self.kb.merge(path, [e.to_entry() for e in entries], actor, if_match)
         if not result.added:
             return (
                 f"Nothing to merge: {result.path} already cites every entry (ETag: {result.etag})"
@@ -351,35 +328,20 @@ class Tools:
     def kiwi_remember(
         self,
         content: Annotated[str, Field(description="What happened, in markdown.")],
-        title: Annotated[str | None, Field(description="Short title of the episode.")] = None,
-        tags: Annotated[list[str] | None, Field(description="Tags for the episode.")] = None,
         episode_id: Annotated[
             str | None,
-            Field(description="Id to use (letters, digits, . _ -); generated if absent."),
+            Field(description="Id to use (letters, digits, . _ -); a new UUID if absent."),
         ] = None,
-        provenance: Provenance_ = None,
+        scope: Annotated[
+            str | None, Field(description="What the episode is about (e.g. a project).")
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags for the episode.")] = None,
         actor: Actor = MCP_ACTOR,
+        provenance: Provenance_ = None,
+        title: Annotated[str | None, Field(description="Short title of the episode.")] = None,
     ) -> str:
         """Record a new episode (raw experience) as episodes/<date>/<episode_id>.md with
-        memory_kind: episodic. It shows in kiwi_memory_report until a page merges it."""
-        if not content.strip():
-            raise UsageError("content is required")
-        now = utc_now()
-        ident = check_episode_id(episode_id) if episode_id else new_episode_id(now)
-        if episode_id:
-            self._refuse_known_id(ident)
-        path = episode_path(self.kb.episodes_prefix(), now, ident)
-        data = compose_episode(content, ident, rfc3339(now), title, tags)
-        try:
-            result = self.kb.write(path, data, actor, provenance=provenance, if_none_match="*")
-        except Conflict as exc:
-            raise Conflict(
-                f"episode {ident} already exists at {path}; choose another episode_id"
-            ) from exc
-        return f"Remembered episode {ident} at {result.path} (ETag: {result.etag})"
-
-    def _refuse_known_id(self, ident: str) -> None:
-        """A caller-chosen id may already name an episode of another day: refuse the duplicate."""
-        for known in self.kb.memory_report().episodic_files:
-            if known.episode_id.strip() == ident:
-                raise Conflict(f"episode {ident} already exists at {known.path}")
+        memory_kind: episodic. It shows in kiwi_memory_report until a page merges it.
+        An episode_id that is already taken is refused."""
+        result = self.kb.remember(content, episode_id, scope, tags, actor, provenance, title)
+        return f"Remembered episode {result.episode_id} at {result.path} (ETag: {result.etag})"

@@ -23,22 +23,19 @@ from kiwifs.auth import api_key_for
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.pipeline import etag_list
-from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
-from kiwifs.provenance import sanitize_actor
+from kiwifs.requests import BulkRequest, MergeRequest, RememberRequest, RenameRequest
 
 from .http import (
     MAX_FILE_BYTES,
     actor_of,
     auth_dependency,
-    entry_list,
+    body_actor,
     error_response,
     install_error_handlers,
-    merge_entry,
     optional_int,
     quoted,
     read_body,
-    read_json,
-    require_str,
+    read_model,
     run,
 )
 
@@ -68,8 +65,11 @@ def create_app(
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"])
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> JSONResponse:
+        commits = kb.commit_status()
+        status = "degraded" if commits.failing else "ok"
+        body = {"status": status, "commits": commits.to_json()}
+        return JSONResponse(body, status_code=503 if commits.failing else 200)
 
     api = APIRouter(prefix="/api/kiwi", dependencies=[Depends(auth)])
     _file_routes(api, kb)
@@ -141,37 +141,21 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.post("/bulk")
     async def bulk(request: Request) -> dict[str, Any]:
-        body = await read_json(request)
-        files = body.get("files")
-        if not isinstance(files, list) or not files:
-            raise UsageError("files is required (a non-empty list of {path, content})")
-        items = []
-        for i, f in enumerate(files):
-            if not isinstance(f, dict) or not isinstance(f.get("path"), str):
-                raise UsageError(f"files[{i}] needs a path")
-            content = f.get("content", "")
-            if not isinstance(content, str):
-                raise UsageError(f"files[{i}].content must be a string")
-            items.append((f["path"], content))
-        actor = sanitize_actor(body.get("actor") if isinstance(body.get("actor"), str) else None)
-        if actor == ANONYMOUS:
-            actor = actor_of(request)
-        message = body.get("message") if isinstance(body.get("message"), str) else None
+        body = await read_model(request, BulkRequest)
         results = await run(
             kb.bulk_write,
-            items,
-            actor=actor,
+            [(f.path, f.content) for f in body.files],
+            actor=body_actor(request, body.actor),
             provenance=request.headers.get("x-provenance"),
-            message=message or None,
+            message=body.message or None,
         )
         return {"count": len(results), "files": [{"path": r.path, "etag": r.etag} for r in results]}
 
     @api.post("/rename")
     async def rename(request: Request) -> dict[str, str]:
-        body = await read_json(request)
-        src, dst = require_str(body, "from"), require_str(body, "to")
-        result = await run(kb.rename, src, dst, actor=actor_of(request))
-        return {"from": src, "to": result.path, "etag": result.etag}
+        body = await read_model(request, RenameRequest)
+        result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
+        return {"from": body.from_, "to": result.path, "etag": result.etag}
 
 
 def _not_modified(request: Request, etag: str, mtime: float) -> bool:
@@ -292,13 +276,11 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.post("/memory/merge")
     async def memory_merge(request: Request) -> JSONResponse:
-        body = await read_json(request)
-        page = require_str(body, "path")
-        entries = [merge_entry(i, e) for i, e in enumerate(entry_list(body))]
+        body = await read_model(request, MergeRequest)
         result = await run(
             kb.merge,
-            page,
-            entries,
+            body.path,
+            body.merge_entries(),
             actor=actor_of(request),
             if_match=request.headers.get("if-match"),
         )
@@ -309,6 +291,22 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             "added": [e.to_yaml_fields() for e in result.added],
         }
         return JSONResponse(payload, headers={"ETag": quoted(result.etag)})
+
+    @api.post("/memory/remember")
+    async def memory_remember(request: Request) -> JSONResponse:
+        body = await read_model(request, RememberRequest)
+        result = await run(
+            kb.remember,
+            body.content,
+            episode_id=body.episode_id,
+            scope=body.scope,
+            tags=body.tags,
+            actor=body_actor(request, body.actor),
+            provenance=body.provenance or request.headers.get("x-provenance"),
+            title=body.title,
+        )
+        payload = {"path": result.path, "episode_id": result.episode_id, "etag": result.etag}
+        return JSONResponse(payload, status_code=201, headers={"ETag": quoted(result.etag)})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The one table mapping core error codes to HTTP statuses (:data:`STATUS`) with KiwiFS's
 ``{"error": "…"}`` body, the exception handlers that use it, bounded body reading, JSON body
-fields, query numbers where empty means "not given", and the bearer-auth dependency.
+validated against the shared request models (:mod:`kiwifs.requests`), query numbers where empty
+means "not given", and the bearer-auth dependency.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kiwifs.auth import check_bearer
 from kiwifs.errors import KiwiError, PayloadTooLarge, UsageError
-from kiwifs.memory.rules import MergeEntry
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
+from kiwifs.requests import field_name, parse
 
 log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_JSON_BYTES = 110 * 1024 * 1024
@@ -79,6 +82,12 @@ def actor_of(request: Request) -> str:
     return sanitize_actor(request.headers.get("x-actor"), ANONYMOUS)
 
 
+def body_actor(request: Request, actor: str | None) -> str:
+    """The body's ``actor`` (sanitised); when that leaves nothing, the ``X-Actor`` header."""
+    chosen = sanitize_actor(actor)
+    return actor_of(request) if chosen == ANONYMOUS else chosen
+
+
 async def read_body(request: Request, limit: int, what: str) -> bytes:
     """The request body, refusing more than ``limit`` bytes without reading it all."""
     declared = request.headers.get("content-length")
@@ -105,11 +114,9 @@ async def read_json(request: Request) -> dict[str, Any]:
     return value
 
 
-def require_str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{key} is required (a non-empty string)")
-    return value
+async def read_model(request: Request, model: type[M]) -> M:
+    """The JSON body validated as ``model`` (a shared request model); bad input is a 400."""
+    return parse(model, await read_json(request))
 
 
 def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
@@ -138,8 +145,7 @@ def install_error_handlers(app: FastAPI) -> None:
 def validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
-        loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "body", "header")]
-        name = ".".join(loc) or "request"
+        name = field_name([x for x in err.get("loc", ()) if x not in ("query", "body", "header")])
         if err.get("type") == "missing":
             parts.append(f"{name} is required")
         else:
@@ -155,25 +161,3 @@ def optional_int(name: str, value: str | None) -> int | None:
         return int(value.strip())
     except ValueError:
         raise UsageError(f"{name} must be a whole number, got {value!r}") from None
-
-
-def entry_list(body: dict[str, Any]) -> list[Any]:
-    entries = body.get("entries")
-    if not isinstance(entries, list) or not entries:
-        raise UsageError("entries is required (a non-empty list of {type?, id?, path?, note?})")
-    return entries
-
-
-def merge_entry(index: int, raw: Any) -> MergeEntry:
-    if not isinstance(raw, dict):
-        raise UsageError(f"entries[{index}] must be an object")
-    fields: dict[str, str] = {}
-    for key in ("type", "id", "path", "note", "date"):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise UsageError(f"entries[{index}].{key} must be a string")
-        fields[key] = str(value)
-    fields.setdefault("type", "episode")
-    return MergeEntry(**fields)

@@ -1,0 +1,102 @@
+"""The rules of a memory's life that need no disk: what a new episode is called and looks like.
+
+:meth:`kiwifs.knowledge.Knowledge.remember` writes what :func:`new_episode` describes, through the
+write pipeline, after checking under its lock that no other episode has the id. The rules:
+
+* the id is the caller's (one safe path segment: letters, digits, ``.``, ``_``, ``-``, starting
+  with a letter or digit, at most 128 characters) or a new UUID4;
+* the file is ``<episodes prefix><YYYY-MM-DD>/<episode_id>.md``, the date in UTC;
+* its frontmatter says ``memory_kind: episodic``, ``episode_id``, ``created`` (RFC 3339, UTC,
+  seconds) and ``scope``, ``tags`` and ``title`` when given; its body is the content. Content that
+  starts with a frontmatter block of its own keeps those keys; the identity keys are set over
+  them, since an episode that named another kind or id would drop out of the memory report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from kiwifs.errors import UsageError
+from kiwifs.markdown import edit_frontmatter, scalar
+
+EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+EPISODIC = "episodic"
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    """An episode about to be written: its id, its path and the file's bytes."""
+
+    episode_id: str
+    path: str
+    data: bytes
+    chosen_id: bool  # the caller named it (so it may already be taken)
+
+
+def new_episode_id() -> str:
+    """A fresh id: a random UUID4, unique without coordination between agents."""
+    return str(uuid.uuid4())
+
+
+def check_episode_id(episode_id: str) -> str:
+    """An episode id becomes a file name, so it must be one safe segment (no ``/``, no ``.``)."""
+    ident = episode_id.strip()
+    if not EPISODE_ID_RE.match(ident):
+        raise UsageError(
+            f"invalid episode_id {episode_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no '/')"
+        )
+    return ident
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    """``2026-11-30T17:04:05Z``: RFC 3339 in UTC, to the second."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def episode_path(prefix: str, moment: dt.datetime, episode_id: str) -> str:
+    """``<prefix><YYYY-MM-DD>/<episode_id>.md`` (UTC date; the prefix ends in ``/``)."""
+    return f"{prefix}{moment.astimezone(dt.UTC).strftime('%Y-%m-%d')}/{episode_id}.md"
+
+
+def new_episode(
+    content: str,
+    prefix: str,
+    moment: dt.datetime,
+    episode_id: str | None = None,
+    scope: str | None = None,
+    tags: Sequence[str] | None = None,
+    title: str | None = None,
+) -> NewEpisode:
+    """Check the arguments and compose the episode written at ``moment``."""
+    if not content.strip():
+        raise UsageError("content is required")
+    if tags is not None and not all(isinstance(t, str) and t.strip() for t in tags):
+        raise UsageError("tags must be non-empty strings")
+    chosen = bool(episode_id and episode_id.strip())  # blank means "not given"
+    ident = check_episode_id(episode_id) if episode_id and chosen else new_episode_id()
+    scope = scope.strip() if scope and scope.strip() else None
+    title = title.strip() if title and title.strip() else None
+
+    def mutate(doc: CommentedMap) -> bool:
+        doc["memory_kind"] = EPISODIC
+        doc["episode_id"] = scalar(ident)
+        doc["created"] = scalar(rfc3339(moment))
+        if scope is not None:
+            doc["scope"] = scalar(scope)
+        if tags:
+            seq = CommentedSeq([scalar(t.strip()) for t in tags])
+            seq.fa.set_flow_style()
+            doc["tags"] = seq
+        if title is not None:
+            doc["title"] = scalar(title)
+        return True
+
+    data = edit_frontmatter(content.encode("utf-8"), mutate)
+    return NewEpisode(ident, episode_path(prefix, moment, ident), data, chosen)
