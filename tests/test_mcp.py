@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from starlette.testclient import TestClient
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server, http_app
+from kiwifs.versioning import blob_id
 
 pytestmark = pytest.mark.anyio
 
@@ -295,6 +297,22 @@ async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> 
                     client, "kiwi_remember", {"content": "x", "episode_id": bad}
                 )
     assert "first" in next((root / "episodes").glob("*/ep-fixed.md")).read_text()
+
+
+async def test_failing_git_is_a_tool_error_not_a_hang(root: Path) -> None:
+    data = b"# written while git is broken\n"
+    fan = root / ".git" / "objects" / blob_id(data)[:2]  # a file where git needs a folder
+    if fan.exists():
+        shutil.rmtree(fan)
+    fan.write_text("not a folder")
+    kb = Knowledge.open(root)
+    kb.enable_async_commit(window=30.0)
+    async with Client(build_server(kb)) as client:
+        await ok(client, "kiwi_write", {"path": "doomed.md", "content": data.decode()})
+        assert "git commit failed" in await fails(client, "kiwi_versions", {"path": "doomed.md"})
+        refused = await fails(client, "kiwi_write", {"path": "x.md", "content": "x"})
+        assert "background git commits are failing" in refused
+    kb.close()
 
 
 async def test_resources(root: Path) -> None:

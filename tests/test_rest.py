@@ -1,8 +1,13 @@
-"""The REST interface against real ``kiwifs serve`` processes on 127.0.0.1, with httpx.
+"""The REST interface: every route in-process, and a few real ``kiwifs serve`` smoke tests.
 
-One server (a subprocess of the installed ``kiwifs`` command) serves a ``kiwifs init``-ed root for
-the whole module; each test uses its own paths. Auth, crash recovery, the root lock and the
-concurrency test start servers of their own. Nothing of ours is mocked.
+Routes are exercised in-process: the app ``create_app`` builds, called through httpx's ASGI
+transport with its lifespan running (the watcher starts, the root is closed at shutdown), as
+``kiwifs serve`` runs it, minus the socket. One app serves a ``kiwifs init``-ed root for the
+whole module and each test uses its own paths; auth, the concurrency test and failing commits
+get apps of their own. What needs a real server process is tested against the installed
+``kiwifs serve`` on 127.0.0.1: start-up (crash recovery, the key from the environment), the SSE
+stream, a second server on the same root, and shutdown on SIGTERM with commits pending. Nothing
+of ours is mocked.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -25,6 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
+from asgiclient import AppClient, serve_in_process
 from gitrepo import commit_count, git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
@@ -34,91 +42,56 @@ KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
 MiB = 1024 * 1024
 CONFLICT = "file modified since last read \u2014 re-fetch and retry"
-HAS_INDEX = hasattr(Knowledge, "search") and hasattr(Knowledge, "meta")
-needs_index = pytest.mark.skipif(not HAS_INDEX, reason="Knowledge.search/meta not built yet")
+LIVE_KEY = "live-env-key"
+
+Client = AppClient | httpx.Client
 
 
-# -- servers ------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# -- in-process apps ----------------------------------------------------------------------------
 
 
 def init_root(path: Path) -> Path:
-    subprocess.run([KIWIFS, "init", "--root", str(path)], check=True, capture_output=True)
+    Knowledge.init(path)
     return path
 
 
 @dataclass
-class Server:
+class App:
+    """An in-process app over one root; ``client()`` gives a client with default headers."""
+
     root: Path
-    base: str
-    proc: subprocess.Popen[bytes]
-    log: Path
+    kb: Knowledge
+    base: AppClient
 
-    def client(self, **headers: str) -> httpx.Client:
-        return httpx.Client(base_url=self.base, timeout=60.0, headers=headers)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+    @contextmanager
+    def client(self, **headers: str) -> Iterator[AppClient]:
+        yield self.base.with_headers(**headers)
 
 
-def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> Server:
-    """Start ``kiwifs serve`` on a free port and wait (bounded) until /health answers."""
-    port = free_port()
-    log = root.parent / f"serve-{root.name}-{port}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    server = Server(root, f"http://127.0.0.1:{port}", proc, log)
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise RuntimeError(f"kiwifs serve exited ({proc.returncode}):\n{server.output()}")
-        try:
-            if httpx.get(server.base + "/health", timeout=2.0).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    stop_server(server)
-    raise RuntimeError(f"kiwifs serve did not answer /health:\n{server.output()}")
-
-
-def stop_server(server: Server) -> None:
-    if server.proc.poll() is None:
-        server.proc.terminate()
-        try:
-            server.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
+@contextmanager
+def in_process(root: Path, api_key: str | None = None, async_commit: bool = False) -> Iterator[App]:
+    """The app of ``kiwifs serve`` over ``root``, served in-process until the block ends."""
+    kb = Knowledge.open(root)
+    kb.ensure_versioned()
+    if async_commit:
+        kb.enable_async_commit(window=30.0)
+    with serve_in_process(create_app(kb, api_key=api_key)) as client:
+        yield App(root, kb, client)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Server]:
-    root = init_root(tmp_path_factory.mktemp("rest") / "kb")
-    srv = start_server(root)
-    try:
-        yield srv
-    finally:
-        stop_server(srv)
+def server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[App]:
+    with in_process(init_root(tmp_path_factory.mktemp("rest") / "kb")) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with server.client() as c:
-        yield c
+def client(server: App) -> AppClient:
+    return server.base
 
 
 @pytest.fixture(scope="module")
-def outside(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Path:
+def outside(tmp_path_factory: pytest.TempPathFactory, server: App) -> Path:
     """A folder outside the root, reachable from it through two symlinks."""
     folder = tmp_path_factory.mktemp("outside")
     (folder / "secret.md").write_text("secret")
@@ -127,11 +100,11 @@ def outside(tmp_path_factory: pytest.TempPathFactory, server: Server) -> Path:
     return folder
 
 
-def put(client: httpx.Client, path: str, body: bytes | str, **headers: str) -> httpx.Response:
+def put(client: Client, path: str, body: bytes | str, **headers: str) -> httpx.Response:
     return client.put(f"{API}/file", params={"path": path}, content=body, headers=headers)
 
 
-def get(client: httpx.Client, path: str, **headers: str) -> httpx.Response:
+def get(client: Client, path: str, **headers: str) -> httpx.Response:
     return client.get(f"{API}/file", params={"path": path}, headers=headers)
 
 
@@ -143,7 +116,7 @@ def error_of(resp: httpx.Response) -> str:
     return str(body["error"])
 
 
-def versions(client: httpx.Client, path: str) -> list[dict[str, str]]:
+def versions(client: Client, path: str) -> list[dict[str, str]]:
     resp = client.get(f"{API}/versions", params={"path": path})
     assert resp.status_code == 200, resp.text
     return list(resp.json()["versions"])
@@ -152,7 +125,7 @@ def versions(client: httpx.Client, path: str) -> list[dict[str, str]]:
 # -- health and the route inventory -------------------------------------------------------------
 
 
-def test_health(client: httpx.Client) -> None:
+def test_health(client: AppClient) -> None:
     resp = client.get("/health")
     assert resp.status_code == 200
     assert resp.json() == {"status": "ok", "commits": {"pending": 0, "failing": False}}
@@ -188,7 +161,7 @@ def test_auth_cases_cover_every_route(tmp_path: Path) -> None:
 # -- GET /file ----------------------------------------------------------------------------------
 
 
-def test_get_file_headers_and_body(client: httpx.Client) -> None:
+def test_get_file_headers_and_body(client: AppClient) -> None:
     body = b"# Get\n\nbody \xc3\xa9\n"
     assert put(client, "get/a.md", body).status_code == 200
     resp = get(client, "get/a.md")
@@ -204,7 +177,7 @@ def test_get_file_headers_and_body(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("form", ['"{}"', "{}", 'W/"{}"', '"other", "{}"', "*"])
-def test_get_file_not_modified(client: httpx.Client, form: str) -> None:
+def test_get_file_not_modified(client: AppClient, form: str) -> None:
     etag = put(client, "get/cached.md", b"cached").json()["etag"]
     resp = get(client, "get/cached.md", **{"If-None-Match": form.format(etag)})
     assert resp.status_code == 304
@@ -212,12 +185,12 @@ def test_get_file_not_modified(client: httpx.Client, form: str) -> None:
     assert resp.headers["etag"] == f'"{etag}"'
 
 
-def test_get_file_if_none_match_other_etag_is_200(client: httpx.Client) -> None:
+def test_get_file_if_none_match_other_etag_is_200(client: AppClient) -> None:
     put(client, "get/cached2.md", b"x")
     assert get(client, "get/cached2.md", **{"If-None-Match": '"nope"'}).status_code == 200
 
 
-def test_get_file_if_modified_since(client: httpx.Client) -> None:
+def test_get_file_if_modified_since(client: AppClient) -> None:
     put(client, "get/ims.md", b"x")
     last = get(client, "get/ims.md").headers["last-modified"]
     assert get(client, "get/ims.md", **{"If-Modified-Since": last}).status_code == 304
@@ -226,7 +199,7 @@ def test_get_file_if_modified_since(client: httpx.Client) -> None:
     assert get(client, "get/ims.md", **{"If-Modified-Since": "garbage"}).status_code == 200
 
 
-def test_get_file_metadata_only(client: httpx.Client) -> None:
+def test_get_file_metadata_only(client: AppClient) -> None:
     put(client, "get/fm.md", b"---\ntitle: T\ntags: [a, b]\ncount: 3\n---\nbody\n")
     resp = client.get(f"{API}/file", params={"path": "get/fm.md", "metadata_only": "true"})
     assert resp.status_code == 200
@@ -237,7 +210,7 @@ def test_get_file_metadata_only(client: httpx.Client) -> None:
     assert resp.json() == {}
 
 
-def test_get_file_errors(client: httpx.Client) -> None:
+def test_get_file_errors(client: AppClient) -> None:
     resp = get(client, "get/missing.md")
     assert resp.status_code == 404
     assert "not found" in error_of(resp)
@@ -252,7 +225,7 @@ def test_get_file_errors(client: httpx.Client) -> None:
 # -- PUT /file ----------------------------------------------------------------------------------
 
 
-def test_put_file(client: httpx.Client, server: Server) -> None:
+def test_put_file(client: AppClient, server: App) -> None:
     resp = put(client, "/put/new.md", b"# New\n", **{"X-Actor": "agent:put"})
     assert resp.status_code == 200
     etag = blob_id(b"# New\n")
@@ -264,12 +237,12 @@ def test_put_file(client: httpx.Client, server: Server) -> None:
     assert latest["message"] == "agent:put: put/new.md"
 
 
-def test_put_without_actor_is_anonymous(client: httpx.Client) -> None:
+def test_put_without_actor_is_anonymous(client: AppClient) -> None:
     put(client, "put/anon.md", b"x", **{"X-Actor": ""})
     assert versions(client, "put/anon.md")[0]["author"] == "anonymous"
 
 
-def test_put_with_provenance(client: httpx.Client, server: Server) -> None:
+def test_put_with_provenance(client: AppClient, server: App) -> None:
     headers = {"X-Provenance": "run:run-249", "X-Actor": "agent:exec_abc"}
     resp = put(client, "runs/run-249.md", b"# Run 249\n", **headers)
     assert resp.status_code == 200
@@ -281,7 +254,7 @@ def test_put_with_provenance(client: httpx.Client, server: Server) -> None:
     assert "Provenance: run:run-249" in message
 
 
-def test_put_with_provenance_is_idempotent_on_retry(client: httpx.Client) -> None:
+def test_put_with_provenance_is_idempotent_on_retry(client: AppClient) -> None:
     headers = {"X-Provenance": "run:retry-1", "X-Actor": "agent:r"}
     for _ in range(3):
         assert put(client, "runs/retry.md", b"# Retry\n", **headers).status_code == 200
@@ -294,14 +267,14 @@ def test_put_with_provenance_is_idempotent_on_retry(client: httpx.Client) -> Non
     assert get(client, "runs/retry.md").text == text
 
 
-def test_put_blank_provenance_is_ignored(client: httpx.Client) -> None:
+def test_put_blank_provenance_is_ignored(client: AppClient) -> None:
     assert put(client, "put/blank.md", b"x", **{"X-Provenance": ""}).status_code == 200
     assert get(client, "put/blank.md").content == b"x"
 
 
 @pytest.mark.parametrize("value", ["runid", "run:", ":run-1"])
 def test_put_malformed_provenance_is_400_and_nothing_written(
-    client: httpx.Client, server: Server, value: str
+    client: AppClient, server: App, value: str
 ) -> None:
     before = commit_count(server.root)
     resp = put(client, "put/badprov.md", b"x", **{"X-Provenance": value})
@@ -311,7 +284,7 @@ def test_put_malformed_provenance_is_400_and_nothing_written(
     assert commit_count(server.root) == before
 
 
-def test_put_provenance_into_bad_frontmatter_is_400(client: httpx.Client) -> None:
+def test_put_provenance_into_bad_frontmatter_is_400(client: AppClient) -> None:
     for body in (b"---\n- a\n---\nbody\n", b"---\ntitle: x\nnever closed\n"):
         resp = put(client, "put/badfm.md", body, **{"X-Provenance": "run:1"})
         assert resp.status_code == 400
@@ -319,7 +292,7 @@ def test_put_provenance_into_bad_frontmatter_is_400(client: httpx.Client) -> Non
     assert get(client, "put/badfm.md").status_code == 404
 
 
-def test_put_if_match(client: httpx.Client, server: Server) -> None:
+def test_put_if_match(client: AppClient, server: App) -> None:
     etag = put(client, "put/im.md", b"v1").json()["etag"]
     resp = put(client, "put/im.md", b"v2", **{"If-Match": f'"{etag}"'})
     assert resp.status_code == 200
@@ -330,7 +303,7 @@ def test_put_if_match(client: httpx.Client, server: Server) -> None:
     assert fresh.status_code == 200
 
 
-def test_put_if_match_conflict_leaves_the_file(client: httpx.Client, server: Server) -> None:
+def test_put_if_match_conflict_leaves_the_file(client: AppClient, server: App) -> None:
     old = put(client, "put/conflict.md", b"v1").json()["etag"]
     put(client, "put/conflict.md", b"v2")
     before = commit_count(server.root)
@@ -343,7 +316,7 @@ def test_put_if_match_conflict_leaves_the_file(client: httpx.Client, server: Ser
     assert commit_count(server.root) == before
 
 
-def test_put_if_none_match_star_creates_only(client: httpx.Client, server: Server) -> None:
+def test_put_if_none_match_star_creates_only(client: AppClient, server: App) -> None:
     assert put(client, "put/once.md", b"first", **{"If-None-Match": "*"}).status_code == 200
     before = commit_count(server.root)
     resp = put(client, "put/once.md", b"second", **{"If-None-Match": "*"})
@@ -354,14 +327,14 @@ def test_put_if_none_match_star_creates_only(client: httpx.Client, server: Serve
 
 
 @pytest.mark.parametrize("value", ['""', "W/", '"a", ""'])
-def test_put_malformed_if_match_is_400(client: httpx.Client, value: str) -> None:
+def test_put_malformed_if_match_is_400(client: AppClient, value: str) -> None:
     resp = put(client, "put/badim.md", b"x", **{"If-Match": value})
     assert resp.status_code == 400
     assert "If-Match" in error_of(resp)
     assert get(client, "put/badim.md").status_code == 404
 
 
-def test_put_over_32_mib_is_413(client: httpx.Client, server: Server) -> None:
+def test_put_over_32_mib_is_413(client: AppClient, server: App) -> None:
     before = commit_count(server.root)
     resp = put(client, "put/huge.md", b"x" * (32 * MiB + 1))
     assert resp.status_code == 413
@@ -377,7 +350,7 @@ def test_put_over_32_mib_is_413(client: httpx.Client, server: Server) -> None:
     assert commit_count(server.root) == before
 
 
-def test_put_missing_path_is_400(client: httpx.Client) -> None:
+def test_put_missing_path_is_400(client: AppClient) -> None:
     resp = client.put(f"{API}/file", content=b"x")
     assert resp.status_code == 400
     assert "path is required" in error_of(resp)
@@ -386,7 +359,7 @@ def test_put_missing_path_is_400(client: httpx.Client) -> None:
 # -- DELETE /file -------------------------------------------------------------------------------
 
 
-def test_delete_file(client: httpx.Client, server: Server) -> None:
+def test_delete_file(client: AppClient, server: App) -> None:
     put(client, "del/a.md", b"x")
     resp = client.delete(f"{API}/file", params={"path": "/del/a.md"}, headers={"X-Actor": "eve"})
     assert resp.status_code == 200
@@ -395,7 +368,7 @@ def test_delete_file(client: httpx.Client, server: Server) -> None:
     assert git(server.root, "log", "-1", "--format=%an %s") == "eve delete: del/a.md\n"
 
 
-def test_delete_errors(client: httpx.Client) -> None:
+def test_delete_errors(client: AppClient) -> None:
     resp = client.delete(f"{API}/file", params={"path": "del/none.md"})
     assert resp.status_code == 404
     assert error_of(resp) == "file not found"
@@ -404,7 +377,7 @@ def test_delete_errors(client: httpx.Client) -> None:
     assert "path is required" in error_of(resp)
 
 
-def test_delete_if_match(client: httpx.Client) -> None:
+def test_delete_if_match(client: AppClient) -> None:
     etag = put(client, "del/im.md", b"x").json()["etag"]
     resp = client.delete(f"{API}/file", params={"path": "del/im.md"}, headers={"If-Match": '"x"'})
     assert resp.status_code == 409
@@ -419,7 +392,7 @@ def test_delete_if_match(client: httpx.Client) -> None:
 # -- POST /file/append --------------------------------------------------------------------------
 
 
-def test_append(client: httpx.Client) -> None:
+def test_append(client: AppClient) -> None:
     url = f"{API}/file/append"
     resp = client.post(url, params={"path": "app/log.md"}, content=b"one")
     assert resp.status_code == 200
@@ -431,7 +404,7 @@ def test_append(client: httpx.Client) -> None:
     assert get(client, "app/log.md").content == b"one\ntwo | three"
 
 
-def test_append_errors(client: httpx.Client) -> None:
+def test_append_errors(client: AppClient) -> None:
     url = f"{API}/file/append"
     resp = client.post(url, content=b"x")
     assert resp.status_code == 400 and "path is required" in error_of(resp)
@@ -443,7 +416,7 @@ def test_append_errors(client: httpx.Client) -> None:
 # -- POST /bulk ---------------------------------------------------------------------------------
 
 
-def test_bulk(client: httpx.Client, server: Server) -> None:
+def test_bulk(client: AppClient, server: App) -> None:
     before = commit_count(server.root)
     payload = {"files": [{"path": "bulk/a.md", "content": "A"}, {"path": "bulk/b.md"}]}
     headers = {"X-Provenance": "run:run-777", "X-Actor": "agent:batch"}
@@ -460,7 +433,7 @@ def test_bulk(client: httpx.Client, server: Server) -> None:
     assert git(server.root, "log", "-1", "--format=%an") == "agent:batch\n"
 
 
-def test_bulk_actor_from_body(client: httpx.Client, server: Server) -> None:
+def test_bulk_actor_from_body(client: AppClient, server: App) -> None:
     payload = {"files": [{"path": "bulk/c.md", "content": "C"}], "actor": "body-actor"}
     resp = client.post(f"{API}/bulk", json=payload, headers={"X-Actor": "header-actor"})
     assert resp.status_code == 200
@@ -473,15 +446,18 @@ def test_bulk_actor_from_body(client: httpx.Client, server: Server) -> None:
         (b"{not json", "invalid JSON"),
         (b"[1, 2]", "must be an object"),
         (b"{}", "files is required"),
-        (b'{"files": []}', "files is required"),
-        (b'{"files": [{"content": "x"}]}', "files[0] needs a path"),
-        (b'{"files": [{"path": "bulk/x.md", "content": 3}]}', "files[0].content"),
+        (b'{"files": []}', "files must not be empty"),
+        (b'{"files": "bulk/x.md"}', "files must be a list"),
+        (b'{"files": [{"content": "x"}]}', "files[0].path is required"),
+        (b'{"files": [{"path": "bulk/x.md", "content": 3}]}', "files[0].content must be a string"),
+        (b'{"files": [{"path": "bulk/x.md", "contents": "x"}]}', "files[0].contents is not a"),
+        (b'{"files": [{"path": "bulk/x.md"}], "actor": 7}', "actor must be a string"),
         (b'{"files": [{"path": "bulk/x.md"}, {"path": "../y.md"}]}', "'..'"),
         (b'{"files": [{"path": "bulk/x.md"}, {"path": "bulk/x.md"}]}', "twice"),
     ],
 )
 def test_bulk_bad_input_is_400_and_writes_nothing(
-    client: httpx.Client, server: Server, body: bytes, message: str
+    client: AppClient, server: App, body: bytes, message: str
 ) -> None:
     before = commit_count(server.root)
     resp = client.post(f"{API}/bulk", content=body, headers={"Content-Type": "application/json"})
@@ -491,7 +467,7 @@ def test_bulk_bad_input_is_400_and_writes_nothing(
     assert commit_count(server.root) == before
 
 
-def test_bulk_bad_provenance_is_400(client: httpx.Client) -> None:
+def test_bulk_bad_provenance_is_400(client: AppClient) -> None:
     payload = {"files": [{"path": "bulk/p.md", "content": "x"}]}
     resp = client.post(f"{API}/bulk", json=payload, headers={"X-Provenance": "nocolon"})
     assert resp.status_code == 400
@@ -501,7 +477,7 @@ def test_bulk_bad_provenance_is_400(client: httpx.Client) -> None:
 # -- POST /rename -------------------------------------------------------------------------------
 
 
-def test_rename(client: httpx.Client, server: Server) -> None:
+def test_rename(client: AppClient, server: App) -> None:
     put(client, "ren/old.md", b"content")
     resp = client.post(
         f"{API}/rename", json={"from": "ren/old.md", "to": "ren/new.md"}, headers={"X-Actor": "r"}
@@ -515,14 +491,15 @@ def test_rename(client: httpx.Client, server: Server) -> None:
     )
 
 
-def test_rename_errors(client: httpx.Client) -> None:
+def test_rename_errors(client: AppClient) -> None:
     put(client, "ren/a.md", b"a")
     put(client, "ren/b.md", b"b")
     url = f"{API}/rename"
     cases: list[tuple[Any, int, str]] = [
         ({"from": "ren/a.md"}, 400, "to is required"),
         ({"to": "ren/c.md"}, 400, "from is required"),
-        ({"from": "ren/a.md", "to": 3}, 400, "to is required"),
+        ({"from": "ren/a.md", "to": 3}, 400, "to must be a string"),
+        ({"from": "", "to": "ren/c.md"}, 400, "from must not be empty"),
         ({"from": "ren/none.md", "to": "ren/c.md"}, 404, "source file not found"),
         ({"from": "ren/a.md", "to": "ren/b.md"}, 409, "already exists"),
         ({"from": "ren/a.md", "to": "../c.md"}, 400, "'..'"),
@@ -539,7 +516,7 @@ def test_rename_errors(client: httpx.Client) -> None:
 # -- GET /tree ----------------------------------------------------------------------------------
 
 
-def test_tree(client: httpx.Client) -> None:
+def test_tree(client: AppClient) -> None:
     put(client, "tree/sub/leaf.md", b"leaf")
     put(client, "tree/top.md", b"top!")
     root = client.get(f"{API}/tree").json()
@@ -565,7 +542,7 @@ def test_tree(client: httpx.Client) -> None:
     }
 
 
-def test_tree_errors(client: httpx.Client) -> None:
+def test_tree_errors(client: AppClient) -> None:
     resp = client.get(f"{API}/tree", params={"path": "tree/none"})
     assert resp.status_code == 404 and "not found" in error_of(resp)
     put(client, "tree/file.md", b"x")
@@ -576,7 +553,7 @@ def test_tree_errors(client: httpx.Client) -> None:
 # -- history ------------------------------------------------------------------------------------
 
 
-def test_versions_version_diff(client: httpx.Client) -> None:
+def test_versions_version_diff(client: AppClient) -> None:
     put(client, "hist/h.md", b"one\n", **{"X-Actor": "a"})
     put(client, "hist/h.md", b"one\ntwo\n", **{"X-Actor": "b"})
     resp = client.get(f"{API}/versions", params={"path": "/hist/h.md"})
@@ -596,7 +573,7 @@ def test_versions_version_diff(client: httpx.Client) -> None:
     assert versions(client, "hist/never.md") == []
 
 
-def test_history_errors(client: httpx.Client) -> None:
+def test_history_errors(client: AppClient) -> None:
     put(client, "hist/e.md", b"x")
     cases: list[tuple[str, dict[str, str], int, str]] = [
         ("versions", {}, 400, "path is required"),
@@ -614,7 +591,7 @@ def test_history_errors(client: httpx.Client) -> None:
         assert message in error_of(resp), (route, params)
 
 
-def test_changes(client: httpx.Client, server: Server) -> None:
+def test_changes(client: AppClient, server: App) -> None:
     since = git(server.root, "rev-parse", "HEAD").strip()
     put(client, "chg/a.md", b"x", **{"X-Actor": "alice"})
     client.delete(f"{API}/file", params={"path": "chg/a.md"}, headers={"X-Actor": "bob"})
@@ -639,7 +616,7 @@ def test_changes(client: httpx.Client, server: Server) -> None:
         ({"limit": "many"}, "limit"),
     ],
 )
-def test_changes_errors(client: httpx.Client, params: dict[str, str], message: str) -> None:
+def test_changes_errors(client: AppClient, params: dict[str, str], message: str) -> None:
     resp = client.get(f"{API}/changes", params=params)
     assert resp.status_code == 400
     assert message in error_of(resp)
@@ -648,8 +625,7 @@ def test_changes_errors(client: httpx.Client, params: dict[str, str], message: s
 # -- search and meta (answered by the index) ----------------------------------------------------
 
 
-@needs_index
-def test_search(client: httpx.Client) -> None:
+def test_search(client: AppClient) -> None:
     put(client, "srch/quokka.md", b"# Quokka\n\nthe zyzzyvaword lives here\n")
     resp = client.get(f"{API}/search", params={"q": "zyzzyvaword"})
     assert resp.status_code == 200
@@ -664,8 +640,7 @@ def test_search(client: httpx.Client) -> None:
     assert client.get(f"{API}/search", params={"q": "zyzzyvaword"}).json()["results"] == []
 
 
-@needs_index
-def test_search_errors(client: httpx.Client) -> None:
+def test_search_errors(client: AppClient) -> None:
     for params in ({}, {"q": "  "}):
         resp = client.get(f"{API}/search", params=params)
         assert resp.status_code == 400 and "q is required" in error_of(resp)
@@ -673,8 +648,7 @@ def test_search_errors(client: httpx.Client) -> None:
     assert resp.status_code == 400
 
 
-@needs_index
-def test_meta_finds_provenance(client: httpx.Client) -> None:
+def test_meta_finds_provenance(client: AppClient) -> None:
     put(client, "meta/m.md", b"# M\n", **{"X-Provenance": "run:run-meta-1"})
     where = "$.derived-from[*].id=run-meta-1"
     resp = client.get(f"{API}/meta", params={"where": where})
@@ -685,8 +659,7 @@ def test_meta_finds_provenance(client: httpx.Client) -> None:
     assert "frontmatter" in body["results"][0]
 
 
-@needs_index
-def test_meta_bad_filter_is_400(client: httpx.Client) -> None:
+def test_meta_bad_filter_is_400(client: AppClient) -> None:
     resp = client.get(f"{API}/meta", params={"where": "no operator here"})
     assert resp.status_code == 400
     error_of(resp)
@@ -733,7 +706,7 @@ def path_requests(bad: str) -> list[tuple[str, str, dict[str, Any]]]:
 
 @pytest.mark.parametrize("bad", BAD_PATHS, ids=repr)
 def test_bad_paths_are_400_and_nothing_is_written(
-    client: httpx.Client, server: Server, outside: Path, bad: str
+    client: AppClient, server: App, outside: Path, bad: str
 ) -> None:
     put(client, "paths/ok.md", b"ok")
     before = commit_count(server.root)
@@ -751,66 +724,19 @@ def test_bad_paths_are_400_and_nothing_is_written(
     assert get(client, "paths/ok.md").content == b"ok"
 
 
-def test_one_leading_slash_is_root_relative_not_absolute(client: httpx.Client) -> None:
+def test_one_leading_slash_is_root_relative_not_absolute(client: AppClient) -> None:
     resp = get(client, "/etc/passwd")
     assert resp.status_code == 404  # the root's etc/passwd, which does not exist
-
-
-# -- events -------------------------------------------------------------------------------------
-
-
-def test_sse_client_receives_write_and_delete(client: httpx.Client, server: Server) -> None:
-    path = "sse/watched.md"
-    frames: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-    connected = threading.Event()
-    failure: list[BaseException] = []
-
-    def reader() -> None:
-        try:
-            with server.client() as sse, sse.stream("GET", f"{API}/events") as resp:
-                assert resp.status_code == 200
-                assert resp.headers["content-type"].startswith("text/event-stream")
-                event = ""
-                for line in resp.iter_lines():
-                    if line.startswith(":"):
-                        connected.set()
-                    elif line.startswith("event: "):
-                        event = line[len("event: ") :]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[len("data: ") :])
-                        frames.put((event, data))
-                        if event == "delete" and data.get("path") == path:
-                            return
-        except BaseException as exc:  # reported by the test thread
-            failure.append(exc)
-            connected.set()
-
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    assert connected.wait(60), "no SSE connection"
-    assert not failure, failure
-    etag = put(client, path, b"x", **{"X-Actor": "sse-agent"}).json()["etag"]
-    assert client.delete(f"{API}/file", params={"path": path}).status_code == 200
-    seen: list[tuple[str, dict[str, Any]]] = []
-    while not any(op == "delete" and d.get("path") == path for op, d in seen):
-        seen.append(frames.get(timeout=60))
-    thread.join(60)
-    assert not thread.is_alive() and not failure, failure
-    mine = [(op, d) for op, d in seen if d.get("path") == path]
-    assert mine == [
-        ("write", {"op": "write", "path": path, "actor": "sse-agent", "etag": etag}),
-        ("delete", {"op": "delete", "path": path, "actor": "anonymous"}),
-    ]
 
 
 # -- memory -------------------------------------------------------------------------------------
 
 
-def report(client: httpx.Client, **params: Any) -> httpx.Response:
+def report(client: AppClient, **params: Any) -> httpx.Response:
     return client.get(f"{API}/memory/report", params=params)
 
 
-def test_memory_report_reflects_a_write_immediately(client: httpx.Client, server: Server) -> None:
+def test_memory_report_reflects_a_write_immediately(client: AppClient, server: App) -> None:
     prefix = "memtest/"
     before = report(client, episodes_prefix=prefix).json()
     assert list(before)[:5] == [
@@ -837,7 +763,7 @@ def test_memory_report_reflects_a_write_immediately(client: httpx.Client, server
     assert third["unmerged_count"] == after["unmerged_count"] + 1
 
 
-def test_memory_report_paging(client: httpx.Client) -> None:
+def test_memory_report_paging(client: AppClient) -> None:
     prefix = "mempage/"
     for i in range(3):
         put(client, f"mempage/e{i}.md", f"---\nepisode_id: p{i}\n---\n".encode())
@@ -852,7 +778,7 @@ def test_memory_report_paging(client: httpx.Client) -> None:
     assert zero["episodic_count"] == full["episodic_count"]
 
 
-def test_memory_report_empty_parameters_mean_not_given(client: httpx.Client) -> None:
+def test_memory_report_empty_parameters_mean_not_given(client: AppClient) -> None:
     """The documented route is ``?episodes_prefix=&limit=&offset=``: blanks are defaults."""
     blank = report(client, episodes_prefix="", limit="", offset="")
     assert blank.status_code == 200, blank.text
@@ -863,13 +789,13 @@ def test_memory_report_empty_parameters_mean_not_given(client: httpx.Client) -> 
 @pytest.mark.parametrize(
     "params", [{"limit": -1}, {"offset": -1}, {"limit": "ten"}, {"offset": "x"}]
 )
-def test_memory_report_bad_paging_is_400(client: httpx.Client, params: dict[str, Any]) -> None:
+def test_memory_report_bad_paging_is_400(client: AppClient, params: dict[str, Any]) -> None:
     resp = report(client, **params)
     assert resp.status_code == 400
     assert list(params)[0] in error_of(resp)
 
 
-def test_memory_merge(client: httpx.Client, server: Server) -> None:
+def test_memory_merge(client: AppClient, server: App) -> None:
     prefix = "memmerge/"
     put(client, "memmerge/e1.md", b"---\nepisode_id: mm-1\n---\n")
     put(client, "memmerge/e2.md", b"---\nepisode_id: mm-2\n---\n")
@@ -892,12 +818,13 @@ def test_memory_merge(client: httpx.Client, server: Server) -> None:
     assert again["etag"] == body["etag"]
 
 
-def test_memory_merge_errors(client: httpx.Client) -> None:
+def test_memory_merge_errors(client: AppClient) -> None:
     url = f"{API}/memory/merge"
     cases: list[tuple[Any, str]] = [
         ({"entries": [{"id": "x"}]}, "path is required"),
         ({"path": "pages/e.md"}, "entries is required"),
-        ({"path": "pages/e.md", "entries": []}, "entries is required"),
+        ({"path": "pages/e.md", "entries": []}, "entries must not be empty"),
+        ({"path": "pages/e.md", "entries": [{"id": "x", "when": "now"}]}, "entries[0].when"),
         ({"path": "pages/e.md", "entries": ["x"]}, "entries[0] must be an object"),
         ({"path": "pages/e.md", "entries": [{"id": ["x"]}]}, "entries[0].id"),
         ({"path": "pages/e.md", "entries": [{"type": "run"}]}, "id or path"),
@@ -912,7 +839,7 @@ def test_memory_merge_errors(client: httpx.Client) -> None:
     assert get(client, "pages/e.md").status_code == 404
 
 
-def test_memory_merge_if_match(client: httpx.Client) -> None:
+def test_memory_merge_if_match(client: AppClient) -> None:
     etag = put(client, "pages/im.md", b"# Page\n").json()["etag"]
     payload = {"path": "pages/im.md", "entries": [{"id": "im-1"}]}
     resp = client.post(f"{API}/memory/merge", json=payload, headers={"If-Match": '"stale"'})
@@ -920,6 +847,118 @@ def test_memory_merge_if_match(client: httpx.Client) -> None:
     assert get(client, "pages/im.md").content == b"# Page\n"
     resp = client.post(f"{API}/memory/merge", json=payload, headers={"If-Match": f'"{etag}"'})
     assert resp.status_code == 200
+
+
+def remember(client: AppClient, body: Any, **headers: str) -> httpx.Response:
+    return client.post(f"{API}/memory/remember", json=body, headers=headers)
+
+
+def test_memory_remember(client: AppClient, server: App) -> None:
+    headers = {"X-Actor": "agent:planner", "X-Provenance": "run:run-250"}
+    body = {"content": "Retries with jitter.", "scope": "api", "tags": ["retries"]}
+    resp = remember(client, body, **headers)
+    assert resp.status_code == 201, resp.text
+    answer = resp.json()
+    assert list(answer) == ["path", "episode_id", "etag"]
+    assert uuid.UUID(answer["episode_id"]).version == 4
+    assert answer["path"].startswith("episodes/") and answer["path"].endswith(
+        f"/{answer['episode_id']}.md"
+    )
+    assert resp.headers["etag"] == f'"{answer["etag"]}"'
+    stored = get(client, answer["path"])
+    assert stored.headers["etag"] == resp.headers["etag"]
+    assert stored.text.endswith("---\nRetries with jitter.")
+    fm = client.get(f"{API}/file", params={"path": answer["path"], "metadata_only": "true"}).json()
+    assert (fm["memory_kind"], fm["episode_id"], fm["scope"]) == (
+        "episodic",
+        answer["episode_id"],
+        "api",
+    )
+    assert fm["derived-from"][0]["id"] == "run-250"
+    assert fm["derived-from"][0]["actor"] == "agent:planner"
+    (latest,) = versions(client, answer["path"])
+    assert latest["author"] == "agent:planner"
+    unmerged = client.get(f"{API}/memory/report").json()["unmerged"]
+    assert answer["episode_id"] in [e["episode_id"] for e in unmerged]
+
+
+def test_memory_remember_body_fields_win_over_headers(client: AppClient) -> None:
+    body = {"content": "x", "episode_id": "rest-own", "actor": "body", "provenance": "job:7"}
+    resp = remember(client, body, **{"X-Actor": "header", "X-Provenance": "run:1"})
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["episode_id"] == "rest-own"
+    fm = client.get(
+        f"{API}/file", params={"path": resp.json()["path"], "metadata_only": "true"}
+    ).json()
+    assert [(e["type"], e["id"], e["actor"]) for e in fm["derived-from"]] == [("job", "7", "body")]
+
+
+def test_memory_remember_refuses_a_taken_id(client: AppClient, server: App) -> None:
+    put(client, "elsewhere/old.md", b"---\nmemory_kind: episodic\nepisode_id: rest-taken\n---\n")
+    before = commit_count(server.root)
+    resp = remember(client, {"content": "again", "episode_id": "rest-taken"})
+    assert resp.status_code == 409
+    assert error_of(resp) == "episode rest-taken already exists at elsewhere/old.md"
+    assert commit_count(server.root) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "content is required"),
+        ({"content": "  "}, "content is required"),
+        ({"content": 3}, "content must be a string"),
+        ({"content": "x", "episode_id": "a/b"}, "invalid episode_id"),
+        ({"content": "x", "tags": "t"}, "tags must be a list"),
+        ({"content": "x", "tags": ["a", 1]}, "tags[1] must be a string"),
+        ({"content": "x", "provenance": "nocolon"}, "type:id"),
+        (["x"], "must be an object"),
+    ],
+)
+def test_memory_remember_bad_input_is_400(
+    client: AppClient, server: App, body: Any, message: str
+) -> None:
+    before = commit_count(server.root)
+    resp = remember(client, body)
+    assert resp.status_code == 400, resp.text
+    assert message in error_of(resp)
+    assert commit_count(server.root) == before
+
+
+def test_no_body_is_ever_a_422(client: AppClient) -> None:
+    for route in ("/bulk", "/rename", "/memory/merge", "/memory/remember"):
+        for body in ({"x": 1}, {"files": 1, "entries": 1, "content": [], "from": {}}):
+            resp = client.post(API + route, json=body)
+            assert resp.status_code == 400, (route, body, resp.status_code)
+            error_of(resp)
+
+
+def test_failing_commits_are_503_and_visible_in_health(tmp_path: Path) -> None:
+    """``--async-commit`` over a repository git cannot write to: answers, never a hang."""
+    root = init_root(tmp_path / "kb")
+    data = b"# written while git is broken\n"
+    fan = root / ".git" / "objects" / blob_id(data)[:2]  # a file where git needs a folder
+    if fan.exists():
+        shutil.rmtree(fan)
+    fan.write_text("not a folder")
+    with in_process(root, async_commit=True) as app, app.client() as c:
+        assert put(c, "doomed.md", data).status_code == 200  # on disk and journaled
+        resp = c.get(f"{API}/versions", params={"path": "doomed.md"})
+        assert resp.status_code == 503
+        assert "git commit failed" in error_of(resp)
+        health = c.get("/health")
+        assert health.status_code == 503
+        body = health.json()
+        assert body["status"] == "degraded"
+        assert (body["commits"]["pending"], body["commits"]["failing"]) == (1, True)
+        assert ".git/objects" in body["commits"]["error"]
+        refused = put(c, "refused.md", b"x")
+        assert refused.status_code == 503
+        assert "background git commits are failing" in error_of(refused)
+        fan.unlink()  # repaired: the next history read retries at once
+        assert [v["message"] for v in versions(c, "doomed.md")] == ["anonymous: doomed.md"]
+        assert c.get("/health").json()["status"] == "ok"
+    assert not (root / "refused.md").exists()
 
 
 # -- auth ---------------------------------------------------------------------------------------
@@ -941,98 +980,207 @@ AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/events", {}),
     ("GET", "/memory/report", {}),
     ("POST", "/memory/merge", {"json": {"path": "auth6.md", "entries": [{"id": "e"}]}}),
+    ("POST", "/memory/remember", {"json": {"content": "an episode"}}),
 ]
 
 
 @pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Server]:
+def auth_server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[App]:
     root = init_root(tmp_path_factory.mktemp("auth") / "kb")
     (root / "auth.md").write_text("# Auth\n")
     git(root, "add", "auth.md")
     git(root, "commit", "-q", "-m", "auth fixture")
-    srv = start_server(root, "--api-key", "s3cret-key")
+    with in_process(root, api_key="s3cret-key") as app:
+        yield app
+
+
+@pytest.mark.parametrize(("method", "route", "kwargs"), AUTH_CASES, ids=lambda v: str(v))
+def test_every_route_needs_the_key(
+    auth_server: App, method: str, route: str, kwargs: dict[str, Any]
+) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-key"}):
+        with auth_server.client(**headers) as c:
+            resp = c.request(method, API + route, **kwargs)
+            assert resp.status_code == 401, (headers, resp.status_code)
+            assert resp.json() == {"error": "invalid API key"}
+            assert resp.headers["www-authenticate"] == "Bearer"
+    if route == "/events":
+        return  # an endless stream: the live server's SSE test opens it with the key
+    with auth_server.client(Authorization="Bearer s3cret-key") as c:
+        resp = c.request(method, API + route, **kwargs)
+    expected = 201 if route == "/memory/remember" else 200
+    assert resp.status_code == expected, (method, route, resp.text)
+
+
+def test_health_is_open_with_auth(auth_server: App) -> None:
+    with auth_server.client() as c:
+        assert c.get("/health").json()["status"] == "ok"
+
+
+# -- a real server process ----------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    root: Path
+    base: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def client(self, **headers: str) -> httpx.Client:
+        return httpx.Client(base_url=self.base, timeout=60.0, headers=headers)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> Server:
+    """Start ``kiwifs serve`` on a free port and wait (bounded) until /health answers."""
+    port = free_port()
+    log = root.parent / f"serve-{root.name}-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [KIWIFS, "serve", "--root", str(root), "--port", str(port), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    server = Server(root, f"http://127.0.0.1:{port}", proc, log)
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise RuntimeError(f"kiwifs serve exited ({proc.returncode}):\n{server.output()}")
+        try:
+            if httpx.get(server.base + "/health", timeout=2.0).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    stop_server(server)
+    raise RuntimeError(f"kiwifs serve did not answer /health:\n{server.output()}")
+
+
+def stop_server(server: Server) -> None:
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Server]:
+    """One real ``kiwifs serve``, its key from the environment, started on a root that a crashed
+    write left with a file on disk but not in git."""
+    root = init_root(tmp_path_factory.mktemp("live") / "kb")
+    (root / "lost").mkdir()
+    (root / "lost/write.md").write_text("written, then the server died\n")
+    (root / ".kiwi/state").mkdir(parents=True, exist_ok=True)
+    (root / ".kiwi/state/uncommitted.log").write_text("lost/write.md\n")
+    srv = start_server(root, env={**os.environ, "KIWIFS_API_KEY": LIVE_KEY})
     try:
         yield srv
     finally:
         stop_server(srv)
 
 
-def call(client: httpx.Client, method: str, route: str, kwargs: dict[str, Any]) -> int:
-    """The status of one request; SSE responses are closed after the headers."""
-    with client.stream(method, API + route, **kwargs) as resp:
-        return resp.status_code
+def test_live_server_health_is_open_and_the_key_comes_from_the_environment(live: Server) -> None:
+    with live.client() as c:
+        assert c.get("/health").json() == {
+            "status": "ok",
+            "commits": {"pending": 0, "failing": False},
+        }
+        assert c.get(f"{API}/tree").status_code == 401
+    with live.client(Authorization=f"Bearer {LIVE_KEY}") as c:
+        assert c.get(f"{API}/tree").status_code == 200
 
 
-@pytest.mark.parametrize(("method", "route", "kwargs"), AUTH_CASES, ids=lambda v: str(v))
-def test_every_route_needs_the_key(
-    auth_server: Server, method: str, route: str, kwargs: dict[str, Any]
-) -> None:
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-key"}):
-        with auth_server.client(**headers) as c:
-            with c.stream(method, API + route, **kwargs) as resp:
-                assert resp.status_code == 401, (headers, resp.status_code)
-                resp.read()
-                assert resp.json() == {"error": "invalid API key"}
-                assert resp.headers["www-authenticate"] == "Bearer"
-    with auth_server.client(Authorization="Bearer s3cret-key") as c:
-        status = call(c, method, route, kwargs)
-    expected_ok = 200 if HAS_INDEX or route not in ("/search", "/meta") else 500
-    assert status == expected_ok, (method, route, status)
+def test_serve_commits_what_a_crash_left_on_disk(live: Server) -> None:
+    root = live.root
+    log = git(root, "log", "--format=%an|%s", "--", "lost/write.md")
+    assert log == "kiwifs|kiwifs: recommit 1 file(s)\n"
+    with live.client(Authorization=f"Bearer {LIVE_KEY}") as c:
+        (version,) = versions(c, "lost/write.md")
+        assert version["author"] == "kiwifs"
+        resp = c.get(f"{API}/version", params={"path": "lost/write.md", "version": version["hash"]})
+        assert resp.text == "written, then the server died\n"
 
 
-def test_health_is_open_with_auth(auth_server: Server) -> None:
-    with auth_server.client() as c:
-        assert c.get("/health").json()["status"] == "ok"
+# -- events (a real stream) ---------------------------------------------------------------------
 
 
-def test_api_key_from_environment(tmp_path: Path) -> None:
-    root = init_root(tmp_path / "kb")
-    srv = start_server(root, env={**os.environ, "KIWIFS_API_KEY": "env-key"})
-    try:
-        with srv.client() as c:
-            assert c.get(f"{API}/tree").status_code == 401
-        with srv.client(Authorization="Bearer env-key") as c:
-            assert c.get(f"{API}/tree").status_code == 200
-    finally:
-        stop_server(srv)
+def test_sse_client_receives_write_and_delete(live: Server) -> None:
+    path = "sse/watched.md"
+    auth = {"Authorization": f"Bearer {LIVE_KEY}"}
+    with live.client() as anonymous, anonymous.stream("GET", f"{API}/events") as refused:
+        assert refused.status_code == 401
+    frames: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    connected = threading.Event()
+    failure: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            with live.client(**auth) as sse, sse.stream("GET", f"{API}/events") as resp:
+                assert resp.status_code == 200
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                event = ""
+                for line in resp.iter_lines():
+                    if line.startswith(":"):
+                        connected.set()
+                    elif line.startswith("event: "):
+                        event = line[len("event: ") :]
+                    elif line.startswith("data: "):
+                        data = json.loads(line[len("data: ") :])
+                        frames.put((event, data))
+                        if event == "delete" and data.get("path") == path:
+                            return
+        except BaseException as exc:  # reported by the test thread
+            failure.append(exc)
+            connected.set()
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    assert connected.wait(60), "no SSE connection"
+    assert not failure, failure
+    with live.client(**auth) as client:
+        etag = put(client, path, b"x", **{"X-Actor": "sse-agent"}).json()["etag"]
+        assert client.delete(f"{API}/file", params={"path": path}).status_code == 200
+    seen: list[tuple[str, dict[str, Any]]] = []
+    while not any(op == "delete" and d.get("path") == path for op, d in seen):
+        seen.append(frames.get(timeout=60))
+    thread.join(60)
+    assert not thread.is_alive() and not failure, failure
+    mine = [(op, d) for op, d in seen if d.get("path") == path]
+    assert mine == [
+        ("write", {"op": "write", "path": path, "actor": "sse-agent", "etag": etag}),
+        ("delete", {"op": "delete", "path": path, "actor": "anonymous"}),
+    ]
 
 
-# -- the server process -------------------------------------------------------------------------
-
-
-def test_second_server_on_the_same_root_is_refused(server: Server) -> None:
+def test_second_server_on_the_same_root_is_refused(live: Server) -> None:
     proc = subprocess.run(
-        [KIWIFS, "serve", "--root", str(server.root), "--port", str(free_port())],
+        [KIWIFS, "serve", "--root", str(live.root), "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode != 0
     assert "already serves" in proc.stderr
-    assert str(server.root) in proc.stderr
-    with server.client() as c:
+    assert str(live.root) in proc.stderr
+    with live.client() as c:
         assert c.get("/health").status_code == 200
 
 
-def test_serve_commits_what_a_crash_left_on_disk(tmp_path: Path) -> None:
-    root = init_root(tmp_path / "kb")
-    before = commit_count(root)
-    (root / "lost").mkdir()
-    (root / "lost/write.md").write_text("written, then the server died\n")
-    (root / ".kiwi/state").mkdir(parents=True, exist_ok=True)
-    (root / ".kiwi/state/uncommitted.log").write_text("lost/write.md\n")
-    srv = start_server(root)
-    try:
-        assert commit_count(root) == before + 1
-        assert git(root, "show", "HEAD:lost/write.md") == "written, then the server died\n"
-        with srv.client() as c:
-            (version,) = versions(c, "lost/write.md")
-            assert version["author"] == "kiwifs"
-    finally:
-        stop_server(srv)
-
-
-def test_async_commit_mode_history_sees_every_write(tmp_path: Path) -> None:
+def test_async_commit_mode_history_sees_every_write_and_sigterm_commits_the_rest(
+    tmp_path: Path,
+) -> None:
     """``serve --async-commit``: writes are batched, yet history reads and shutdown miss none."""
     root = init_root(tmp_path / "async")
     before = commit_count(root)
@@ -1047,8 +1195,9 @@ def test_async_commit_mode_history_sees_every_write(tmp_path: Path) -> None:
             latest = c.get(f"{API}/changes", params={"limit": 1}).json()["changes"][0]
             assert (latest["action"], latest["path"], latest["actor"]) == ("write", "", "batcher")
             assert put(c, "async/after.md", "late\n").status_code == 200
+            assert c.get("/health").json()["commits"]["pending"] == 1
     finally:
-        stop_server(srv)  # shutdown commits what is still pending
+        stop_server(srv)  # SIGTERM: shutdown commits what is still pending
     assert commit_count(root) == before + 2
     assert git(root, "show", "HEAD:async/after.md") == "late\n"
     assert git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi") == ""
@@ -1064,8 +1213,7 @@ SHARED = "shared/log.md"
 def test_concurrent_writes_lose_nothing(tmp_path: Path) -> None:
     """8 threads x 50 writes: half append to one file through If-Match retry loops."""
     root = init_root(tmp_path / "kb")
-    srv = start_server(root)
-    try:
+    with in_process(root) as srv:
         with srv.client() as c:
             assert put(c, SHARED, b"# Shared log\n").status_code == 200
         start = git(root, "rev-parse", "HEAD").strip()
@@ -1074,7 +1222,7 @@ def test_concurrent_writes_lose_nothing(tmp_path: Path) -> None:
         conflicts = [0] * THREADS
         errors: list[str] = []
 
-        def appender(t: int, c: httpx.Client) -> None:
+        def appender(t: int, c: AppClient) -> None:
             for i in range(WRITES):
                 line = f"thread {t} line {i}"
                 for _ in range(1000):
@@ -1093,7 +1241,7 @@ def test_concurrent_writes_lose_nothing(tmp_path: Path) -> None:
                     errors.append(f"{line}: gave up after 1000 conflicts")
                     return
 
-        def writer(t: int, c: httpx.Client) -> None:
+        def writer(t: int, c: AppClient) -> None:
             for i in range(WRITES):
                 path = f"own/t{t}/f{i}.md"
                 resp = put(c, path, f"t{t} {i}\n".encode(), **{"X-Actor": f"t{t}"})
@@ -1118,8 +1266,6 @@ def test_concurrent_writes_lose_nothing(tmp_path: Path) -> None:
 
         with srv.client() as c:
             final = get(c, SHARED).text
-    finally:
-        stop_server(srv)
 
     lines = final.splitlines()
     successful = [line for per in appended for line in per]
