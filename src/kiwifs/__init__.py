@@ -6,20 +6,23 @@ sit on :class:`Knowledge`.
 """
 
 from .errors import (
+    Busy,
     Conflict,
     InvalidFrontmatter,
     InvalidPath,
     KiwiError,
     NotFound,
     RootNotFound,
+    StorageError,
     UsageError,
 )
-from .knowledge import FileContent, Knowledge, MergeResult
+from .knowledge import FileContent, Knowledge, MergeResult, RememberResult
 from .memory.rules import EpisodicFile, MemoryReport, MergeEntry
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Busy",
     "Conflict",
     "EpisodicFile",
     "FileContent",
@@ -31,7 +34,9 @@ __all__ = [
     "MergeEntry",
     "MergeResult",
     "NotFound",
+    "RememberResult",
     "RootNotFound",
+    "StorageError",
     "UsageError",
     "__version__",
 ]
