@@ -226,10 +226,9 @@ class Pipeline:
         if_none_match: str | None = None,
         precondition: Callable[[], None] | None = None,
     ) -> WriteResult:
-        """Write one file; ``precondition`` runs under the lock first and may refuse by raising.
-
-        (Checks that must not race with other writers, such as a new episode's id being free.)
-        """
+        """Write one file; ``precondition`` runs under the lock, before anything is written,
+        and refuses by raising (checks that must not race with other writers, such as a new
+        episode's id being free)."""
         rel = canonical(path)
         with self.locked():
             self._check_if_match(rel, if_match)
