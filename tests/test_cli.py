@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gitrepo import git_line
+from kiwifs.errors import InvalidPath
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 
@@ -144,6 +145,16 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
     assert (root / "index.md").read_text() == "# mine\n"
     assert (root / "log.md").is_file()
     assert (root / ".gitignore").read_text() == "node_modules/\n.kiwi/state/\n.kiwi/server.lock\n"
+
+
+def test_init_never_writes_through_a_link_into_git(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    os.symlink(".git/hooks/post-commit", root / "index.md")  # dangling: would become a hook
+    os.symlink(".git", root / "concepts")
+    with pytest.raises(InvalidPath, match="hidden path"):
+        Knowledge.init(root)
+    assert sorted(p.name for p in (root / ".git").rglob("*")) == ["hooks"]
 
 
 def test_init_blank_template(tmp_path: Path) -> None:

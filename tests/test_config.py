@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -253,6 +254,13 @@ def test_missing_file_means_defaults(tmp_path: Path) -> None:
 def test_unreadable_config_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / ".kiwi" / "config.toml").mkdir(parents=True)
     with pytest.raises(ConfigError, match="config.toml"):
+        load_config(tmp_path)
+
+
+def test_a_fifo_config_is_a_config_error_not_a_hang(tmp_path: Path) -> None:
+    (tmp_path / ".kiwi").mkdir()
+    os.mkfifo(tmp_path / ".kiwi" / "config.toml")
+    with pytest.raises(ConfigError, match="not a regular file"):
         load_config(tmp_path)
 
 

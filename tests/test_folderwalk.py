@@ -37,6 +37,8 @@ def build_tree(root: Path) -> bytes:
     os.symlink("/etc/hostname", root / "flat/link-out.md")
     os.symlink(root / "missing.md", root / "link-broken.md")
     os.symlink(root / "real", root / "linked-dir")
+    os.symlink(root / ".hidden/h.md", root / "flat/link-hidden.md")
+    os.symlink(".hidden", root / "hidden-dir")
     os.mkfifo(root / "flat/fifo.md")
     (root / "deep").mkdir()
     fd = os.open(root / "deep", os.O_RDONLY)

@@ -9,12 +9,15 @@ import pytest
 
 from kiwifs.errors import InvalidPath, UsageError
 from kiwifs.paths import (
+    HIDDEN,
+    OUTSIDE,
     canonical,
     canonical_dir,
     confine,
     is_inside,
     normalize_prefix,
     normalize_ref_path,
+    refusal,
 )
 
 
@@ -190,6 +193,68 @@ def test_confine_with_root_behind_a_symlink(tmp_path: Path) -> None:
     real.mkdir()
     os.symlink(real, tmp_path / "alias")
     assert confine(tmp_path / "alias", "a.md") == real / "a.md"
+
+
+@pytest.fixture
+def hidden_linked_root(tmp_path: Path) -> Path:
+    """A root whose links lead into its own hidden folders (``.git``, ``.kiwi``, ``.hidden``)."""
+    root = tmp_path / "root"
+    for folder in (".git/hooks", ".kiwi/state", ".hidden", "a/b", "visible"):
+        (root / folder).mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".kiwi" / "config.toml").write_text("")
+    (root / ".hidden" / "x.md").write_text("x")
+    (root / "visible" / "v.md").write_text("v")
+    os.symlink(".git", root / "gitlink")
+    os.symlink(".kiwi", root / "kiwilink")
+    os.symlink(".git/config", root / "leak.md")
+    os.symlink(".git/hooks/post-commit", root / "hooked.md")  # dangling
+    os.symlink("../../.git", root / "a" / "b" / "up")
+    os.symlink(".hidden", root / "vis")
+    os.symlink(root / ".hidden" / "x.md", root / "abs.md")
+    os.symlink("visible", root / "fine")
+    os.symlink("visible/v.md", root / "fine.md")
+    return root
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "gitlink",
+        "gitlink/config",
+        "gitlink/hooks/post-commit",
+        "gitlink/new/deeper.md",
+        "kiwilink/config.toml",
+        "kiwilink/state/x.md",
+        "leak.md",
+        "hooked.md",
+        "a/b/up/config",
+        "a/b/up/new.md",
+        "vis/x.md",
+        "abs.md",
+    ],
+)
+def test_confine_refuses_a_link_into_a_hidden_path(hidden_linked_root: Path, rel: str) -> None:
+    with pytest.raises(InvalidPath, match="hidden path"):
+        confine(hidden_linked_root, canonical(rel))
+
+
+@pytest.mark.parametrize("rel", ["fine/v.md", "fine.md", "fine/new.md", "a/b/new.md"])
+def test_confine_allows_a_link_to_a_visible_path(hidden_linked_root: Path, rel: str) -> None:
+    assert confine(hidden_linked_root, rel) == Path(os.path.realpath(hidden_linked_root)) / rel
+
+
+def test_a_root_inside_a_hidden_folder_is_not_hidden_itself(tmp_path: Path) -> None:
+    root = tmp_path / ".store" / "kb"
+    (root / "d").mkdir(parents=True)
+    os.symlink("d", root / "link")
+    assert confine(root, "link/a.md") == root / "link" / "a.md"
+    assert refusal(str(root), str(root / "d" / "a.md")) is None
+    assert refusal(str(root), str(root)) is None
+    assert refusal(str(root), str(root / ".git" / "config")) == HIDDEN
+    assert refusal(str(root), str(tmp_path / ".store")) == OUTSIDE
+    assert refusal("/", "/etc/passwd") is None
+    assert refusal("/", "/.git/config") == HIDDEN
 
 
 def test_is_inside_does_not_accept_a_sibling_with_the_same_prefix(tmp_path: Path) -> None:

@@ -620,8 +620,11 @@ def reference_walk(base: str, rel_dir: str = "") -> list[tuple[str, str, bool, s
                 error = None
                 if e.is_symlink():
                     target = os.path.realpath(e.path)
+                    inner = target[len(real_root) + 1 :].split(os.sep)
                     if not target.startswith(real_root + os.sep):
                         error = "symlink points outside the root"
+                    elif any(seg.startswith(".") for seg in inner):
+                        error = "symlink points to a hidden path"
                     elif not os.path.isfile(target):
                         error = "broken symlink"
                 out.append((rel + e.name, e.path, e.is_symlink(), error))
@@ -648,11 +651,19 @@ def test_walk_rows_is_the_spec_order(tmp_path: Path) -> None:
     (root / "d" / "link.md").symlink_to(root / "a.md")
     (root / "d" / "out.md").symlink_to(outside)
     (root / "d" / "broken.md").symlink_to(root / "missing.md")
+    (root / "d" / "git.md").symlink_to(root / ".git" / "x.md")
+    (root / "d" / "git-new.md").symlink_to(root / ".git" / "new.md")
+    (root / "d" / "hidden.md").symlink_to(root / "d" / ".hidden.md")
     rows = list(storage.walk_rows(root))
     assert rows == reference_walk(str(root))
     assert [(e.rel, e.path, e.symlink, e.error) for e in storage.walk(root)] == rows
     assert list(storage.walk_rows(root, "d/")) == reference_walk(str(root), "d/")
-    assert {r[3] for r in rows} == {None, "symlink points outside the root", "broken symlink"}
+    assert {r[3] for r in rows} == {
+        None,
+        "symlink points outside the root",
+        "symlink points to a hidden path",
+        "broken symlink",
+    }
 
 
 def test_walk_rows_names_a_folder_it_cannot_list(tmp_path: Path) -> None:

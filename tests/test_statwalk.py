@@ -33,5 +33,10 @@ def test_probe_sees_one_path_as_the_walk_does(tmp_path: Path) -> None:
     assert through_link is not None and not through_link.exists
     outside = probe(tmp_path, "out.md")
     assert outside is not None and outside.error == "symlink points outside the root"
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    os.symlink(".git/config", tmp_path / "git.md")
+    into_git = probe(tmp_path, "git.md")
+    assert into_git is not None and into_git.error == "symlink points to a hidden path"
     assert probe(tmp_path, ".hidden/x.md") is None
     assert probe(tmp_path, "d/a.txt") is None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .storage import open_regular, read_all
 
 CONFIG_RELPATH = ".kiwi/config.toml"
 DEFAULT_SERVE_PORT = 3333
@@ -65,7 +66,8 @@ def load_config(root: Path) -> Config:
     """Read ``<root>/.kiwi/config.toml``; defaults when it does not exist."""
     path = Path(root) / CONFIG_RELPATH
     try:
-        raw = path.read_bytes()
+        fd, _ = open_regular(path)  # a FIFO here must not hang every command at start
+        raw = read_all(fd)
     except FileNotFoundError:
         return Config()
     except OSError as exc:

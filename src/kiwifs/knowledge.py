@@ -36,7 +36,7 @@ from .memory.rules import (
     resolve_prefix,
     validate_entry,
 )
-from .paths import canonical, canonical_dir
+from .paths import canonical, canonical_dir, refusal
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
 from .storage import Storage
@@ -190,9 +190,8 @@ class Knowledge:
 
     def read(self, path: str) -> FileContent:
         rel = canonical(path)
-        data = self.storage.read(rel)
-        mtime = self.storage.stat(rel).st_mtime
-        return FileContent(rel, data, blob_id(data), mtime)
+        data, st = self.storage.read_with_stat(rel)
+        return FileContent(rel, data, blob_id(data), st.st_mtime)
 
     def frontmatter(self, path: str) -> dict[str, Any]:
         """A file's frontmatter as JSON-safe data (``{}`` when it has none or it is invalid).
@@ -211,7 +210,8 @@ class Knowledge:
                 raise UsageError(f"{rel} is a file, not a folder")
             raise NotFound(f"folder not found: {rel or '/'}")
         name = rel.rsplit("/", 1)[-1] if rel else "/"
-        return TreeNode(rel + "/" if rel else "", name, True, None, _children(base, rel, depth))
+        children = _children(base, rel, depth, self.storage.real_root())
+        return TreeNode(rel + "/" if rel else "", name, True, None, children)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -254,20 +254,30 @@ class Knowledge:
 
     # -- history ----------------------------------------------------------------------------
 
-    def versions(self, path: str) -> list[Version]:
+    def _history_path(self, path: str) -> str:
+        """The canonical path of a history query, refused like a read would refuse it.
+
+        History comes from git, not the disk, but a path that leads through a symlink into
+        ``.git`` or out of the root is refused the same everywhere: one rule, every route.
+        """
         rel = canonical(path)
+        self.storage.abspath(rel)
+        return rel
+
+    def versions(self, path: str) -> list[Version]:
+        rel = self._history_path(path)
         self.pipeline.flush()
         return self.git.versions(rel) if self.git else []
 
     def version(self, path: str, rev: str) -> bytes:
-        rel = canonical(path)
+        rel = self._history_path(path)
         self.pipeline.flush()
         if self.git is None:
             raise NotFound("version not found (the root is not a git repository)")
         return self.git.show(rel, rev)
 
     def diff(self, path: str, rev_from: str, rev_to: str) -> str:
-        rel = canonical(path)
+        rel = self._history_path(path)
         self.pipeline.flush()
         if self.git is None:
             raise NotFound("version not found (the root is not a git repository)")
@@ -468,7 +478,9 @@ def _actor(actor: str | None) -> str:
     return sanitize_actor(actor, DEFAULT_ACTOR)
 
 
-def _children(base: Path, rel: str, depth: int) -> tuple[TreeNode, ...]:
+def _children(base: Path, rel: str, depth: int, real_root: str) -> tuple[TreeNode, ...]:
+    """The entries of a folder; a symlink leading out of the root or into a hidden path is not
+    listed (it could not be read either)."""
     if depth <= 0:
         return ()
     nodes: list[TreeNode] = []
@@ -479,9 +491,11 @@ def _children(base: Path, rel: str, depth: int) -> tuple[TreeNode, ...]:
     for entry in entries:
         if entry.name.startswith("."):
             continue
+        if entry.is_symlink() and refusal(real_root, os.path.realpath(entry.path)):
+            continue
         child_rel = f"{rel}/{entry.name}" if rel else entry.name
         if entry.is_dir(follow_symlinks=False):
-            kids = _children(Path(entry.path), child_rel, depth - 1)
+            kids = _children(Path(entry.path), child_rel, depth - 1, real_root)
             nodes.append(TreeNode(child_rel + "/", entry.name, True, None, kids))
         else:
             try:

@@ -55,21 +55,48 @@ def canonical_dir(path: str | None) -> str:
     return canonical(stripped)
 
 
+OUTSIDE = "outside the root"
+HIDDEN = "a hidden path"
+
+
 def confine(root: Path, rel: str) -> Path:
-    """Absolute path of canonical ``rel`` under ``root``, refusing symlink escapes.
+    """Absolute path of canonical ``rel`` under ``root``, checked with its symlinks resolved.
 
     The target (or, when it does not exist yet, its nearest existing ancestor) is resolved and
-    must stay inside the resolved root.
+    must stay inside the resolved root, and no segment of the resolved path below the root may
+    be hidden: ``ln -s .git gitlink`` must not make ``gitlink/config`` a path to ``.git/config``.
+    The lexical segments of ``rel`` were already checked by :func:`canonical`; this is the same
+    rule applied to where the path really leads, now. Readers and writers check again on the
+    descriptor they open (:mod:`kiwifs.storage`), so a link swapped in afterwards is caught too.
     """
-    real_root = Path(os.path.realpath(root))
-    target = real_root / rel if rel else real_root
+    real_root = os.path.realpath(root)
+    target = Path(real_root) / rel if rel else Path(real_root)
     probe = target
-    while not os.path.lexists(probe) and probe != real_root:
+    while not os.path.lexists(probe) and str(probe) != real_root:
         probe = probe.parent
-    resolved = Path(os.path.realpath(probe))
-    if resolved != real_root and real_root not in resolved.parents:
+    why = refusal(real_root, os.path.realpath(probe))
+    if why == OUTSIDE:
         raise InvalidPath(f"path outside root (symlink): {rel}")
+    if why == HIDDEN:
+        raise InvalidPath(f"path leads through a symlink to a hidden path: {rel}")
     return target
+
+
+def refusal(real_root: str, real_path: str) -> str | None:
+    """Why a resolved path may not be used (:data:`OUTSIDE` or :data:`HIDDEN`), or ``None``.
+
+    Both arguments have their symlinks resolved. Only the part below the root counts: a root
+    that itself lives in a hidden folder (``~/.local/kb``) is fine.
+    """
+    if real_path == real_root:
+        return None
+    prefix = real_root.rstrip(os.sep) + os.sep
+    if not real_path.startswith(prefix):
+        return OUTSIDE
+    inner = real_path[len(prefix) :]
+    if inner.startswith(".") or (os.sep + ".") in inner:
+        return HIDDEN
+    return None
 
 
 def is_inside(root: Path, target: Path) -> bool:

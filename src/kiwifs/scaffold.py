@@ -6,6 +6,7 @@ only what is missing, so it is safe on an existing knowledge base.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from .config import CONFIG_RELPATH
 from .errors import UsageError
+from .storage import Storage
 from .versioning import Git
 
 TEMPLATES = ("knowledge", "blank")
@@ -50,12 +52,16 @@ def scaffold(root: Path, template: str = "knowledge", git: bool = True) -> InitR
     created: list[str] = []
     files = _template_files(package / template)
     files.append((CONFIG_RELPATH, (package / "config.toml").read_bytes()))
+    storage = Storage(root)
     for rel, data in files:
         target = root / rel
-        if target.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        if os.path.lexists(target):
+            continue  # a dangling symlink counts as present: never write through it
+        if rel == CONFIG_RELPATH:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        else:
+            storage.write(rel, data)  # refuses a folder that is a link into .git or outside
         created.append(rel)
     if _ensure_gitignore(root):
         created.append(".gitignore")

@@ -1,28 +1,155 @@
 """The files of a knowledge root: walking, reading, atomic writing.
 
 Files are canonical; everything else (git, the index) is derived from them. This module knows the
-The rules for which files count (``.md``, case-sensitive; nothing whose name starts with ``.``;
+rules for which files count (``.md``, case-sensitive; nothing whose name starts with ``.``;
 symlinked directories are not descended) and the walk order every report uses: depth first, names
 in byte order, directories interleaved with files.
+
+It is also where a path meets the disk, so it holds the two rules that keep a hostile root
+harmless (see docs/security.md):
+
+* only regular files are read or written. Files are opened with ``O_NONBLOCK`` and checked with
+  ``fstat`` on the descriptor, so a FIFO named ``*.md`` is refused instead of blocking forever;
+* a symlink never leads outside the root or into a hidden path (``.git``, ``.kiwi``). The path
+  layer (:func:`kiwifs.paths.confine`) checks where a path leads before use, and the descriptor
+  actually opened is checked again (:func:`open_regular`, :func:`open_parent`), so a folder
+  swapped for a symlink in between does not help.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidPath, NotFound, StorageError
-from .paths import confine, is_inside
+from .paths import HIDDEN, confine, is_inside, refusal
 
 MARKDOWN_SUFFIX = ".md"
+NOT_REGULAR_FILE = "not a regular file"  # the reason given for a FIFO or device named *.md
+LINK_OUTSIDE = "symlink points outside the root"
+LINK_HIDDEN = "symlink points to a hidden path"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: opening a FIFO for reading must return at once (it is then refused by fstat)
+_READ_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+_DIR_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_DIRECTORY", 0)
 _temp_ids = itertools.count()
+
+
+class NotRegularFile(OSError):
+    """A FIFO, socket or device where a file was expected: never read, never written."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EINVAL, NOT_REGULAR_FILE)
+
+
+class LinkRefused(OSError):
+    """An opened descriptor that, symlinks resolved, lies outside the root or in a hidden path."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(errno.EACCES, LINK_HIDDEN if why == HIDDEN else LINK_OUTSIDE)
+
+
+def _proc_fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def _fcntl_fd_path(fd: int) -> str | None:
+    import fcntl
+
+    try:
+        raw = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024))  # type: ignore[attr-defined,unused-ignore]
+    except OSError:
+        return None
+    return os.fsdecode(raw.split(b"\0", 1)[0])
+
+
+def _fd_path_unknown(fd: int) -> str | None:
+    return None
+
+
+if os.path.isdir("/proc/self/fd"):
+    fd_path = _proc_fd_path
+elif sys.platform == "darwin":
+    fd_path = _fcntl_fd_path
+else:  # no way to ask: the path layer's check before opening is the only one
+    fd_path = _fd_path_unknown
+fd_path.__doc__ = "Where an open descriptor really is (symlinks resolved), if the OS can say."
+
+
+def check_descriptor(fd: int, real_root: str) -> None:
+    """Raise :class:`LinkRefused` when ``fd`` lies outside ``real_root`` or in a hidden path."""
+    where = fd_path(fd)
+    if where is not None:
+        why = refusal(real_root, where)
+        if why is not None:
+            raise LinkRefused(why)
+
+
+def open_regular(
+    path: str | bytes | Path, real_root: str | None = None
+) -> tuple[int, os.stat_result]:
+    """Open a regular file for reading; returns the descriptor and its ``fstat``.
+
+    The open never blocks (``O_NONBLOCK``), and what was opened is checked on the descriptor:
+    a folder raises :class:`IsADirectoryError`, anything else that is not a regular file
+    :class:`NotRegularFile`, and with ``real_root`` a file outside it or in a hidden path
+    :class:`LinkRefused`. Checking after opening leaves no gap for a swap in between.
+    """
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile()
+        if real_root is not None:
+            check_descriptor(fd, real_root)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_all(fd: int) -> bytes:
+    """Read an open file to the end and close it."""
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def open_parent(real_root: str, rel: str, create: bool) -> int:
+    """A descriptor of the folder holding canonical ``rel``, checked at every step.
+
+    Walks down from the root one segment at a time, relative to the folder just opened and
+    checked, so no step can be redirected by a symlink swapped in after the path layer looked:
+    folder symlinks inside the root are followed, one leading outside or into a hidden path
+    raises :class:`LinkRefused`. With ``create``, missing folders are made on the way, each
+    inside a folder already checked.
+    """
+    fd = os.open(real_root, _DIR_FLAGS)
+    try:
+        for segment in rel.split("/")[:-1]:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(segment, 0o755, dir_fd=fd)
+            inner = os.open(segment, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            check_descriptor(fd, real_root)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def is_knowledge_name(name: str) -> bool:
@@ -116,9 +243,11 @@ def _listing(rel_dir: str, abs_dir: str) -> list[os.DirEntry[str]] | WalkRow:
 
 def link_problem(real_root: str, path: str) -> str | None:
     """The walk's verdict on a symlinked ``.md`` file: ``None`` when it may be read, i.e. its
-    target is a regular file inside the root (``real_root``, symlinks resolved)."""
-    if not is_inside(Path(real_root), Path(path)):
-        return "symlink points outside the root"
+    target is a regular file inside the root (``real_root``, symlinks resolved) and not in a
+    hidden path such as ``.git``."""
+    why = refusal(real_root, os.path.realpath(path))
+    if why is not None:
+        return LINK_HIDDEN if why == HIDDEN else LINK_OUTSIDE
     if not os.path.isfile(path):
         return "broken symlink"
     return None
@@ -149,18 +278,26 @@ class Storage:
         """The confined absolute path of canonical ``rel``."""
         return confine(self.root, rel)
 
+    def real_root(self) -> str:
+        return os.path.realpath(self.root)
+
     def read(self, rel: str) -> bytes:
+        return self.read_with_stat(rel)[0]
+
+    def read_with_stat(self, rel: str) -> tuple[bytes, os.stat_result]:
+        """The file's bytes and the ``fstat`` of the very file they were read from."""
         path = self.abspath(rel)
         try:
-            if path.is_dir():
-                raise NotFound(f"{rel} is a folder, not a file")
-            return path.read_bytes()
+            fd, st = open_regular(path, self.real_root())
+            return read_all(fd), st
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFound(f"file not found: {rel}") from exc
         except IsADirectoryError as exc:
             raise NotFound(f"{rel} is a folder, not a file") from exc
         except OSError as exc:
-            raise StorageError(f"cannot read {rel}: {os_error_text(exc)}") from exc
+            raise _refused(rel, exc) or StorageError(
+                f"cannot read {rel}: {os_error_text(exc)}"
+            ) from exc
 
     def read_optional(self, rel: str) -> bytes | None:
         """The file's bytes, or ``None`` when it does not exist."""
@@ -172,61 +309,54 @@ class Storage:
     def exists(self, rel: str) -> bool:
         return self.abspath(rel).is_file()
 
-    def stat(self, rel: str) -> os.stat_result:
-        try:
-            return os.stat(self.abspath(rel))
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise NotFound(f"file not found: {rel}") from exc
-
     def write(self, rel: str, data: bytes) -> None:
-        """Atomically replace ``rel`` with ``data`` (temp file, fsync, rename, fsync folder)."""
+        """Atomically replace ``rel`` with ``data`` (temp file, fsync, rename, fsync folder).
+
+        The temp file is created and renamed relative to the parent folder's descriptor,
+        which :func:`open_parent` checked. What ``rel`` names now must be absent or a regular
+        file: a FIFO is refused, not replaced. (A symlink is replaced by the file, as ``git``
+        checking out a file over a link would.)
+        """
         path = self.abspath(rel)
-        if path.is_dir():
-            raise InvalidPath(f"{rel} is a folder")
-        parent = path.parent
         try:
-            self._make_parents(parent)
-            tmp = parent / f".kiwi-write-{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
-            try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fchmod(fd, 0o644)  # whatever the umask: files are world-readable
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-            _fsync_dir(parent)
+            folder = open_parent(self.real_root(), rel, create=True)
         except NotADirectoryError as exc:
             raise InvalidPath(f"a parent of {rel} is a file, not a folder") from exc
         except OSError as exc:
+            raise _refused(rel, exc) or StorageError(
+                f"cannot write {rel}: {os_error_text(exc)}"
+            ) from exc
+        try:
+            _check_replaceable(folder, path.name, rel)
+            _write_in(folder, path.name, data)
+        except OSError as exc:
             raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
+        finally:
+            os.close(folder)
 
     def delete(self, rel: str) -> None:
         path = self.abspath(rel)
         try:
-            if path.is_dir() and not path.is_symlink():
+            folder = open_parent(self.real_root(), rel, create=False)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise NotFound(f"file not found: {rel}") from exc
+        except OSError as exc:
+            raise _refused(rel, exc) or StorageError(
+                f"cannot delete {rel}: {os_error_text(exc)}"
+            ) from exc
+        try:
+            if stat.S_ISDIR(os.stat(path.name, dir_fd=folder, follow_symlinks=False).st_mode):
                 raise NotFound(f"{rel} is a folder, not a file")
-            os.unlink(path)
+            os.unlink(path.name, dir_fd=folder)
+            with contextlib.suppress(OSError):
+                os.fsync(folder)
         except FileNotFoundError as exc:
             raise NotFound(f"file not found: {rel}") from exc
         except OSError as exc:
             raise StorageError(f"cannot delete {rel}: {os_error_text(exc)}") from exc
-        _fsync_dir(path.parent)
+        finally:
+            os.close(folder)
         self._prune_empty_parents(path.parent)
-
-    def _make_parents(self, parent: Path) -> None:
-        if parent.is_dir():
-            return
-        parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        if not is_inside(self.root, parent):
-            raise InvalidPath(f"path outside root (symlink): {parent}")
 
     def _prune_empty_parents(self, folder: Path) -> None:
         """Remove folders a delete left empty, up to (not including) the root, like git does."""
@@ -239,22 +369,46 @@ class Storage:
                 return
             current = current.parent
 
-    def is_regular_file(self, rel: str) -> bool:
+
+def _refused(rel: str, exc: OSError) -> InvalidPath | None:
+    """The usage error for a file kiwifs will not touch, or ``None`` for a real I/O failure."""
+    if isinstance(exc, LinkRefused):
+        return InvalidPath(f"{rel}: {exc.strerror}")
+    if isinstance(exc, NotRegularFile):
+        return InvalidPath(f"{NOT_REGULAR_FILE}: {rel}")
+    return None
+
+
+def _check_replaceable(folder: int, name: str, rel: str) -> None:
+    """``name`` in ``folder`` must be absent or a regular file (through a link: its target)."""
+    try:
+        st = os.stat(name, dir_fd=folder)
+    except FileNotFoundError:
+        return  # absent, or a dangling link (the path layer checked where it points)
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidPath(f"{rel} is a folder")
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidPath(f"{NOT_REGULAR_FILE}: {rel}")
+
+
+def _write_in(folder: int, name: str, data: bytes) -> None:
+    """Write ``data`` to a temp file in ``folder``, fsync it, rename it to ``name``."""
+    tmp = f".kiwi-write-{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags, 0o644, dir_fd=folder)
+    try:
         try:
-            st = os.lstat(self.abspath(rel))
-        except OSError:
-            return False
-        return stat.S_ISREG(st.st_mode)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, 0o644)  # whatever the umask: files are world-readable
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    with contextlib.suppress(OSError):
+        os.fsync(folder)

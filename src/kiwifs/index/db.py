@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import stat
 import threading
 import time
 import weakref
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from kiwifs.storage import open_regular, read_all
 from kiwifs.versioning import blob_id
 
 from .folders import WalkState, abs_path, probe
@@ -158,6 +158,7 @@ class Index:
         self, root: Path, path: Path | None = None, busy_timeout: float = BUSY_TIMEOUT
     ) -> None:
         self.root = Path(root)
+        self.real_root = os.path.realpath(self.root)  # what every read is checked against
         self.path = Path(path) if path is not None else self.root / STATE_DIR / INDEX_FILE
         self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
@@ -412,7 +413,7 @@ class Index:
         rel = key_to_rel(key)
         if error is not None:
             return error_record(key, rel, error)
-        return read_record(key, rel, abs_path(self.root, key))
+        return read_record(key, rel, abs_path(self.root, key), self.real_root)
 
     def refresh(self, rels: Iterable[str]) -> int:
         """Bring the rows of these paths up to date (the pipeline hook and the watcher)."""
@@ -430,7 +431,7 @@ class Index:
             elif found.error is not None:
                 records.append(error_record(found.key, rel, found.error))
             else:
-                record = read_record(found.key, rel, abs_path(self.root, found.key))
+                record = read_record(found.key, rel, abs_path(self.root, found.key), self.real_root)
                 if record is None:
                     removed.append(found.key)
                 else:
@@ -481,11 +482,9 @@ class Index:
         """True when the file at ``rel`` is a regular file whose bytes have blob id ``etag``."""
         if not etag:
             return False
-        path = self.root / rel
         try:
-            if not stat.S_ISREG(os.stat(path).st_mode):
-                return False
-            return blob_id(path.read_bytes()) == etag
+            fd, _ = open_regular(self.root / rel, self.real_root)
+            return blob_id(read_all(fd)) == etag
         except OSError:
             return False
 

@@ -16,7 +16,6 @@ import datetime as dt
 import json
 import math
 import os
-import stat
 import time
 import zlib
 from collections.abc import Mapping
@@ -24,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiwifs.markdown import read_frontmatter
-from kiwifs.memory.rules import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
-from kiwifs.storage import os_error_text
+from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
+from kiwifs.storage import LinkRefused, NotRegularFile, open_regular, os_error_text, read_all
 from kiwifs.versioning import blob_id
 
 RACY_NS = 2_000_000_000
@@ -108,27 +107,42 @@ def error_record(key: bytes, rel: str, error: str) -> FileRecord:
     return FileRecord(key, unreadable_facts(rel, error), error_sig(error))
 
 
-def read_record(key: bytes, rel: str, path: str | bytes) -> FileRecord | None:
-    """Stat then read the file at ``path``; ``None`` when it vanished in between."""
+def read_record(
+    key: bytes, rel: str, path: str | bytes, real_root: str | None = None
+) -> FileRecord | None:
+    """Open, stat and read the file at ``path``; ``None`` when it vanished in between.
+
+    The signature comes from ``fstat`` on the descriptor that is read, before reading. A FIFO
+    (or any file that is not regular) and, with ``real_root``, a descriptor that turns out to lie
+    outside the root or in a hidden path are error records, never read.
+    """
     try:
-        st = os.stat(path)
+        fd, st = open_regular(path, real_root)
     except FileNotFoundError:
         return None
-    except OSError as exc:
+    except (NotRegularFile, LinkRefused, IsADirectoryError) as exc:
         return error_record(key, rel, os_error_text(exc))
-    if not stat.S_ISREG(st.st_mode):
-        return error_record(key, rel, NOT_REGULAR_FILE)  # a FIFO would block the read
+    except OSError as exc:
+        return _unreadable_record(key, rel, path, exc)
     sig = stat_sig(st)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        return None
+        data = read_all(fd)
     except OSError as exc:
         return FileRecord(
             key, unreadable_facts(rel, os_error_text(exc)), sig, st.st_size, st.st_mtime_ns
         )
     return record_of_bytes(key, rel, data, sig, st.st_mtime_ns)
+
+
+def _unreadable_record(key: bytes, rel: str, path: str | bytes, exc: OSError) -> FileRecord:
+    """A file that exists but cannot be opened (permissions): signed, so that a reconcile does
+    not retry it until it changes."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return error_record(key, rel, os_error_text(exc))
+    facts = unreadable_facts(rel, os_error_text(exc))
+    return FileRecord(key, facts, stat_sig(st), st.st_size, st.st_mtime_ns)
 
 
 def record_of_bytes(

@@ -34,7 +34,6 @@ MISSING_ID_WARNING = (
 DUPLICATE_ID_WARNING = "duplicate episode_id {id!r} in {path} (also in {first})"
 FRONTMATTER_WARNING = "invalid frontmatter in {path}: {why}"
 UNREADABLE_WARNING = "cannot read {path}: {why}"
-NOT_REGULAR_FILE = "not a regular file"  # the reason given for a FIFO or device named *.md
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,10 @@ Three things make it fast, none of which may change an answer:
 
 from __future__ import annotations
 
-import errno
 import gc
 import multiprocessing
 import os
 import re
-import stat
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -29,17 +27,15 @@ from pathlib import Path
 
 from kiwifs.forking import fork_is_safe, usable_cpus
 from kiwifs.markdown import Block, parse_yaml
-from kiwifs.storage import WalkEntry, WalkRow, os_error_text, walk_rows
+from kiwifs.storage import WalkEntry, WalkRow, open_regular, os_error_text, walk_rows
 
 from .frontmatter_keys import relevant_frontmatter
-from .rules import NOT_REGULAR_FILE, FileFacts, file_facts, unreadable_facts
+from .rules import FileFacts, file_facts, unreadable_facts
 
 HEAD_BYTES = 8 * 1024
 PARALLEL_THRESHOLD = 3000
 CHUNK_FILES = 500
 _CHUNKS_IN_FLIGHT_PER_WORKER = 3
-# O_NONBLOCK: a FIFO named *.md must not block the scan (it is refused below, not read)
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 # The frontmatter block rule (markdown.find_block) as one search for the closing line: a line that
 # is
@@ -63,10 +59,8 @@ def _read_block(path: str) -> tuple[bytes, Block | None]:
     One ``os.read`` on a raw descriptor (a buffered ``open()`` costs twice as much per small
     file); the rest of the file only when that first read does not decide the block.
     """
-    fd = os.open(path, _OPEN_FLAGS)
+    fd, _ = open_regular(path)  # a FIFO named *.md is refused, never waited on
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, NOT_REGULAR_FILE)
         head = os.read(fd, HEAD_BYTES)
         block = locate_block(head)
         if _decided_by(head, block):

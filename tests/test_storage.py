@@ -1,0 +1,151 @@
+"""Reading and writing files of a root: only regular files, only where the path layer allows.
+
+The path layer (``paths.confine``) resolves symlinks before use; :func:`storage.open_regular`
+checks again on the opened descriptor, so a folder swapped for a symlink between the two cannot
+lead a read into ``.git``. A FIFO is never opened in a way that blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from kiwifs.errors import InvalidPath, NotFound
+from kiwifs.storage import (
+    NOT_REGULAR_FILE,
+    LinkRefused,
+    NotRegularFile,
+    Storage,
+    open_parent,
+    open_regular,
+)
+
+
+@contextmanager
+def fifo_valve(fifo: Path) -> Iterator[None]:
+    """Release a reader stuck on ``fifo`` (the defect) so the test fails instead of hanging."""
+    stop = threading.Event()
+
+    def release() -> None:
+        while not stop.wait(1.0):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / "notes").mkdir()
+    (root / "notes" / "a.md").write_text("a\n")
+    os.symlink(".git", root / "gitlink")
+    os.symlink(".git/config", root / "leak.md")
+    os.symlink("notes/a.md", root / "alias.md")
+    os.mkfifo(root / "pipe.md")
+    return root
+
+
+def git_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in (root / ".git").rglob("*"))
+
+
+def test_reading_a_fifo_is_refused_without_blocking(root: Path) -> None:
+    with fifo_valve(root / "pipe.md"), pytest.raises(InvalidPath, match=NOT_REGULAR_FILE):
+        Storage(root).read("pipe.md")
+
+
+def test_writing_over_a_fifo_is_refused_and_keeps_it(root: Path) -> None:
+    with pytest.raises(InvalidPath, match=NOT_REGULAR_FILE):
+        Storage(root).write("pipe.md", b"x")
+    assert stat.S_ISFIFO(os.lstat(root / "pipe.md").st_mode)
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".kiwi-write")) == []
+
+
+def test_a_folder_is_not_a_file(root: Path) -> None:
+    with pytest.raises(NotFound, match="is a folder"):
+        Storage(root).read("notes")
+    with pytest.raises(InvalidPath, match="is a folder"):
+        Storage(root).write("notes", b"x")
+
+
+@pytest.mark.parametrize("rel", ["gitlink/config", "gitlink/hooks/pre-commit", "leak.md"])
+def test_no_read_write_or_delete_through_a_link_into_git(root: Path, rel: str) -> None:
+    storage = Storage(root)
+    before = git_files(root)
+    config = (root / ".git" / "config").read_bytes()
+    with pytest.raises(InvalidPath, match="hidden path"):
+        storage.read(rel)
+    with pytest.raises(InvalidPath, match="hidden path"):
+        storage.write(rel, b"owned")
+    with pytest.raises(InvalidPath, match="hidden path"):
+        storage.delete(rel)
+    assert git_files(root) == before
+    assert (root / ".git" / "config").read_bytes() == config
+
+
+def test_a_link_to_a_visible_file_reads_and_writing_it_replaces_the_link(root: Path) -> None:
+    storage = Storage(root)
+    assert storage.read("alias.md") == b"a\n"
+    data, st = storage.read_with_stat("alias.md")
+    assert data == b"a\n" and stat.S_ISREG(st.st_mode)
+    storage.write("alias.md", b"b\n")
+    assert not (root / "alias.md").is_symlink()
+    assert (root / "notes" / "a.md").read_bytes() == b"a\n"
+
+
+def test_open_regular_checks_the_opened_descriptor(root: Path) -> None:
+    """Past the path layer (as after a swap): the descriptor itself is where the check holds."""
+    real_root = os.path.realpath(root)
+    with pytest.raises(LinkRefused, match="hidden path"):
+        open_regular(str(root / "gitlink" / "config"), real_root)
+    with pytest.raises(LinkRefused, match="outside the root"):
+        open_regular("/etc/hostname", real_root)
+    with fifo_valve(root / "pipe.md"), pytest.raises(NotRegularFile, match=NOT_REGULAR_FILE):
+        open_regular(str(root / "pipe.md"), real_root)
+    with pytest.raises(IsADirectoryError):
+        open_regular(str(root / "notes"), real_root)
+    fd, st = open_regular(str(root / "alias.md"), real_root)
+    try:
+        assert stat.S_ISREG(st.st_mode)
+        assert os.read(fd, 10) == b"a\n"
+    finally:
+        os.close(fd)
+
+
+def test_open_parent_checks_every_folder_it_opens(root: Path) -> None:
+    """Writes create their temp file relative to the folder opened this way, so a folder
+    swapped for a link after the path layer looked still cannot lead a write into ``.git``."""
+    real_root = os.path.realpath(root)
+    before = git_files(root)
+    os.symlink(".git", root / "swap")  # as if swapped in after the path check
+    for rel in ("swap/x.md", "swap/new/x.md", "gitlink/hooks/pre-commit"):
+        with pytest.raises(LinkRefused, match="hidden path"):
+            open_parent(real_root, rel, create=True)
+    assert git_files(root) == before  # not even a folder was made in .git
+    os.symlink(root.parent, root / "up")
+    with pytest.raises(LinkRefused, match="outside the root"):
+        open_parent(real_root, "up/x.md", create=True)
+    fd = open_parent(real_root, "made/here/x.md", create=True)
+    try:
+        assert os.listdir(fd) == [] and (root / "made" / "here").is_dir()
+    finally:
+        os.close(fd)
+    with pytest.raises(FileNotFoundError):
+        open_parent(real_root, "absent/x.md", create=False)
