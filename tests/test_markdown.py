@@ -11,6 +11,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from kiwifs.errors import InvalidFrontmatter
 from kiwifs.markdown import (
+    MAX_ALIAS_NODES,
     FastLoader,
     PlainLoader,
     append_entries,
@@ -18,8 +19,10 @@ from kiwifs.markdown import (
     find_block,
     parse_yaml,
     read_frontmatter,
+    refuse_alias_bomb,
     split,
 )
+from kiwifs.memory.frontmatter_keys import relevant_frontmatter
 from kiwifs.memory.rules import existing_merge_keys
 
 LOADERS = pytest.mark.parametrize("loader", [FastLoader, PlainLoader], ids=["fast", "plain"])
@@ -465,3 +468,117 @@ def test_property_values_and_body_round_trip(value: str, body: bytes) -> None:
     fm = read_frontmatter(out)
     assert fm.problem is None
     assert fm.data == {"title": "t", "merged-from": [entry]}
+
+
+# ---------------------------------------------------------------------------------------------
+# alias bombs: refused before anything expands them
+
+
+def laughs(levels: int = 9, width: int = 9) -> str:
+    """The "billion laughs": each level a list of ``width`` aliases of the level below."""
+    lines = ["a: &a [" + ",".join(['"lol"'] * width) + "]"]
+    for n in range(1, levels):
+        lines.append(
+            f"l{n}: &l{n} [" + ",".join([f"*{'a' if n == 1 else f'l{n - 1}'}"] * width) + "]"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def merge_laughs(levels: int = 9, width: int = 9) -> str:
+    """The same explosion through merge keys, which PyYAML copies while constructing."""
+    lines = ["m0: &m0 {k0: v, k1: v, k2: v}"]
+    for n in range(1, levels):
+        aliases = ",".join([f"*m{n - 1}"] * width)
+        lines.append(f"m{n}: &m{n} {{<<: [{aliases}], own{n}: x}}")
+    return "\n".join(lines) + "\n"
+
+
+BOMBS = pytest.mark.parametrize(
+    "text",
+    [
+        laughs(),
+        laughs(levels=30, width=2),
+        merge_laughs(),
+        "a: &a {k: v}\nb: &b {x: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]}\n"
+        + "".join(
+            f"c{n}: &c{n} [" + ",".join([f"*{'b' if n == 0 else f'c{n - 1}'}"] * 10) + "]\n"
+            for n in range(6)
+        ),
+        "a: &a [*a]\n",
+        "a: &a {self: *a}\n",
+    ],
+    ids=[
+        "billion-laughs",
+        "deep-doubling",
+        "merge-keys",
+        "mappings",
+        "recursive-list",
+        "recursive-map",
+    ],
+)
+
+
+@LOADERS
+@BOMBS
+def test_alias_bomb_reads_as_empty_with_a_problem(loader: type, text: str) -> None:
+    fm = read_frontmatter(b"---\n" + text.encode() + b"---\nbody\n", loader)
+    assert fm.data == {}
+    assert fm.problem is not None and "alias" in fm.problem
+
+
+@BOMBS
+def test_alias_bomb_is_refused_for_editing_and_writing(text: str) -> None:
+    data = b"---\n" + text.encode() + b"---\nbody\n"
+    with pytest.raises(InvalidFrontmatter, match="alias"):
+        edit_frontmatter(data, lambda doc: True)
+    with pytest.raises(InvalidFrontmatter, match="alias"):
+        refuse_alias_bomb(data)
+
+
+def test_the_fast_key_reader_never_reads_aliases() -> None:
+    assert relevant_frontmatter(laughs().encode()) is None
+    assert relevant_frontmatter(b"id: &x a\nepisode_id: *x\n") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("a: &x {k: v}\nb: *x\nc: *x\n", {"a": {"k": "v"}, "b": {"k": "v"}, "c": {"k": "v"}}),
+        (
+            "base: &b {x: 1}\nmine:\n  <<: *b\n  y: 2\n",
+            {"base": {"x": 1}, "mine": {"x": 1, "y": 2}},
+        ),
+        ("t: &t hello\nlist: [" + ", ".join(["*t"] * 1000) + "]\n", None),
+        ("title: '**bold** * and *'\n", {"title": "**bold** * and *"}),
+    ],
+    ids=["shared-mapping", "merge-key", "a-thousand-scalar-aliases", "stars-in-strings"],
+)
+def test_modest_aliases_still_read_edit_and_write(text: str, value: Any) -> None:
+    data = b"---\n" + text.encode() + b"---\nbody\n"
+    for loader in (FastLoader, PlainLoader):
+        fm = read_frontmatter(data, loader)
+        assert fm.problem is None
+        if value is not None:
+            assert fm.data == value
+        else:
+            assert fm.data["list"] == ["hello"] * 1000
+    refuse_alias_bomb(data)
+    edited = edit_frontmatter(data, lambda doc: doc.update({"z": "1"}) is None)
+    assert read_frontmatter(edited).data["z"] == "1"
+
+
+def test_the_bound_counts_nodes_added_by_aliases() -> None:
+    """Just under the bound reads; one level more does not (the bound is on expansion)."""
+    width = 10
+    # laughs(n, 10) expands to about 1.2 * 10**n nodes
+    levels = max(n for n in range(1, 20) if 2 * width**n < MAX_ALIAS_NODES)
+    under = read_frontmatter(b"---\n" + laughs(levels, width).encode() + b"---\n")
+    over = read_frontmatter(b"---\n" + laughs(levels + 1, width).encode() + b"---\n")
+    assert under.problem is None and len(under.data) == levels
+    assert over.data == {} and "alias" in (over.problem or "")
+
+
+def test_invalid_yaml_is_no_bomb_for_the_write_guard() -> None:
+    """The write guard refuses only bombs: other bad frontmatter is written (and warned about)."""
+    for data in (b"---\na: [\n---\n", b"---\na: *missing\n---\n", b"---\nunterminated *x\n", b"x"):
+        refuse_alias_bomb(data)

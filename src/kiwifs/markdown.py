@@ -9,6 +9,15 @@ mapping, over 1 MiB) reads as empty frontmatter plus a warning, never as an exce
 
 Editing (provenance, ``merged-from``) goes through ruamel.yaml's round-trip mode so the other keys
 keep their order, comments and quoting, and the body is copied byte for byte.
+
+Aliases are bounded. YAML's ``*alias`` names a node written once and used many times; nested
+ones make a 400-byte text stand for billions of nodes ("billion laughs"), which anything walking
+the value (the JSON for the index, merge keys being flattened) then expands. Both parsers compose
+the text into its node graph first, which is cheap (an alias is a reference to a node composed
+once); :func:`alias_problem` measures the graph's expanded size there, before anything is
+constructed, and a block whose aliases add more than :data:`MAX_ALIAS_NODES` nodes, or refer to
+themselves, is not constructed at all: read as empty frontmatter with a warning, refused on write
+and edit (:class:`~kiwifs.errors.InvalidFrontmatter`).
 """
 
 from __future__ import annotations
@@ -26,17 +35,78 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from .errors import InvalidFrontmatter
 
 MAX_FRONTMATTER_BYTES = 1024 * 1024
+MAX_ALIAS_NODES = 100_000
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _STR_TAG = "tag:yaml.org,2002:str"
+_SATURATED = 1 << 40  # expanded sizes stop growing here: the count only needs to pass the bound
+
+
+class AliasBomb(yaml.YAMLError):
+    """A YAML document whose aliases expand past the bound (raised before construction)."""
+
+
+def alias_problem(root: Any) -> str | None:
+    """Why the node graph under ``root`` is refused, or ``None`` when its aliases are modest.
+
+    Works on PyYAML's and ruamel's nodes alike (a node's ``value`` is a list of child nodes or
+    of key/value node pairs for collections, a string for scalars). Each distinct node is
+    visited once and its expanded size computed from its children's, so the cost is that of the
+    text, whatever the expansion; the walk is iterative, so depth costs no recursion.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            total = 1 + sum(sizes[id(child)] for child in _children_of(node))
+            sizes[key] = min(total, _SATURATED)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            return "an alias that contains itself (a recursive alias)"
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children_of(node) if id(child) not in sizes)
+    added = sizes[id(root)] - len(sizes)
+    if added > MAX_ALIAS_NODES:
+        return f"its aliases expand to over {MAX_ALIAS_NODES} nodes (an alias bomb)"
+    return None
+
+
+def _children_of(node: Any) -> list[Any]:
+    value = node.value
+    if not isinstance(value, list):
+        return []
+    if value and isinstance(value[0], tuple):
+        return [part for pair in value for part in pair]
+    return value
+
+
+def _get_single_data(self: Any) -> Any:
+    """``BaseConstructor.get_single_data`` with the alias bound checked between compose and
+    construct."""
+    node = self.get_single_node()
+    if node is None:
+        return None
+    problem = alias_problem(node)
+    if problem is not None:
+        raise AliasBomb(problem)
+    return self.construct_document(node)
 
 
 def _without_timestamps(base: Any) -> Any:
-    """A loader class like ``base`` whose resolver never produces timestamps."""
+    """A loader class like ``base`` whose resolver never produces timestamps and that refuses
+    alias bombs before constructing anything."""
     resolvers = {
         first: [(tag, rx) for tag, rx in entries if tag != _TIMESTAMP_TAG]
         for first, entries in base.yaml_implicit_resolvers.items()
     }
-    return type("KiwiNoTimestamp" + base.__name__, (base,), {"yaml_implicit_resolvers": resolvers})
+    attributes = {"yaml_implicit_resolvers": resolvers, "get_single_data": _get_single_data}
+    return type("KiwiNoTimestamp" + base.__name__, (base,), attributes)
 
 
 PlainLoader: Any = _without_timestamps(yaml.SafeLoader)
@@ -98,6 +168,8 @@ def parse_yaml(text: bytes | str, loader: type = FastLoader) -> Frontmatter:
         return Frontmatter({}, f"frontmatter is over {MAX_FRONTMATTER_BYTES} bytes")
     try:
         value = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader subclass
+    except AliasBomb as exc:
+        return Frontmatter({}, str(exc))
     except yaml.YAMLError as exc:
         return Frontmatter({}, "invalid YAML: " + _one_line(str(exc)))
     except (ValueError, TypeError, RecursionError, UnicodeDecodeError) as exc:
@@ -117,6 +189,29 @@ def read_frontmatter(data: bytes, loader: type = FastLoader) -> Frontmatter:
     if not block.terminated:
         return Frontmatter({}, "frontmatter block not terminated")
     return parse_yaml(block.yaml, loader)
+
+
+def refuse_alias_bomb(data: bytes) -> None:
+    """Raise :class:`InvalidFrontmatter` when the frontmatter of ``data`` is an alias bomb.
+
+    The write funnel calls this for every file it writes, so the check is cheap when there is
+    no alias (one search for ``*``). Frontmatter that is otherwise invalid is not refused here:
+    it is written and read as empty with a warning, as it always was.
+    """
+    block = find_block(data)
+    if block is None or not block.terminated or b"*" not in block.yaml:
+        return
+    try:
+        loader = FastLoader(block.yaml)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError, UnicodeDecodeError):
+        return  # not valid YAML: read as empty, nothing expands it
+    problem = alias_problem(node) if node is not None else None
+    if problem is not None:
+        raise InvalidFrontmatter(f"frontmatter refused: {problem}")
 
 
 def split(data: bytes) -> tuple[bytes, bytes]:
@@ -182,7 +277,11 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
     body = data[block.body_start :] if block else data
     rt = _rt_yaml()
     try:
+        if "*" in fm_text:
+            _refuse_rt_bomb(rt, fm_text)
         doc = rt.load(fm_text) if fm_text.strip() else None
+    except InvalidFrontmatter:
+        raise
     except Exception as exc:  # ruamel raises several unrelated error types
         raise InvalidFrontmatter("parse frontmatter: " + _one_line(str(exc))) from exc
     if doc is None:
@@ -198,6 +297,15 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
         # a comment-only block: keep its comments above the new keys
         dumped = fm_text.rstrip("\n") + "\n" + dumped
     return b"---\n" + dumped.encode("utf-8") + b"\n---\n" + body
+
+
+def _refuse_rt_bomb(rt: YAML, fm_text: str) -> None:
+    """Compose with ruamel (cheap: aliases stay references) and check the bound before the
+    round-trip load constructs anything."""
+    node = rt.compose(fm_text)
+    problem = alias_problem(node) if node is not None else None
+    if problem is not None:
+        raise InvalidFrontmatter(f"frontmatter refused: {problem}")
 
 
 def _has_content(fm_text: str) -> bool:

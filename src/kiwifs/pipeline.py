@@ -1,6 +1,7 @@
 """The single write funnel: every mutation from every interface passes through here.
 
-    canonical path → If-Match → provenance → atomic write → git commit → index → event
+    canonical path → If-Match → provenance → alias-bomb check → atomic write → git commit →
+    index → event
 
 Writes to one root are serialised twice over: a lock per root inside this process and an
 ``flock`` on ``.kiwi/state/write.lock`` across processes (a ``kiwifs memory merge`` next to a
@@ -24,6 +25,7 @@ from pathlib import Path
 from .committer import CommitStatus, Committer, PendingCommit
 from .errors import Conflict, KiwiError, NotFound, UsageError
 from .events import Event, EventBus
+from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .provenance import Provenance, inject_provenance
 from .storage import Storage
@@ -236,6 +238,7 @@ class Pipeline:
                 precondition()
             self._check_if_none_match(rel, if_none_match)
             data = inject_provenance(content, provenance, actor)
+            refuse_alias_bomb(data)
             self._journal([rel])
             self.storage.write(rel, data)
             self._commit([rel], actor, f"{actor}: {rel}", provenance)
@@ -261,6 +264,7 @@ class Pipeline:
                 if current is None:
                     raise NotFound(f"file not found: {rel}")
                 return WriteResult(rel, blob_id(current))
+            refuse_alias_bomb(data)
             self._journal([rel])
             self.storage.write(rel, data)
             self._commit([rel], actor, message or f"{actor}: {rel}", None)
@@ -306,7 +310,7 @@ class Pipeline:
             raise UsageError("bulk write names the same path twice")
         with self.locked():
             prepared = [
-                (rel, _with_path(rel, functools.partial(inject_provenance, c, provenance, actor)))
+                (rel, _with_path(rel, functools.partial(_prepared, c, provenance, actor)))
                 for rel, (_, c) in zip(rels, files, strict=True)
             ]
             before = {rel: self.storage.read_optional(rel) for rel in rels}
@@ -351,6 +355,13 @@ class Pipeline:
         self.events.publish(Event("write", path=new, actor=actor, etag=etag))
         self.events.publish(Event("delete", path=old, actor=actor))
         return WriteResult(new, etag)
+
+
+def _prepared(content: bytes, provenance: Provenance | None, actor: str) -> bytes:
+    """A file's bytes as written: provenance recorded, alias bombs refused."""
+    data = inject_provenance(content, provenance, actor)
+    refuse_alias_bomb(data)
+    return data
 
 
 def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:
