@@ -3,6 +3,14 @@
 Commits go through libgit2 (pygit2) in-process, which keeps a committed write in the low
 milliseconds; history queries (log, diff) run the ``git`` command, which is what users compare
 them with anyway. A root is versioned when it has its own ``.git`` folder.
+
+Neither runs a program that the repository or a user's git configuration names. libgit2 runs no
+hooks, no external diff or textconv and no filter drivers (it knows only its built-in ``crlf``
+and ``ident`` filters, and our blobs are made from bytes, unfiltered). Every ``git`` command is
+started with :data:`_NO_PROGRAMS` and diff options :data:`_NO_DIFF_PROGRAMS`: no external diff
+(``diff.external``, ``diff.<driver>.command``, ``GIT_EXTERNAL_DIFF``), no textconv, no hooks, no
+fsmonitor, no signature check (``gpg.program``), no pager, and no transport (a partial clone's
+lazy fetch could otherwise run ``core.sshCommand``).
 """
 
 from __future__ import annotations
@@ -24,9 +32,23 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .errors import NotFound, StorageError, UsageError
+from .storage import NotRegularFile, open_regular, read_all
 
 EMAIL = "kiwifs@internal"
-_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")
+_GIT_ENV_SET = {"GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
+_NO_PROGRAMS = (
+    "--no-pager",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "protocol.allow=never",
+)
+_NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 
 if TYPE_CHECKING:
     import pygit2
@@ -178,9 +200,10 @@ class Git:
         if full.is_symlink():
             return self.repo.create_blob(os.fsencode(os.readlink(full))), MODE_LINK
         try:
-            return self.repo.create_blob(full.read_bytes()), _mode_of(full)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
+            fd, _ = open_regular(full)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, NotRegularFile):
+            return None  # gone, or a FIFO (which git does not track either)
+        return self.repo.create_blob(read_all(fd)), _mode_of(full)
 
     def _apply(
         self, tree: pygit2.Tree | None, changes: Mapping[str, tuple[pygit2.Oid, int] | None]
@@ -255,9 +278,9 @@ class Git:
     # -- reading ----------------------------------------------------------------------------
 
     def _run(self, *args: str) -> str:
-        env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+        env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP} | _GIT_ENV_SET
         proc = subprocess.run(
-            ["git", "-C", str(self.root), "-c", "core.quotepath=false", *args],
+            ["git", *_NO_PROGRAMS, "-C", str(self.root), "-c", "core.quotepath=false", *args],
             capture_output=True,
             env=env,
             check=False,
@@ -269,7 +292,7 @@ class Git:
     def versions(self, rel: str) -> list[Version]:
         if not self.is_repo() or self.head() is None:
             return []
-        out = self._run("log", "--format=%H%x1f%aI%x1f%an%x1f%s%x1e", "--", rel)
+        out = self._run("log", *_NO_DIFF_PROGRAMS, "--format=%H%x1f%aI%x1f%an%x1f%s%x1e", "--", rel)
         versions = []
         for record in out.split("\x1e"):
             record = record.strip("\n")
@@ -298,7 +321,7 @@ class Git:
         for rev in (rev_from, rev_to):
             self._check_rev(rev)
         try:
-            return self._run("diff", "--no-color", rev_from, rev_to, "--", rel)
+            return self._run("diff", *_NO_DIFF_PROGRAMS, "--no-color", rev_from, rev_to, "--", rel)
         except _GitFailed as exc:
             raise NotFound(f"unknown version: {exc}") from exc
 
@@ -309,7 +332,8 @@ class Git:
     def changes(self, since: str | None, limit: int) -> list[Change]:
         if not self.is_repo() or self.head() is None:
             return []
-        args = ["log", f"--max-count={limit}", "--format=%H%x1f%an%x1f%aI%x1f%s%x1e"]
+        args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}"]
+        args.append("--format=%H%x1f%an%x1f%aI%x1f%s%x1e")
         if since:
             args.append(f"{since}..HEAD")
         try:
