@@ -1,0 +1,629 @@
+"""A hostile knowledge root: every interface stays responsive and refuses what it must.
+
+The root holds what a careless sync, a malicious collaborator or a broken disk can leave in it:
+symlinks into ``.git``, into ``.kiwi`` and out of the root, a FIFO named ``*.md``, a YAML alias
+bomb, invalid UTF-8, a 17 MB file, a git configuration that names external programs (a diff
+driver, a textconv, hooks, an fsmonitor) and 2,000 files added at once. REST is driven in-process
+through httpx's ASGI transport, MCP through the official client on the in-process server, the CLI
+through click's runner, and one real ``kiwifs serve`` shows that SIGTERM still stops a server
+that was asked to read a FIFO. Nothing of ours is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent
+
+from kiwifs.cli import cli
+from kiwifs.knowledge import Knowledge
+from kiwifs.mcp.server import build_server
+from kiwifs.rest.app import create_app
+
+KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
+API = "/api/kiwi"
+BIG_BYTES = 17 * 1024 * 1024
+MANY = 2000
+BOMB_REL = "episodes/2024-01-01/bomb.md"
+OK_EPISODE = "episodes/2024-01-01/fine.md"
+
+
+def billion_laughs() -> str:
+    """A ~400-byte frontmatter of nested anchors that expands to 9**9 strings."""
+    lines = [
+        "memory_kind: episodic",
+        "episode_id: bomb",
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+    ]
+    previous = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+        previous = name
+    return "---\n" + "\n".join(lines) + "\n---\nboom\n"
+
+
+# Each: a path an API caller may name, and where it really leads.
+LINKS = {
+    "gitlink": ".git",
+    "kiwilink": ".kiwi",
+    "outdir": "../outside",
+    "leak.md": ".git/config",
+    "kiwileak.md": ".kiwi/config.toml",
+    "secret.md": "../outside/secret.md",
+    "hooked.md": ".git/hooks/post-commit",  # dangling: a write would create a hook
+    "episodes/head.md": "../.git/HEAD",
+}
+REFUSED = [
+    "gitlink/config",
+    "gitlink/hooks/post-commit",
+    "gitlink/new.md",
+    "kiwilink/config.toml",
+    "kiwilink/state/x.md",
+    "outdir/secret.md",
+    "outdir/new.md",
+    "leak.md",
+    "kiwileak.md",
+    "secret.md",
+    "hooked.md",
+    "episodes/head.md",
+]
+# What the walk must say about each symlinked *.md file (the folder links are not descended).
+LINK_WARNINGS = {
+    "leak.md": "symlink points to a hidden path",
+    "kiwileak.md": "symlink points to a hidden path",
+    "hooked.md": "symlink points to a hidden path",
+    "episodes/head.md": "symlink points to a hidden path",
+    "secret.md": "symlink points outside the root",
+}
+SECRET_WORDS = ("repositoryformatversion", "TOPSECRETWORD", "refsheadsmain")
+
+
+@dataclass
+class Hostile:
+    root: Path
+    outside: Path
+    marker: Path  # exists once any program named by the repository has run
+    snapshot: dict[str, bytes]
+
+    def untouched(self) -> None:
+        """Nothing behind the links changed, and no program of the repository ran."""
+        assert not self.marker.exists(), self.marker.read_text()
+        assert _snapshot(self.root, self.outside) == self.snapshot
+
+
+def _snapshot(root: Path, outside: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for base, name in ((root / ".git", ".git"), (root / ".kiwi", ".kiwi"), (outside, "outside")):
+        for path in sorted(base.rglob("*")):
+            rel = f"{name}/{path.relative_to(base)}"
+            if rel.startswith((".git/objects", ".git/refs", ".git/logs", ".kiwi/state")):
+                continue  # kiwifs's own writes (commits, index) land there
+            if rel in (".git/index", ".git/HEAD", ".git/ORIG_HEAD", ".git/COMMIT_EDITMSG"):
+                continue
+            files[rel] = path.read_bytes() if path.is_file() else b"<dir>"
+    return files
+
+
+def plant_programs(root: Path, tmp: Path) -> Path:
+    """Make the repository name an external program everywhere git could run one."""
+    marker = tmp / "programs-ran"
+    script = tmp / "evil.sh"
+    script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{marker}'\necho hijacked\n")
+    script.chmod(0o755)
+    hooks = tmp / "hooks"
+    hooks.mkdir()
+    for hook in (
+        "pre-commit",
+        "post-commit",
+        "commit-msg",
+        "post-index-change",
+        "reference-transaction",
+    ):
+        for folder in (hooks, root / ".git" / "hooks"):
+            shutil.copy(script, folder / hook)
+    with open(root / ".git" / "config", "a") as config:
+        config.write(
+            f"[diff]\n\texternal = {script}\n"
+            f'[diff "evil"]\n\ttextconv = {script}\n\tcommand = {script}\n'
+            f'[filter "evil"]\n\tclean = {script}\n\tsmudge = {script}\n\trequired = true\n'
+            f"[core]\n\thooksPath = {hooks}\n\tfsmonitor = {script}\n\tpager = {script}\n"
+            f"[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {script}\n"
+        )
+    with open(root / ".gitattributes", "a") as attributes:
+        attributes.write("*.md diff=evil filter=evil\n")
+    return marker
+
+
+def build_hostile(base: Path) -> Hostile:
+    root, outside = base / "kb", base / "outside"
+    Knowledge.init(root)
+    outside.mkdir()
+    (outside / "secret.md").write_text(
+        "---\nmemory_kind: episodic\nepisode_id: stolen\n---\nTOPSECRETWORD\n"
+    )
+    episodes = root / "episodes" / "2024-01-01"
+    episodes.mkdir(parents=True)
+    (episodes / "fine.md").write_text("---\nmemory_kind: episodic\nepisode_id: fine\n---\nok\n")
+    (root / BOMB_REL).write_text(billion_laughs())
+    (root / "bad-utf8.md").write_bytes(b"---\ntitle: caf\xe9 \xff\n---\nbody \xc3\x28 end\n")
+    (root / "big.md").write_bytes(
+        b"# big\n" + b"lorem ipsum dolor\n" * (BIG_BYTES // 18) + b"zebrafinale\n"
+    )
+    os.mkfifo(root / "pipe.md")
+    os.mkfifo(root / "episodes" / "pipe.md")
+    for name, target in LINKS.items():
+        os.symlink(target, root / name)
+    # the git config trick of the attack, already in place: with it a diff runs the script
+    marker = plant_programs(root, base)
+    return Hostile(root, outside, marker, _snapshot(root, outside))
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Hostile:
+    return build_hostile(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextmanager
+def fifo_valve(*fifos: Path, every: float = 2.0) -> Iterator[None]:
+    """Unblock whoever got stuck opening one of ``fifos`` for reading.
+
+    kiwifs must never open a FIFO; when it does (the defect), the open blocks forever and the
+    test would hang instead of failing. This thread opens the write end now and then (which
+    succeeds only while a reader waits) and closes it, so a stuck reader gets end-of-file.
+    """
+    stop = threading.Event()
+
+    def release() -> None:
+        while not stop.wait(every):
+            for fifo in fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass  # ENXIO: nobody is waiting, as it should be
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@asynccontextmanager
+async def rest(root: Path) -> AsyncIterator[httpx.AsyncClient]:
+    kb = Knowledge.open(root)
+    try:
+        transport = httpx.ASGITransport(app=create_app(kb))
+        async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as client:
+            yield client
+    finally:
+        kb.close()
+
+
+def refused(response: httpx.Response, *words: str) -> str:
+    """Assert a 400 with a JSON error (containing ``words``) and return its message."""
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    message = response.json()["error"]
+    assert isinstance(message, str)
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def text_of(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def tool_fails(client: Client, name: str, args: dict[str, Any]) -> str:
+    result = await client.call_tool(name, args)
+    assert result.is_error, f"{name}({args}) should have failed: {text_of(result)[:300]}"
+    return text_of(result)
+
+
+async def tool_ok(client: Client, name: str, args: dict[str, Any]) -> str:
+    result = await client.call_tool(name, args)
+    assert not result.is_error, f"{name}({args}) failed: {text_of(result)[:300]}"
+    return text_of(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# symlinks into .git, .kiwi and out of the root (read and write, every route)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", REFUSED)
+async def test_rest_refuses_every_file_route_through_a_link(hostile: Hostile, path: str) -> None:
+    async with rest(hostile.root) as client:
+        refused(await client.get(f"{API}/file", params={"path": path}), "symlink")
+        refused(await client.get(f"{API}/file", params={"path": path, "metadata_only": "true"}))
+        refused(await client.put(f"{API}/file", params={"path": path}, content=b"owned\n"))
+        refused(
+            await client.put(
+                f"{API}/file",
+                params={"path": path},
+                content=b"owned\n",
+                headers={"X-Provenance": "run:attack"},
+            )
+        )
+        refused(await client.delete(f"{API}/file", params={"path": path}))
+        refused(await client.post(f"{API}/file/append", params={"path": path}, content=b"x"))
+        refused(await client.get(f"{API}/versions", params={"path": path}))
+        refused(await client.get(f"{API}/version", params={"path": path, "version": "HEAD"}))
+        refused(
+            await client.get(f"{API}/diff", params={"path": path, "from": "HEAD", "to": "HEAD"})
+        )
+        refused(await client.post(f"{API}/rename", json={"from": path, "to": "stolen.md"}))
+        refused(await client.post(f"{API}/rename", json={"from": "index.md", "to": path}))
+        bulk = {"files": [{"path": "bulk-ok.md", "content": "x"}, {"path": path, "content": "y"}]}
+        refused(await client.post(f"{API}/bulk", json=bulk))
+        merge = {"path": path, "entries": [{"id": "fine"}]}
+        refused(await client.post(f"{API}/memory/merge", json=merge))
+    assert not (hostile.root / "bulk-ok.md").exists()  # all or nothing
+    assert (hostile.root / "index.md").is_file()
+    hostile.untouched()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("folder", ["gitlink", "kiwilink", "outdir", "gitlink/hooks"])
+async def test_rest_tree_refuses_a_link_and_lists_none_that_escape(
+    hostile: Hostile, folder: str
+) -> None:
+    async with rest(hostile.root) as client:
+        refused(await client.get(f"{API}/tree", params={"path": folder}), "symlink")
+        listing = (await client.get(f"{API}/tree")).json()
+    names = {child["name"] for child in listing["children"]}
+    assert {"index.md", "episodes", "big.md"} <= names
+    assert not names & set(LINKS) - {"episodes/head.md"}, names
+    hostile.untouched()
+
+
+@pytest.mark.anyio
+async def test_rest_search_and_meta_never_show_what_a_link_leads_to(hostile: Hostile) -> None:
+    async with rest(hostile.root) as client:
+        for word in SECRET_WORDS:
+            found = (await client.get(f"{API}/search", params={"q": word})).json()
+            assert found["results"] == [], (word, found)
+        meta = (await client.get(f"{API}/meta", params={"where": "$.episode_id=stolen"})).json()
+        assert meta["results"] == []
+    hostile.untouched()
+
+
+@pytest.mark.anyio
+async def test_mcp_tools_and_resources_refuse_links(hostile: Hostile) -> None:
+    kb = Knowledge.open(hostile.root)
+    try:
+        async with Client(build_server(kb)) as client:
+            for path in REFUSED:
+                for name, args in (
+                    ("kiwi_read", {"path": path}),
+                    ("kiwi_read", {"path": path, "metadata_only": True}),
+                    ("kiwi_write", {"path": path, "content": "owned"}),
+                    ("kiwi_append", {"path": path, "content": "owned"}),
+                    ("kiwi_delete", {"path": path}),
+                    ("kiwi_rename", {"from": path, "to": "stolen.md"}),
+                    ("kiwi_rename", {"from": "index.md", "to": path}),
+                    ("kiwi_bulk_write", {"files": [{"path": path, "content": "x"}]}),
+                    ("kiwi_versions", {"path": path}),
+                    ("kiwi_memory_merge", {"path": path, "entries": [{"id": "fine"}]}),
+                ):
+                    assert "symlink" in await tool_fails(client, name, args), (name, path)
+            for folder in ("gitlink", "kiwilink", "outdir"):
+                assert "symlink" in await tool_fails(client, "kiwi_tree", {"path": folder})
+            for uri in (
+                "kiwi://file/gitlink%2Fconfig",
+                "kiwi://file/gitlink/config",
+                "kiwi://file/leak.md",
+                "kiwi://file/kiwilink%2Fconfig.toml",
+                "kiwi://file/secret.md",
+                "kiwi://tree/gitlink",
+            ):
+                with pytest.raises(MCPError, match="symlink"):
+                    await client.read_resource(uri)
+    finally:
+        kb.close()
+    hostile.untouched()
+
+
+@pytest.mark.anyio
+async def test_remember_refuses_an_episodes_folder_that_is_a_link_into_git(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "kb"
+    Knowledge.init(root)
+    shutil.rmtree(root / "episodes", ignore_errors=True)
+    os.symlink(".git", root / "episodes")
+    before = sorted(p.name for p in (root / ".git").iterdir())
+    kb = Knowledge.open(root)
+    try:
+        async with Client(build_server(kb)) as client:
+            text = await tool_fails(client, "kiwi_remember", {"content": "what happened"})
+            assert "symlink" in text
+    finally:
+        kb.close()
+    assert sorted(p.name for p in (root / ".git").iterdir()) == before
+
+
+def test_cli_refuses_a_merge_target_through_a_link(hostile: Hostile) -> None:
+    runner = CliRunner()
+    for page in ("gitlink/config", "leak.md", "kiwilink/config.toml", "outdir/x.md", "hooked.md"):
+        result = runner.invoke(
+            cli, ["memory", "merge", page, "--root", str(hostile.root), "--episode", "fine"]
+        )
+        assert result.exit_code == 2, (page, result.output)
+        assert "symlink" in result.output
+    hostile.untouched()
+
+
+# ---------------------------------------------------------------------------------------------
+# FIFOs and other files that are not regular files
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["pipe.md", "episodes/pipe.md"])
+async def test_rest_never_opens_a_fifo(hostile: Hostile, path: str) -> None:
+    fifo = hostile.root / path
+    with fifo_valve(fifo):
+        async with rest(hostile.root) as client:
+            refused(await client.get(f"{API}/file", params={"path": path}), "not a regular file")
+            refused(await client.get(f"{API}/file", params={"path": path, "metadata_only": "1"}))
+            refused(await client.post(f"{API}/file/append", params={"path": path}, content=b"x"))
+            refused(await client.put(f"{API}/file", params={"path": path}, content=b"x"))
+            bulk = {"files": [{"path": path, "content": "x"}]}
+            refused(await client.post(f"{API}/bulk", json=bulk))
+            refused(await client.post(f"{API}/rename", json={"from": path, "to": "p2.md"}))
+            merge = {"path": path, "entries": [{"id": "fine"}]}
+            refused(await client.post(f"{API}/memory/merge", json=merge))
+            # the write lock is free: another write goes through at once
+            done = await client.put(f"{API}/file", params={"path": "after-fifo.md"}, content=b"y")
+            assert done.status_code == 200, done.text
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO, never replaced
+    hostile.untouched()
+
+
+@pytest.mark.anyio
+async def test_mcp_and_cli_never_open_a_fifo(hostile: Hostile) -> None:
+    fifo = hostile.root / "pipe.md"
+    with fifo_valve(fifo):
+        kb = Knowledge.open(hostile.root)
+        try:
+            async with Client(build_server(kb)) as client:
+                for name, args in (
+                    ("kiwi_read", {"path": "pipe.md"}),
+                    ("kiwi_append", {"path": "pipe.md", "content": "x"}),
+                    ("kiwi_write", {"path": "pipe.md", "content": "x"}),
+                    ("kiwi_memory_merge", {"path": "pipe.md", "entries": [{"id": "fine"}]}),
+                ):
+                    assert "not a regular file" in await tool_fails(client, name, args)
+                with pytest.raises(MCPError, match="not a regular file"):
+                    await client.read_resource("kiwi://file/pipe.md")
+        finally:
+            kb.close()
+        result = CliRunner().invoke(
+            cli, ["memory", "merge", "pipe.md", "--root", str(hostile.root), "--episode", "x"]
+        )
+        assert result.exit_code == 2, result.output
+        assert "not a regular file" in result.output
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML alias bombs
+
+
+@pytest.mark.anyio
+async def test_rest_refuses_to_write_a_yaml_bomb(hostile: Hostile) -> None:
+    bomb = billion_laughs().encode()
+    async with rest(hostile.root) as client:
+        put = client.put(f"{API}/file", params={"path": "new-bomb.md"}, content=bomb)
+        refused(await put, "alias")
+        with_provenance = client.put(
+            f"{API}/file",
+            params={"path": "new-bomb.md"},
+            content=bomb,
+            headers={"X-Provenance": "run:r1"},
+        )
+        refused(await with_provenance, "alias")
+        bulk = {
+            "files": [{"path": "ok.md", "content": "x"}, {"path": "b.md", "content": bomb.decode()}]
+        }
+        refused(await client.post(f"{API}/bulk", json=bulk), "alias")
+        # appending to a file whose frontmatter is a bomb, and merging into it
+        refused(await client.post(f"{API}/file/append", params={"path": BOMB_REL}, content=b"x"))
+        merge = {"path": BOMB_REL, "entries": [{"id": "fine"}]}
+        refused(await client.post(f"{API}/memory/merge", json=merge), "alias")
+        # the file itself can still be read (as bytes) and its frontmatter reads as empty
+        got = await client.get(f"{API}/file", params={"path": BOMB_REL})
+        assert got.status_code == 200 and got.content == bomb
+        meta = await client.get(f"{API}/file", params={"path": BOMB_REL, "metadata_only": "1"})
+        assert meta.status_code == 200 and meta.json() == {}
+    assert not (hostile.root / "new-bomb.md").exists()
+    assert not (hostile.root / "ok.md").exists()
+    assert (hostile.root / BOMB_REL).read_bytes() == bomb
+
+
+def test_memory_merge_cli_refuses_a_bomb_page(hostile: Hostile) -> None:
+    result = CliRunner().invoke(
+        cli, ["memory", "merge", BOMB_REL, "--root", str(hostile.root), "--episode", "fine"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "alias" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# the report, the index and search over the whole root
+
+
+def expected_warnings(report: dict[str, Any]) -> None:
+    warnings = "\n".join(report["warnings"])
+    for path, why in LINK_WARNINGS.items():
+        assert f"cannot read {path}: {why}" in warnings, (path, warnings)
+    assert "cannot read pipe.md: not a regular file" in warnings
+    assert "cannot read episodes/pipe.md: not a regular file" in warnings
+    assert f"invalid frontmatter in {BOMB_REL}:" in warnings
+    assert "alias" in warnings.split(f"invalid frontmatter in {BOMB_REL}:")[1].split("\n")[0]
+    assert "invalid frontmatter in bad-utf8.md:" in warnings
+    paths = [f["path"] for f in report["episodic_files"]]
+    assert OK_EPISODE in paths
+    assert not any("stolen" in json.dumps(f) for f in report["episodic_files"])
+
+
+@pytest.mark.anyio
+async def test_report_search_and_reindex_on_every_interface(hostile: Hostile) -> None:
+    with fifo_valve(hostile.root / "pipe.md", hostile.root / "episodes" / "pipe.md"):
+        async with rest(hostile.root) as client:
+            report = (await client.get(f"{API}/memory/report")).json()
+            expected_warnings(report)
+            big = await client.get(f"{API}/search", params={"q": "zebrafinale"})
+            assert [r["path"] for r in big.json()["results"]] == ["big.md"]
+            whole = await client.get(f"{API}/file", params={"path": "big.md"})
+            assert len(whole.content) == (hostile.root / "big.md").stat().st_size > BIG_BYTES - 32
+            bad = await client.get(f"{API}/file", params={"path": "bad-utf8.md"})
+            assert bad.content == (hostile.root / "bad-utf8.md").read_bytes()
+        with Knowledge.open(hostile.root) as kb:
+            scanned = kb.memory_report(use_index=False).to_json()
+            assert kb.reindex() >= 5
+            indexed = kb.memory_report().to_json()
+        expected_warnings(scanned)
+        assert indexed == scanned
+        runner = CliRunner()
+        cli_report = runner.invoke(cli, ["memory", "report", "--json", "--root", str(hostile.root)])
+        assert cli_report.exit_code == 0, cli_report.output
+        expected_warnings(json.loads(cli_report.stdout))
+        reindexed = runner.invoke(cli, ["reindex", "--root", str(hostile.root)])
+        assert reindexed.exit_code == 0, reindexed.output
+        for word in SECRET_WORDS:
+            found = runner.invoke(cli, ["search", word, "--root", str(hostile.root)])
+            assert found.exit_code == 0 and "No results found." in found.stdout, found.output
+        kb = Knowledge.open(hostile.root)
+        try:
+            async with Client(build_server(kb)) as client:
+                text = await tool_ok(client, "kiwi_memory_report", {"format": "json"})
+                expected_warnings(json.loads(text))
+        finally:
+            kb.close()
+    hostile.untouched()
+
+
+# ---------------------------------------------------------------------------------------------
+# git runs no program the repository names
+
+
+@pytest.mark.anyio
+async def test_history_routes_run_no_program_the_repository_names(hostile: Hostile) -> None:
+    async with rest(hostile.root) as client:
+        for text in (b"# one\n", b"# two\n"):
+            put = await client.put(f"{API}/file", params={"path": "history.md"}, content=text)
+            assert put.status_code == 200, put.text
+        versions = (await client.get(f"{API}/versions", params={"path": "history.md"})).json()
+        first, last = versions["versions"][-1]["hash"], versions["versions"][0]["hash"]
+        diff = await client.get(
+            f"{API}/diff", params={"path": "history.md", "from": first, "to": last}
+        )
+        assert diff.status_code == 200
+        assert "-# one\n+# two\n" in diff.text and "hijacked" not in diff.text
+        old = await client.get(f"{API}/version", params={"path": "history.md", "version": first})
+        assert old.content == b"# one\n"
+        changes = (await client.get(f"{API}/changes")).json()["changes"]
+        assert changes[0]["path"] == "history.md"
+        deleted = await client.delete(f"{API}/file", params={"path": "history.md"})
+        assert deleted.status_code == 200
+    hostile.untouched()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2,000 files at once
+
+
+@pytest.mark.anyio
+async def test_two_thousand_files_added_at_once_are_seen_everywhere(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    Knowledge.init(root)
+    with Knowledge.open(root) as kb:
+        before = kb.memory_report().episodic_count  # the index now exists
+    folder = root / "episodes" / "2024-02-02"
+    folder.mkdir(parents=True)
+    for n in range(MANY):
+        (folder / f"e{n:04}.md").write_text(
+            f"---\nmemory_kind: episodic\nepisode_id: e{n}\n---\nword{n}x\n"
+        )
+    async with rest(root) as client:
+        report = (await client.get(f"{API}/memory/report", params={"limit": "1"})).json()
+        assert report["episodic_count"] == before + MANY
+        hits = (await client.get(f"{API}/search", params={"q": f"word{MANY - 1}x"})).json()
+        assert [h["path"] for h in hits["results"]] == [f"episodes/2024-02-02/e{MANY - 1:04}.md"]
+        assert (await client.get("/health")).status_code == 200
+    result = CliRunner().invoke(cli, ["memory", "report", "--json", "--root", str(root)])
+    assert json.loads(result.stdout)["episodic_count"] == before + MANY
+    with Knowledge.open(root) as kb:
+        assert kb.reindex() >= MANY
+
+
+# ---------------------------------------------------------------------------------------------
+# a real server: a FIFO does not stop SIGTERM from stopping it
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_real_server_answers_around_a_fifo_and_stops_on_sigterm(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    Knowledge.init(root)
+    os.mkfifo(root / "pipe.md")
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with fifo_valve(root / "pipe.md"), httpx.Client(base_url=base, timeout=60) as client:
+            for _ in range(300):
+                assert proc.poll() is None, log.read_text()
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            refused(client.get(f"{API}/file", params={"path": "pipe.md"}), "not a regular file")
+            refused(client.post(f"{API}/file/append", params={"path": "pipe.md"}, content=b"x"))
+            ok = client.put(f"{API}/file", params={"path": "after.md"}, content=b"# after\n")
+            assert ok.status_code == 200, ok.text
+        proc.terminate()
+        assert proc.wait(timeout=60) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert stat.S_ISFIFO(os.lstat(root / "pipe.md").st_mode)
