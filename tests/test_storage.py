@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from kiwifs.errors import InvalidPath, NotFound
-from kiwifs.storage import (
+from kiwifs.paths import (
     NOT_REGULAR_FILE,
     LinkRefused,
     NotRegularFile,
-    Storage,
     open_parent,
     open_regular,
 )
+from kiwifs.storage import Storage
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .storage import open_regular, read_all
+from .paths import open_regular, read_all
 
 CONFIG_RELPATH = ".kiwi/config.toml"
 DEFAULT_SERVE_PORT = 3333

@@ -4,13 +4,24 @@ KiwiFS clamps ``..`` and guesses; kiwifs refuses. A canonical path is relative t
 knowledge root, uses ``/``, has no empty, ``.`` or ``..`` segments and no segment starting with
 ``.``. It is the one string that git, the index and events see for a file.
 
+The same segment rule holds for where a path really leads: :func:`confine` resolves symlinks and
+refuses a path that ends up outside the root or in a hidden path (``ln -s .git gitlink`` must
+not make ``gitlink/config`` reachable). And because a check before use can be raced, opening is
+here too: :func:`open_regular` and :func:`open_parent` check the descriptor actually opened, and
+open nothing but regular files and folders (a FIFO named ``*.md`` must not block a reader).
+docs/security.md explains the threats.
+
 Two looser normalisations live here too because they follow the same segment rules: the paths
 cited in ``merged-from`` and the episodes prefix.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
+import sys
 from pathlib import Path
 
 from .errors import InvalidPath
@@ -104,6 +115,127 @@ def is_inside(root: Path, target: Path) -> bool:
     real_root = os.path.realpath(root)
     real = os.path.realpath(target)
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+# ---------------------------------------------------------------------------------------------
+# opening what a path names: only regular files, checked on the descriptor
+
+NOT_REGULAR_FILE = "not a regular file"  # the reason given for a FIFO or device named *.md
+LINK_OUTSIDE = "symlink points outside the root"
+LINK_HIDDEN = "symlink points to a hidden path"
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: opening a FIFO for reading must return at once (it is then refused by fstat)
+_READ_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+_DIR_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_DIRECTORY", 0)
+
+
+class NotRegularFile(OSError):
+    """A FIFO, socket or device where a file was expected: never read, never written."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EINVAL, NOT_REGULAR_FILE)
+
+
+class LinkRefused(OSError):
+    """An opened descriptor that, symlinks resolved, lies outside the root or in a hidden path."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(errno.EACCES, LINK_HIDDEN if why == HIDDEN else LINK_OUTSIDE)
+
+
+def _proc_fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def _fcntl_fd_path(fd: int) -> str | None:
+    import fcntl
+
+    try:
+        raw = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024))  # type: ignore[attr-defined,unused-ignore]
+    except OSError:
+        return None
+    return os.fsdecode(raw.split(b"\0", 1)[0])
+
+
+def _fd_path_unknown(fd: int) -> str | None:
+    return None
+
+
+if os.path.isdir("/proc/self/fd"):
+    fd_path = _proc_fd_path
+elif sys.platform == "darwin":
+    fd_path = _fcntl_fd_path
+else:  # no way to ask: the path layer's check before opening is the only one
+    fd_path = _fd_path_unknown
+fd_path.__doc__ = "Where an open descriptor really is (symlinks resolved), if the OS can say."
+
+
+def check_descriptor(fd: int, real_root: str) -> None:
+    """Raise :class:`LinkRefused` when ``fd`` lies outside ``real_root`` or in a hidden path."""
+    where = fd_path(fd)
+    if where is not None:
+        why = refusal(real_root, where)
+        if why is not None:
+            raise LinkRefused(why)
+
+
+def open_regular(
+    path: str | bytes | Path, real_root: str | None = None
+) -> tuple[int, os.stat_result]:
+    """Open a regular file for reading; returns the descriptor and its ``fstat``.
+
+    The open never blocks (``O_NONBLOCK``), and what was opened is checked on the descriptor:
+    a folder raises :class:`IsADirectoryError`, anything else that is not a regular file
+    :class:`NotRegularFile`, and with ``real_root`` a file outside it or in a hidden path
+    :class:`LinkRefused`. Checking after opening leaves no gap for a swap in between.
+    """
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile()
+        if real_root is not None:
+            check_descriptor(fd, real_root)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_all(fd: int) -> bytes:
+    """Read an open file to the end and close it."""
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def open_parent(real_root: str, rel: str, create: bool) -> int:
+    """A descriptor of the folder holding canonical ``rel``, checked at every step.
+
+    Walks down from the root one segment at a time, relative to the folder just opened and
+    checked, so no step can be redirected by a symlink swapped in after the path layer looked:
+    folder symlinks inside the root are followed, one leading outside or into a hidden path
+    raises :class:`LinkRefused`. With ``create``, missing folders are made on the way, each
+    inside a folder already checked.
+    """
+    fd = os.open(real_root, _DIR_FLAGS)
+    try:
+        for segment in rel.split("/")[:-1]:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(segment, 0o755, dir_fd=fd)
+            inner = os.open(segment, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            check_descriptor(fd, real_root)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def normalize_ref_path(path: str) -> str | None:

@@ -5,151 +5,42 @@ rules for which files count (``.md``, case-sensitive; nothing whose name starts 
 symlinked directories are not descended) and the walk order every report uses: depth first, names
 in byte order, directories interleaved with files.
 
-It is also where a path meets the disk, so it holds the two rules that keep a hostile root
-harmless (see docs/security.md):
-
-* only regular files are read or written. Files are opened with ``O_NONBLOCK`` and checked with
-  ``fstat`` on the descriptor, so a FIFO named ``*.md`` is refused instead of blocking forever;
-* a symlink never leads outside the root or into a hidden path (``.git``, ``.kiwi``). The path
-  layer (:func:`kiwifs.paths.confine`) checks where a path leads before use, and the descriptor
-  actually opened is checked again (:func:`open_regular`, :func:`open_parent`), so a folder
-  swapped for a symlink in between does not help.
+Every read and write goes through the path layer's rules that keep a hostile root harmless
+(see docs/security.md): :func:`kiwifs.paths.confine` before use, then
+:func:`kiwifs.paths.open_regular` (only regular files, checked on the descriptor) and
+:func:`kiwifs.paths.open_parent` (a write's folder, checked step by step).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import os
 import stat
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidPath, NotFound, StorageError
-from .paths import HIDDEN, confine, is_inside, refusal
+from .paths import (
+    HIDDEN,
+    LINK_HIDDEN,
+    LINK_OUTSIDE,
+    NOT_REGULAR_FILE,
+    LinkRefused,
+    NotRegularFile,
+    confine,
+    is_inside,
+    open_parent,
+    open_regular,
+    read_all,
+    refusal,
+)
 
 MARKDOWN_SUFFIX = ".md"
-NOT_REGULAR_FILE = "not a regular file"  # the reason given for a FIFO or device named *.md
-LINK_OUTSIDE = "symlink points outside the root"
-LINK_HIDDEN = "symlink points to a hidden path"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# O_NONBLOCK: opening a FIFO for reading must return at once (it is then refused by fstat)
-_READ_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-_DIR_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_DIRECTORY", 0)
 _temp_ids = itertools.count()
-
-
-class NotRegularFile(OSError):
-    """A FIFO, socket or device where a file was expected: never read, never written."""
-
-    def __init__(self) -> None:
-        super().__init__(errno.EINVAL, NOT_REGULAR_FILE)
-
-
-class LinkRefused(OSError):
-    """An opened descriptor that, symlinks resolved, lies outside the root or in a hidden path."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(errno.EACCES, LINK_HIDDEN if why == HIDDEN else LINK_OUTSIDE)
-
-
-def _proc_fd_path(fd: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
-    except OSError:
-        return None
-
-
-def _fcntl_fd_path(fd: int) -> str | None:
-    import fcntl
-
-    try:
-        raw = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024))  # type: ignore[attr-defined,unused-ignore]
-    except OSError:
-        return None
-    return os.fsdecode(raw.split(b"\0", 1)[0])
-
-
-def _fd_path_unknown(fd: int) -> str | None:
-    return None
-
-
-if os.path.isdir("/proc/self/fd"):
-    fd_path = _proc_fd_path
-elif sys.platform == "darwin":
-    fd_path = _fcntl_fd_path
-else:  # no way to ask: the path layer's check before opening is the only one
-    fd_path = _fd_path_unknown
-fd_path.__doc__ = "Where an open descriptor really is (symlinks resolved), if the OS can say."
-
-
-def check_descriptor(fd: int, real_root: str) -> None:
-    """Raise :class:`LinkRefused` when ``fd`` lies outside ``real_root`` or in a hidden path."""
-    where = fd_path(fd)
-    if where is not None:
-        why = refusal(real_root, where)
-        if why is not None:
-            raise LinkRefused(why)
-
-
-def open_regular(
-    path: str | bytes | Path, real_root: str | None = None
-) -> tuple[int, os.stat_result]:
-    """Open a regular file for reading; returns the descriptor and its ``fstat``.
-
-    The open never blocks (``O_NONBLOCK``), and what was opened is checked on the descriptor:
-    a folder raises :class:`IsADirectoryError`, anything else that is not a regular file
-    :class:`NotRegularFile`, and with ``real_root`` a file outside it or in a hidden path
-    :class:`LinkRefused`. Checking after opening leaves no gap for a swap in between.
-    """
-    fd = os.open(path, _READ_FLAGS)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a folder")
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile()
-        if real_root is not None:
-            check_descriptor(fd, real_root)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
-
-
-def read_all(fd: int) -> bytes:
-    """Read an open file to the end and close it."""
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
-
-
-def open_parent(real_root: str, rel: str, create: bool) -> int:
-    """A descriptor of the folder holding canonical ``rel``, checked at every step.
-
-    Walks down from the root one segment at a time, relative to the folder just opened and
-    checked, so no step can be redirected by a symlink swapped in after the path layer looked:
-    folder symlinks inside the root are followed, one leading outside or into a hidden path
-    raises :class:`LinkRefused`. With ``create``, missing folders are made on the way, each
-    inside a folder already checked.
-    """
-    fd = os.open(real_root, _DIR_FLAGS)
-    try:
-        for segment in rel.split("/")[:-1]:
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(segment, 0o755, dir_fd=fd)
-            inner = os.open(segment, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-            check_descriptor(fd, real_root)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def is_knowledge_name(name: str) -> bool:

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .errors import NotFound, StorageError, UsageError
-from .storage import NotRegularFile, open_regular, read_all
+from .paths import NotRegularFile, open_regular, read_all
 
 EMAIL = "kiwifs@internal"
 _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")

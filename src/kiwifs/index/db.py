@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from kiwifs.storage import open_regular, read_all
+from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
 from .folders import WalkState, abs_path, probe

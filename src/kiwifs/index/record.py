@@ -24,7 +24,8 @@ from typing import Any
 
 from kiwifs.markdown import read_frontmatter
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
-from kiwifs.storage import LinkRefused, NotRegularFile, open_regular, os_error_text, read_all
+from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
+from kiwifs.storage import os_error_text
 from kiwifs.versioning import blob_id
 
 RACY_NS = 2_000_000_000

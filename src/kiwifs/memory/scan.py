@@ -27,7 +27,8 @@ from pathlib import Path
 
 from kiwifs.forking import fork_is_safe, usable_cpus
 from kiwifs.markdown import Block, parse_yaml
-from kiwifs.storage import WalkEntry, WalkRow, open_regular, os_error_text, walk_rows
+from kiwifs.paths import open_regular
+from kiwifs.storage import WalkEntry, WalkRow, os_error_text, walk_rows
 
 from .frontmatter_keys import relevant_frontmatter
 from .rules import FileFacts, file_facts, unreadable_facts
