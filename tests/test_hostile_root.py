@@ -358,7 +358,7 @@ async def test_remember_refuses_an_episodes_folder_that_is_a_link_into_git(
     Knowledge.init(root)
     shutil.rmtree(root / "episodes", ignore_errors=True)
     os.symlink(".git", root / "episodes")
-    before = sorted(p.name for p in (root / ".git").iterdir())
+    before = sorted(str(p.relative_to(root)) for p in (root / ".git").rglob("*"))
     kb = Knowledge.open(root)
     try:
         async with Client(build_server(kb)) as client:
@@ -366,7 +366,17 @@ async def test_remember_refuses_an_episodes_folder_that_is_a_link_into_git(
             assert "symlink" in text
     finally:
         kb.close()
-    assert sorted(p.name for p in (root / ".git").iterdir()) == before
+    async with rest(root) as http:
+        remembered = await http.post(f"{API}/memory/remember", json={"content": "what happened"})
+        refused(remembered, "symlink")
+    result = CliRunner().invoke(
+        cli, ["memory", "remember", "--root", str(root)], input="what happened\n"
+    )
+    assert result.exit_code == 2 and "symlink" in result.output, result.output
+    after = sorted(str(p.relative_to(root)) for p in (root / ".git").rglob("*"))
+    assert [p for p in after if not p.startswith((".git/objects", ".git/refs", ".git/logs"))] == [
+        p for p in before if not p.startswith((".git/objects", ".git/refs", ".git/logs"))
+    ]
 
 
 def test_cli_refuses_a_merge_target_through_a_link(hostile: Hostile) -> None:
