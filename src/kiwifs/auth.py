@@ -4,10 +4,16 @@ One rule for every interface that listens on a socket (REST and MCP over HTTP): 
 ``[auth] type = "apikey"`` (or a key given on the command line or in ``KIWIFS_API_KEY``) a request
 must send ``Authorization: Bearer <key>``, compared in constant time. A configuration that asks
 for a key but gives none fails closed: the server refuses to start.
+
+A browser cannot send that header with every link it follows, so the web interface signs in once
+with the key and then carries a *session token*: an expiry time and an HMAC-SHA256 of it keyed
+with the API key. The token never contains the key, expires on its own, and every token stops
+working when the key changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from .config import Config
@@ -35,6 +41,41 @@ def check_bearer(authorization: str | None, api_key: str | None) -> None:
     """
     if api_key is None:
         return
-    given = (authorization or "").encode()
-    if not hmac.compare_digest(given, (BEARER + api_key).encode()):
+    if not key_matches(authorization or "", BEARER + api_key):
         raise Unauthorized("invalid API key")
+
+
+def key_matches(given: str, expected: str) -> bool:
+    """``given == expected`` in constant time (no early exit that would time the key)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
+SESSION_SECONDS = 12 * 3600
+_SESSION_CONTEXT = b"kiwifs web session v1:"
+
+
+def _session_mac(api_key: str, expires: int) -> str:
+    message = _SESSION_CONTEXT + str(expires).encode()
+    return hmac.new(api_key.encode(), message, hashlib.sha256).hexdigest()
+
+
+def session_token(api_key: str, now: float, lifetime: int = SESSION_SECONDS) -> str:
+    """A session token valid for ``lifetime`` seconds from ``now``: ``<expires>.<hmac>``."""
+    expires = int(now) + lifetime
+    return f"{expires}.{_session_mac(api_key, expires)}"
+
+
+def session_valid(token: str | None, api_key: str | None, now: float) -> bool:
+    """True when no key is configured, or ``token`` was made with this key and has not
+    expired (the MAC is compared in constant time)."""
+    if api_key is None:
+        return True
+    if not token:
+        return False
+    expires_text, sep, mac = token.partition(".")
+    if not sep or not expires_text.isdigit() or len(expires_text) > 12:
+        return False
+    expires = int(expires_text)
+    if not key_matches(mac, _session_mac(api_key, expires)):
+        return False
+    return now < expires

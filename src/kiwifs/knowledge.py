@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from .index.record import json_safe
 from .index.search import DEFAULT_LIMIT, SearchResults
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
 from .memory.lifecycle import new_episode
+from .memory.lineage import Lineage
+from .memory.overview import Overview, QueuePage
 from .memory.rules import (
     MERGED_FROM,
     MemoryReport,
@@ -418,6 +421,45 @@ class Knowledge:
             episode.path, episode.data, _actor(actor), None, prov, "*", unclaimed
         )
         return RememberResult(result.path, episode.episode_id, result.etag)
+
+    # -- the consolidation picture ----------------------------------------------------------
+
+    def lineage(self, path: str, prefix: str | None = None) -> Lineage:
+        """Both directions of a file's lineage: the pages whose ``merged-from`` cite it (for an
+        episode), each of its own ``merged-from`` entries resolved to episode paths or flagged
+        dangling, and its ``derived-from`` (docs/memory.md)."""
+        return self.indexing.lineage(canonical(path), self.episodes_prefix(prefix))
+
+    def queue(
+        self, path_prefix: str = "", limit: int = 100, offset: int = 0, prefix: str | None = None
+    ) -> QueuePage:
+        """One page of the unmerged episodes whose path starts with ``path_prefix``."""
+        if not 1 <= limit <= 1000:
+            raise UsageError("limit must be between 1 and 1000")
+        if offset < 0:
+            raise UsageError(f"offset must be 0 or more, got {offset}")
+        if any(ord(c) < 0x20 for c in path_prefix):
+            raise UsageError("path prefix must not contain control characters")
+        return self.indexing.queue(self.episodes_prefix(prefix), path_prefix, limit, offset)
+
+    def overview(self, prefix: str | None = None) -> Overview:
+        """The consolidation picture: the report's counts, coverage per top-level folder, the
+        oldest unmerged episode, superseded episodes and the history per day.
+
+        The history is replayed from git into the index (only commits not replayed yet): in the
+        background when :meth:`start_timeline` runs, else here, before answering.
+        """
+        prefix = self.episodes_prefix(prefix)
+        head = self.git.head() if self.git is not None else None
+        if self.indexing.timeline_keeper is None and prefix == self.episodes_prefix():
+            self.pipeline.flush()
+            self.indexing.refresh_timeline(prefix)
+            head = self.git.head() if self.git is not None else None
+        return self.indexing.overview(prefix, head, time.time())
+
+    def start_timeline(self) -> None:
+        """Keep the history behind :meth:`overview` current in the background (a server)."""
+        self.indexing.start_timeline(self.episodes_prefix)
 
     def merge(
         self,

@@ -42,7 +42,7 @@ from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -73,7 +73,8 @@ CREATE TABLE files (
     warnings TEXT,
     unreadable INTEGER NOT NULL,
     covered INTEGER NOT NULL DEFAULT 0,
-    entry TEXT
+    entry TEXT,
+    created REAL
 );
 CREATE INDEX files_class ON files(kind_class, key, covered, entry);
 CREATE INDEX files_parent ON files(parent, sig, key);
@@ -81,6 +82,7 @@ CREATE INDEX files_noid ON files(kind_class, key) WHERE episode_id = '' AND cove
 CREATE INDEX files_eid ON files(eid, kind_class, key) WHERE eid IS NOT NULL;
 CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
 CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
+CREATE INDEX files_age ON files(kind_class, covered, created, key);
 CREATE TABLE cover_ids (ident TEXT NOT NULL, file_id INTEGER NOT NULL);
 CREATE INDEX cover_ids_ident ON cover_ids(ident);
 CREATE INDEX cover_ids_file ON cover_ids(file_id);
@@ -90,6 +92,25 @@ CREATE INDEX cover_paths_file ON cover_paths(file_id);
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE VIRTUAL TABLE fts USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 1');
 """
+
+# The history replayed from git (index/timeline.py): derived from commits, not from the files,
+# so a rebuild of the file rows keeps it.
+TIMELINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS timeline (
+    seq INTEGER PRIMARY KEY,
+    commit_id TEXT NOT NULL UNIQUE,
+    time INTEGER NOT NULL,
+    day TEXT NOT NULL,
+    episodic INTEGER NOT NULL,
+    unmerged INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timeline_day ON timeline(day, seq);
+CREATE TABLE IF NOT EXISTS timeline_added (path TEXT PRIMARY KEY, time INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)
+    WITHOUT ROWID;
+"""
+TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
 
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
 RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
@@ -260,6 +281,10 @@ class Index:
             self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
 
     # -- writing ----------------------------------------------------------------------------
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A write transaction on the writer connection (for tables kept beside the file rows)."""
+        return self._transaction()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -513,5 +538,6 @@ def _recreate(conn: sqlite3.Connection) -> None:
     for table in ("fts", "dirs", "cover_paths", "cover_ids", "files"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
+    conn.executescript(TIMELINE_SCHEMA)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.commit()

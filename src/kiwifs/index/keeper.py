@@ -22,15 +22,21 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.errors import Busy
+from kiwifs.memory.lineage import Lineage
+from kiwifs.memory.overview import Overview, QueuePage
 from kiwifs.memory.rules import MemoryReport, ReportDocument, build_report
 
+from . import lineage as indexed_lineage
 from . import meta as meta_query
+from . import overview as indexed_overview
 from . import report as indexed_report
 from . import search
+from . import timeline as indexed_timeline
 from .db import (
     BUSY_TIMEOUT,
     INDEX_FILE,
@@ -44,6 +50,7 @@ from .db import (
 )
 from .meta import MetaResults
 from .search import SearchResults
+from .timeline import Timeline, TimelineKeeper
 from .watcher import DEFAULT_PERIOD, Watcher
 
 if TYPE_CHECKING:
@@ -66,6 +73,9 @@ class IndexKeeper:
         self._lock = threading.RLock()
         # report totals per prefix, valid while the index generation is unchanged (watching)
         self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
+        self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
+        self._timeline: Timeline | None = None
+        self._timeline_keeper: TimelineKeeper | None = None
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -105,7 +115,11 @@ class IndexKeeper:
 
     def close(self) -> None:
         self.stop_watching()
+        self.stop_timeline()
         with self._lock:
+            if self._timeline is not None:
+                self._timeline.close()
+                self._timeline = None
             if self._index is not None:
                 self._index.close()
                 self._index = None
@@ -277,3 +291,89 @@ class IndexKeeper:
             return build_report(from_index, prefix)
 
         return self._guarded(run)
+
+    # -- the consolidation picture ----------------------------------------------------------
+
+    def lineage(self, rel: str, prefix: str) -> Lineage:
+        def run(index: Index) -> Lineage:
+            with index.reader() as conn:
+                return indexed_lineage.lineage(conn, rel, prefix)
+
+        return self._guarded(run)
+
+    def queue(self, prefix: str, path_prefix: str, limit: int, offset: int) -> QueuePage:
+        def run(index: Index) -> QueuePage:
+            with index.reader() as conn:
+                return indexed_overview.queue_page(conn, prefix, path_prefix, limit, offset)
+
+        return self._guarded(run)
+
+    @property
+    def timeline(self) -> Timeline:
+        with self._lock:
+            if self._timeline is None:
+                self._timeline = Timeline(self.root, self._open)
+            return self._timeline
+
+    def refresh_timeline(self, prefix: str) -> int:
+        """Replay the commits the timeline does not hold yet (now, in this thread)."""
+        return self.timeline.refresh(prefix)
+
+    def start_timeline(self, prefix: Callable[[], str], period: float = DEFAULT_PERIOD) -> None:
+        """Keep the timeline current on a background thread (see :class:`TimelineKeeper`)."""
+        with self._lock:
+            if self._timeline_keeper is None:
+                self._timeline_keeper = TimelineKeeper(self.timeline, prefix, period)
+                self._timeline_keeper.start()
+
+    def stop_timeline(self) -> None:
+        with self._lock:
+            keeper, self._timeline_keeper = self._timeline_keeper, None
+        if keeper is not None:
+            keeper.stop()
+
+    @property
+    def timeline_keeper(self) -> TimelineKeeper | None:
+        return self._timeline_keeper
+
+    def overview(self, prefix: str, head: str | None, now: float) -> Overview:
+        """The dashboard's facts; cached per index generation while a watcher keeps it current
+        (every write and every replayed commit moves the generation)."""
+
+        def run(index: Index) -> Overview:
+            stamp = (id(index), index.generation)
+            cached = self._overviews.get(prefix) if self.watching else None
+            if cached is not None and cached[0] == stamp:
+                found = cached[1]
+            else:
+                found = self._compute_overview(index, prefix, now)
+                self._overviews[prefix] = (stamp, found)
+            current = head is None or found.extra.get("timeline_head") == head
+            if not current and self._timeline_keeper is not None:
+                self._timeline_keeper.poke()
+            return replace(found, timeline_current=current, computed_at=now)
+
+        return self._guarded(run)
+
+    def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
+        with index.reader() as conn, indexed_report.snapshot(conn):
+            report, _ = indexed_report.report(conn, prefix, 0, 0)
+            folders = indexed_overview.folder_coverage(conn, prefix)
+            oldest = indexed_overview.oldest_unmerged(conn, prefix)
+            superseded = indexed_overview.superseded_count(conn, prefix)
+            replayed = indexed_timeline.replayed_prefix(conn) == prefix
+            points = indexed_timeline.points(conn) if replayed else []
+            last = indexed_timeline.last_commit(conn) if replayed else None
+        return Overview(
+            prefix=prefix,
+            episodic=report.episodic_count,
+            unmerged=report.unmerged_count,
+            superseded=superseded,
+            warnings=report.warnings,
+            folders=tuple(folders),
+            oldest=oldest,
+            timeline=tuple(points),
+            timeline_current=True,
+            computed_at=now,
+            extra={"timeline_head": last},
+        )

@@ -101,6 +101,7 @@ class FileRecord:
     etag: str = ""
     frontmatter: str = "{}"
     text: str = ""
+    created: float | None = None  # the frontmatter's ``created`` as POSIX seconds
 
 
 def error_record(key: bytes, rel: str, error: str) -> FileRecord:
@@ -160,7 +161,24 @@ def record_of_bytes(
         etag=blob_id(data),
         frontmatter=json.dumps(json_safe(fm.data), ensure_ascii=False, allow_nan=False),
         text=data.decode("utf-8", errors="replace"),
+        created=created_time(fm.data.get("created")),
     )
+
+
+def created_time(value: Any) -> float | None:
+    """A ``created`` value as POSIX seconds: an RFC 3339 / ISO 8601 text, a date or a datetime
+    (without a zone: UTC); anything else is no time."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, dt.datetime):
+        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return stamp.timestamp()
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp()
+    return None
 
 
 def json_safe(value: Any, _seen: frozenset[int] = frozenset()) -> Any:

@@ -99,13 +99,17 @@ class snapshot:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.began = False
 
     def __enter__(self) -> None:
-        if not self.conn.in_transaction:
+        # nested inside another snapshot it joins that one (and leaves it open)
+        self.began = not self.conn.in_transaction
+        if self.began:
             self.conn.execute("BEGIN")
 
     def __exit__(self, *exc: object) -> None:
-        self.conn.rollback()
+        if self.began:
+            self.conn.rollback()
 
 
 def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[int, int]:

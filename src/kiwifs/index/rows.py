@@ -92,14 +92,15 @@ def delete_row(conn: sqlite3.Connection, key: bytes, touched: Touched) -> None:
 
 UPSERT = (
     "INSERT INTO files (key, parent, path, sig, size, mtime_ns, etag, frontmatter, memory_kind,"
-    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable, entry)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable, entry, created)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (key) DO UPDATE SET path = excluded.path, sig = excluded.sig,"
     " size = excluded.size, mtime_ns = excluded.mtime_ns, etag = excluded.etag,"
     " frontmatter = excluded.frontmatter, memory_kind = excluded.memory_kind,"
     " kind_class = excluded.kind_class, episode_id = excluded.episode_id, eid = excluded.eid,"
     " refs = excluded.refs, id_keys = excluded.id_keys, path_keys = excluded.path_keys,"
-    " warnings = excluded.warnings, unreadable = excluded.unreadable, entry = excluded.entry"
+    " warnings = excluded.warnings, unreadable = excluded.unreadable, entry = excluded.entry,"
+    " created = excluded.created"
     " RETURNING id"
 )
 
@@ -142,6 +143,7 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
         json.dumps(f.warnings) if f.warnings else None,
         int(f.unreadable),
         None if entry is None else db_text(entry),
+        record.created,
     )
     file_id = conn.execute(UPSERT, values).fetchone()[0]
     conn.execute(FORGET_DIGEST, (parent,))

@@ -7,8 +7,6 @@ table, :data:`rest.http.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -30,7 +28,7 @@ from .http import (
     actor_of,
     auth_dependency,
     body_actor,
-    error_response,
+    event_stream,
     install_error_handlers,
     optional_int,
     quoted,
@@ -40,20 +38,24 @@ from .http import (
 )
 
 log = logging.getLogger("kiwifs.rest")
-KEEPALIVE_SECONDS = 15.0
 
 
 def create_app(
     kb: Knowledge,
     api_key: str | None = None,
     extra_mounts: Callable[[FastAPI, Callable[[Request], Awaitable[None]]], None] | None = None,
+    web: bool = True,
 ) -> FastAPI:
-    """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth."""
-    auth = auth_dependency(api_key_for(kb.config, api_key))
+    """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
+    interface's sign-in); ``web`` serves the web interface at ``/``."""
+    key = api_key_for(kb.config, api_key)
+    auth = auth_dependency(key)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await run(kb.start_watching)
+        if web:
+            await run(kb.start_timeline)
         try:
             yield
         finally:
@@ -61,7 +63,10 @@ def create_app(
             # (stops the watcher, writes the git index file)
             await run(kb.close)
 
-    app = FastAPI(title="kiwifs", version=__version__, lifespan=lifespan)
+    # /docs is served from the package's own Swagger UI files (see rest/web), never a CDN
+    app = FastAPI(
+        title="kiwifs", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"])
@@ -80,6 +85,10 @@ def create_app(
     app.include_router(api)
     if extra_mounts is not None:
         extra_mounts(app, auth)
+    if web:
+        from .web import install  # Jinja2 and the templates load only with the web interface
+
+        install(app, kb, key)
     return app
 
 
@@ -316,33 +325,4 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
 def _event_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/events")
     async def events(request: Request) -> StreamingResponse:
-        try:
-            sub = kb.events.subscribe()
-        except OverflowError:
-            return error_response(503, "too many event subscribers")  # type: ignore[return-value]
-
-        async def stream() -> AsyncIterator[bytes]:
-            try:
-                yield b": connected\n\n"
-                idle = 0.0
-                while not await request.is_disconnected():
-                    event = await run(sub.get, 0.5)
-                    if event is None:
-                        idle += 0.5
-                        if idle >= KEEPALIVE_SECONDS:
-                            idle = 0.0
-                            yield b":keep-alive\n\n"
-                        continue
-                    idle = 0.0
-                    data = json.dumps(event.to_json(), ensure_ascii=False)
-                    yield f"event: {event.op}\ndata: {data}\n\n".encode()
-            except asyncio.CancelledError:
-                raise
-            finally:
-                sub.close()
-
-        return StreamingResponse(
-            stream(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return event_stream(request, kb.events, lambda event: event.op)

@@ -8,20 +8,22 @@ means "not given", and the bearer-auth dependency.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kiwifs.auth import check_bearer
 from kiwifs.errors import KiwiError, PayloadTooLarge, UsageError
+from kiwifs.events import Event, EventBus
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
 from kiwifs.requests import field_name, parse
@@ -30,6 +32,7 @@ log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
+KEEPALIVE_SECONDS = 15.0
 MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_JSON_BYTES = 110 * 1024 * 1024
 
@@ -161,3 +164,40 @@ def optional_int(name: str, value: str | None) -> int | None:
         return int(value.strip())
     except ValueError:
         raise UsageError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def event_stream(
+    request: Request, bus: EventBus, name_of: Callable[[Event], str]
+) -> StreamingResponse:
+    """Server-sent events: one ``event: <name_of(e)>`` with the event's JSON per change, a
+    keep-alive comment every 15 s, until the client goes away (503 when the bus is full)."""
+    try:
+        sub = bus.subscribe()
+    except OverflowError:
+        return error_response(503, "too many event subscribers")  # type: ignore[return-value]
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            yield b": connected\n\n"
+            idle = 0.0
+            while not await request.is_disconnected():
+                event = await run(sub.get, 0.5)
+                if event is None:
+                    idle += 0.5
+                    if idle >= KEEPALIVE_SECONDS:
+                        idle = 0.0
+                        yield b":keep-alive\n\n"
+                    continue
+                idle = 0.0
+                data = json.dumps(event.to_json(), ensure_ascii=False)
+                yield f"event: {name_of(event)}\ndata: {data}\n\n".encode()
+        except asyncio.CancelledError:
+            raise
+        finally:
+            sub.close()
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

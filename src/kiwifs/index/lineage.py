@@ -1,0 +1,85 @@
+"""Lineage answered from the index: the rows :func:`kiwifs.memory.lineage.build_lineage` needs.
+
+The ``merged-from`` keys kept in ``cover_ids`` (episode ids) and ``cover_paths`` (paths) find the
+pages citing an episode without reading any page; ids and paths a page cites are resolved with
+the ``eid`` and ``key`` indexes. The rule itself stays in :mod:`kiwifs.memory.lineage`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from kiwifs.errors import NotFound
+from kiwifs.memory.lineage import Lineage, Lookups, build_lineage
+
+from .record import db_text, path_key, py_text
+from .report import prefix_range, snapshot
+from .rows import ALWAYS, BY_PREFIX
+
+CITING = (
+    "SELECT f.key, f.path, f.frontmatter FROM files f WHERE f.id IN ("
+    "SELECT file_id FROM cover_ids WHERE ident = ? UNION SELECT file_id FROM cover_paths"
+    " WHERE target = ?) ORDER BY f.key"
+)
+WITH_ID = (
+    "SELECT path FROM files WHERE eid = ? AND (kind_class = 1 OR (kind_class = 2"
+    " AND key >= ? AND key < ?)) ORDER BY key"
+)
+
+
+def episodic_class(kind_class: int, key: bytes, prefix: str) -> bool:
+    """The classification rule on a stored row: always, never, or by the prefix range."""
+    if kind_class == ALWAYS:
+        return True
+    if kind_class != BY_PREFIX:
+        return False
+    lo, hi = prefix_range(prefix)
+    return lo <= key < hi
+
+
+def _frontmatter(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def lineage(conn: sqlite3.Connection, rel: str, prefix: str) -> Lineage:
+    """The lineage of the file at ``rel`` (canonical) for episodes ``prefix``."""
+    key = path_key(rel)
+    with snapshot(conn):
+        row = None
+        if key is not None:
+            row = conn.execute(
+                "SELECT frontmatter, kind_class, episode_id, eid FROM files WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None or key is None:
+            raise NotFound(f"file not found: {rel}")
+        text, kind_class, episode_id, eid = row
+        episodic = episodic_class(kind_class, key, prefix)
+        citing: list[tuple[str, dict[str, Any]]] = []
+        if episodic:
+            ident = eid if eid is not None else db_text("\0")  # no id: nothing cites by id
+            for _key, page, fm in conn.execute(CITING, (ident, key)):
+                citing.append((py_text(page), _frontmatter(fm)))
+        lo, hi = prefix_range(prefix)
+
+        def with_id(ident: str) -> list[str]:
+            rows = conn.execute(WITH_ID, (db_text(ident), lo, hi))
+            return [py_text(p) for (p,) in rows]
+
+        def exists(path: str) -> bool:
+            target = path_key(path)
+            if target is None:
+                return False
+            found = conn.execute("SELECT 1 FROM files WHERE key = ?", (target,)).fetchone()
+            return found is not None
+
+        return build_lineage(
+            rel,
+            _frontmatter(text),
+            episodic,
+            py_text(episode_id),
+            citing,
+            Lookups(with_id, exists),
+        )

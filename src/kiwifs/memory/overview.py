@@ -1,0 +1,163 @@
+"""The consolidation picture of a root at a glance: counts, coverage per folder, the oldest
+episode still waiting, the history per day, one page of the queue (pure data).
+
+The index answers each part (:mod:`kiwifs.index.overview`, :mod:`kiwifs.index.timeline`); the
+counts are the memory report's own totals, so the picture and ``kiwifs memory report`` never
+disagree. Everything here is plain data with a ``to_json`` for any interface that shows it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from .rules import EpisodicFile
+from .timeline import TimelinePoint
+
+# Where an episode's age is taken from, in order of preference.
+AGE_FROM_CREATED = "created"  # its frontmatter ``created`` (RFC 3339)
+AGE_FROM_COMMIT = "first commit"  # the first commit that added it
+AGE_FROM_MTIME = "modified"  # the file's modification time (no usable date, no history)
+
+
+@dataclass(frozen=True)
+class FolderCoverage:
+    """Episodes under one top-level folder of the episodes prefix (or outside it)."""
+
+    folder: str  # e.g. ``episodes/2024/``; ``episodes/`` for files directly under the prefix
+    episodic: int
+    unmerged: int
+
+    @property
+    def merged(self) -> int:
+        return self.episodic - self.unmerged
+
+    @property
+    def coverage(self) -> float:
+        return self.merged / self.episodic if self.episodic else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "episodic": self.episodic,
+            "merged": self.merged,
+            "unmerged": self.unmerged,
+            "coverage": round(self.coverage, 4),
+        }
+
+
+@dataclass(frozen=True)
+class OldestUnmerged:
+    """The unmerged episode waiting longest, with the time it entered the root."""
+
+    path: str
+    episode_id: str
+    since: float  # POSIX seconds
+    source: str  # one of the AGE_FROM_* values
+
+    def age_seconds(self, now: float) -> float:
+        return max(0.0, now - self.since)
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "episode_id": self.episode_id,
+            "since": dt.datetime.fromtimestamp(self.since, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "age_seconds": int(self.age_seconds(now)),
+            "age_from": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The dashboard's facts for one episodes prefix.
+
+    ``claimed`` and ``problems`` are ``None`` until the root can answer them (a claims store,
+    ``memory check``); a viewer shows those parts only when they are not ``None``.
+    """
+
+    prefix: str
+    episodic: int
+    unmerged: int
+    superseded: int
+    warnings: tuple[str, ...]
+    folders: tuple[FolderCoverage, ...]
+    oldest: OldestUnmerged | None
+    timeline: tuple[TimelinePoint, ...]
+    timeline_current: bool  # False while commits newer than the last point are being replayed
+    computed_at: float
+    claimed: int | None = None
+    problems: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def merged(self) -> int:
+        return self.episodic - self.unmerged
+
+    @property
+    def coverage(self) -> float:
+        return self.merged / self.episodic if self.episodic else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "episodes_prefix": self.prefix,
+            "episodic_count": self.episodic,
+            "merged_count": self.merged,
+            "unmerged_count": self.unmerged,
+            "superseded_count": self.superseded,
+            "coverage": round(self.coverage, 4),
+            "warnings_count": len(self.warnings),
+            "folders": [f.to_json() for f in self.folders],
+            "oldest_unmerged": None
+            if self.oldest is None
+            else self.oldest.to_json(self.computed_at),
+            "timeline": [p.to_json() for p in self.timeline],
+            "timeline_current": self.timeline_current,
+        }
+        if self.claimed is not None:
+            out["claimed_count"] = self.claimed
+        if self.problems is not None:
+            out["problems"] = list(self.problems)
+        return out
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One unmerged episode of the queue. ``claimed_by``/``lease_expires`` are set only once
+    the root has a claims store and a live claim holds the episode."""
+
+    episode: EpisodicFile
+    claimed_by: str | None = None
+    lease_expires: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.episode.to_json()
+        if self.claimed_by is not None:
+            out["claimed_by"] = self.claimed_by
+            out["lease_expires"] = self.lease_expires
+        return out
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of the unmerged episodes whose path starts with ``path_prefix``."""
+
+    path_prefix: str
+    items: tuple[QueueItem, ...]
+    total: int
+    limit: int
+    offset: int
+
+    @property
+    def has_claims(self) -> bool:
+        return any(i.claimed_by is not None for i in self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path_prefix": self.path_prefix,
+            "total": self.total,
+            "limit": self.limit,
+            "offset": self.offset,
+            "unmerged": [i.to_json() for i in self.items],
+        }

@@ -1,0 +1,5 @@
+"""The web interface served by ``kiwifs serve`` at ``/`` (see docs/web.md)."""
+
+from .routes import install
+
+__all__ = ["install"]

@@ -1,0 +1,337 @@
+"""The read-only web interface of ``kiwifs serve`` at ``/`` (docs/web.md).
+
+Server-rendered pages (Jinja2, autoescaped) over the same :class:`Knowledge` calls as every other
+interface: the dashboard (:meth:`Knowledge.overview`), the queue (:meth:`Knowledge.queue`), a
+file with its lineage (:meth:`Knowledge.lineage`) and history, the tree and search. The pages
+change nothing. Two small endpoints feed the dashboard's live update: ``/ui/events`` (the change
+events) and ``/ui/overview.json`` (the numbers to redraw).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kiwifs import __version__
+from kiwifs.errors import InvalidQuery, KiwiError, NotFound, UsageError
+from kiwifs.index.record import json_safe
+from kiwifs.knowledge import Knowledge
+from kiwifs.markdown import read_frontmatter, split
+from kiwifs.rest.http import STATUS, event_stream, kiwi_error_response, optional_int, run
+
+from . import render
+from .chart import timeline_svg
+from .session import (
+    LoginRequired,
+    WebAuth,
+    login_redirect,
+    read_form,
+    safe_next,
+    same_origin,
+)
+
+HERE = Path(__file__).resolve().parent
+QUEUE_PAGE = 100
+SEARCH_PAGE = 20
+# Search modes the search box offers, by name. Hybrid joins once the root has vectors.
+SEARCH_MODES: dict[str, str] = {"keyword": "keyword (BM25)"}
+
+# Pages show only this site's own files: no inline script, no outside fetch, no framing.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def templates() -> Jinja2Templates:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html", "svg"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        file_url=render.file_url,
+        browse_url=render.browse_url,
+        diff_url=render.diff_url,
+        raw_url=render.raw_url,
+        age_text=render.age_text,
+        value_text=render.value_text,
+        percent=render.percent,
+        version=__version__,
+    )
+    return Jinja2Templates(env=env)
+
+
+class SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every response of the web interface."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {k for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def web_app(kb: Knowledge, api_key: str | None) -> ASGIApp:
+    """The web interface as an application to mount at ``/``."""
+    auth = WebAuth(api_key)
+    pages = templates()
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    page = [Depends(auth.page)]
+
+    def show(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        context.setdefault("auth_on", auth.enabled)
+        return pages.TemplateResponse(request, name, context, status_code=status)
+
+    @app.exception_handler(LoginRequired)
+    async def on_login_required(_: Request, exc: LoginRequired) -> Response:
+        return login_redirect(exc.target)
+
+    @app.exception_handler(KiwiError)
+    async def on_kiwi_error(request: Request, exc: KiwiError) -> Response:
+        if request.url.path.startswith("/ui/"):
+            return kiwi_error_response(exc)
+        status = STATUS.get(exc.code, 500)
+        message = exc.message if status < 500 else "internal error (see the server log)"
+        return show(request, "error.html", status, title="Error", message=message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        return show(request, "error.html", exc.status_code, title="Error", message=str(exc.detail))
+
+    _session_routes(app, auth, show)
+    _overview_routes(app, kb, auth, show, page)
+    _file_routes(app, kb, show, page)
+    _browse_routes(app, kb, show, page)
+    return SecurityHeaders(app)
+
+
+Show = Callable[..., HTMLResponse]
+Deps = list[Any]
+
+
+def _session_routes(app: FastAPI, auth: WebAuth, show: Show) -> None:
+    @app.get("/login", response_model=None)
+    async def login_form(request: Request, next: str | None = None) -> Response:  # noqa: A002
+        if not auth.enabled or auth.signed_in(request):
+            return RedirectResponse(safe_next(next), status_code=303)
+        return show(request, "login.html", title="Sign in", next=safe_next(next), failed=False)
+
+    @app.post("/login", response_model=None)
+    async def login(request: Request) -> Response:
+        if not same_origin(request):
+            return show(request, "error.html", 403, title="Error", message="cross-site sign-in")
+        form = await read_form(request)
+        target = safe_next(form.get("next"))
+        if not auth.enabled:
+            return RedirectResponse(target, status_code=303)
+        if not auth.key_is_right(form.get("key", "")):
+            return show(request, "login.html", 401, title="Sign in", next=target, failed=True)
+        response = RedirectResponse(target, status_code=303)
+        auth.start_session(response, request)
+        return response
+
+    @app.post("/logout", response_model=None)
+    async def logout(request: Request) -> Response:
+        if not same_origin(request):
+            return show(request, "error.html", 403, title="Error", message="cross-site sign-out")
+        response = RedirectResponse("/login", status_code=303)
+        auth.end_session(response)
+        return response
+
+
+def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, page: Deps) -> None:
+    @app.get("/", dependencies=page)
+    async def dashboard(request: Request) -> HTMLResponse:
+        overview = await run(kb.overview)
+        return show(
+            request,
+            "dashboard.html",
+            title="Dashboard",
+            o=overview,
+            now=overview.computed_at,
+            chart=timeline_svg(overview.timeline),
+        )
+
+    @app.get("/ui/overview.json", dependencies=[Depends(auth.fragment)])
+    async def overview_json() -> JSONResponse:
+        overview = await run(kb.overview)
+        return JSONResponse(overview.to_json(), headers={"Cache-Control": "no-store"})
+
+    @app.get("/ui/events", dependencies=[Depends(auth.fragment)])
+    async def events(request: Request) -> Response:
+        return event_stream(request, kb.events, lambda _: "change")
+
+    @app.get("/queue", dependencies=page)
+    async def queue(request: Request, prefix: str = "", page: str | None = None) -> HTMLResponse:
+        number = optional_int("page", page) or 1
+        if number < 1:
+            raise UsageError("page must be 1 or more")
+        result = await run(kb.queue, prefix, QUEUE_PAGE, (number - 1) * QUEUE_PAGE)
+        pages = max(1, -(-result.total // QUEUE_PAGE))
+        return show(
+            request, "queue.html", title="Queue", q=result, page=number, pages=pages, prefix=prefix
+        )
+
+
+def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
+    @app.get("/file/{path:path}", dependencies=page)
+    async def file_page(request: Request, path: str, rev: str | None = None) -> HTMLResponse:
+        current = await run(kb.read, path)
+        data = await run(kb.version, current.path, rev) if rev else current.content
+        fm_block, body = split(data)
+        fm = json_safe(read_frontmatter(data).data) if fm_block else {}
+        lineage = None
+        try:
+            lineage = await run(kb.lineage, current.path)
+        except NotFound:
+            pass  # not a knowledge file the index holds (e.g. not .md): no lineage to show
+        versions = await run(kb.versions, current.path)
+        text = body.decode("utf-8", errors="replace")
+        is_md = current.path.endswith(".md")
+        return show(
+            request,
+            "file.html",
+            title=current.path,
+            path=current.path,
+            etag=current.etag,
+            rev=rev,
+            fm=fm if isinstance(fm, dict) else {},
+            html=render.markdown_html(text, current.path) if is_md else None,
+            text=text,
+            lineage=lineage,
+            versions=versions,
+        )
+
+    @app.get("/raw/{path:path}", dependencies=page)
+    async def raw(path: str) -> Response:
+        doc = await run(kb.read, path)
+        return Response(
+            doc.content,
+            media_type=raw_type(doc.path),
+            headers={"Content-Security-Policy": "sandbox; default-src 'none'"},
+        )
+
+    @app.get("/diff/{path:path}", dependencies=page)
+    async def diff(request: Request, path: str) -> HTMLResponse:
+        rev_from = request.query_params.get("from", "")
+        rev_to = request.query_params.get("to", "")
+        if not rev_from or not rev_to:
+            raise UsageError("from and to are required")
+        text = await run(kb.diff, path, rev_from, rev_to)
+        return show(
+            request,
+            "diff.html",
+            title=f"diff {path}",
+            path=path.lstrip("/"),
+            rev_from=rev_from,
+            rev_to=rev_to,
+            lines=render.diff_lines(text),
+        )
+
+
+RAW_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+
+def raw_type(path: str) -> str:
+    """Images as themselves, everything else as plain text (never HTML a browser would run)."""
+    suffix = Path(path).suffix.lower()
+    return RAW_TYPES.get(suffix, "text/plain; charset=utf-8")
+
+
+def _browse_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
+    @app.get("/browse", dependencies=page)
+    @app.get("/browse/{path:path}", dependencies=page)
+    async def browse(request: Request, path: str = "") -> HTMLResponse:
+        node = await run(kb.tree, path or "/", 1)
+        return show(request, "browse.html", title=node.path or "/", node=node)
+
+    @app.get("/search", dependencies=page)
+    async def search(
+        request: Request,
+        q: str = "",
+        prefix: str = "",
+        mode: str = "keyword",
+        page: str | None = None,
+    ) -> HTMLResponse:
+        number = optional_int("page", page) or 1
+        if number < 1:
+            raise UsageError("page must be 1 or more")
+        if mode not in SEARCH_MODES:
+            raise UsageError(f"unknown search mode {mode!r}")
+        results, problem = None, ""
+        if q.strip():
+            try:
+                offset = (number - 1) * SEARCH_PAGE
+                results = await run(kb.search, q, SEARCH_PAGE, offset, prefix or None)
+            except InvalidQuery as exc:
+                problem = exc.message
+        return show(
+            request,
+            "search.html",
+            400 if problem else 200,
+            title="Search",
+            q=q,
+            prefix=prefix,
+            mode=mode,
+            modes=SEARCH_MODES,
+            results=results,
+            problem=problem,
+            page=number,
+            page_size=SEARCH_PAGE,
+        )
+
+
+def docs_html(title: str) -> HTMLResponse:
+    """Swagger UI for ``/docs`` from the files shipped in the package (works offline)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    base = "/static/vendor/swagger-ui/"
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title=title,
+        swagger_js_url=base + "swagger-ui-bundle.js",
+        swagger_css_url=base + "swagger-ui.css",
+        swagger_favicon_url="/static/favicon.svg",
+    )
+
+
+def install(app: FastAPI, kb: Knowledge, api_key: str | None) -> None:
+    """Serve ``/docs`` from the package and the web interface at ``/`` (mount it last: it
+    answers every path the API and MCP do not)."""
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return docs_html(f"{app.title} API")
+
+    app.mount("/", web_app(kb, api_key), name="web")

@@ -1,0 +1,110 @@
+"""Signing in to the web interface: the session cookie, the login form, the page guard.
+
+With an API key configured every page, fragment and event stream needs a session: the login page
+takes the key (POST, checked in constant time by :func:`kiwifs.auth.key_matches`) and sets an
+``HttpOnly; SameSite=Strict`` cookie holding a session token (:func:`kiwifs.auth.session_token`:
+an expiry and its HMAC keyed with the API key, never the key itself). Without a session a page
+redirects to ``/login?next=<page>``; a fragment or the event stream answers 401. The strict
+SameSite cookie is never sent with a request started by another site, and the login form also
+refuses a POST whose ``Origin`` is another site (login CSRF).
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import parse_qs, quote, urlsplit
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse, Response
+
+from kiwifs.auth import SESSION_SECONDS, key_matches, session_token, session_valid
+from kiwifs.errors import Unauthorized, UsageError
+from kiwifs.rest.http import read_body
+
+COOKIE = "kiwifs_session"
+MAX_FORM_BYTES = 8 * 1024
+
+
+class LoginRequired(Exception):
+    """A page was asked for without a session: the handler redirects to the login page."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self.target = target
+
+
+class WebAuth:
+    """The session rules for one server (``api_key`` ``None``: the interface is open)."""
+
+    def __init__(self, api_key: str | None) -> None:
+        self.api_key = api_key
+
+    @property
+    def enabled(self) -> bool:
+        return self.api_key is not None
+
+    def signed_in(self, request: Request) -> bool:
+        return session_valid(request.cookies.get(COOKIE), self.api_key, time.time())
+
+    async def page(self, request: Request) -> None:
+        """Dependency of every page: no session → :class:`LoginRequired`."""
+        if not self.signed_in(request):
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            raise LoginRequired(target)
+
+    async def fragment(self, request: Request) -> None:
+        """Dependency of the JSON fragment and the event stream: no session → 401."""
+        if not self.signed_in(request):
+            raise Unauthorized("sign in at /login first")
+
+    def key_is_right(self, given: str) -> bool:
+        return self.api_key is not None and key_matches(given, self.api_key)
+
+    def start_session(self, response: Response, request: Request) -> None:
+        assert self.api_key is not None
+        response.set_cookie(
+            COOKIE,
+            session_token(self.api_key, time.time()),
+            max_age=SESSION_SECONDS,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+
+    @staticmethod
+    def end_session(response: Response) -> None:
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+
+
+def login_redirect(target: str) -> RedirectResponse:
+    return RedirectResponse("/login?next=" + quote(target, safe="/"), status_code=303)
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after signing in: a path on this site only (never ``//host`` or a URL)."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc:
+        return "/"
+    return target
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the form was posted from another site."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return urlsplit(origin).netloc == host
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A small ``application/x-www-form-urlencoded`` body (the login form)."""
+    body = await read_body(request, MAX_FORM_BYTES, "form too large")
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=10)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError("invalid form") from exc
+    return {k: v[0] for k, v in fields.items()}
