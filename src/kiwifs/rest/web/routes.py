@@ -104,7 +104,7 @@ def web_app(kb: Knowledge, api_key: str | None) -> ASGIApp:
     page = [Depends(auth.page)]
 
     def show(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        context.setdefault("auth_on", auth.enabled)
+        context.setdefault("auth_on", auth.enabled and auth.signed_in(request))
         return pages.TemplateResponse(request, name, context, status_code=status)
 
     @app.exception_handler(LoginRequired)
@@ -188,7 +188,7 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
 
     @app.get("/queue", dependencies=page)
     async def queue(request: Request, prefix: str = "", page: str | None = None) -> HTMLResponse:
-        number = optional_int("page", page) or 1
+        number = page_number(page)
         if number < 1:
             raise UsageError("page must be 1 or more")
         result = await run(kb.queue, prefix, QUEUE_PAGE, (number - 1) * QUEUE_PAGE)
@@ -254,6 +254,12 @@ def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
         )
 
 
+def page_number(value: str | None) -> int:
+    """The ``page`` query parameter: 1 when not given."""
+    number = optional_int("page", value)
+    return 1 if number is None else number
+
+
 RAW_TYPES = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -284,7 +290,7 @@ def _browse_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
         mode: str = "keyword",
         page: str | None = None,
     ) -> HTMLResponse:
-        number = optional_int("page", page) or 1
+        number = page_number(page)
         if number < 1:
             raise UsageError("page must be 1 or more")
         if mode not in SEARCH_MODES:

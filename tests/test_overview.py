@@ -1,0 +1,303 @@
+"""The consolidation picture in the core: lineage both ways, the dashboard's figures, the queue
+page, and the history replayed from git into the index (real roots, real git, real SQLite)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitrepo import git
+from kiwifs.errors import NotFound, UsageError
+from kiwifs.knowledge import Knowledge
+from kiwifs.memory.overview import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
+from kiwifs.memory.rules import MergeEntry, build_report, file_facts
+from kiwifs.memory.timeline import CoverageState
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Knowledge]:
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    with Knowledge.open(root) as kb:
+        yield kb
+
+
+def episode(ident: str, extra: str = "") -> str:
+    return f"---\nepisode_id: {ident}\n{extra}---\n# {ident}\n"
+
+
+# -- lineage ------------------------------------------------------------------------------------
+
+
+def test_lineage_both_ways_with_dates_notes_and_dangling(kb: Knowledge) -> None:
+    kb.write("episodes/a.md", episode("ep-a"), provenance="run:ep-a", actor="agent:x")
+    kb.write("episodes/b.md", episode("ep-b"))
+    kb.write("episodes/c.md", "no frontmatter, no id\n")
+    kb.merge(
+        "concepts/p.md",
+        [
+            MergeEntry(id="ep-a", note="the login bug", date="2026-01-02T03:04:05Z"),
+            MergeEntry(type="run", path="./episodes/c.md"),
+            MergeEntry(id="ghost"),
+            MergeEntry(type="concept", id="not-by-id"),
+            MergeEntry(path="episodes/missing.md"),
+        ],
+        actor="consolidator",
+    )
+    kb.merge("concepts/q.md", [MergeEntry(type="Session", id=" ep-a ")], actor="other")
+
+    ep = kb.lineage("episodes/a.md")
+    assert ep.episodic and ep.episode_id == "ep-a"
+    assert [(c.page, c.by, c.entry.note, c.entry.date) for c in ep.merged_by] == [
+        ("concepts/p.md", "id", "the login bug", "2026-01-02T03:04:05Z"),
+        ("concepts/q.md", "id", "", ep.merged_by[1].entry.date),
+    ]
+    assert [(e.type, e.id, e.actor) for e in ep.derived_from] == [("run", "ep-a", "agent:x")]
+    assert kb.lineage("episodes/c.md").merged_by[0].by == "path"
+    assert kb.lineage("episodes/b.md").merged_by == ()
+
+    page = kb.lineage("concepts/p.md")
+    assert not page.episodic and page.merged_by == ()
+    got = [(c.targets, c.dangling, c.problem) for c in page.merged_from]
+    assert got == [
+        (("episodes/a.md",), False, ""),
+        (("episodes/c.md",), False, ""),
+        ((), True, "no episode has id 'ghost'"),
+        ((), True, "type 'concept' does not cite episodes by id (only by path)"),
+        ((), True, "no file at episodes/missing.md"),
+    ]
+    assert page.dangling_count == 3
+    assert page.to_json()["merged_from"][2] == {
+        "type": "episode",
+        "id": "ghost",
+        "date": page.merged_from[2].entry.date,
+        "actor": "consolidator",
+        "targets": [],
+        "dangling": True,
+        "why": "no episode has id 'ghost'",
+    }
+
+
+def test_lineage_sees_out_of_band_edits_and_missing_files(kb: Knowledge) -> None:
+    (kb.root / "episodes").mkdir()
+    (kb.root / "episodes/x.md").write_text(episode("ep-x"))
+    (kb.root / "page.md").write_text("---\nmerged-from:\n  - type: trace\n    id: ep-x\n---\n")
+    assert [c.page for c in kb.lineage("episodes/x.md").merged_by] == ["page.md"]
+    assert kb.lineage("page.md").merged_from[0].targets == ("episodes/x.md",)
+    with pytest.raises(NotFound):
+        kb.lineage("episodes/none.md")
+
+
+def test_an_id_resolves_only_to_episodes(kb: Knowledge) -> None:
+    kb.write("episodes/e.md", episode("shared"))
+    kb.write("notes/n.md", "---\nmemory_kind: semantic\nepisode_id: shared\n---\n")
+    kb.merge("p.md", [MergeEntry(id="shared")])
+    assert kb.lineage("p.md").merged_from[0].targets == ("episodes/e.md",)
+    assert kb.lineage("notes/n.md").merged_by == ()  # not an episode: nothing "merges" it
+
+
+# -- the dashboard's figures --------------------------------------------------------------------
+
+
+def test_overview_counts_equal_the_report_and_folders_add_up(kb: Knowledge) -> None:
+    for i in range(6):
+        kb.write(f"episodes/2026/0{i % 2 + 1}/r{i}.md", episode(f"r{i}"))
+    kb.write("episodes/top.md", episode("top"))
+    kb.write("inbox/loose.md", "---\nmemory_kind: episodic\nepisode_id: loose\n---\n")
+    kb.write("episodes/done.md", "---\nmemory_kind: semantic\n---\n")
+    kb.merge("concepts/c.md", [MergeEntry(id="r0"), MergeEntry(id="r3"), MergeEntry(id="loose")])
+    report = kb.memory_report()
+    view = kb.overview()
+    assert (view.episodic, view.unmerged) == (report.episodic_count, report.unmerged_count)
+    assert view.warnings == report.warnings
+    folders = {f.folder: (f.episodic, f.unmerged) for f in view.folders}
+    assert folders == {"episodes/": (1, 1), "episodes/2026/": (6, 4), "inbox/": (1, 0)}
+    assert sum(e for e, _ in folders.values()) == view.episodic
+    assert view.to_json()["merged_count"] == 3
+
+
+def test_overview_for_another_prefix_and_an_empty_root(kb: Knowledge) -> None:
+    assert kb.overview().episodic == 0 and kb.overview().oldest is None
+    kb.write("runs/a/x.md", episode("x"))
+    view = kb.overview("runs")
+    assert view.prefix == "runs/" and view.episodic == 1
+    assert [f.folder for f in view.folders] == ["runs/a/"]
+    assert view.timeline == ()  # history is replayed for the configured prefix only
+
+
+def test_oldest_unmerged_by_created_then_first_commit_then_mtime(kb: Knowledge) -> None:
+    kb.write("episodes/new.md", episode("new", "created: 2026-03-01T00:00:00Z\n"))
+    kb.write("episodes/old.md", episode("old", "created: 2020-05-01\n"))
+    oldest = kb.overview().oldest
+    assert oldest is not None and oldest.path == "episodes/old.md"
+    assert oldest.source == AGE_FROM_CREATED
+    assert oldest.since == dt.datetime(2020, 5, 1, tzinfo=dt.UTC).timestamp()
+
+    kb.merge("p.md", [MergeEntry(id="old"), MergeEntry(id="new")])
+    kb.write("episodes/undated.md", episode("undated"))
+    oldest = kb.overview().oldest
+    assert oldest is not None and oldest.path == "episodes/undated.md"
+    assert oldest.source == AGE_FROM_COMMIT
+    head_time = int(git(kb.root, "log", "-1", "--format=%ct").strip())
+    assert abs(oldest.since - head_time) <= 1
+
+    (kb.root / "episodes/behind.md").write_text(episode("behind"))  # not committed
+    os.utime(kb.root / "episodes/behind.md", (1000000000, 1000000000))
+    oldest = kb.overview().oldest
+    assert oldest is not None and (oldest.path, oldest.source) == (
+        "episodes/behind.md",
+        AGE_FROM_MTIME,
+    )
+    assert oldest.since == 1000000000
+
+
+def test_superseded_episodes_are_counted(kb: Knowledge) -> None:
+    kb.write("episodes/a.md", episode("a", "memory_status: superseded\n"))
+    kb.write("episodes/b.md", episode("b", 'memory_status: "active"\n'))
+    kb.write("notes/n.md", "---\nmemory_status: superseded\n---\n")  # not an episode
+    kb.write("episodes/c.md", episode("c") + "\nmemory_status superseded in the body\n")
+    assert kb.overview().superseded == 1
+
+
+def test_queue_pages_and_filters_by_path_prefix(kb: Knowledge) -> None:
+    for i in range(5):
+        kb.write(f"episodes/a/{i}.md", episode(f"a{i}"))
+        kb.write(f"episodes/b/{i}.md", episode(f"b{i}"))
+    kb.merge("p.md", [MergeEntry(id="a1")])
+    page = kb.queue("episodes/a/", limit=2, offset=2)
+    assert page.total == 4
+    assert [i.episode.path for i in page.items] == ["episodes/a/3.md", "episodes/a/4.md"]
+    assert kb.queue().total == 9 and kb.queue("episodes/b/4").total == 1
+    assert page.to_json()["unmerged"][0] == {"path": "episodes/a/3.md", "episode_id": "a3"}
+    for bad in ({"limit": 0}, {"limit": 5000}, {"offset": -1}, {"path_prefix": "a\x01"}):
+        with pytest.raises(UsageError):
+            kb.queue(**bad)  # type: ignore[arg-type]
+
+
+# -- the history --------------------------------------------------------------------------------
+
+
+def commit_at(root: Path, when: str, message: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", message], check=True, env=env)
+
+
+def test_timeline_has_one_point_per_day_and_replays_only_new_commits(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    (root / "episodes/b.md").write_text(episode("b"))
+    commit_at(root, "2026-01-01T10:00:00Z", "two episodes")
+    (root / "p.md").write_text("---\nmerged-from:\n  - type: episode\n    id: a\n---\n")
+    commit_at(root, "2026-01-01T12:00:00Z", "merge a")
+    (root / "episodes/c.md").write_text(episode("c"))
+    commit_at(root, "2026-01-03T09:00:00Z", "one more")
+    with Knowledge.open(root) as kb:
+        assert kb.indexing.refresh_timeline("episodes/") == 4  # with the init commit
+        assert kb.indexing.refresh_timeline("episodes/") == 0
+        points = [(p.day, p.episodic, p.unmerged) for p in kb.overview().timeline]
+        assert points[-2:] == [("2026-01-01", 2, 1), ("2026-01-03", 3, 2)]
+        kb.merge("p.md", [MergeEntry(id="c")])
+        view = kb.overview()
+        assert view.timeline[-1].unmerged == 1 and view.timeline_current
+        assert kb.indexing.refresh_timeline("episodes/") == 0
+
+
+def test_timeline_follows_rewritten_history_and_a_new_prefix(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, "2026-02-01T10:00:00Z", "a")
+    (root / "episodes/b.md").write_text(episode("b"))
+    commit_at(root, "2026-02-02T10:00:00Z", "b")
+    with Knowledge.open(root) as kb:
+        kb.indexing.refresh_timeline("episodes/")
+        git(root, "reset", "-q", "--hard", "HEAD~1")
+        (root / "episodes/z.md").write_text(episode("z"))
+        (root / "episodes/y.md").write_text(episode("y"))
+        commit_at(root, "2026-02-05T10:00:00Z", "y and z")
+        assert kb.indexing.refresh_timeline("episodes/") == 1
+        points = [(p.day, p.episodic) for p in kb.indexing.timeline.points()]
+        assert points[-2:] == [("2026-02-01", 1), ("2026-02-05", 3)]
+        assert kb.indexing.refresh_timeline("other/") == 3  # another prefix: replayed afresh
+        assert [p.episodic for p in kb.indexing.timeline.points()][-1] == 0
+
+
+def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
+    """Old versions are parsed from git; the current one comes from the index row."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text("---\nmemory_kind: semantic\n---\n")
+    commit_at(root, "2026-03-01T10:00:00Z", "not an episode yet")
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, "2026-03-02T10:00:00Z", "now it is")
+    with Knowledge.open(root) as kb:
+        kb.reconcile()
+        kb.indexing.refresh_timeline("episodes/")
+        points = [(p.day, p.episodic) for p in kb.indexing.timeline.points()]
+        assert points[-2:] == [("2026-03-01", 0), ("2026-03-02", 1)]
+
+
+def test_a_root_without_git_has_no_history(tmp_path: Path) -> None:
+    root = tmp_path / "plain"
+    (root / "episodes").mkdir(parents=True)
+    (root / "episodes/a.md").write_text(episode("a"))
+    with Knowledge.open(root) as kb:
+        view = kb.overview()
+        assert view.timeline == () and view.episodic == 1 and view.timeline_current
+
+
+# -- the replay rule equals the report ---------------------------------------------------------
+
+NAMES = ["episodes/a.md", "episodes/b.md", "episodes/c.md", "inbox/d.md", "p.md", "q.md"]
+IDS = ["a", "b", "x", ""]
+FRONTMATTER = st.fixed_dictionaries(
+    {
+        "memory_kind": st.sampled_from(["", "episodic", "semantic", "consolidation"]),
+        "episode_id": st.sampled_from(IDS),
+        "merged-from": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "type": st.sampled_from(["episode", "run", "note", ""]),
+                    "id": st.sampled_from(IDS),
+                    "path": st.sampled_from(["", *NAMES, "./episodes/a.md"]),
+                }
+            ),
+            max_size=3,
+        ),
+    }
+)
+COMMITS = st.lists(
+    st.dictionaries(st.sampled_from(NAMES), st.none() | FRONTMATTER, min_size=1), max_size=8
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(COMMITS)
+def test_coverage_state_equals_the_report_after_every_commit(commits: list[dict]) -> None:  # type: ignore[type-arg]
+    state = CoverageState("episodes/")
+    files: dict[str, dict] = {}  # type: ignore[type-arg]
+    for commit in commits:
+        changes = []
+        for path, fm in commit.items():
+            if fm is None:
+                files.pop(path, None)
+                changes.append((path, None))
+            else:
+                files[path] = fm
+                changes.append((path, file_facts(path, fm)))
+        state.apply(changes)
+        report = build_report([file_facts(p, files[p]) for p in sorted(files)], "episodes/")
+        assert (state.episodic, state.unmerged) == (report.episodic_count, report.unmerged_count)

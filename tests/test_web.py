@@ -1,0 +1,286 @@
+"""The web interface in-process (httpx over ASGI): what each page renders, what it escapes, and
+that every page needs a session when a key is set. The real browser tests are in
+test_web_browser.py."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from kiwifs.auth import session_token, session_valid
+from kiwifs.knowledge import Knowledge
+from kiwifs.memory.rules import MergeEntry
+from kiwifs.rest.app import create_app
+from kiwifs.rest.web.render import markdown_html
+from kiwifs.rest.web.session import COOKIE, safe_next
+
+KEY = "web-s3cret"
+EVIL = (
+    '---\nepisode_id: evil\ntitle: "<img src=x onerror=alert(1)>"\n---\n'
+    "# Evil\n\n<script>window.pwned = 1</script>\n\n"
+    "[click](javascript:alert(1)) [data](data:text/html;base64,PHNjcmlwdD4=)\n"
+)
+
+
+@dataclass
+class Web:
+    """A client of one in-process app that keeps cookies like a browser."""
+
+    app: Any
+    client: httpx.AsyncClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        transport = httpx.ASGITransport(app=self.app)
+        self.client = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self.client.cookies
+
+    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def go() -> httpx.Response:
+            return await self.client.request(method, url, **kwargs)
+
+        return anyio.run(go)
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.request("POST", url, **kwargs)
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Knowledge]:
+    root = tmp_path / "kb"
+    Knowledge.init(root, "knowledge")
+    with Knowledge.open(root) as kb:
+        kb.write(
+            "episodes/2026/run-1.md",
+            "---\nepisode_id: run-1\n---\n# Run 1\n",
+            provenance="run:run-1",
+        )
+        kb.write("episodes/2026/run-2.md", "---\nepisode_id: run-2\n---\n# Run 2\n")
+        kb.write("episodes/evil.md", EVIL)
+        kb.merge("concepts/auth.md", [MergeEntry(id="run-1", note="login"), MergeEntry(id="gone")])
+        kb.write(
+            "concepts/auth.md",
+            kb.read("concepts/auth.md").text + "\nSee [run 2](../episodes/2026/run-2.md).\n",
+        )
+        yield kb
+
+
+@pytest.fixture
+def web(kb: Knowledge) -> Web:
+    return Web(create_app(kb))
+
+
+def text_of(resp: httpx.Response, element_id: str) -> str:
+    match = re.search(rf'id="{element_id}"[^>]*>(.*?)<', resp.text, re.S)
+    assert match, f"no #{element_id}"
+    return html.unescape(match.group(1)).strip()
+
+
+# -- pages --------------------------------------------------------------------------------------
+
+
+def test_dashboard_numbers_are_the_reports(web: Web, kb: Knowledge) -> None:
+    resp = web.get("/")
+    assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/html")
+    report = kb.memory_report()
+    assert int(text_of(resp, "episodic-count")) == report.episodic_count
+    assert int(text_of(resp, "unmerged-count")) == report.unmerged_count
+    merged = report.episodic_count - report.unmerged_count
+    assert int(text_of(resp, "merged-count")) == merged
+    assert '<svg class="chart"' in resp.text and "<script>" not in resp.text.split("<footer")[0]
+    data = web.get("/ui/overview.json").json()
+    assert data["unmerged_count"] == report.unmerged_count
+    assert data["folders"][0]["folder"] == "episodes/"
+
+
+def test_pages_send_a_strict_content_security_policy(web: Web) -> None:
+    for url in ("/", "/queue", "/file/concepts/auth.md", "/browse", "/search?q=run", "/nope"):
+        resp = web.get(url)
+        csp = resp.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp, url
+        assert resp.headers["x-content-type-options"] == "nosniff"
+
+
+def test_queue_lists_pages_and_filters(web: Web, kb: Knowledge) -> None:
+    resp = web.get("/queue")
+    assert resp.status_code == 200
+    for item in kb.memory_report().unmerged:
+        assert f'href="/file/{item.path}"' in resp.text
+    filtered = web.get("/queue", params={"prefix": "episodes/2026/"})
+    assert "episodes/2026/run-2.md" in filtered.text and "example-episode" not in filtered.text
+    assert web.get("/queue", params={"page": "0"}).status_code == 400
+    assert web.get("/queue", params={"page": "x"}).status_code == 400
+
+
+def test_file_page_renders_markdown_frontmatter_lineage_and_history(web: Web) -> None:
+    page = web.get("/file/concepts/auth.md")
+    assert page.status_code == 200
+    assert '<a href="/file/episodes/2026/run-2.md">run 2</a>' in page.text  # relative link
+    assert 'class="lineage-episode" href="/file/episodes/2026/run-1.md"' in page.text
+    assert "dangling" in page.text and "no episode has id &#39;gone&#39;" in page.text
+    assert '<table class="frontmatter"' in page.text and "memory_kind" in page.text
+    versions = re.findall(r'href="/file/concepts/auth.md\?rev=([0-9a-f]{40})"', page.text)
+    assert len(versions) == 2
+    diff = web.get(f"/diff/concepts/auth.md?from={versions[1]}&to={versions[0]}")
+    assert diff.status_code == 200 and '<span class="add">+See [run 2]' in diff.text
+    old = web.get(f"/file/concepts/auth.md?rev={versions[1]}")
+    assert "run 2" not in old.text.split('id="content"')[1].split("</article>")[0]
+
+    episode = web.get("/file/episodes/2026/run-1.md")
+    assert 'class="lineage-page" href="/file/concepts/auth.md"' in episode.text
+    assert "login" in episode.text and "run-1" in episode.text.split('id="provenance"')[1]
+    assert 'id="not-merged"' in web.get("/file/episodes/2026/run-2.md").text
+
+
+def test_file_content_is_escaped_and_links_are_sanitised(web: Web) -> None:
+    page = web.get("/file/episodes/evil.md")
+    body = page.text
+    assert "<script>window.pwned" not in body and "&lt;script&gt;window.pwned" in body
+    assert "<img src=x" not in body and "javascript:" not in body.replace("[click](javascript", "")
+    assert 'href="data:' not in body
+    raw = web.get("/raw/episodes/evil.md")
+    assert raw.headers["content-type"].startswith("text/plain")
+    assert raw.headers["content-security-policy"].startswith("sandbox")
+
+
+def test_markdown_renderer_keeps_content_inside_the_root() -> None:
+    out = str(
+        markdown_html("[a](../../etc/passwd) [b](/x.md#t) ![i](http://e.example/x.png)", "n/p.md")
+    )
+    assert 'href="#"' in out and 'href="/file/x.md#t"' in out
+    assert "<img" not in out and 'rel="noopener noreferrer nofollow"' in out
+
+
+def test_missing_files_and_bad_versions_are_4xx_pages(web: Web) -> None:
+    assert web.get("/file/nope.md").status_code == 404
+    assert web.get("/file/../etc/passwd").status_code in (400, 404)
+    assert web.get("/file/concepts/auth.md?rev=deadbeef").status_code == 404
+    assert web.get("/diff/concepts/auth.md?from=-x&to=HEAD").status_code == 400
+    assert web.get("/diff/concepts/auth.md").status_code == 400
+    assert web.get("/browse/nope").status_code == 404
+    assert "text/html" in web.get("/nope/at/all").headers["content-type"]
+
+
+def test_browse_and_search(web: Web) -> None:
+    tree = web.get("/browse/episodes")
+    assert (
+        'href="/browse/episodes/2026"' in tree.text and 'href="/file/episodes/evil.md"' in tree.text
+    )
+    found = web.get("/search", params={"q": "Run"})
+    assert 'href="/file/episodes/2026/run-1.md"' in found.text
+    bad = web.get("/search", params={"q": '"unbalanced'})
+    assert bad.status_code == 400 and 'id="search-error"' in bad.text
+    assert web.get("/search", params={"q": "x", "mode": "psychic"}).status_code == 400
+
+
+def test_docs_are_served_from_the_package(web: Web) -> None:
+    docs = web.get("/docs")
+    assert docs.status_code == 200 and "cdn" not in docs.text.lower()
+    for asset in re.findall(r'(?:src|href)="(/static/[^"]+)"', docs.text):
+        assert web.get(asset).status_code == 200, asset
+    assert web.get("/redoc").status_code == 404
+    assert web.get("/openapi.json").json()["info"]["title"] == "kiwifs"
+
+
+# -- sign-in ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def locked(kb: Knowledge) -> Web:
+    return Web(create_app(kb, api_key=KEY))
+
+
+PAGES = [
+    "/",
+    "/queue",
+    "/file/concepts/auth.md",
+    "/raw/concepts/auth.md",
+    "/browse",
+    "/search?q=run",
+    "/diff/concepts/auth.md?from=HEAD~1&to=HEAD",
+    "/browse/episodes",
+]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_every_page_redirects_to_login_without_a_session(locked: Web, url: str) -> None:
+    resp = locked.get(url)
+    assert resp.status_code == 303
+    assert resp.headers["location"].startswith("/login?next=")
+    assert "episodes" not in resp.text
+
+
+def test_fragments_and_events_need_a_session(locked: Web) -> None:
+    assert locked.get("/ui/overview.json").status_code == 401
+    assert locked.get("/ui/events").status_code == 401
+    assert locked.get("/api/kiwi/tree").status_code == 401
+    locked.cookies.set(COOKIE, "99999999999.forged")
+    assert locked.get("/ui/overview.json").status_code == 401
+
+
+def test_login_sets_an_httponly_strict_session_cookie(locked: Web) -> None:
+    form = locked.get("/login?next=/queue")
+    assert form.status_code == 200 and 'type="password"' in form.text
+    wrong = locked.post("/login", data={"key": "nope", "next": "/queue"})
+    assert (
+        wrong.status_code == 401
+        and 'id="login-error"' in wrong.text
+        and COOKIE not in locked.cookies
+    )
+    right = locked.post("/login", data={"key": KEY, "next": "/queue"})
+    assert right.status_code == 303 and right.headers["location"] == "/queue"
+    cookie = right.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    assert KEY not in cookie
+    for url in PAGES:
+        assert locked.get(url).status_code == 200, url
+    assert locked.get("/ui/overview.json").status_code == 200
+    out = locked.post("/logout")
+    assert out.status_code == 303 and "Max-Age=0" in out.headers["set-cookie"]
+    assert locked.get("/").status_code == 303
+
+
+def test_login_refuses_other_sites_and_foreign_redirects(locked: Web) -> None:
+    evil = locked.post("/login", data={"key": KEY}, headers={"Origin": "http://evil.example"})
+    assert evil.status_code == 403 and COOKIE not in locked.cookies
+    ok = locked.post(
+        "/login",
+        data={"key": KEY, "next": "//evil.example/x"},
+        headers={"Origin": "http://testserver"},
+    )
+    assert ok.headers["location"] == "/"
+    assert [safe_next(t) for t in ("/a?b=1", "http://x/", "/\\x", "", None)] == [
+        "/a?b=1",
+        "/",
+        "/",
+        "/",
+        "/",
+    ]
+
+
+def test_session_tokens_expire_and_follow_the_key() -> None:
+    token = session_token("k1", now=1000.0, lifetime=60)
+    assert session_valid(token, "k1", 1059.0)
+    assert not session_valid(token, "k1", 1060.0)
+    assert not session_valid(token, "k2", 1001.0)
+    assert not session_valid(token.replace(".", ".0"), "k1", 1001.0)
+    assert not session_valid(None, "k1", 0) and session_valid(None, None, 0)
+    assert "k1" not in token
+
+
+def test_open_server_needs_no_login(web: Web) -> None:
+    assert web.get("/login").status_code == 303
+    assert web.get("/").status_code == 200
