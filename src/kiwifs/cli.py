@@ -290,7 +290,7 @@ def serve(
     batch_window: int | None,
     batch_max_size: int | None,
 ) -> None:
-    """Serve the REST API (and MCP at /mcp) for a knowledge root."""
+    """Serve the REST API, MCP at /mcp and the web interface at / for a knowledge root."""
     import uvicorn
 
     from .mcp.server import mount_mcp

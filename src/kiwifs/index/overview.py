@@ -114,7 +114,8 @@ def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> OldestUnmerged | N
         "SELECT created, key, path, episode_id FROM files WHERE kind_class = ? AND covered = 0"
         " AND created IS NOT NULL{extra} ORDER BY created, key LIMIT 1"
     )
-    for cls, extra, params in ((1, "", ()), (2, " AND key >= ? AND key < ?", (lo, hi))):
+    # ``+key``: walk the age index in order and stop at the first row inside the prefix
+    for cls, extra, params in ((1, "", ()), (2, " AND +key >= ? AND +key < ?", (lo, hi))):
         row = conn.execute(dated.format(extra=extra), (cls, *params)).fetchone()
         if row is not None:
             best = _older(

@@ -188,7 +188,7 @@ def points(conn: sqlite3.Connection, limit: int = MAX_DAYS) -> list[TimelinePoin
     sql = (
         "SELECT t.day, t.episodic, t.unmerged FROM timeline t JOIN (SELECT max(seq) AS s"
         " FROM timeline GROUP BY day ORDER BY day DESC LIMIT ?) d ON t.seq = d.s"
-        " ORDER BY t.seq"
+        " ORDER BY t.day"
     )
     return [TimelinePoint(d, e, u) for d, e, u in conn.execute(sql, (limit,))]
 

@@ -171,5 +171,10 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+def is_entries(value: Any) -> bool:
+    """A list of mappings (``merged-from``, ``derived-from``): shown folded, one per line."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
 def percent(fraction: float) -> str:
     return f"{fraction * 100:.1f} %"

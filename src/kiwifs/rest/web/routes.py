@@ -9,6 +9,7 @@ events) and ``/ui/overview.json`` (the numbers to redraw).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,23 +73,30 @@ def templates() -> Jinja2Templates:
         raw_url=render.raw_url,
         age_text=render.age_text,
         value_text=render.value_text,
+        is_entries=render.is_entries,
         percent=render.percent,
         version=__version__,
     )
     return Jinja2Templates(env=env)
 
 
-class SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every response of the web interface."""
+class PageHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every response of the web interface, and
+    ``Server-Timing: app;dur=<ms>`` (the time until the response started: what bench/web.py
+    measures)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 names = {k for k, _ in message.get("headers", [])}
                 extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                took = (time.perf_counter() - started) * 1000
+                extra.append((b"server-timing", f"app;dur={took:.1f}".encode()))
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
@@ -127,7 +135,7 @@ def web_app(kb: Knowledge, api_key: str | None) -> ASGIApp:
     _overview_routes(app, kb, auth, show, page)
     _file_routes(app, kb, show, page)
     _browse_routes(app, kb, show, page)
-    return SecurityHeaders(app)
+    return PageHeaders(app)
 
 
 Show = Callable[..., HTMLResponse]

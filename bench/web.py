@@ -1,0 +1,160 @@
+"""Benchmark of the web dashboard on a generated episodic corpus (default 100,000 episodes).
+
+    python bench/web.py [--episodes N] [--seed S] [--repeat 20]
+
+The corpus is the one ``bench/index.py`` uses (``bench/.corpora/``, generated when missing).
+Before the first run it is given a git history: one commit per month folder of episodes, dated at
+the end of that month, then the rest of the root (the pages that merge them), so the history chart
+has points to draw. Then a ``kiwifs serve`` runs on it and the benchmark measures, from the
+``Server-Timing`` header of ``GET /`` (the server's own time, template rendering included):
+
+(a) the dashboard with nothing changed since the last request (the figures are cached per index
+    generation), median and worst of ``--repeat``;
+(b) the dashboard right after a write (each write invalidates the figures, so every one is
+    recomputed: the worst case a person sees), median and worst of ``--repeat``;
+
+and checks that the dashboard's numbers equal ``kiwifs memory report --json``. It also reports how
+long the first replay of the history took (the timeline is built in the background at start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from index import KIWIFS, corpus, free_port  # noqa: E402 - the sibling benchmark's helpers
+
+GOAL_MS = 300.0
+
+
+def git(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, env=env
+    )
+    return done.stdout
+
+
+def give_history(root: Path) -> None:
+    """Commit the corpus month by month (dated), then the rest; only when it has no git yet."""
+    if (root / ".git").exists():
+        return
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "bench")
+    git(root, "config", "user.email", "bench@kiwifs.invalid")
+    months = sorted(p for p in (root / "episodes").glob("*/*") if p.is_dir())
+    for folder in months:
+        year, month = int(folder.parent.name), int(folder.name)
+        end = dt.datetime(year + month // 12, month % 12 + 1, 1, tzinfo=dt.UTC)
+        when = (end - dt.timedelta(hours=1)).isoformat()
+        env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+        git(root, "add", str(folder.relative_to(root)))
+        git(root, "commit", "-qm", f"episodes {year}-{month:02d}", env=env)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "pages and everything else")
+
+
+def server_ms(response: httpx.Response) -> float:
+    match = re.search(r"app;dur=([0-9.]+)", response.headers.get("server-timing", ""))
+    if match is None:
+        raise RuntimeError("no Server-Timing header")
+    return float(match.group(1))
+
+
+def wait_current(client: httpx.Client, timeout: float = 900.0) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if client.get("/ui/overview.json").json()["timeline_current"]:
+            return time.perf_counter() - start
+        time.sleep(0.5)
+    raise RuntimeError("the timeline did not catch up")
+
+
+def number(page: str, element: str) -> int:
+    match = re.search(rf'id="{element}"[^>]*>\s*([0-9]+)', page)
+    if match is None:
+        raise RuntimeError(f"no #{element} on the dashboard")
+    return int(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    root = corpus(args.episodes, args.seed)
+    started = time.perf_counter()
+    give_history(root)
+    print(f"corpus {root} (history ready in {time.perf_counter() - started:.1f} s)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        run(root, f"http://127.0.0.1:{port}", args.repeat)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def run(root: Path, base: str, repeat: int) -> None:
+    with httpx.Client(base_url=base, timeout=600.0) as client:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                if client.get("/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        replay = wait_current(client)
+        print(f"history replayed (in the background) {replay:.1f} s after the server answered")
+        client.get("/")
+        steady = [server_ms(client.get("/")) for _ in range(repeat)]
+        after_write = []
+        for i in range(repeat):
+            body = f"---\nepisode_id: bench-web-{i}\n---\n# bench\n"
+            put = client.put("/api/kiwi/file", params={"path": "inbox/bench-web.md"}, content=body)
+            put.raise_for_status()
+            time.sleep(0.3)  # let the write's echo reach the watcher, as a person would
+            after_write.append(server_ms(client.get("/")))
+        page = client.get("/").text
+    report = json.loads(
+        subprocess.run(
+            [KIWIFS, "memory", "report", "--json", "--limit", "0", "--root", str(root)],
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
+    same = (
+        number(page, "episodic-count") == report["episodic_count"]
+        and number(page, "unmerged-count") == report["unmerged_count"]
+    )
+    for name, values in (("unchanged", steady), ("after a write", after_write)):
+        median, worst = statistics.median(values), max(values)
+        verdict = "ok" if worst <= GOAL_MS else "OVER GOAL"
+        print(
+            f"dashboard {name}: median {median:.1f} ms, worst {worst:.1f} ms"
+            f" (goal <= {GOAL_MS:.0f} ms: {verdict})"
+        )
+    print(f"dashboard numbers equal memory report --json: {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
