@@ -115,11 +115,38 @@ def test_overview_counts_equal_the_report_and_folders_add_up(kb: Knowledge) -> N
     report = kb.memory_report()
     view = kb.overview()
     assert (view.episodic, view.unmerged) == (report.episodic_count, report.unmerged_count)
-    assert view.warnings == report.warnings
     folders = {f.folder: (f.episodic, f.unmerged) for f in view.folders}
     assert folders == {"episodes/": (1, 1), "episodes/2026/": (6, 4), "inbox/": (1, 0)}
     assert sum(e for e, _ in folders.values()) == view.episodic
     assert view.to_json()["merged_count"] == 3
+
+
+TRICKY = {
+    "root-episode.md": "---\nmemory_kind: episodic\n---\n",  # outside, at the root
+    "episodes/direct.md": "no frontmatter\n",
+    "episodes/kind.md": "---\nmemory_kind: Episodic\nepisode_id: k\n---\n",
+    "episodes/deep/er/still.md": "---\nid: 7\n---\n",
+    "episodes/deep/semantic.md": "---\nmemory_kind: semantic\n---\n",
+    "episodes/bad.md": "---\n: [\n---\n",
+    "episodesX/near.md": "---\nepisode_id: near\n---\n",  # not under episodes/
+    "a/b/c.md": "---\nmemory_kind: episodic\nepisode_id: c\n---\n",
+    "episodes/z/dup1.md": "---\nepisode_id: dup\n---\n",
+    "episodes/z/dup2.md": "---\nepisode_id: dup\n---\n",
+    "p.md": "---\nmerged-from:\n  - {type: run, id: dup}\n  - {type: x, path: /episodes/direct.md}\n"
+    "  - {type: event, id: '7'}\n---\n",
+}
+
+
+@pytest.mark.parametrize("prefix", [None, "episodes/deep", "a", "nowhere"])
+def test_folder_counts_add_up_to_the_report_on_a_tricky_root(
+    kb: Knowledge, prefix: str | None
+) -> None:
+    for rel, text in TRICKY.items():
+        (kb.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kb.root / rel).write_text(text)
+    report = kb.memory_report(prefix, use_index=False)
+    view = kb.overview(prefix)
+    assert (view.episodic, view.unmerged) == (report.episodic_count, report.unmerged_count)
 
 
 def test_overview_for_another_prefix_and_an_empty_root(kb: Knowledge) -> None:

@@ -106,8 +106,24 @@ def test_dashboard_numbers_are_the_reports(web: Web, kb: Knowledge) -> None:
     assert data["folders"][0]["folder"] == "episodes/"
 
 
+def test_warnings_page_lists_the_reports_warnings(web: Web, kb: Knowledge) -> None:
+    kb.write("episodes/noid.md", "just text\n")
+    resp = web.get("/warnings")
+    assert resp.status_code == 200
+    for warning in kb.memory_report().warnings:
+        assert html.escape(warning, quote=False) in resp.text
+
+
 def test_pages_send_a_strict_content_security_policy(web: Web) -> None:
-    for url in ("/", "/queue", "/file/concepts/auth.md", "/browse", "/search?q=run", "/nope"):
+    for url in (
+        "/",
+        "/queue",
+        "/warnings",
+        "/file/concepts/auth.md",
+        "/browse",
+        "/search?q=run",
+        "/nope",
+    ):
         resp = web.get(url)
         csp = resp.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp, url

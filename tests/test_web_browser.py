@@ -252,6 +252,7 @@ def test_a_script_in_a_file_does_not_run(server: Server, tab: Tab) -> None:
 PAGES = [
     "/",
     "/queue",
+    "/warnings",
     "/queue?prefix=episodes/2026/01/",
     "/file/concepts/login.md",
     "/file/episodes/2026/01/run-0.md",

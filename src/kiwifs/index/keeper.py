@@ -357,7 +357,6 @@ class IndexKeeper:
 
     def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
         with index.reader() as conn, indexed_report.snapshot(conn):
-            report, _ = indexed_report.report(conn, prefix, 0, 0)
             folders = indexed_overview.folder_coverage(conn, prefix)
             oldest = indexed_overview.oldest_unmerged(conn, prefix)
             superseded = indexed_overview.superseded_count(conn, prefix)
@@ -366,10 +365,9 @@ class IndexKeeper:
             last = indexed_timeline.last_commit(conn) if replayed else None
         return Overview(
             prefix=prefix,
-            episodic=report.episodic_count,
-            unmerged=report.unmerged_count,
+            episodic=sum(f.episodic for f in folders),
+            unmerged=sum(f.unmerged for f in folders),
             superseded=superseded,
-            warnings=report.warnings,
             folders=tuple(folders),
             oldest=oldest,
             timeline=tuple(points),

@@ -71,7 +71,9 @@ class OldestUnmerged:
 
 @dataclass(frozen=True)
 class Overview:
-    """The dashboard's facts for one episodes prefix.
+    """The dashboard's facts for one episodes prefix. The counts are the memory report's:
+    ``episodic`` and ``unmerged`` are the sums over :attr:`folders`, which partition the same
+    episodes the report counts.
 
     ``claimed`` and ``problems`` are ``None`` until the root can answer them (a claims store,
     ``memory check``); a viewer shows those parts only when they are not ``None``.
@@ -81,7 +83,6 @@ class Overview:
     episodic: int
     unmerged: int
     superseded: int
-    warnings: tuple[str, ...]
     folders: tuple[FolderCoverage, ...]
     oldest: OldestUnmerged | None
     timeline: tuple[TimelinePoint, ...]
@@ -107,7 +108,6 @@ class Overview:
             "unmerged_count": self.unmerged,
             "superseded_count": self.superseded,
             "coverage": round(self.coverage, 4),
-            "warnings_count": len(self.warnings),
             "folders": [f.to_json() for f in self.folders],
             "oldest_unmerged": None
             if self.oldest is None

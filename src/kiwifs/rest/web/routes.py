@@ -43,6 +43,7 @@ from .session import (
 HERE = Path(__file__).resolve().parent
 QUEUE_PAGE = 100
 SEARCH_PAGE = 20
+WARNINGS_SHOWN = 1000
 # Search modes the search box offers, by name. Hybrid joins once the root has vectors.
 SEARCH_MODES: dict[str, str] = {"keyword": "keyword (BM25)"}
 
@@ -193,6 +194,18 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
     @app.get("/ui/events", dependencies=[Depends(auth.fragment)])
     async def events(request: Request) -> Response:
         return event_stream(request, kb.events, lambda _: "change")
+
+    @app.get("/warnings", dependencies=page)
+    async def warnings(request: Request) -> HTMLResponse:
+        report = await run(kb.memory_report, None, 0)
+        return show(
+            request,
+            "warnings.html",
+            title="Warnings",
+            warnings=report.warnings,
+            prefix=report.episodes_prefix,
+            shown=WARNINGS_SHOWN,
+        )
 
     @app.get("/queue", dependencies=page)
     async def queue(request: Request, prefix: str = "", page: str | None = None) -> HTMLResponse:
