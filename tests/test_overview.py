@@ -264,6 +264,22 @@ def test_timeline_follows_rewritten_history_and_a_new_prefix(tmp_path: Path) -> 
         assert {p.episodic for p in kb.indexing.timeline.points()} == {0}
 
 
+def test_a_stopped_replay_keeps_what_it_did_and_resumes(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    for day in range(1, 4):
+        (root / f"episodes/{day}.md").write_text(episode(f"e{day}"))
+        commit_at(root, f"2026-04-0{day}T10:00:00Z", f"day {day}")
+    with Knowledge.open(root) as kb:
+        assert kb.indexing.timeline.refresh("episodes/", stop=lambda: True) == 0
+        asked = iter([False, False, True])
+        assert kb.indexing.timeline.refresh("episodes/", stop=lambda: next(asked, True)) == 2
+        assert kb.indexing.refresh_timeline("episodes/") == 2
+        points = {p.day: p.episodic for p in kb.indexing.timeline.points()}
+        assert (points["2026-04-01"], points["2026-04-03"]) == (1, 3)
+
+
 def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
     """Old versions are parsed from git; the current one comes from the index row."""
     root = tmp_path / "kb"

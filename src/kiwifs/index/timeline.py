@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 MAX_DAYS = 366  # points the dashboard draws (the most recent days)
 FLUSH_EVERY = 1000  # commits replayed per transaction
 LOOKUP_CHUNK = 500
+QUIET_SECONDS = 1.0
 
 FACT_COLUMNS = "key, etag, memory_kind, episode_id, id_keys, path_keys, unreadable"
 
@@ -70,8 +71,12 @@ class Timeline:
 
     # -- replay -----------------------------------------------------------------------------
 
-    def refresh(self, prefix: str) -> int:
-        """Replay the commits newer than the table's newest; returns how many were replayed."""
+    def refresh(self, prefix: str, stop: Callable[[], bool] = lambda: False) -> int:
+        """Replay the commits newer than the table's newest; returns how many were replayed.
+
+        ``stop`` is asked between commits: a server shutting down does not wait for a long
+        first replay (what was replayed is kept; the rest is replayed next time).
+        """
         with self._lock:
             head = self._history.head()
             if head is None:
@@ -85,9 +90,12 @@ class Timeline:
             self._cut_after(index, base)
             state = self._state_at(index, base, prefix)
             newer.reverse()
+            done = 0
             for start in range(0, len(newer), FLUSH_EVERY):
-                self._replay(index, state, newer[start : start + FLUSH_EVERY])
-            return len(newer)
+                done += self._replay(index, state, newer[start : start + FLUSH_EVERY], stop)
+                if stop():
+                    break
+            return done
 
     def _check_prefix(self, index: Index, prefix: str) -> None:
         with index.reader() as conn:
@@ -124,10 +132,19 @@ class Timeline:
         self._state, self._state_commit = state, commit
         return state
 
-    def _replay(self, index: Index, state: CoverageState, commits: list[CommitInfo]) -> None:
+    def _replay(
+        self,
+        index: Index,
+        state: CoverageState,
+        commits: list[CommitInfo],
+        stop: Callable[[], bool],
+    ) -> int:
+        """Replay ``commits`` (oldest first) and store their rows; returns how many."""
         rows: list[tuple[str, int, str, int, int]] = []
         added: list[tuple[str, int]] = []
         for commit in commits:
+            if stop():
+                break
             changes = self._history.changes(commit.id, commit.parent)
             state.apply(self._facts(index, changes))
             rows.append(
@@ -144,6 +161,7 @@ class Timeline:
             conn.executemany(
                 "INSERT OR IGNORE INTO timeline_added (path, time) VALUES (?, ?)", added
             )
+        return len(rows)
 
     def _facts(
         self, index: Index, changes: Iterable[BlobChange]
@@ -248,10 +266,12 @@ class TimelineKeeper:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.timeline.refresh(self._prefix())
+                self.timeline.refresh(self._prefix(), self._stop.is_set)
             except Exception:  # a background thread must not die; the next poke retries
                 log.exception("timeline replay failed; retrying later")
             self.replayed.set()
             self._wake.wait(self.period)
             self._wake.clear()
-            self._stop.wait(0.2)  # let a burst of writes finish before replaying again
+            # a quiet moment first: a burst of writes ends, and the dashboards that the same
+            # change made refresh themselves before the replay competes with them
+            self._stop.wait(QUIET_SECONDS)
