@@ -132,8 +132,8 @@ TRICKY = {
     "a/b/c.md": "---\nmemory_kind: episodic\nepisode_id: c\n---\n",
     "episodes/z/dup1.md": "---\nepisode_id: dup\n---\n",
     "episodes/z/dup2.md": "---\nepisode_id: dup\n---\n",
-    "p.md": "---\nmerged-from:\n  - {type: run, id: dup}\n  - {type: x, path: /episodes/direct.md}\n"
-    "  - {type: event, id: '7'}\n---\n",
+    "p.md": "---\nmerged-from:\n  - {type: run, id: dup}\n"
+    "  - {type: x, path: /episodes/direct.md}\n  - {type: event, id: '7'}\n---\n",
 }
 
 
