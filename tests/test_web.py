@@ -190,6 +190,13 @@ def test_missing_files_and_bad_versions_are_4xx_pages(web: Web) -> None:
     assert "text/html" in web.get("/nope/at/all").headers["content-type"]
 
 
+def test_unknown_api_paths_stay_json(web: Web) -> None:
+    for method, url in (("GET", "/api/kiwi/nope"), ("POST", "/api/kiwi/nope"), ("GET", "/api/x")):
+        resp = web.request(method, url)
+        assert resp.status_code in (404, 405) and resp.json() == {"error": "Not Found"}, url
+    assert web.get("/ui/nope").json() == {"error": "Not Found"}
+
+
 def test_browse_and_search(web: Web) -> None:
     tree = web.get("/browse/episodes")
     assert (

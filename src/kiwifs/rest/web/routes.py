@@ -27,7 +27,14 @@ from kiwifs.errors import InvalidQuery, KiwiError, NotFound, UsageError
 from kiwifs.index.record import json_safe
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
-from kiwifs.rest.http import STATUS, event_stream, kiwi_error_response, optional_int, run
+from kiwifs.rest.http import (
+    STATUS,
+    error_response,
+    event_stream,
+    kiwi_error_response,
+    optional_int,
+    run,
+)
 
 from . import render
 from .chart import timeline_svg
@@ -44,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 QUEUE_PAGE = 100
 SEARCH_PAGE = 20
 WARNINGS_SHOWN = 1000
+JSON_PATHS = ("/api/", "/ui/", "/mcp")  # paths under which a miss is answered in JSON
 # Search modes the search box offers, by name. Hybrid joins once the root has vectors.
 SEARCH_MODES: dict[str, str] = {"keyword": "keyword (BM25)"}
 
@@ -122,7 +130,7 @@ def web_app(kb: Knowledge, api_key: str | None) -> ASGIApp:
 
     @app.exception_handler(KiwiError)
     async def on_kiwi_error(request: Request, exc: KiwiError) -> Response:
-        if request.url.path.startswith("/ui/"):
+        if request.url.path.startswith(JSON_PATHS):
             return kiwi_error_response(exc)
         status = STATUS.get(exc.code, 500)
         message = exc.message if status < 500 else "internal error (see the server log)"
@@ -130,6 +138,8 @@ def web_app(kb: Knowledge, api_key: str | None) -> ASGIApp:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        if request.url.path.startswith(JSON_PATHS):  # an API client's typo stays JSON
+            return error_response(exc.status_code, str(exc.detail))
         return show(request, "error.html", exc.status_code, title="Error", message=str(exc.detail))
 
     _session_routes(app, auth, show)
