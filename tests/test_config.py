@@ -12,8 +12,11 @@ import pytest
 from kiwifs.config import (
     AuthConfig,
     Config,
+    EmbedderConfig,
     MemoryConfig,
+    SearchConfig,
     ServerConfig,
+    VectorConfig,
     VersioningConfig,
     load_config,
     parse_config,
@@ -105,6 +108,7 @@ def test_a_full_kiwifs_config_loads_and_gives_the_keys_kiwifs_reads() -> None:
     c = parse_config(FULL)
     assert c == Config(
         server=ServerConfig(port=4444),
+        search=SearchConfig(VectorConfig(True, EmbedderConfig("ollama", "nomic"))),
         versioning=VersioningConfig("git", False, 10, 5),
         auth=AuthConfig("apikey", "k0"),
         memory=MemoryConfig("raw/"),
@@ -211,7 +215,7 @@ def test_wrong_types_in_keys_kiwifs_reads_are_config_errors(text: str) -> None:
     "text",
     [
         "[server]\nhost = 1\ncors_origins = 'http://a'\npublic_url = []\n",
-        "[search]\nasync_index = 'yes'\nvector = 3\n",
+        "[search]\nasync_index = 'yes'\nengine = 3\n",
         "[versioning]\nmax_versions = 'many'\n",
         "[auth]\napi_keys = 'k'\noidc = 'x'\n",
         "[[auth.api_keys]]\nkey = 1\n",

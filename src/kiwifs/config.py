@@ -33,6 +33,52 @@ class ServerConfig:
     port: int = 0
 
 
+EMBEDDER_PROVIDERS = ("local", "ollama", "openai")
+VECTOR_STORES = ("sqlite",)
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """``[search.vector.embedder]``: which model turns text into vectors.
+
+    ``model`` is a model name for ``openai`` and ``ollama``, and a folder (absolute, or relative
+    to the knowledge root) for ``local``. ``timeout`` is in seconds or a duration (``"30s"``).
+    """
+
+    provider: str = ""
+    model: str = ""
+    api_key: str = ""
+    base_url: str = ""
+    dimensions: int = 0
+    timeout: str = "30s"
+
+
+@dataclass(frozen=True)
+class VectorStoreConfig:
+    provider: str = "sqlite"
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """``[search.vector.chunk]``: words per chunk and words shared by neighbouring chunks."""
+
+    size: int = 400
+    overlap: int = 50
+
+
+@dataclass(frozen=True)
+class VectorConfig:
+    enabled: bool = False
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    store: VectorStoreConfig = field(default_factory=VectorStoreConfig)
+    chunk: ChunkConfig = field(default_factory=ChunkConfig)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    vector: VectorConfig = field(default_factory=VectorConfig)
+
+
 @dataclass(frozen=True)
 class VersioningConfig:
     strategy: str = ""
@@ -57,6 +103,7 @@ class Config:
     """The keys kiwifs reads; every other section and key of the file is ignored."""
 
     server: ServerConfig = field(default_factory=ServerConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     versioning: VersioningConfig = field(default_factory=VersioningConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
@@ -84,9 +131,53 @@ def parse_config(text: str, source: str = CONFIG_RELPATH) -> Config:
     data = _expand_env(data)
     try:
         config: Config = _build(Config, data, "")
+        check_vector(config.search.vector)
         return config
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration in {source}: {exc}") from exc
+
+
+def check_vector(vector: VectorConfig) -> None:
+    """Refuse a vector setup kiwifs cannot run, naming what it supports.
+
+    Checked only when vectors are enabled: a KiwiFS file naming a store or embedder kiwifs lacks
+    (qdrant, cohere, …) loads fine as long as it does not ask for semantic search.
+    """
+    if not vector.enabled:
+        return
+    provider = vector.embedder.provider.strip().lower()
+    if provider not in EMBEDDER_PROVIDERS:
+        shown = f"unknown embedder provider {provider!r}" if provider else "no embedder provider"
+        raise ValueError(
+            f"{shown} in [search.vector.embedder]; supported: {', '.join(EMBEDDER_PROVIDERS)}"
+        )
+    if not vector.embedder.model.strip():
+        raise ValueError("[search.vector.embedder] model is required")
+    store = vector.store.provider.strip().lower()
+    if store not in VECTOR_STORES:
+        raise ValueError(
+            f"unknown vector store provider {store!r} in [search.vector.store]; "
+            f"supported: {', '.join(VECTOR_STORES)}"
+        )
+    chunk = vector.chunk
+    if chunk.size < 1 or not 0 <= chunk.overlap < chunk.size:
+        raise ValueError("[search.vector.chunk] needs size >= 1 and 0 <= overlap < size")
+    if vector.embedder.dimensions < 0:
+        raise ValueError("[search.vector.embedder] dimensions must be 0 (the model's) or more")
+    if duration_seconds(vector.embedder.timeout) <= 0:
+        raise ValueError("[search.vector.embedder] timeout must be more than 0")
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration_seconds(text: str) -> float:
+    """``"30s"``, ``"1.5m"``, ``"500ms"`` or a plain number of seconds, as seconds."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"invalid duration {text!r} (write e.g. 30, '30s', '2m' or '500ms')")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 def _expand_env(value: Any) -> Any:
@@ -117,7 +208,20 @@ def _build(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
+# Fields that take a duration: a TOML number of seconds or a string such as "30s".
+_DURATIONS = {"timeout"}
+
+
 def _coerce(default: Any, value: Any, name: str) -> Any:
+    if name.rsplit(".", 1)[-1] in _DURATIONS and isinstance(default, str):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(f"{name} must be a number of seconds or a duration string")
+        text = value if isinstance(value, str) else str(value)
+        try:
+            duration_seconds(text)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        return text
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be true or false")

@@ -17,6 +17,7 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── Unauthorized             unauthorized     1          401
     ├── Locked                   locked           1          423
     ├── Busy                     busy             1          503
+    ├── Unavailable              unavailable      1          503
     ├── ConfigError              config           2          500
     └── StorageError             storage          1          503
 
@@ -113,6 +114,13 @@ class Busy(KiwiError):
     """Another process holds the index database longer than kiwifs waits for it; retry later."""
 
     code = "busy"
+
+
+class Unavailable(KiwiError):
+    """A feature that is switched off or a service that cannot be reached right now: semantic
+    search without ``[search.vector] enabled``, an embedding endpoint that is down."""
+
+    code = "unavailable"
 
 
 class ConfigError(KiwiError):

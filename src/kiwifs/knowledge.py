@@ -20,10 +20,14 @@ from .config import Config, load_config
 from .errors import Conflict, Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
 from .index.db import ReconcileStats
+from .index.filters import RecallFilter, parse_modified_after
+from .index.hybrid import HybridResults
 from .index.keeper import IndexKeeper
 from .index.meta import MetaResults
 from .index.record import json_safe
 from .index.search import DEFAULT_LIMIT, SearchResults
+from .index.semantic import DEFAULT_TOP_K, SemanticResults
+from .index.vectors import EmbedRound, VectorStatus
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
 from .memory.lifecycle import new_episode
 from .memory.lineage import Lineage
@@ -104,7 +108,7 @@ class Knowledge:
         self.storage = Storage(self.root)
         self.git: Git | None = Git(self.root) if Git(self.root).is_repo() else None
         self.events = EventBus()
-        self.indexing = IndexKeeper(self.root)
+        self.indexing = IndexKeeper(self.root, self.config.search.vector)
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
 
     def close(self) -> None:
@@ -373,9 +377,60 @@ class Knowledge:
         """Files whose frontmatter matches the filters."""
         return self.indexing.meta(where, or_, sort, order, limit, offset, paths)
 
+    def semantic_search(
+        self,
+        query: str,
+        limit: int | None = DEFAULT_TOP_K,
+        offset: int = 0,
+        threshold: float | None = None,
+        scope: str | None = None,
+        path_prefix: str | None = None,
+        modified_after: str | None = None,
+        include_superseded: bool = False,
+    ) -> SemanticResults:
+        """Pages nearest ``query`` in meaning (cosine similarity of embeddings; docs/search.md).
+
+        Filters apply before the top ``limit`` is cut; superseded pages are left out unless
+        ``include_superseded``. :class:`~kiwifs.errors.Unavailable` when vectors are off.
+        """
+        where = _recall_filter(scope, path_prefix, modified_after, include_superseded)
+        return self.indexing.semantic(query, limit, offset, threshold, where)
+
+    def hybrid_search(
+        self,
+        query: str,
+        limit: int | None = None,
+        offset: int = 0,
+        scope: str | None = None,
+        path_prefix: str | None = None,
+        modified_after: str | None = None,
+        include_superseded: bool = False,
+    ) -> HybridResults:
+        """Keyword and semantic ranks fused by reciprocal rank fusion, each result attributed
+        (``both``, ``keyword only``, ``semantic only``); keyword-only when vectors are off."""
+        where = _recall_filter(scope, path_prefix, modified_after, include_superseded)
+        return self.indexing.hybrid(query, limit, offset, where)
+
+    def vector_status(self) -> VectorStatus:
+        """Pages embedded, pending and failing (``{"enabled": false}`` when vectors are off)."""
+        return self.indexing.vector_status()
+
+    def prepare_vectors(self) -> None:
+        """Load the embedder now when vectors are on (a server fails at start, not at query)."""
+        if self.config.search.vector.enabled:
+            self.indexing.recall()
+
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the index from the files; returns the number of files indexed."""
+        """Rebuild the text index from the files; returns the number of files indexed.
+
+        Stored vectors are kept (they belong to file contents, not rows); see
+        :meth:`reindex_vectors`.
+        """
         return self.indexing.reindex(progress)
+
+    def reindex_vectors(self, progress: Callable[[int, int], None] | None = None) -> EmbedRound:
+        """Throw the stored vectors away and embed every page again."""
+        return self.indexing.reindex_vectors(progress)
 
     def reconcile(self) -> ReconcileStats:
         """Bring the index up to date with the files (re-reads only what changed)."""
@@ -499,6 +554,14 @@ class Knowledge:
 
         result = self.pipeline.edit(page, change, who, if_match)
         return MergeResult(result.path, result.etag, tuple(added), created)
+
+
+def _recall_filter(
+    scope: str | None, path_prefix: str | None, modified_after: str | None, include: bool
+) -> RecallFilter:
+    return RecallFilter(
+        scope or None, path_prefix or None, include, parse_modified_after(modified_after)
+    )
 
 
 def _stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:

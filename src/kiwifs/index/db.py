@@ -40,9 +40,10 @@ from .record import (
 )
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
+from .vectorschema import VECTOR_SCHEMA
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -52,7 +53,8 @@ BATCH = 1000
 Progress = Callable[[int, int], None]
 T = TypeVar("T")
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,
     key BLOB NOT NULL UNIQUE,
@@ -92,7 +94,10 @@ CREATE INDEX cover_paths_target ON cover_paths(target);
 CREATE INDEX cover_paths_file ON cover_paths(file_id);
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE VIRTUAL TABLE fts USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 1');
+CREATE INDEX files_etag ON files(etag);
 """
+    + VECTOR_SCHEMA
+)
 
 # The history replayed from git (index/timeline.py): derived from commits, not from the files,
 # so a rebuild of the file rows keeps it.
@@ -299,6 +304,11 @@ class Index:
                 raise
             conn.commit()
             self.generation += 1
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """The writer in one ``BEGIN IMMEDIATE`` transaction, for tables beside the file rows
+        (the embeddings); committed on success, rolled back on any exception."""
+        return self._transaction()
 
     def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
         """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""

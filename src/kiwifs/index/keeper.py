@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy
 from kiwifs.memory.lineage import Lineage
 from kiwifs.memory.overview import Overview, QueuePage
@@ -37,6 +38,7 @@ from . import overview as indexed_overview
 from . import report as indexed_report
 from . import search
 from . import timeline as indexed_timeline
+from . import vectors as vector_store
 from .db import (
     BUSY_TIMEOUT,
     INDEX_FILE,
@@ -48,13 +50,19 @@ from .db import (
     is_busy,
     is_damage,
 )
+from .filters import RecallFilter
+from .hybrid import HybridResults
 from .meta import MetaResults
 from .search import SearchResults
+from .semantic import SemanticResults
 from .timeline import Timeline, TimelineKeeper
+from .vectors import VectorStatus
 from .watcher import DEFAULT_PERIOD, Watcher
 
 if TYPE_CHECKING:
     import tempfile
+
+    from .recall import Recall
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,9 +71,13 @@ T = TypeVar("T")
 class IndexKeeper:
     """The index of one root and the rules for keeping it right."""
 
-    def __init__(self, root: Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
+    def __init__(
+        self, root: Path, vector: VectorConfig | None = None, busy_timeout: float = BUSY_TIMEOUT
+    ) -> None:
         self.root = Path(root)
         self.busy_timeout = busy_timeout
+        self.vector = vector or VectorConfig()
+        self._recall: Recall | None = None
         self._index: Index | None = None
         self._in_root = True
         self._temp: tempfile.TemporaryDirectory[str] | None = None
@@ -106,6 +118,8 @@ class IndexKeeper:
                     temp = Path(self._temp.name) / INDEX_FILE
                     self._index = Index(self.root, temp, busy_timeout=self.busy_timeout)
                     self._in_root = False
+                if not self.vector.enabled:
+                    vector_store.disable(self._index)
             return self._index
 
     def in_root(self) -> bool:
@@ -120,6 +134,7 @@ class IndexKeeper:
             if self._timeline is not None:
                 self._timeline.close()
                 self._timeline = None
+            self._recall = None
             if self._index is not None:
                 self._index.close()
                 self._index = None
@@ -138,6 +153,9 @@ class IndexKeeper:
             index.refresh(paths)
         except sqlite3.Error:
             log.exception("index update after a write failed; the next reconcile repairs it")
+        recall = self._recall
+        if recall is not None:
+            recall.wake()
 
     def _guarded(self, action: Callable[[Index], T]) -> T:
         """Run ``action`` on a current index; on corruption reset, refill and retry once.
@@ -186,12 +204,22 @@ class IndexKeeper:
 
         return self._repairing(index, rebuild, rebuild)
 
+    def reindex_vectors(self, progress: Progress | None = None) -> vector_store.EmbedRound:
+        """Embed every page again from scratch (after the text index is current)."""
+        self.reconcile()
+        return self.recall().store.rebuild(progress)
+
     def start_watching(self, period: float = DEFAULT_PERIOD) -> None:
         with self._lock:
             if self._watcher is not None:
                 return
             index = self._open()
-            self._watcher = Watcher(self.root, index.refresh_if_changed, index.reconcile, period)
+            recall = self.recall() if self.vector.enabled else None
+            refresh, reconcile = index.refresh_if_changed, index.reconcile
+            if recall is not None:
+                refresh, reconcile = recall.waking(refresh), recall.waking(reconcile)
+                recall.start_worker()
+            self._watcher = Watcher(self.root, refresh, reconcile, period)
             self._watcher.start()
 
     def stop_watching(self) -> None:
@@ -199,6 +227,9 @@ class IndexKeeper:
             watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.stop()
+        recall = self._recall
+        if recall is not None:
+            recall.stop_worker()
 
     @property
     def watching(self) -> bool:
@@ -281,6 +312,51 @@ class IndexKeeper:
                 return indexed_report.episode_paths(conn, episode_id, prefix)
 
         return self._guarded(run)
+
+    # -- semantic and hybrid search ---------------------------------------------------------
+
+    def recall(self) -> Recall:
+        """The vector side (embedder, store, worker), built on first use.
+
+        Raises :class:`~kiwifs.errors.Unavailable` when vectors are not enabled, and
+        :class:`~kiwifs.errors.ConfigError` when the embedder cannot be built (a missing model).
+        """
+        with self._lock:
+            if self._recall is None:
+                from .recall import Recall
+
+                self._recall = Recall.open(self.root, self._open(), self.vector)
+            return self._recall
+
+    def semantic(
+        self,
+        query: str,
+        limit: int | None,
+        offset: int,
+        threshold: float | None,
+        where: RecallFilter,
+    ) -> SemanticResults:
+        recall = self.recall()
+        return self._guarded(
+            lambda index: recall.semantic(query, limit, offset, threshold, where, self.watching)
+        )
+
+    def hybrid(
+        self, query: str, limit: int | None, offset: int, where: RecallFilter
+    ) -> HybridResults:
+        from .recall import keyword_only
+
+        if not self.vector.enabled:
+            return self._guarded(lambda index: keyword_only(index, query, limit, offset, where))
+        recall = self.recall()
+        return self._guarded(
+            lambda index: recall.hybrid(query, limit, offset, where, self.watching)
+        )
+
+    def vector_status(self) -> VectorStatus:
+        if not self.vector.enabled:
+            return VectorStatus(enabled=False)
+        return self.recall().store.status()
 
     def stored_facts_report(self, prefix: str) -> MemoryReport:
         """``build_report`` over the facts the index stores (the slow path, for proofs)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from kiwifs.errors import InvalidQuery, UsageError
 
+from .filters import RecallFilter
 from .record import py_text
 
 DEFAULT_LIMIT = 50
@@ -108,15 +109,25 @@ def search(
     limit: int | None = DEFAULT_LIMIT,
     offset: int = 0,
     path_prefix: str | None = None,
+    where: RecallFilter | None = None,
 ) -> SearchResults:
-    """Run ``query`` against the index; see the module docstring for the rules."""
+    """Run ``query`` against the index; see the module docstring for the rules.
+
+    ``where`` adds the recall filters (scope, superseded, …) before the ranking is cut; hybrid
+    search uses it so both of its sides rank the same set of pages.
+    """
     lim, off = check_limits(limit, offset)
     text = query.strip()
     if is_blank(text) or lim == 0:
         return SearchResults(query, lim, off, [])
     prefix = (path_prefix or "").lstrip("/")
-    sql = SQL.format(prefix=" AND substr(f.path, 1, length(?)) = ?" if prefix else "")
-    extra: tuple[str, ...] = (prefix, prefix) if prefix else ()
+    condition = " AND substr(f.path, 1, length(?)) = ?" if prefix else ""
+    extra: tuple[Any, ...] = (prefix, prefix) if prefix else ()
+    if where is not None:
+        more, params = where.sql("f")
+        condition += more
+        extra += tuple(params)
+    sql = SQL.format(prefix=condition)
     match = text if has_syntax(text) else quoted(text)
     try:
         rows = conn.execute(sql, (match, *extra, lim, off)).fetchall()
@@ -132,7 +143,7 @@ def search(
 
 
 def _run_quoted(
-    conn: sqlite3.Connection, sql: str, match: str, extra: tuple[str, ...], lim: int, off: int
+    conn: sqlite3.Connection, sql: str, match: str, extra: tuple[Any, ...], lim: int, off: int
 ) -> list[Any]:
     try:
         return conn.execute(sql, (match, *extra, lim, off)).fetchall()

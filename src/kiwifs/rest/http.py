@@ -50,6 +50,7 @@ STATUS: dict[str, int] = {
     "locked": 423,
     "busy": 503,
     "storage": 503,
+    "unavailable": 503,
 }
 
 

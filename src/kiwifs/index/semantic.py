@@ -1,0 +1,209 @@
+"""Semantic search: exact nearest pages over the stored chunk vectors, filters first.
+
+The query is embedded, then scored against every stored chunk with one matrix product (the
+vectors are L2-normalised, so the score is the cosine similarity); a page scores as its best
+chunk. Candidates come from the ``files`` rows that pass the :class:`RecallFilter` — superseded,
+scope, path prefix, modification time — and only then are they ranked and the top k cut, so a
+filtered query returns exactly what a brute-force scan of the filtered set would (ties broken
+by path). ``threshold`` drops pages scoring below it, also before the cut.
+
+The chunk vectors are held in memory as one matrix, reloaded when ``vec_meta.version`` says
+the stored vectors changed (any process may have changed them).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kiwifs.errors import Unavailable
+
+from .embedders import _numpy
+from .filters import RecallFilter
+from .record import py_text
+from .search import SNIPPET_BYTES, check_limits
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from .embedders import Matrix
+
+DEFAULT_TOP_K = 10
+MAX_TOP_K = 200
+
+
+@dataclass(frozen=True)
+class SemanticHit:
+    path: str
+    score: float
+    snippet: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "score": round(self.score, 6), "snippet": self.snippet}
+
+
+@dataclass(frozen=True)
+class SemanticResults:
+    query: str
+    limit: int
+    offset: int
+    results: list[SemanticHit] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "limit": self.limit,
+            "offset": self.offset,
+            "results": [h.to_json() for h in self.results],
+        }
+
+
+@dataclass(frozen=True)
+class VectorMatrix:
+    """Every stored chunk vector, grouped by content: rows ``starts[g]:ends[g]`` are group g."""
+
+    version: str
+    matrix: Matrix
+    spans: NDArray[np.int64]
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    group_of: dict[str, int]
+
+
+class MatrixCache:
+    """The in-memory matrix of one index, reloaded when the stored vectors change."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: VectorMatrix | None = None
+
+    def get(self, conn: sqlite3.Connection) -> VectorMatrix:
+        row = conn.execute("SELECT value FROM vec_meta WHERE key = 'version'").fetchone()
+        version = row[0] if row else "0"
+        with self._lock:
+            current = self._current
+            if current is None or current.version != version:
+                current = self._current = _load(conn, version)
+            return current
+
+
+def _load(conn: sqlite3.Connection, version: str) -> VectorMatrix:
+    np = _numpy()
+    rows = conn.execute(
+        "SELECT etag, start, end, vector FROM vec_chunks ORDER BY etag, seq"
+    ).fetchall()
+    etags: list[str] = []
+    starts: list[int] = []
+    for i, (etag, _, _, _) in enumerate(rows):
+        if not etags or etags[-1] != etag:
+            etags.append(etag)
+            starts.append(i)
+    sizes = {len(r[3]) for r in rows}
+    if len(sizes) > 1:
+        raise Unavailable(
+            "stored vectors have different sizes (the embedder changed its output);"
+            " run 'kiwifs reindex --vector'"
+        )
+    width = sizes.pop() // 4 if sizes else 0
+    matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), width)
+    spans = np.array([(r[1], r[2]) for r in rows], dtype=np.int64).reshape(len(rows), 2)
+    start_arr = np.array(starts, dtype=np.int64)
+    ends = np.append(start_arr[1:], len(rows)).astype(np.int64)
+    group_of = {etag: g for g, etag in enumerate(etags)}
+    return VectorMatrix(version, matrix, spans, start_arr, ends, group_of)
+
+
+def check_top_k(
+    limit: int | None, offset: int | None, default: int = DEFAULT_TOP_K
+) -> tuple[int, int]:
+    """``limit`` defaults to ``default`` and is capped at 200; negatives are usage errors."""
+    lim, off = check_limits(default if limit is None else limit, offset)
+    return min(lim, MAX_TOP_K), off
+
+
+def semantic_search(
+    conn: sqlite3.Connection,
+    vectors: VectorMatrix,
+    query_vector: Matrix,
+    recall: RecallFilter,
+    limit: int,
+    offset: int,
+    threshold: float | None = None,
+) -> list[SemanticHit]:
+    """The best ``limit`` pages from ``offset`` among those passing ``recall`` (see module)."""
+    ranked = rank(conn, vectors, query_vector, recall, offset + limit, threshold)
+    return [_hit(conn, vectors, query_vector, entry) for entry in ranked[offset:]]
+
+
+def rank(
+    conn: sqlite3.Connection,
+    vectors: VectorMatrix,
+    query_vector: Matrix,
+    recall: RecallFilter,
+    depth: int,
+    threshold: float | None = None,
+) -> list[tuple[float, str, int, int]]:
+    """``(score, path, file id, group)`` of the best ``depth`` filtered pages, best first."""
+    np = _numpy()
+    if depth <= 0 or not vectors.group_of:
+        return []
+    if query_vector.shape[-1] != vectors.matrix.shape[1]:
+        raise Unavailable(
+            f"the embedder returns {query_vector.shape[-1]} dimensions but the stored vectors"
+            f" have {vectors.matrix.shape[1]}; run 'kiwifs reindex --vector'"
+        )
+    scores = vectors.matrix @ query_vector.reshape(-1)
+    best = np.maximum.reduceat(scores, vectors.starts)
+    where, params = recall.sql("f")
+    found: list[tuple[int, str, int]] = []
+    group_of = vectors.group_of
+    for file_id, path, etag in conn.execute(
+        f"SELECT f.id, f.path, f.etag FROM files f WHERE f.unreadable = 0{where}", params
+    ):
+        g = group_of.get(etag)
+        if g is not None:
+            found.append((file_id, py_text(path), g))
+    if not found:
+        return []
+    page_scores = best[np.fromiter((g for _, _, g in found), dtype=np.int64, count=len(found))]
+    keep = np.ones(len(found), dtype=bool)
+    if threshold is not None:
+        keep &= page_scores >= threshold
+    if int(keep.sum()) > depth:
+        # every page scoring at least the depth-th best score, ties included, then exact sort
+        cut = np.partition(page_scores[keep], -depth)[-depth]
+        keep &= page_scores >= cut
+    chosen = [
+        (float(page_scores[i]), found[i][1], found[i][0], found[i][2]) for i in np.flatnonzero(keep)
+    ]
+    chosen.sort(key=lambda e: (-e[0], e[1]))
+    return chosen[:depth]
+
+
+def _hit(
+    conn: sqlite3.Connection,
+    vectors: VectorMatrix,
+    query_vector: Matrix,
+    entry: tuple[float, str, int, int],
+) -> SemanticHit:
+    score, path, file_id, group = entry
+    return SemanticHit(path, score, best_chunk_text(conn, vectors, query_vector, file_id, group))
+
+
+def best_chunk_text(
+    conn: sqlite3.Connection, vectors: VectorMatrix, query_vector: Matrix, file_id: int, group: int
+) -> str:
+    """The page's best chunk, on one line, cut at 160 bytes: the snippet of a semantic hit."""
+    begin, end = int(vectors.starts[group]), int(vectors.ends[group])
+    scores = vectors.matrix[begin:end] @ query_vector.reshape(-1)
+    row = begin + int(scores.argmax())
+    start, stop = (int(x) for x in vectors.spans[row])
+    body = conn.execute("SELECT body FROM fts WHERE rowid = ?", (file_id,)).fetchone()
+    text = " ".join((body[0] if body else "")[start:stop].split())
+    raw = text.encode("utf-8", "replace")
+    if len(raw) > SNIPPET_BYTES:
+        text = raw[:SNIPPET_BYTES].decode("utf-8", "ignore") + "\u2026"
+    return text

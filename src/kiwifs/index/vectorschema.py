@@ -1,0 +1,69 @@
+"""The tables that hold embeddings beside the text index, and the triggers that queue work.
+
+Vectors are stored by content: a file's chunks are keyed by its ETag (the git blob id of its
+bytes), so a rename, a copy or a rebuild of the text index never re-embeds anything, and a
+chunk is valid exactly while some file row still has its ETag. A query starts from the ``files``
+rows, so chunks of content that no longer exists never surface (they are collected later).
+
+* ``vec_chunks`` — one row per embedded chunk: ETag, number, character span, float32 vector
+  (L2-normalised, little-endian: sqlite-vec's vector format).
+* ``vec_done`` — the ETags whose chunks are all stored (a body without words has none).
+* ``vec_queue`` — ETags waiting to be embedded, with their failed attempts and next try.
+  A failed embedding stays here, retried with backoff and counted; nothing leaves the queue
+  except by being embedded or by no file having that content any more.
+* ``vec_meta`` — ``enabled`` (does this root embed?), ``identity`` (embedder and chunking the
+  stored vectors were made with), ``version`` (bumped at every change of ``vec_chunks``, so a
+  reader knows when its in-memory matrix is stale) and ``failures`` (failed attempts, ever).
+
+The triggers put a file's ETag in the queue in the same transaction that writes its row, so
+every path that changes a row — a write through kiwifs, the watcher, a reconcile after an
+out-of-band edit, a rebuild — queues its embedding without knowing vectors exist.
+"""
+
+from __future__ import annotations
+
+VECTOR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vec_chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    etag TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vec_chunks_etag ON vec_chunks(etag, seq);
+CREATE TABLE IF NOT EXISTS vec_done (etag TEXT PRIMARY KEY, chunks INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vec_queue (
+    etag TEXT PRIMARY KEY,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_try REAL NOT NULL DEFAULT 0,
+    error TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vec_queue_due ON vec_queue(next_try);
+CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS vec_queue_on_insert AFTER INSERT ON files
+WHEN NEW.unreadable = 0
+    AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
+BEGIN
+    INSERT OR IGNORE INTO vec_queue (etag) SELECT NEW.etag
+    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag);
+END;
+CREATE TRIGGER IF NOT EXISTS vec_queue_on_update AFTER UPDATE OF etag, unreadable ON files
+WHEN NEW.unreadable = 0
+    AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
+BEGIN
+    INSERT OR IGNORE INTO vec_queue (etag) SELECT NEW.etag
+    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag);
+END;
+"""
+
+# Queue every readable file's content that has no vectors yet (vectors switched on, a new model).
+QUEUE_MISSING = (
+    "INSERT OR IGNORE INTO vec_queue (etag) SELECT DISTINCT f.etag FROM files f"
+    " WHERE f.unreadable = 0 AND NOT EXISTS (SELECT 1 FROM vec_done d WHERE d.etag = f.etag)"
+)
+BUMP_VERSION = (
+    "INSERT INTO vec_meta (key, value) VALUES ('version', '1') ON CONFLICT (key)"
+    " DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+)
