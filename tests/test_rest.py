@@ -128,7 +128,11 @@ def versions(client: Client, path: str) -> list[dict[str, str]]:
 def test_health(client: AppClient) -> None:
     resp = client.get("/health")
     assert resp.status_code == 200
-    assert resp.json() == {"status": "ok", "commits": {"pending": 0, "failing": False}}
+    assert resp.json() == {
+        "status": "ok",
+        "commits": {"pending": 0, "failing": False},
+        "vectors": {"enabled": False},
+    }
 
 
 def api_routes(tmp_path: Path) -> set[str]:
@@ -972,6 +976,9 @@ AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/rename", {"json": {"from": "auth4.md", "to": "auth5.md"}}),
     ("GET", "/tree", {}),
     ("GET", "/search", {"params": {"q": "x"}}),
+    ("GET", "/search/semantic", {"params": {"q": "x"}}),
+    ("POST", "/search/semantic", {"json": {"query": "x"}}),
+    ("GET", "/search/hybrid", {"params": {"q": "x"}}),
     ("GET", "/meta", {"params": {"where": "$.title=x"}}),
     ("GET", "/versions", {"params": {"path": "auth.md"}}),
     ("GET", "/version", {"params": {"path": "auth.md", "version": "HEAD"}}),
@@ -1009,6 +1016,8 @@ def test_every_route_needs_the_key(
     with auth_server.client(Authorization="Bearer s3cret-key") as c:
         resp = c.request(method, API + route, **kwargs)
     expected = 201 if route == "/memory/remember" else 200
+    if route == "/search/semantic":
+        expected = 503  # vectors are not enabled in this root
     assert resp.status_code == expected, (method, route, resp.text)
 
 
@@ -1096,6 +1105,7 @@ def test_live_server_health_is_open_and_the_key_comes_from_the_environment(live:
         assert c.get("/health").json() == {
             "status": "ok",
             "commits": {"pending": 0, "failing": False},
+            "vectors": {"enabled": False},
         }
         assert c.get(f"{API}/tree").status_code == 401
     with live.client(Authorization=f"Bearer {LIVE_KEY}") as c:

@@ -208,33 +208,96 @@ def memory_remember(
         click.echo(result.path)
 
 
+MODES = ("keyword", "semantic", "hybrid")
+
+
 @cli.command()
 @click.argument("query")
 @root_option()
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="keyword",
+    show_default=True,
+    help="keyword (BM25), semantic (by meaning) or hybrid (both, fused).",
+)
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--limit", type=int, default=50, show_default=True, help="Results (max 200).")
+@click.option(
+    "--limit", type=int, default=None, help="Results (default 50 keyword, 10 semantic, 15 hybrid)."
+)
 @click.option("--offset", type=int, default=0, show_default=True, help="Results to skip.")
 @click.option("--path-prefix", default=None, help="Only files whose path starts with this.")
+@click.option("--scope", default=None, help="Only pages whose frontmatter scope is this.")
+@click.option("--threshold", type=float, default=None, help="Minimum similarity (semantic).")
+@click.option("--modified-after", default=None, help="Only files modified after (RFC 3339).")
+@click.option("--include-superseded", is_flag=True, help="Also return forgotten pages.")
 def search(
-    query: str, root: str, as_json: bool, limit: int, offset: int, path_prefix: str | None
+    query: str,
+    root: str,
+    mode: str,
+    as_json: bool,
+    limit: int | None,
+    offset: int,
+    path_prefix: str | None,
+    scope: str | None,
+    threshold: float | None,
+    modified_after: str | None,
+    include_superseded: bool,
 ) -> None:
-    """Full-text search (BM25); plain words are AND-ed, FTS5 syntax is passed through."""
+    """Search: full-text (BM25, the default), by meaning (semantic) or both fused (hybrid)."""
+    recall_only = {
+        "--scope": scope,
+        "--modified-after": modified_after,
+        "--include-superseded": include_superseded or None,
+    }
+    if mode == "keyword" and any(v is not None for v in recall_only.values()):
+        used = ", ".join(k for k, v in recall_only.items() if v is not None)
+        raise click.UsageError(f"{used} needs --mode semantic or --mode hybrid")
+    if threshold is not None and mode != "semantic":
+        raise click.UsageError("--threshold needs --mode semantic")
+    filters: dict[str, Any] = {
+        "scope": scope,
+        "path_prefix": path_prefix,
+        "modified_after": modified_after,
+        "include_superseded": include_superseded,
+    }
     with Knowledge.open(root) as kb:
-        results = kb.search(query, limit, offset, path_prefix)
+        if mode == "keyword":
+            found: Any = kb.search(query, 50 if limit is None else limit, offset, path_prefix)
+        elif mode == "semantic":
+            found = kb.semantic_search(query, limit, offset, threshold, **filters)
+        else:
+            found = kb.hybrid_search(query, limit, offset, **filters)
     if as_json:
-        echo_json(results.to_json())
+        echo_json(found.to_json())
         return
-    if not results.results:
+    if not found.results:
         click.echo("No results found.")
-    for n, hit in enumerate(results.results, start=offset + 1):
-        click.echo(f"{n}. {hit.path} (score: {hit.score:.2f})")
-        click.echo(f"   {hit.snippet}")
+    for n, hit in enumerate(found.results, start=offset + 1):
+        click.echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
+        if hit.snippet:
+            click.echo(f"   {hit.snippet}")
+
+
+def _score_text(mode: str, hit: Any) -> str:
+    if mode == "keyword":
+        return f"{hit.score:.2f}"
+    if mode == "semantic":
+        return f"{hit.score:.3f}"
+    sides = [
+        f"{s} #{r}"
+        for s, r in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
+        if r
+    ]
+    return f"{hit.score:.4f}; {hit.match}: {', '.join(sides)}"
 
 
 @cli.command()
 @root_option()
-def reindex(root: str) -> None:
-    """Rebuild the search and memory index from the files, from scratch."""
+@click.option("--fts-only", is_flag=True, help="Rebuild the text index only; keep the vectors.")
+@click.option("--vector", "vector_only", is_flag=True, help="Re-embed every page only.")
+def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
+    """Rebuild the search and memory index from the files, and the vectors when enabled."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -244,19 +307,41 @@ def reindex(root: str) -> None:
         TimeElapsedColumn,
     )
 
-    with (
-        Knowledge.open(root) as kb,
-        Progress(
-            TextColumn("indexing"),
+    if fts_only and vector_only:
+        raise click.UsageError("--fts-only and --vector exclude each other")
+    with Knowledge.open(root) as kb:
+        vectors = kb.config.search.vector.enabled and not fts_only
+        kb.prepare_vectors()  # a bad model fails here, before anything is rebuilt
+        with Progress(
+            TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=Console(stderr=True),
-        ) as bar,
-    ):
-        task = bar.add_task("index", total=None)
-        count = kb.reindex(lambda done, total: bar.update(task, completed=done, total=total))
-    click.echo(f"indexed {count} files")
+        ) as bar:
+            if not vector_only:
+                task = bar.add_task("indexing", total=None)
+                count = kb.reindex(
+                    lambda done, total: bar.update(task, completed=done, total=total)
+                )
+            if vector_only or vectors:
+                job = bar.add_task("embedding", total=None)
+                embedded = kb.reindex_vectors(
+                    lambda done, total: bar.update(job, completed=done, total=total)
+                )
+    if not vector_only:
+        click.echo(f"indexed {count} files")
+    if vector_only or vectors:
+        click.echo(
+            f"embedded {embedded.embedded} pages"
+            + (
+                f"; {embedded.failed} failed and stay queued (see /health)"
+                if embedded.failed
+                else ""
+            )
+        )
+        if embedded.failed:
+            sys.exit(1)
 
 
 @cli.command()
@@ -299,6 +384,7 @@ def serve(
     kb = Knowledge.open(root)
     kb.acquire_server_lock()
     kb.ensure_versioned()
+    kb.prepare_vectors()
     versioning = kb.config.versioning
     if async_commit if async_commit is not None else versioning.async_commit:
         window = (batch_window or versioning.batch_window_ms) / 1000
@@ -329,6 +415,7 @@ def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
 
     kb = Knowledge.open(root)
     kb.ensure_versioned()
+    kb.prepare_vectors()
     if use_http:
         run_http(kb, host, port or DEFAULT_MCP_PORT)
     else:

@@ -12,8 +12,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kiwifs.index.hybrid import HybridResults
 from kiwifs.index.meta import MetaHit, MetaResults
 from kiwifs.index.search import SearchHit
+from kiwifs.index.semantic import SemanticResults
 from kiwifs.knowledge import FileContent, TreeNode
 from kiwifs.versioning import Change, Version
 
@@ -89,6 +91,36 @@ def render_search(
         end = offset + len(shown)
         lines.append("")
         lines.append(f"Showing {offset + 1}-{end}. Use offset={end} to see more.")
+    return "\n".join(lines)
+
+
+def render_semantic(found: SemanticResults) -> str:
+    """KiwiFS's lines: ``N. path (score: 0.123)``, best first."""
+    if not found.results:
+        return "No results found."
+    return "\n".join(
+        f"{n}. {hit.path} (score: {hit.score:.3f})"
+        for n, hit in enumerate(found.results, start=found.offset + 1)
+    )
+
+
+def render_hybrid(found: HybridResults) -> str:
+    """``N. path (score: 0.0328; both: keyword #1, semantic #2)`` and the snippet below."""
+    lines: list[str] = []
+    for n, hit in enumerate(found.results, start=found.offset + 1):
+        sides = [
+            f"{name} #{rank}"
+            for name, rank in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
+            if rank
+        ]
+        lines.append(f"{n}. {hit.path} (score: {hit.score:.4f}; {hit.match}: {', '.join(sides)})")
+        snippet = strip_marks(hit.snippet or "")
+        if snippet:
+            lines.append(f"   {snippet}")
+    if not lines:
+        lines.append("No results found.")
+    if not found.semantic:
+        lines += ["", "Semantic search is not enabled: these are keyword results only."]
     return "\n".join(lines)
 
 

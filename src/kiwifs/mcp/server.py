@@ -47,7 +47,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 TREE_RESOURCE_DEPTH = 3
 INSTRUCTIONS = """\
 kiwifs is a knowledge base of markdown files with YAML frontmatter, versioned in git.
-Read with kiwi_tree, kiwi_search, kiwi_query_meta and kiwi_read; write with kiwi_write,
+Read with kiwi_tree, kiwi_search (kiwi_search_semantic and kiwi_search_hybrid find pages by
+meaning when vectors are on), kiwi_query_meta and kiwi_read; write with kiwi_write,
 kiwi_append or kiwi_bulk_write (pass the ETag from kiwi_read as if_match to avoid lost updates).
 Memory loop: record raw experience with kiwi_remember; kiwi_memory_report lists episodes not yet
 consolidated; write or update a concept page that distils them, then record that with

@@ -29,9 +29,11 @@ from .render import (
     NOT_FOUND_FOLDER,
     NOT_MODIFIED,
     render_changes,
+    render_hybrid,
     render_meta,
     render_read,
     render_search,
+    render_semantic,
     render_tree,
     render_versions,
 )
@@ -39,6 +41,8 @@ from .render import (
 MCP_ACTOR = "mcp-agent"
 MAX_CONTENT_BYTES = 32 * 1024 * 1024
 SEARCH_MAX = 50
+SEMANTIC_LIMIT = 5
+HYBRID_LIMIT = 15
 META_MAX = 200
 TREE_MAX_DEPTH = 20
 
@@ -51,6 +55,15 @@ Actor = Annotated[
 Provenance_ = Annotated[
     str | None,
     Field(description="Where this content came from, as 'type:id' (e.g. 'run:run-249')."),
+]
+Scope = Annotated[
+    str | None, Field(description="Only pages whose frontmatter scope is exactly this.")
+]
+PathPrefix = Annotated[
+    str | None, Field(description="Only search under this folder, e.g. 'concepts/'.")
+]
+IncludeSuperseded = Annotated[
+    bool, Field(description="Also return forgotten pages (memory_status: superseded).")
 ]
 IfMatch = Annotated[
     str | None,
@@ -85,6 +98,8 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec("kiwi_tree", read_only=True, not_found=NOT_FOUND_FOLDER),
     ToolSpec("kiwi_search", read_only=True),
+    ToolSpec("kiwi_search_semantic", read_only=True),
+    ToolSpec("kiwi_search_hybrid", read_only=True),
     ToolSpec("kiwi_query_meta", read_only=True),
     ToolSpec("kiwi_changes", read_only=True),
     ToolSpec("kiwi_versions", read_only=True),
@@ -230,6 +245,54 @@ class Tools:
         _check_range("offset", offset, 0)
         found = self.kb.search(query, limit=limit + 1, offset=offset, path_prefix=path_prefix)
         return render_search(found.results, limit, offset, path_prefix)
+
+    def kiwi_search_semantic(
+        self,
+        query: Annotated[str, Field(description="What you are looking for, in plain words.")],
+        limit: Annotated[int, Field(description="How many pages (1-50).")] = SEMANTIC_LIMIT,
+        threshold: Annotated[
+            float | None, Field(description="Minimum similarity (cosine, -1 to 1), e.g. 0.3.")
+        ] = None,
+        scope: Scope = None,
+        path_prefix: PathPrefix = None,
+        include_superseded: IncludeSuperseded = False,
+    ) -> str:
+        """Find pages by meaning rather than exact words (vector similarity of embeddings).
+        Needs [search.vector] enabled in the knowledge base's config."""
+        if not query.strip():
+            raise UsageError("query is required")
+        _check_range("limit", limit, 1, SEARCH_MAX)
+        found = self.kb.semantic_search(
+            query,
+            limit=limit,
+            threshold=threshold,
+            scope=scope,
+            path_prefix=path_prefix,
+            include_superseded=include_superseded,
+        )
+        return render_semantic(found)
+
+    def kiwi_search_hybrid(
+        self,
+        query: Annotated[str, Field(description="Words or a question to look for.")],
+        limit: Annotated[int, Field(description="How many pages (1-50).")] = HYBRID_LIMIT,
+        path_prefix: PathPrefix = None,
+        scope: Scope = None,
+        include_superseded: IncludeSuperseded = False,
+    ) -> str:
+        """Keyword and semantic search combined (reciprocal rank fusion); each result says
+        whether both, the keyword side only or the semantic side only found it."""
+        if not query.strip():
+            raise UsageError("query is required")
+        _check_range("limit", limit, 1, SEARCH_MAX)
+        found = self.kb.hybrid_search(
+            query,
+            limit=limit,
+            scope=scope,
+            path_prefix=path_prefix,
+            include_superseded=include_superseded,
+        )
+        return render_hybrid(found)
 
     def kiwi_query_meta(
         self,

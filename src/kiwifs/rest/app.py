@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from kiwifs import __version__
 from kiwifs.auth import api_key_for
-from kiwifs.errors import UsageError
+from kiwifs.errors import KiwiError, UsageError
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.pipeline import etag_list
 from kiwifs.requests import BulkRequest, MergeRequest, RememberRequest, RenameRequest
@@ -36,6 +36,7 @@ from .http import (
     read_model,
     run,
 )
+from .recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
 
@@ -73,13 +74,18 @@ def create_app(
     async def health() -> JSONResponse:
         commits = kb.commit_status()
         status = "degraded" if commits.failing else "ok"
-        body = {"status": status, "commits": commits.to_json()}
+        try:
+            vectors = (await run(kb.vector_status)).to_json()
+        except KiwiError as exc:
+            vectors = {"enabled": True, "error": exc.message}
+        body = {"status": status, "commits": commits.to_json(), "vectors": vectors}
         return JSONResponse(body, status_code=503 if commits.failing else 200)
 
     api = APIRouter(prefix="/api/kiwi", dependencies=[Depends(auth)])
     _file_routes(api, kb)
     _tree_and_history_routes(api, kb)
     _search_routes(api, kb)
+    recall_routes(api, kb)
     _memory_routes(api, kb)
     _event_routes(api, kb)
     app.include_router(api)

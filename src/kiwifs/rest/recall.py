@@ -1,0 +1,127 @@
+"""The REST routes of semantic and hybrid search, with KiwiFS's parameter names.
+
+``GET|POST /api/kiwi/search/semantic`` takes ``q`` or ``query``, ``topK`` (default 10),
+``offset``, ``modifiedAfter`` (or ``modified_after``) and ours: ``scope``, ``path_prefix`` (or
+``pathPrefix``), ``threshold``, ``include_superseded``; POST takes the same names in a JSON
+body. ``GET /api/kiwi/search/hybrid`` takes ``q``, ``limit``, ``offset``, ``scope``,
+``path_prefix``, ``modifiedAfter`` and ``include_superseded``. One parser reads both the query
+string and the body, so GET and POST cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from kiwifs.errors import UsageError
+from kiwifs.knowledge import Knowledge
+
+from .http import read_json, run
+
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off", ""}
+
+
+def recall_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/search/semantic")
+    async def semantic_get(request: Request) -> dict[str, Any]:
+        return await _semantic(kb, request.query_params)
+
+    @api.post("/search/semantic")
+    async def semantic_post(request: Request) -> dict[str, Any]:
+        body = await read_json(request)
+        return await _semantic(kb, {**request.query_params, **body})
+
+    @api.get("/search/hybrid")
+    async def hybrid(request: Request) -> dict[str, Any]:
+        p = request.query_params
+        found = await run(
+            kb.hybrid_search,
+            _query(p),
+            limit=_int(p, "limit"),
+            offset=_int(p, "offset") or 0,
+            scope=_str(p, "scope"),
+            path_prefix=_str(p, "path_prefix", "pathPrefix"),
+            modified_after=_str(p, "modifiedAfter", "modified_after"),
+            include_superseded=_bool(p, "include_superseded"),
+        )
+        return found.to_json()
+
+
+async def _semantic(kb: Knowledge, p: Mapping[str, Any]) -> dict[str, Any]:
+    top_k = _int(p, "topK", "top_k", "limit")
+    found = await run(
+        kb.semantic_search,
+        _query(p),
+        limit=10 if top_k is None else top_k,
+        offset=_int(p, "offset") or 0,
+        threshold=_float(p, "threshold"),
+        scope=_str(p, "scope"),
+        path_prefix=_str(p, "path_prefix", "pathPrefix"),
+        modified_after=_str(p, "modifiedAfter", "modified_after"),
+        include_superseded=_bool(p, "include_superseded"),
+    )
+    return found.to_json()
+
+
+def _pick(p: Mapping[str, Any], *names: str) -> tuple[str, Any]:
+    for name in names:
+        value = p.get(name)
+        if value is not None:
+            return name, value
+    return names[0], None
+
+
+def _query(p: Mapping[str, Any]) -> str:
+    name, value = _pick(p, "q", "query")
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError("q is required")
+    return value
+
+
+def _str(p: Mapping[str, Any], *names: str) -> str | None:
+    name, value = _pick(p, *names)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{name} must be a string")
+    return value or None
+
+
+def _int(p: Mapping[str, Any], *names: str) -> int | None:
+    name, value = _pick(p, *names)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise UsageError(f"{name} must be a whole number, got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def _float(p: Mapping[str, Any], *names: str) -> float | None:
+    name, value = _pick(p, *names)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UsageError(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise UsageError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise UsageError(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _bool(p: Mapping[str, Any], *names: str) -> bool:
+    name, value = _pick(p, *names)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+        return value.strip().lower() in TRUE
+    raise UsageError(f"{name} must be true or false, got {value!r}")
