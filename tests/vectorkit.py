@@ -124,7 +124,9 @@ class EmbeddingServer:
             return 500, {"error": {"message": "the model is overloaded"}}
         vectors = [hashed(t) for t in texts]
         if path == "/v1/embeddings":
-            data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+            data = [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)
+            ]
             return 200, {"object": "list", "model": body["model"], "data": data[::-1]}
         if path == "/api/embed":
             return 200, {"model": body["model"], "embeddings": vectors}

@@ -15,6 +15,9 @@ rows, so chunks of content that no longer exists never surface (they are collect
   stored vectors were made with), ``version`` (bumped at every change of ``vec_chunks``, so a
   reader knows when its in-memory matrix is stale) and ``failures`` (failed attempts, ever).
 
+The triggers test for an existing entry rather than ``INSERT OR IGNORE``: inside a trigger the
+outer statement's conflict policy (the row upsert's ABORT) would override the IGNORE.
+
 The triggers put a file's ETag in the queue in the same transaction that writes its row, so
 every path that changes a row — a write through kiwifs, the watcher, a reconcile after an
 out-of-band edit, a rebuild — queues its embedding without knowing vectors exist.
@@ -46,15 +49,17 @@ CREATE TRIGGER IF NOT EXISTS vec_queue_on_insert AFTER INSERT ON files
 WHEN NEW.unreadable = 0
     AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
 BEGIN
-    INSERT OR IGNORE INTO vec_queue (etag) SELECT NEW.etag
-    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag);
+    INSERT INTO vec_queue (etag) SELECT NEW.etag
+    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag)
+        AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
 END;
 CREATE TRIGGER IF NOT EXISTS vec_queue_on_update AFTER UPDATE OF etag, unreadable ON files
 WHEN NEW.unreadable = 0
     AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
 BEGIN
-    INSERT OR IGNORE INTO vec_queue (etag) SELECT NEW.etag
-    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag);
+    INSERT INTO vec_queue (etag) SELECT NEW.etag
+    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag)
+        AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
 END;
 """
 

@@ -1,0 +1,376 @@
+"""Vectors beside the index: chunking, the recall filter, the embedding queue, exact kNN.
+
+Everything runs on real files, a real SQLite index and a real model2vec model built in the test
+(:mod:`vectorkit`); the failing embedder is a real HTTP server that refuses some texts.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from kiwifs.config import ChunkConfig, EmbedderConfig
+from kiwifs.errors import Unavailable, UsageError
+from kiwifs.index.chunking import chunk_text
+from kiwifs.index.db import Index
+from kiwifs.index.embedders import make_embedder
+from kiwifs.index.filters import parse_modified_after, superseded_sql
+from kiwifs.index.vectors import VectorStore
+from kiwifs.knowledge import Knowledge
+from kiwifs.memory.status import is_superseded
+from vectorkit import EmbeddingServer, build_model, local_config
+
+MakeRoot = Callable[..., Path]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_model(tmp_path_factory.mktemp("model") / "m2v")
+
+
+@pytest.fixture
+def open_kb(make_root: MakeRoot, model: Path) -> Iterator[Callable[..., Knowledge]]:
+    opened: list[Knowledge] = []
+
+    def make(files: dict[str, str], size: int = 400, overlap: int = 50) -> Knowledge:
+        root = make_root({**files, ".kiwi/config.toml": local_config(model, size, overlap)})
+        kb = Knowledge.open(root)
+        opened.append(kb)
+        return kb
+
+    yield make
+    for kb in opened:
+        kb.close()
+
+
+def paths(found: Any) -> list[str]:
+    return [h.path for h in found.results]
+
+
+def page(body: str, **frontmatter: Any) -> str:
+    if not frontmatter:
+        return body + "\n"
+    return "---\n" + yaml.safe_dump(frontmatter, sort_keys=True) + "---\n" + body + "\n"
+
+
+# -- chunking ------------------------------------------------------------------------------------
+
+
+def test_chunks_are_word_windows_of_the_body_with_offsets() -> None:
+    text = "---\ntitle: not embedded\n---\n" + " ".join(f"w{i}" for i in range(10)) + "\n"
+    chunks = chunk_text(text, size=4, overlap=1)
+    assert [c.text.split() for c in chunks] == [
+        ["w0", "w1", "w2", "w3"],
+        ["w3", "w4", "w5", "w6"],
+        ["w6", "w7", "w8", "w9"],
+    ]
+    assert all(text[c.start : c.end] == c.text for c in chunks)
+    assert [c.seq for c in chunks] == [0, 1, 2]
+    assert chunk_text("---\na: 1\n---\n  \n", 4, 1) == []
+    assert [c.text for c in chunk_text("one two", 400, 50)] == ["one two"]
+
+
+def test_chunks_keep_offsets_past_non_ascii_frontmatter() -> None:
+    text = "---\ntitle: été ☃\n---\nkiwi bird\n"
+    (chunk,) = chunk_text(text, 400, 50)
+    assert text[chunk.start : chunk.end] == "kiwi bird"
+
+
+# -- the recall filter ---------------------------------------------------------------------------
+
+FRONTMATTERS: list[dict[str, Any]] = [
+    {},
+    {"memory_status": "superseded"},
+    {"memory_status": "Superseded"},
+    {"memory_status": " SUPERSEDED "},
+    {"memory_status": "superseded-ish"},
+    {"memory_status": "active"},
+    {"memory_status": None},
+    {"memory_status": True},
+    {"memory_status": ["superseded"]},
+    {"memory_status": {"state": "superseded"}},
+    {"status": "superseded"},
+    {"memory_status": 3},
+]
+
+
+def test_the_superseded_rule_is_the_same_in_sql_and_python() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE files (id INTEGER PRIMARY KEY, frontmatter TEXT)")
+    conn.executemany(
+        "INSERT INTO files (id, frontmatter) VALUES (?, ?)",
+        [(i, json.dumps(fm)) for i, fm in enumerate(FRONTMATTERS)],
+    )
+    in_sql = [r[0] for r in conn.execute(f"SELECT {superseded_sql('f')} FROM files f ORDER BY id")]
+    assert in_sql == [int(is_superseded(fm)) for fm in FRONTMATTERS]
+    assert in_sql == [0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-01-02T03:04:05Z", 1767323045_000_000_000),
+        ("2026-01-02T04:04:05+01:00", 1767323045_000_000_000),
+        ("2026-01-02T03:04:05.5z", 1767323045_500_000_000),
+        ("2026-01-02", 1767312000_000_000_000),
+        ("", None),
+    ],
+)
+def test_modified_after_is_rfc3339(text: str, expected: int | None) -> None:
+    assert parse_modified_after(text) == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2026-13-01", "12:00"])
+def test_bad_modified_after_is_a_usage_error(text: str) -> None:
+    with pytest.raises(UsageError, match="RFC 3339"):
+        parse_modified_after(text)
+
+
+# -- exact filtered nearest pages -----------------------------------------------------------------
+
+
+def brute_force(kb: Knowledge, model: Path, query: str, k: int, keep: Callable[..., bool]) -> list:
+    """The top ``k`` by a scan of every file, independent of the index: (path, score)."""
+    from model2vec import StaticModel
+
+    m2v = StaticModel.from_pretrained(model, normalize=True)
+    q = m2v.encode([query])[0]
+    scored = []
+    for file in sorted(kb.root.rglob("*.md")):
+        rel = file.relative_to(kb.root).as_posix()
+        text = file.read_text()
+        fm = yaml.safe_load(text.split("---\n")[1]) if text.startswith("---\n") else {}
+        if not keep(rel, fm or {}):
+            continue
+        chunks = chunk_text(text, 400, 50)
+        if not chunks:
+            continue
+        vectors = m2v.encode([c.text for c in chunks])
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        scored.append((rel, float((vectors @ q).max())))
+    scored.sort(key=lambda e: (-e[1], e[0]))
+    return scored[:k]
+
+
+def flock(n: int = 250, scoped: int = 10) -> dict[str, str]:
+    """``n`` pages about birds; ``scoped`` of them (scope flock-7) are the least bird-like."""
+    words = ["kiwi", "bird", "feather", "nest", "egg", "wing", "flightless"]
+    files = {}
+    for i in range(n):
+        if i < scoped:
+            body = f"kiwi note {i} " + "rain storm cloud wind snow weather forecast " * 3
+            files[f"flock/scoped-{i:03}.md"] = page(body, scope="flock-7")
+        else:
+            body = " ".join(words[(i + j) % len(words)] for j in range(6 + i % 5)) + f" {i}"
+            files[f"flock/p-{i:03}.md"] = page(body, scope=f"other-{i % 3}")
+    return files
+
+
+def test_a_scope_of_ten_among_250_returns_all_ten(
+    open_kb: Callable[..., Knowledge], model: Path
+) -> None:
+    kb = open_kb(flock())
+    unscoped = paths(kb.semantic_search("kiwi bird feather", limit=200))
+    # the scoped pages are the least similar: a cut of the best 200 before filtering loses them all
+    assert not any("scoped" in p for p in unscoped)
+    for limit in (10, 25):
+        found = kb.semantic_search("kiwi bird feather", limit=limit, scope="flock-7")
+        assert sorted(paths(found)) == [f"flock/scoped-{i:03}.md" for i in range(10)]
+    found = kb.semantic_search("kiwi bird feather", limit=10, scope="flock-7")
+    expected = brute_force(
+        kb, model, "kiwi bird feather", 10, lambda p, fm: fm.get("scope") == "flock-7"
+    )
+    assert [(h.path, round(h.score, 4)) for h in found.results] == [
+        (p, round(s, 4)) for p, s in expected
+    ]
+
+
+def test_filters_match_a_brute_force_scan(open_kb: Callable[..., Knowledge], model: Path) -> None:
+    files = flock(60, 6)
+    files["other/rain.md"] = page("rain and snow weather", scope="other-1")
+    files["other/old.md"] = page("kiwi bird nest egg", memory_status="superseded")
+    kb = open_kb(files)
+    cases: list[tuple[dict[str, Any], Callable[..., bool]]] = [
+        ({}, lambda p, fm: not is_superseded(fm)),
+        ({"include_superseded": True}, lambda p, fm: True),
+        (
+            {"path_prefix": "/other/"},
+            lambda p, fm: p.startswith("other/") and not is_superseded(fm),
+        ),
+        ({"scope": "other-1"}, lambda p, fm: fm.get("scope") == "other-1"),
+    ]
+    for kwargs, keep in cases:
+        found = kb.semantic_search("kiwi bird", limit=7, **kwargs)
+        expected = brute_force(kb, model, "kiwi bird", 7, keep)
+        assert [(h.path, round(h.score, 4)) for h in found.results] == [
+            (p, round(s, 4)) for p, s in expected
+        ], kwargs
+    everything = brute_force(kb, model, "kiwi bird", 100, lambda p, fm: not is_superseded(fm))
+    cut = everything[20][1]
+    found = kb.semantic_search("kiwi bird", limit=100, threshold=cut)
+    assert paths(found) == [p for p, s in everything if s >= cut]
+    assert paths(kb.semantic_search("kiwi bird", limit=5, offset=3)) == [
+        p for p, _ in everything[3:8]
+    ]
+
+
+# -- superseded pages never come back -------------------------------------------------------------
+
+
+def test_a_superseded_page_never_appears_in_semantic_or_hybrid_results(
+    open_kb: Callable[..., Knowledge],
+) -> None:
+    kb = open_kb(
+        {
+            "old.md": page("The kiwi bird nest is in a burrow.", memory_status="superseded"),
+            "new.md": page("The kiwi bird lays one huge egg."),
+            "db.md": page("sqlite stores the index on disk."),
+        }
+    )
+    for found in (
+        kb.semantic_search("kiwi bird nest", limit=50),
+        kb.hybrid_search("kiwi bird nest", limit=50),
+        kb.hybrid_search("burrow", limit=50),
+    ):
+        assert "old.md" not in paths(found)
+        assert paths(found)
+    assert paths(kb.semantic_search("kiwi bird nest", include_superseded=True))[0] == "old.md"
+    assert "old.md" in paths(kb.hybrid_search("burrow", include_superseded=True))
+    # forgetting a page by editing its frontmatter takes it out at once
+    (kb.root / "new.md").write_text(page("The kiwi bird lays one egg.", memory_status="superseded"))
+    assert paths(kb.semantic_search("kiwi bird nest", limit=50)) == ["db.md"]
+
+
+# -- keeping vectors in step with the files ----------------------------------------------------------
+
+
+def test_writes_deletes_renames_and_out_of_band_edits(open_kb: Callable[..., Knowledge]) -> None:
+    kb = open_kb({"a.md": page("rain and storm clouds"), "b.md": page("sqlite index table")})
+    assert paths(kb.semantic_search("weather", limit=1)) == ["a.md"]
+    kb.write("c.md", "kiwi bird feathers\n")
+    assert paths(kb.semantic_search("flightless birds", limit=1)) == ["c.md"]
+    with kb.indexing._open().reader() as conn:
+        before = conn.execute("SELECT id, etag FROM vec_chunks ORDER BY id").fetchall()
+    kb.rename("c.md", "birds/c.md")
+    assert paths(kb.semantic_search("flightless birds", limit=1)) == ["birds/c.md"]
+    with kb.indexing._open().reader() as conn:
+        assert conn.execute("SELECT id, etag FROM vec_chunks ORDER BY id").fetchall() == before
+    kb.delete("birds/c.md")
+    assert "birds/c.md" not in paths(kb.semantic_search("flightless birds"))
+    # an edit behind kiwifs's back, seen by the next answer of the same object
+    (kb.root / "b.md").write_text("kiwi egg in a nest\n")
+    assert paths(kb.semantic_search("flightless birds", limit=1)) == ["b.md"]
+    status = kb.vector_status()
+    assert (status.embedded, status.pending, status.failed) == (2, 0, 0)
+
+
+def test_a_new_chunking_re_embeds_everything(make_root: MakeRoot, model: Path) -> None:
+    body = " ".join(["kiwi bird nest"] * 20)
+    root = make_root({"a.md": body, ".kiwi/config.toml": local_config(model)})
+    with Knowledge.open(root) as kb:
+        assert kb.semantic_search("bird").results
+        assert kb.vector_status().chunks == 1
+    (root / ".kiwi/config.toml").write_text(local_config(model, size=10, overlap=2))
+    with Knowledge.open(root) as kb:
+        assert kb.semantic_search("bird").results
+        assert kb.vector_status().chunks == 8
+
+
+def test_without_vectors_semantic_is_unavailable_and_hybrid_is_keyword_only(
+    make_root: MakeRoot,
+) -> None:
+    root = make_root({"a.md": "kiwi bird", "b.md": "the kiwi fruit"})
+    with Knowledge.open(root) as kb:
+        with pytest.raises(Unavailable, match=r"semantic search is not enabled.*enabled = true"):
+            kb.semantic_search("kiwi")
+        found = kb.hybrid_search("kiwi")
+        assert not found.semantic
+        assert sorted(paths(found)) == ["a.md", "b.md"]
+        assert {(h.match, h.semantic_rank) for h in found.results} == {("keyword only", None)}
+        assert [h.keyword_rank for h in found.results] == [1, 2]
+        assert kb.vector_status().to_json() == {"enabled": False}
+
+
+def test_hybrid_attributes_each_result(open_kb: Callable[..., Knowledge]) -> None:
+    kb = open_kb(
+        {
+            "kiwi.md": page("kiwi bird with feathers"),
+            "nest.md": page("a nest with one egg"),
+            "fruit.md": page("kiwi recipe bake with sugar"),
+        }
+    )
+    found = kb.hybrid_search("kiwi", limit=10)
+    by_path = {h.path: h for h in found.results}
+    assert by_path["kiwi.md"].match == "both"
+    assert by_path["nest.md"].match == "semantic only" and by_path["nest.md"].keyword_rank is None
+    assert by_path["nest.md"].snippet == "a nest with one egg"
+    assert {by_path["kiwi.md"].keyword_rank, by_path["fruit.md"].keyword_rank} == {1, 2}
+    first = found.results[0]
+    assert first.score == pytest.approx(
+        1 / (60 + first.keyword_rank) + 1 / (60 + first.semantic_rank)
+    )
+
+
+# -- the queue: failures are retried and counted, never dropped -------------------------------------
+
+
+@pytest.fixture
+def failing_store(
+    make_root: MakeRoot,
+) -> Iterator[tuple[VectorStore, EmbeddingServer, list[float]]]:
+    pages = {f"p{i}.md": f"rain number {i}" for i in range(5)}
+    root = make_root({**pages, "bad.md": "poison rain", "empty.md": "---\na: 1\n---\n"})
+    index = Index(root)
+    index.reconcile()
+    now = [1000.0]
+    with EmbeddingServer() as server:
+        config = EmbedderConfig(provider="openai", model="m", base_url=server.url + "/v1")
+        store = VectorStore(index, make_embedder(config, root), ChunkConfig(), clock=lambda: now[0])
+        yield store, server, now
+    index.close()
+
+
+def test_a_failed_embedding_is_retried_with_backoff_and_counted(
+    failing_store: tuple[VectorStore, EmbeddingServer, list[float]],
+) -> None:
+    store, server, now = failing_store
+    server.fail_words = {"poison"}
+    first = store.embed_ready()
+    assert (first.embedded, first.failed) == (6, 1)  # the batch failed, then page by page
+    status = store.status()
+    assert (status.embedded, status.pending, status.failed, status.failures) == (6, 1, 1, 1)
+    assert "HTTP 500" in (status.last_error or "")
+    assert store.embed_ready().attempted == 0  # not due before its backoff
+    now[0] += 2.5
+    assert store.embed_ready().failed == 1  # retried, failing again: backoff doubles
+    now[0] += 2.5
+    assert store.embed_ready().attempted == 0
+    now[0] += 2.0
+    server.fail_words = set()
+    assert store.embed_ready().embedded == 1
+    status = store.status()
+    assert (status.embedded, status.pending, status.failed, status.failures) == (7, 0, 0, 2)
+
+
+def test_nothing_is_dropped_while_the_embedder_is_down(
+    failing_store: tuple[VectorStore, EmbeddingServer, list[float]],
+) -> None:
+    store, server, now = failing_store
+    server.fail_next = 10_000
+    done = store.embed_all()
+    assert (done.embedded, done.failed) == (1, 6)  # only the page without words needs no call
+    assert store.status().pending == 6
+    server.fail_next = 0
+    now[0] += RETRY_AFTER
+    assert store.embed_all().embedded == 6
+    assert store.status().pending == 0
+
+
+RETRY_AFTER = 5.0
