@@ -17,7 +17,7 @@ from kiwifs.requests import BulkRequest, MergeRequest, RenameRequest, field_name
 from kiwifs.rest.http import STATUS, kiwi_error_response, optional_int
 
 SERVER_FAULTS = {"error", "config"}  # the server's own trouble: 500, no details
-UNAVAILABLE = {"busy", "storage"}  # cannot serve it now (a busy index, failing git): 503
+UNAVAILABLE = {"busy", "storage", "unavailable"}  # cannot serve it now: 503 with its message
 
 
 def error_classes() -> list[type[KiwiError]]:
@@ -30,6 +30,12 @@ def test_every_client_error_code_has_a_status() -> None:
     assert codes - SERVER_FAULTS == set(STATUS)
     assert {code for code, status in STATUS.items() if status == 503} == UNAVAILABLE
     assert all(400 <= STATUS[code] < 500 for code in set(STATUS) - UNAVAILABLE)
+
+
+def test_unavailable_is_503_with_its_message() -> None:
+    resp = kiwi_error_response(errors.Unavailable("semantic search is not enabled"))
+    assert resp.status_code == 503
+    assert json.loads(resp.body) == {"error": "semantic search is not enabled"}
 
 
 def test_server_faults_hide_their_message() -> None:

@@ -120,6 +120,7 @@ def test_the_superseded_rule_is_the_same_in_sql_and_python() -> None:
         ("2026-01-02T04:04:05+01:00", 1767323045_000_000_000),
         ("2026-01-02T03:04:05.5z", 1767323045_500_000_000),
         ("2026-01-02", 1767312000_000_000_000),
+        ("2999-01-01T00:00:00Z", 2**63 - 1),
         ("", None),
     ],
 )
@@ -248,7 +249,7 @@ def test_a_superseded_page_never_appears_in_semantic_or_hybrid_results(
     assert paths(kb.semantic_search("kiwi bird nest", limit=50)) == ["db.md"]
 
 
-# -- keeping vectors in step with the files ----------------------------------------------------------
+# -- keeping vectors in step with the files ---------------------------------------------------
 
 
 def test_writes_deletes_renames_and_out_of_band_edits(open_kb: Callable[..., Knowledge]) -> None:
@@ -318,7 +319,7 @@ def test_hybrid_attributes_each_result(open_kb: Callable[..., Knowledge]) -> Non
     )
 
 
-# -- the queue: failures are retried and counted, never dropped -------------------------------------
+# -- the queue: failures are retried and counted, never dropped -------------------------------
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from kiwifs.errors import UsageError
 from kiwifs.memory.status import MEMORY_STATUS, SUPERSEDED
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_NS_LIMIT = 2**63 - 1
 SUPERSEDED_SQL = (
     f"coalesce(json_type({{f}}.frontmatter, '$.{MEMORY_STATUS}') = 'text' AND "
     f"lower(trim(json_extract({{f}}.frontmatter, '$.{MEMORY_STATUS}'), ' ')) = '{SUPERSEDED}', 0)"
@@ -77,4 +78,5 @@ def parse_modified_after(value: str | None) -> int | None:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return ((when - _EPOCH) // dt.timedelta(microseconds=1)) * 1000
+    nanoseconds = ((when - _EPOCH) // dt.timedelta(microseconds=1)) * 1000
+    return max(-_NS_LIMIT, min(_NS_LIMIT, nanoseconds))  # SQLite integers are 64-bit
