@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kiwifs.config import ChunkConfig, EmbedderConfig
 from kiwifs.errors import Unavailable, UsageError
@@ -75,6 +77,38 @@ def test_chunks_are_word_windows_of_the_body_with_offsets() -> None:
     assert [c.seq for c in chunks] == [0, 1, 2]
     assert chunk_text("---\na: 1\n---\n  \n", 4, 1) == []
     assert [c.text for c in chunk_text("one two", 400, 50)] == ["one two"]
+
+
+def naive_chunks(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    """The chunking rule word by word: windows of ``size`` words every ``size - overlap``."""
+    import re
+
+    from kiwifs.index.chunking import body_start
+
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[body_start(text) :])]
+    offset = body_start(text)
+    out = []
+    first = 0
+    while spans:
+        last = min(first + size, len(spans)) - 1
+        out.append((spans[first][0] + offset, spans[last][1] + offset))
+        if last == len(spans) - 1:
+            break
+        first += size - overlap
+    return out
+
+
+@settings(max_examples=300)
+@given(
+    words=st.lists(st.text(st.characters(blacklist_categories=["Cs"]), min_size=0, max_size=4)),
+    size=st.integers(1, 6),
+    overlap=st.integers(0, 5),
+)
+def test_chunking_matches_the_word_by_word_rule(words: list[str], size: int, overlap: int) -> None:
+    overlap = min(overlap, size - 1)
+    text = " ".join(words)
+    got = [(c.start, c.end) for c in chunk_text(text, size, overlap)]
+    assert got == naive_chunks(text, size, overlap)
 
 
 def test_chunks_keep_offsets_past_non_ascii_frontmatter() -> None:
