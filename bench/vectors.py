@@ -193,8 +193,9 @@ def main() -> None:
             if "superseded" not in head:
                 scope = head.split("scope: ", 1)[1].split("\n", 1)[0]
                 sizes[scope] = sizes.get(scope, 0) + 1
-        chosen = [s for s in scopes if sizes.get(s, 0) >= 10]
-        pairs = [(query(), chosen[i % len(chosen)]) for i in range(args.scoped)]
+        # scopes of every size from 10 pages up, smallest first
+        chosen = sorted((s for s in scopes if sizes.get(s, 0) >= 10), key=lambda s: sizes[s])
+        pairs = [(query(), chosen[i * len(chosen) // args.scoped]) for i in range(args.scoped)]
         ours = [
             [h.path for h in kb.semantic_search(q, limit=10, scope=s).results] for q, s in pairs
         ]

@@ -142,7 +142,7 @@ def test_the_superseded_rule_is_the_same_in_sql_and_python() -> None:
         "INSERT INTO files (id, frontmatter) VALUES (?, ?)",
         [(i, json.dumps(fm)) for i, fm in enumerate(FRONTMATTERS)],
     )
-    in_sql = [r[0] for r in conn.execute(f"SELECT {superseded_sql('f')} FROM files f ORDER BY id")]
+    in_sql = [r[0] for r in conn.execute(f"SELECT {superseded_sql()} FROM files ORDER BY id")]
     assert in_sql == [int(is_superseded(fm)) for fm in FRONTMATTERS]
     assert in_sql == [0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]
 

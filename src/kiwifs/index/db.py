@@ -30,6 +30,7 @@ from typing import TypeVar
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
+from .filters import superseded_sql
 from .folders import WalkState, abs_path, probe
 from .record import (
     FileRecord,
@@ -76,7 +77,9 @@ CREATE TABLE files (
     unreadable INTEGER NOT NULL,
     covered INTEGER NOT NULL DEFAULT 0,
     entry TEXT,
-    created REAL
+    created REAL,
+    superseded INTEGER GENERATED ALWAYS AS (""" + superseded_sql("frontmatter") + """) STORED,
+    scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
 );
 CREATE INDEX files_class ON files(kind_class, key, covered, entry);
 CREATE INDEX files_parent ON files(parent, sig, key);
@@ -95,6 +98,8 @@ CREATE INDEX cover_paths_file ON cover_paths(file_id);
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE VIRTUAL TABLE fts USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 1');
 CREATE INDEX files_etag ON files(etag);
+CREATE INDEX files_recall ON files(superseded, unreadable, etag, id);
+CREATE INDEX files_scope ON files(scope, superseded, unreadable, etag, id) WHERE scope IS NOT NULL;
 """
     + VECTOR_SCHEMA
 )

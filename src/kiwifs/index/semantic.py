@@ -70,7 +70,7 @@ class VectorMatrix:
     spans: NDArray[np.int64]
     starts: NDArray[np.int64]
     ends: NDArray[np.int64]
-    group_of: dict[str, int]
+    etags: NDArray[np.str_]  # sorted: group g holds the chunks of content etags[g]
 
 
 class MatrixCache:
@@ -112,8 +112,7 @@ def _load(conn: sqlite3.Connection, version: str) -> VectorMatrix:
     spans = np.array([(r[1], r[2]) for r in rows], dtype=np.int64).reshape(len(rows), 2)
     start_arr = np.array(starts, dtype=np.int64)
     ends = np.append(start_arr[1:], len(rows)).astype(np.int64)
-    group_of = {etag: g for g, etag in enumerate(etags)}
-    return VectorMatrix(version, matrix, spans, start_arr, ends, group_of)
+    return VectorMatrix(version, matrix, spans, start_arr, ends, np.array(etags, dtype=str))
 
 
 def check_top_k(
@@ -146,41 +145,57 @@ def rank(
     depth: int,
     threshold: float | None = None,
 ) -> list[tuple[float, str, int, int]]:
-    """``(score, path, file id, group)`` of the best ``depth`` filtered pages, best first."""
+    """``(score, path, file id, group)`` of the best ``depth`` filtered pages, best first.
+
+    The candidates' contents are matched to their vector groups with one sorted search over
+    arrays, and paths are read only for the pages that can make the cut: per query the Python
+    work is a few array operations, whatever the number of pages.
+    """
     np = _numpy()
-    if depth <= 0 or not vectors.group_of:
+    if depth <= 0 or not len(vectors.etags):
         return []
     if query_vector.shape[-1] != vectors.matrix.shape[1]:
         raise Unavailable(
             f"the embedder returns {query_vector.shape[-1]} dimensions but the stored vectors"
             f" have {vectors.matrix.shape[1]}; run 'kiwifs reindex --vector'"
         )
-    scores = vectors.matrix @ query_vector.reshape(-1)
-    best = np.maximum.reduceat(scores, vectors.starts)
     where, params = recall.sql("f")
-    found: list[tuple[int, str, int]] = []
-    group_of = vectors.group_of
-    for file_id, path, etag in conn.execute(
-        f"SELECT f.id, f.path, f.etag FROM files f WHERE f.unreadable = 0{where}", params
-    ):
-        g = group_of.get(etag)
-        if g is not None:
-            found.append((file_id, py_text(path), g))
-    if not found:
+    rows = conn.execute(
+        f"SELECT f.id, f.etag FROM files f WHERE f.unreadable = 0{where}", params
+    ).fetchall()
+    if not rows:
         return []
-    page_scores = best[np.fromiter((g for _, _, g in found), dtype=np.int64, count=len(found))]
-    keep = np.ones(len(found), dtype=bool)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    wanted = np.array([r[1] for r in rows], dtype=str)
+    groups = np.searchsorted(vectors.etags, wanted).clip(0, len(vectors.etags) - 1)
+    embedded = vectors.etags[groups] == wanted  # a page not embedded yet has no group
+    ids, groups = ids[embedded], groups[embedded]
+    scores = vectors.matrix @ query_vector.reshape(-1)
+    page_scores = np.maximum.reduceat(scores, vectors.starts)[groups]
+    keep = np.ones(len(ids), dtype=bool)
     if threshold is not None:
         keep &= page_scores >= threshold
     if int(keep.sum()) > depth:
         # every page scoring at least the depth-th best score, ties included, then exact sort
         cut = np.partition(page_scores[keep], -depth)[-depth]
         keep &= page_scores >= cut
-    chosen = [
-        (float(page_scores[i]), found[i][1], found[i][0], found[i][2]) for i in np.flatnonzero(keep)
+    chosen = np.flatnonzero(keep)
+    paths = _paths(conn, [int(i) for i in ids[chosen]])
+    ranked = [
+        (float(page_scores[i]), paths[int(ids[i])], int(ids[i]), int(groups[i])) for i in chosen
     ]
-    chosen.sort(key=lambda e: (-e[0], e[1]))
-    return chosen[:depth]
+    ranked.sort(key=lambda e: (-e[0], e[1]))
+    return ranked[:depth]
+
+
+def _paths(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id, path FROM files WHERE id IN ({marks})"
+        found.update((i, py_text(p)) for i, p in conn.execute(sql, chunk))
+    return found
 
 
 def _hit(
