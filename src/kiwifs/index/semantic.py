@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from .embedders import Matrix
 
+ETAG_CHARS = 40  # a git blob id in hex
 DEFAULT_TOP_K = 10
 MAX_TOP_K = 200
 
@@ -70,7 +71,7 @@ class VectorMatrix:
     spans: NDArray[np.int64]
     starts: NDArray[np.int64]
     ends: NDArray[np.int64]
-    etags: NDArray[np.str_]  # sorted: group g holds the chunks of content etags[g]
+    etags: NDArray[np.bytes_]  # sorted: group g holds the chunks of content etags[g]
 
 
 class MatrixCache:
@@ -112,7 +113,8 @@ def _load(conn: sqlite3.Connection, version: str) -> VectorMatrix:
     spans = np.array([(r[1], r[2]) for r in rows], dtype=np.int64).reshape(len(rows), 2)
     start_arr = np.array(starts, dtype=np.int64)
     ends = np.append(start_arr[1:], len(rows)).astype(np.int64)
-    return VectorMatrix(version, matrix, spans, start_arr, ends, np.array(etags, dtype=str))
+    keys = np.array([e.encode("ascii") for e in etags], dtype=f"S{ETAG_CHARS}")
+    return VectorMatrix(version, matrix, spans, start_arr, ends, keys)
 
 
 def check_top_k(
@@ -147,9 +149,10 @@ def rank(
 ) -> list[tuple[float, str, int, int]]:
     """``(score, path, file id, group)`` of the best ``depth`` filtered pages, best first.
 
-    The candidates' contents are matched to their vector groups with one sorted search over
-    arrays, and paths are read only for the pages that can make the cut: per query the Python
-    work is a few array operations, whatever the number of pages.
+    The candidates come from one covering index as two concatenated strings (no Python object
+    per page), are matched to their vector groups with one sorted search, and paths are read
+    only for the pages that can make the cut: per query the Python work is a few array
+    operations, whatever the number of pages.
     """
     np = _numpy()
     if depth <= 0 or not len(vectors.etags):
@@ -160,13 +163,15 @@ def rank(
             f" have {vectors.matrix.shape[1]}; run 'kiwifs reindex --vector'"
         )
     where, params = recall.sql("f")
-    rows = conn.execute(
-        f"SELECT f.id, f.etag FROM files f WHERE f.unreadable = 0{where}", params
-    ).fetchall()
-    if not rows:
+    count, id_text, etag_text = conn.execute(
+        "SELECT count(*), group_concat(f.id), group_concat(f.etag, '') FROM files f"
+        f" WHERE f.unreadable = 0 AND length(f.etag) = {ETAG_CHARS}{where}",
+        params,
+    ).fetchone()
+    if not count:
         return []
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    wanted = np.array([r[1] for r in rows], dtype=str)
+    ids = np.array(id_text.split(","), dtype=np.int64)
+    wanted = np.frombuffer(etag_text.encode("ascii"), dtype=f"S{ETAG_CHARS}")
     groups = np.searchsorted(vectors.etags, wanted).clip(0, len(vectors.etags) - 1)
     embedded = vectors.etags[groups] == wanted  # a page not embedded yet has no group
     ids, groups = ids[embedded], groups[embedded]
