@@ -17,8 +17,8 @@ No model can be downloaded here, so the model is a model2vec model of realistic 
 locally with random weights: a 30,000-word vocabulary and 256 dimensions, like
 potion-base-8M. Speed and size do not depend on the weights; recall is measured against the
 same model, so it does not either. The corpus is synthetic (topic words plus common words,
-150–700 words a page, 200 scopes from a handful of pages to about 250, 2 % superseded) and cached with the model
-under ``bench/.corpora/``.
+150–700 words a page, 200 scopes from a handful of pages to about 250, 2 % superseded) and is
+cached with the model under ``bench/.corpora/``.
 """
 
 from __future__ import annotations
@@ -207,7 +207,9 @@ def main() -> None:
         kb.stop_watching()
     truth = brute_force(root, model, pairs)
     exact = sum(o == t for o, t in zip(ours, truth, strict=True))
-    recall = statistics.mean(len(set(o) & set(t)) / len(t) for o, t in zip(ours, truth, strict=True))
+    recall = statistics.mean(
+        len(set(o) & set(t)) / len(t) for o, t in zip(ours, truth, strict=True)
+    )
     cut_recall = statistics.mean(
         len(set(c) & set(t)) / len(t) for c, t in zip(cut, truth, strict=True)
     )

@@ -78,7 +78,9 @@ CREATE TABLE files (
     covered INTEGER NOT NULL DEFAULT 0,
     entry TEXT,
     created REAL,
-    superseded INTEGER GENERATED ALWAYS AS (""" + superseded_sql("frontmatter") + """) STORED,
+    superseded INTEGER GENERATED ALWAYS AS ("""
+    + superseded_sql("frontmatter")
+    + """) STORED,
     scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
 );
 CREATE INDEX files_class ON files(kind_class, key, covered, entry);
