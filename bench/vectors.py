@@ -4,7 +4,8 @@
 
 Measures, in one run:
 
-(a) embedding throughput: ``Knowledge.reindex_vectors`` over every page (pages/s, chunks/s);
+(a) embedding throughput: ``Knowledge.reindex_vectors`` over every page (pages/s, chunks/s;
+    the tokenizer may use every core);
 (b) the index size on disk without and with vectors;
 (c) semantic and hybrid query latency p50 / p99 inside a running server (the watcher keeps
     the index current, so answers skip the reconcile; HTTP excluded);
@@ -161,7 +162,7 @@ def main() -> None:
     print(f"text index build: {text_seconds:.1f} s, {text_size / 1e6:.1f} MB")
     print(
         f"embedding: {embed_seconds:.1f} s = {done.embedded / embed_seconds:.0f} pages/s,"
-        f" {status.chunks / embed_seconds:.0f} chunks/s (local model2vec {VOCAB}x{DIM}, one core)"
+        f" {status.chunks / embed_seconds:.0f} chunks/s (local model2vec {VOCAB}x{DIM})"
     )
     print(f"index with vectors: {size / 1e6:.1f} MB (+{(size - text_size) / 1e6:.1f} MB)")
 
