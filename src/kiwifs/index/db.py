@@ -312,11 +312,6 @@ class Index:
             conn.commit()
             self.generation += 1
 
-    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """The writer in one ``BEGIN IMMEDIATE`` transaction, for tables beside the file rows
-        (the embeddings); committed on success, rolled back on any exception."""
-        return self._transaction()
-
     def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
         """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""
         records = list(records)
