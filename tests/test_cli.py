@@ -206,6 +206,7 @@ def test_report_json(queue_root: Path) -> None:
         "warnings",
         "unmerged_count",
         "episodes_prefix",
+        "superseded_count",
     ]
     assert [e["path"] for e in data["unmerged"]] == [
         "episodes/e0.md",

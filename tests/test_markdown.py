@@ -443,7 +443,7 @@ def test_inventory_inject_is_idempotent_by_key() -> None:
     data = b"---\ntitle: Auth\n---\n# Auth\n"
     out = edit_frontmatter(data, add_entry({"type": "episode", "id": "ep-1", "note": "first"}))
     assert b"merged-from" in out
-    assert existing_merge_keys(read_frontmatter(out).data) == {"episode:ep-1"}
+    assert existing_merge_keys(read_frontmatter(out).data) == {("episode", "id", "ep-1")}
 
 
 # ---------------------------------------------------------------------------------------------

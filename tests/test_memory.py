@@ -42,6 +42,7 @@ JSON_KEYS = [
     "warnings",
     "unmerged_count",
     "episodes_prefix",
+    "superseded_count",
 ]
 
 
@@ -326,8 +327,17 @@ def test_missing_id_warning_text_is_exact() -> None:
         ("absent", ["title: t"], 0, False, False),
         ("null-value", ["merged-from:"], 0, False, False),
         ("explicit-null", ["merged-from: null"], 0, False, False),
-        ("single-mapping", ["merged-from: {type: episode, id: e1}"], 0, False, True),
-        ("block-single-mapping", ["merged-from:", "  type: episode", "  id: e1"], 0, False, True),
+        ("single-mapping-is-one-entry", ["merged-from: {type: episode, id: e1}"], 1, True, False),
+        ("block-single-mapping", ["merged-from:", "  type: episode", "  id: e1"], 1, True, False),
+        ("single-mapping-by-path", ["merged-from:", "  path: ./episodes/a.md"], 1, False, False),
+        (
+            "single-mapping-by-path-with-type",
+            ["merged-from:", "  type: note", "  path: ./episodes/a.md"],
+            1,
+            True,
+            False,
+        ),
+        ("single-empty-mapping", ["merged-from: {}"], 1, False, False),
         ("scalar", ["merged-from: e1"], 0, False, True),
         ("number", ["merged-from: 3"], 0, False, True),
         ("boolean", ["merged-from: yes"], 0, False, True),
@@ -720,7 +730,7 @@ def test_warning_order(make_root: MakeRoot) -> None:
         "episodes/c.md": fm("episode_id: dup", "merged-from: [{type: note, path: ../y.md}]"),
         "episodes/d.md": fm("merged-from: oops"),
         "episodes/e.md": fm("merged-from: [{type: note, path: a/../../z.md}]"),
-        "notes/n.md": fm("merged-from: {type: episode, id: q}"),
+        "notes/n.md": fm("merged-from: 42"),
     }
     r = report(make_root, files)
     assert r.warnings[0].startswith("invalid frontmatter in episodes/a.md: invalid YAML")
@@ -812,6 +822,7 @@ def test_json_of_empty_root(make_root: MakeRoot) -> None:
         "warnings": [],
         "unmerged_count": 0,
         "episodes_prefix": "episodes/",
+        "superseded_count": 0,
     }
     assert list(data) == JSON_KEYS
 

@@ -44,7 +44,7 @@ from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .vectorschema import VECTOR_SCHEMA
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -83,9 +83,10 @@ CREATE TABLE files (
     + """) STORED,
     scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
 );
-CREATE INDEX files_class ON files(kind_class, key, covered, entry);
+CREATE INDEX files_class ON files(kind_class, key, covered, superseded, entry);
 CREATE INDEX files_parent ON files(parent, sig, key);
-CREATE INDEX files_noid ON files(kind_class, key) WHERE episode_id = '' AND covered = 0;
+CREATE INDEX files_noid ON files(kind_class, key)
+    WHERE episode_id = '' AND covered = 0 AND superseded = 0;
 CREATE INDEX files_eid ON files(eid, kind_class, key) WHERE eid IS NOT NULL;
 CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
 CREATE INDEX files_refs ON files(refs) WHERE refs > 0;

@@ -2,9 +2,11 @@
 
 The rules stay in :mod:`memory`; the index stores each file's :class:`FileFacts` plus three
 derived columns — ``kind_class`` (episodic never / always / by prefix), ``eid`` (the stripped
-episode id) and ``covered`` (some ``merged-from`` cites it) — so the totals are indexed counts and
-only the lists asked for become Python objects. :func:`stored_facts` rebuilds the exact facts in
-walk order, which the tests feed to ``build_report`` to prove the two answers equal.
+episode id) and ``covered`` (some ``merged-from`` cites it) — plus ``superseded`` (forgotten), so
+the totals are indexed counts and only the lists asked for become Python objects. An episode is
+unmerged when it is neither covered nor superseded (:data:`UNMERGED`). :func:`stored_facts`
+rebuilds the exact facts in walk order, which the tests feed to ``build_report`` to prove the two
+answers equal.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .record import db_text, path_key, py_text
 
 T = TypeVar("T")
 
+UNMERGED = "covered = 0 AND superseded = 0"
 _EPISODES = (
     "SELECT {cols} FROM files WHERE kind_class = 1{extra}"
     " UNION ALL SELECT {cols} FROM files WHERE kind_class = 2 AND key >= ? AND key < ?{extra}"
@@ -51,6 +54,7 @@ class Totals:
     unmerged_count: int
     refs: int
     warnings: tuple[str, ...]
+    superseded_count: int = 0
 
     def report(
         self,
@@ -70,6 +74,7 @@ class Totals:
             episodes_prefix=prefix,
             limit=limit,
             offset=offset,
+            superseded_count=self.superseded_count,
         )
 
 
@@ -112,19 +117,21 @@ class snapshot:
             self.conn.rollback()
 
 
-def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[int, int]:
-    sql = _EPISODES.format(cols="count(*), total(covered = 0)", extra="")
-    total = unmerged = 0
-    for n, u in conn.execute(sql, (lo, hi)):
+def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[int, int, int]:
+    sql = _EPISODES.format(cols=f"count(*), total({UNMERGED}), total(superseded)", extra="")
+    total = unmerged = superseded = 0
+    for n, u, s in conn.execute(sql, (lo, hi)):
         total += n
         unmerged += int(u)
-    return total, unmerged
+        superseded += int(s)
+    return total, unmerged, superseded
 
 
 def _totals(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Totals:
-    count, unmerged_count = _counts(conn, lo, hi)
+    count, unmerged_count, superseded_count = _counts(conn, lo, hi)
     refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
-    return Totals(count, unmerged_count, int(refs), _warnings(conn, lo, hi))
+    warnings = _warnings(conn, lo, hi)
+    return Totals(count, unmerged_count, int(refs), warnings, superseded_count)
 
 
 EPISODE_COLUMNS = "path, episode_id, memory_kind"
@@ -142,14 +149,15 @@ def _lists(
     """The two lists of a report (episodic files, unmerged), paged; ``make`` builds an item from
     a row's ``columns``. Unpaged, both come from one pass (unmerged is a subset)."""
     if limit is None:
-        sql = _EPISODES.format(cols=f"key, covered, {columns}", extra="") + " ORDER BY 1"
+        cols = f"key, covered OR superseded, {columns}"
+        sql = _EPISODES.format(cols=cols, extra="") + " ORDER BY 1"
         rows = conn.execute(sql, (lo, hi)).fetchall()
         files = [make(*row[2:]) for row in rows]
         unmerged = [f for f, row in zip(files, rows, strict=True) if not row[1]]
         return files[offset:], unmerged[offset:]
     return (
         _page(conn, lo, hi, "", limit, offset, columns, make),
-        _page(conn, lo, hi, " AND covered = 0", limit, offset, columns, make),
+        _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make),
     )
 
 
@@ -180,7 +188,7 @@ def _warnings(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[str, ...]
     by_key: dict[bytes, list[str]] = {}
     for key, text in conn.execute("SELECT key, warnings FROM files WHERE warnings IS NOT NULL"):
         by_key[key] = list(json.loads(text))
-    sql = _EPISODES.format(cols="key, path", extra=" AND episode_id = '' AND covered = 0")
+    sql = _EPISODES.format(cols="key, path", extra=f" AND episode_id = '' AND {UNMERGED}")
     for key, path in conn.execute(sql, (lo, hi)):
         by_key.setdefault(key, []).append(MISSING_ID_WARNING.format(path=py_text(path)))
     for key, text in _duplicates(conn, lo, hi):
@@ -254,10 +262,10 @@ def report_document(
 def stored_facts(conn: sqlite3.Connection) -> Iterator[FileFacts]:
     """Every stored :class:`FileFacts`, in walk order (for proofs and debugging)."""
     rows = conn.execute(
-        "SELECT path, memory_kind, episode_id, refs, id_keys, path_keys, warnings, unreadable"
-        " FROM files ORDER BY key"
+        "SELECT path, memory_kind, episode_id, refs, id_keys, path_keys, warnings, unreadable,"
+        " superseded FROM files ORDER BY key"
     )
-    for path, kind, eid, refs, id_keys, path_keys, warnings, unreadable in rows:
+    for path, kind, eid, refs, id_keys, path_keys, warnings, unreadable, gone in rows:
         yield FileFacts(
             path=py_text(path),
             memory_kind=py_text(kind),
@@ -267,4 +275,5 @@ def stored_facts(conn: sqlite3.Connection) -> Iterator[FileFacts]:
             path_keys=tuple(json.loads(path_keys)),
             warnings=tuple(json.loads(warnings)) if warnings else (),
             unreadable=bool(unreadable),
+            superseded=bool(gone),
         )

@@ -1,10 +1,11 @@
 """How one file becomes rows of the index, and how ``covered`` is kept true as rows change.
 
 A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory facts and its report
-entry as printed), its text in ``fts``, and its ``merged-from`` keys in ``cover_ids`` (episode
-ids) and ``cover_paths`` (paths). ``files.covered`` says "some merged-from cites this episode";
-every change records which ids and paths it touched (:class:`Touched`) and recomputes
-``covered`` for exactly those, or for every row when a change is large.
+entry as printed; whether it was forgotten is the generated column ``superseded``), its text in
+``fts``, and its ``merged-from`` keys in ``cover_ids`` (episode ids) and ``cover_paths`` (paths).
+``files.covered`` says "some merged-from cites this episode"; every change records which ids and
+paths it touched (:class:`Touched`) and recomputes ``covered`` for exactly those, or for every row
+when a change is large.
 """
 
 from __future__ import annotations

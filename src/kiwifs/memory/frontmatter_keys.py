@@ -9,8 +9,8 @@ the keys :func:`kiwifs.memory.file_facts` looks at.
 
 The rule of this module: :func:`relevant_frontmatter` returns a dict only when the whole text is
 inside the subset; the dict then holds exactly what PyYAML would give for ``memory_kind``,
-``episode_id``, ``id`` and ``merged-from`` (with each ``merged-from`` mapping cut down to ``type``,
-``id`` and ``path``), so ``file_facts`` gives the same facts. Anything outside the subset (tabs,
+``memory_status``, ``episode_id``, ``id`` and ``merged-from`` (with each ``merged-from`` mapping cut
+down to ``type``, ``id`` and ``path``), so ``file_facts`` gives the same facts. Anything outside the subset (tabs,
 anchors, tags, block scalars, multi-line or escaped scalars, trailing comments, odd indentation,
 keys that are not plain strings, unusual characters) returns ``None`` and the caller parses the
 text with PyYAML as before. Scalar typing is PyYAML's own: its resolver (timestamps removed, as
@@ -30,8 +30,9 @@ from yaml.resolver import Resolver
 from kiwifs.markdown import MAX_FRONTMATTER_BYTES, FastLoader
 
 from .rules import MERGED_FROM
+from .status import MEMORY_STATUS
 
-RELEVANT_KEYS = frozenset({"memory_kind", "episode_id", "id", MERGED_FROM})
+RELEVANT_KEYS = frozenset({"memory_kind", MEMORY_STATUS, "episode_id", "id", MERGED_FROM})
 ENTRY_KEYS = frozenset({"type", "id", "path"})
 
 _STR_TAG = "tag:yaml.org,2002:str"

@@ -7,9 +7,10 @@ what keeps their answers identical.
 
 Vocabulary: an *episodic* file is raw per-run material (``memory_kind: episodic``, or any file under
 the episodes prefix unless it says ``semantic`` or ``consolidation``). A page *covers* an episode
-when its ``merged-from`` list cites the episode's id (types ``episode``, ``run``, ``session``,
-``trace``, ``event``, ``ingest``) or its path (any type). The *unmerged* list is the consolidation
-queue.
+when its ``merged-from`` list (or single mapping) cites the episode's id (types ``episode``,
+``run``, ``session``, ``trace``, ``event``, ``ingest``) or its path (any type). The *unmerged* list
+is the consolidation queue: episodes neither covered nor forgotten (``memory_status:
+superseded``, :mod:`kiwifs.memory.status`), since a forgotten episode needs no consolidation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 
 from kiwifs.errors import UsageError
 from kiwifs.paths import normalize_prefix, normalize_ref_path
+
+from .status import is_superseded
 
 DEFAULT_PREFIX = "episodes/"
 ID_TYPES = ("episode", "run", "session", "trace", "event", "ingest")
@@ -44,6 +47,7 @@ class FileFacts:
     ``id_keys`` are
     ``type:id`` keys and ``path_keys`` normalised paths cited by its ``merged-from``.
     ``warnings`` are the file's own, in order; ``unreadable`` files are never episodic.
+    ``superseded``: the file was forgotten (``memory_status: superseded``).
     """
 
     path: str
@@ -54,6 +58,7 @@ class FileFacts:
     path_keys: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     unreadable: bool = False
+    superseded: bool = False
 
 
 def as_id(value: Any) -> str:
@@ -87,8 +92,8 @@ def file_facts(path: str, fm: Mapping[Any, Any], problem: str | None = None) -> 
     refs = 0
     id_keys: list[str] = []
     path_keys: list[str] = []
-    raw = fm.get(MERGED_FROM)
-    if isinstance(raw, list):
+    raw = merged_from_items(fm)
+    if raw is not None:
         for item in raw:
             if item is None:
                 refs += 1
@@ -109,7 +114,7 @@ def file_facts(path: str, fm: Mapping[Any, Any], problem: str | None = None) -> 
                     warnings.append(ESCAPE_WARNING.format(page=path))
                 elif norm:
                     path_keys.append(norm)
-    elif raw is not None:
+    elif fm.get(MERGED_FROM) is not None:
         warnings.append(SHAPE_WARNING.format(page=path))
     return FileFacts(
         path=path,
@@ -119,7 +124,19 @@ def file_facts(path: str, fm: Mapping[Any, Any], problem: str | None = None) -> 
         id_keys=tuple(id_keys),
         path_keys=tuple(path_keys),
         warnings=tuple(warnings),
+        superseded=is_superseded(fm),
     )
+
+
+def merged_from_items(fm: Mapping[Any, Any]) -> list[Any] | None:
+    """The items of ``merged-from``: its list, a single mapping as a list of one (newer KiwiFS
+    scans read it so), ``None`` for any other shape (absent, scalar, null)."""
+    raw = fm.get(MERGED_FROM)
+    if isinstance(raw, list):
+        return raw
+    if isinstance(raw, dict):
+        return [raw]
+    return None
 
 
 def unreadable_facts(path: str, why: str) -> FileFacts:
@@ -176,6 +193,7 @@ class MemoryReport:
     episodes_prefix: str
     limit: int | None = None
     offset: int = 0
+    superseded_count: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -188,6 +206,7 @@ class MemoryReport:
             "warnings": list(self.warnings),
             "unmerged_count": self.unmerged_count,
             "episodes_prefix": self.episodes_prefix,
+            "superseded_count": self.superseded_count,
         }
 
 
@@ -247,10 +266,12 @@ def build_report(
     all_files: list[EpisodicFile] = []
     unmerged: list[EpisodicFile] = []
     late: dict[int, list[str]] = {}
+    superseded = 0
     for index, f in episodes:
         record = EpisodicFile(f.path, f.episode_id, f.memory_kind)
         all_files.append(record)
-        if _covered(f, id_keys, path_keys):
+        superseded += f.superseded
+        if f.superseded or _covered(f, id_keys, path_keys):
             continue
         unmerged.append(record)
         if f.episode_id == "":
@@ -271,6 +292,7 @@ def build_report(
         episodes_prefix=prefix,
         limit=limit,
         offset=offset,
+        superseded_count=superseded,
     )
 
 
@@ -296,12 +318,16 @@ class MergeEntry:
     actor: str = ""
     note: str = ""
 
-    def key(self) -> str:
-        """The idempotency key: ``type:id``, or ``type:path:<normalised path>``."""
+    def key(self) -> tuple[str, str, str]:
+        """The idempotency key: ``(type, "id", id)``, or ``(type, "path", normalised path)``.
+
+        Ids and paths are separate namespaces: the id ``path:episodes/a.md`` and the path
+        ``episodes/a.md`` are different entries.
+        """
         typ = self.type.strip().lower()
         if self.id.strip():
-            return f"{typ}:{self.id.strip()}"
-        return f"{typ}:path:{normalize_ref_path(self.path) or ''}"
+            return (typ, "id", self.id.strip())
+        return (typ, "path", normalize_ref_path(self.path) or "")
 
     def to_yaml_fields(self) -> dict[str, str]:
         """Fields in contract order; ``id`` is omitted for path-only entries."""
@@ -318,13 +344,10 @@ class MergeEntry:
         return out
 
 
-def existing_merge_keys(fm: Mapping[Any, Any]) -> set[str]:
+def existing_merge_keys(fm: Mapping[Any, Any]) -> set[tuple[str, str, str]]:
     """Keys of the ``merged-from`` entries a page already has (for idempotent merges)."""
-    keys: set[str] = set()
-    raw = fm.get(MERGED_FROM)
-    if not isinstance(raw, list):
-        return keys
-    for item in raw:
+    keys: set[tuple[str, str, str]] = set()
+    for item in merged_from_items(fm) or ():
         if not isinstance(item, dict):
             continue
         typ = _as_str(item.get("type"))
