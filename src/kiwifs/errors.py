@@ -19,6 +19,7 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── Busy                     busy             1          503
     ├── Unavailable              unavailable      1          503
     ├── ConfigError              config           2          500
+    ├── CannotListen             cannot_listen    2          -
     └── StorageError             storage          1          503
 
 A 503 says "the service cannot do this right now" and keeps its message (a busy index, failing
@@ -87,9 +88,17 @@ class NotFound(KiwiError):
 
 
 class Conflict(KiwiError):
-    """An ``If-Match`` precondition failed: the file changed since the caller read it."""
+    """An ``If-Match`` precondition failed: the file changed since the caller read it.
+
+    ``etag`` is the file's current ETag when known, so an interface can hand it back (REST in
+    the ``ETag`` header, MCP in the tool error) and the caller can re-read and retry.
+    """
 
     code = "conflict"
+
+    def __init__(self, message: str, etag: str | None = None) -> None:
+        super().__init__(message)
+        self.etag = etag
 
 
 class PayloadTooLarge(KiwiError):
@@ -127,6 +136,13 @@ class ConfigError(KiwiError):
     """``.kiwi/config.toml`` exists but cannot be read or parsed."""
 
     code = "config"
+    exit_code = 2
+
+
+class CannotListen(KiwiError):
+    """A server cannot bind its address (the port is in use, or not ours to take)."""
+
+    code = "cannot_listen"
     exit_code = 2
 
 

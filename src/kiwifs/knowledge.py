@@ -10,26 +10,36 @@ import datetime as dt
 import fcntl
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import Conflict, Locked, NotFound, RootNotFound, UsageError
+from .errors import Conflict, InvalidPath, Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
 from .index.db import ReconcileStats
 from .index.filters import RecallFilter, parse_modified_after
 from .index.hybrid import HybridResults
 from .index.keeper import IndexKeeper
-from .index.meta import MetaResults
+from .index.meta import MetaResults, equality_filters
 from .index.record import json_safe
-from .index.search import DEFAULT_LIMIT, SearchResults
+from .index.search import DEFAULT_LIMIT, SearchHit, SearchResults
 from .index.semantic import DEFAULT_TOP_K, SemanticResults
 from .index.vectors import EmbedRound, VectorStatus
+from .limits import CHANGES_LIMIT
 from .markdown import append_entries, edit_frontmatter, read_frontmatter
-from .memory.lifecycle import new_episode
+from .memory.brief import (
+    DEFAULT_BUDGET,
+    DEFAULT_MAX_PAGES,
+    EXTRA_CANDIDATES,
+    Brief,
+    Candidate,
+    check_brief_args,
+    pack,
+)
+from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter
 from .memory.lineage import Lineage
 from .memory.overview import Overview, QueuePage
 from .memory.rules import (
@@ -97,6 +107,25 @@ class RememberResult:
     path: str
     episode_id: str
     etag: str
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """After a forget or restore: the page, its ETag, whether this call changed it, and whether
+    it is now superseded."""
+
+    path: str
+    etag: str
+    changed: bool
+    superseded: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "etag": self.etag,
+            "changed": self.changed,
+            "superseded": self.superseded,
+        }
 
 
 class Knowledge:
@@ -238,9 +267,16 @@ class Knowledge:
         )
 
     def append(
-        self, path: str, content: bytes | str, actor: str | None = None, separator: str = "\n"
+        self,
+        path: str,
+        content: bytes | str,
+        actor: str | None = None,
+        separator: str = "\n",
+        if_match: str | None = None,
     ) -> WriteResult:
-        return self.pipeline.append(path, _bytes(content), _actor(actor), separator.encode())
+        return self.pipeline.append(
+            path, _bytes(content), _actor(actor), separator.encode(), if_match
+        )
 
     def delete(self, path: str, actor: str | None = None, if_match: str | None = None) -> str:
         return self.pipeline.delete(path, _actor(actor), if_match)
@@ -290,13 +326,13 @@ class Knowledge:
             raise NotFound("version not found (the root is not a git repository)")
         return self.git.diff(rel, rev_from, rev_to)
 
-    def changes(self, since: str | None = None, limit: int = 50) -> list[Change]:
+    def changes(self, since: str | None = None, limit: int | None = None) -> list[Change]:
+        """Commits since ``since``, newest first; ``limit`` defaults to 50 and is capped at 500
+        (as KiwiFS: a missing or non-positive value is the default)."""
         if since and not (4 <= len(since) <= 40 and all(c in "0123456789abcdef" for c in since)):
             raise UsageError("unknown sequence")
-        if not 1 <= limit <= 500:
-            raise UsageError("limit must be between 1 and 500")
         self.pipeline.flush()
-        return self.git.changes(since, limit) if self.git else []
+        return self.git.changes(since, CHANGES_LIMIT(limit)) if self.git else []
 
     # -- episodic memory --------------------------------------------------------------------
 
@@ -360,22 +396,75 @@ class Knowledge:
         limit: int = DEFAULT_LIMIT,
         offset: int = 0,
         path_prefix: str | None = None,
+        scope: str | None = None,
+        recency_weight: float | None = None,
+        modified_after: str | None = None,
+        include_superseded: bool = False,
     ) -> SearchResults:
-        """Full-text search, BM25-ranked."""
-        return self.indexing.search(query, limit, offset, path_prefix)
+        """Full-text search, BM25-ranked (optionally blended with recency, 0–1).
+
+        Superseded pages are left out unless ``include_superseded``; ``scope`` is an exact match
+        on the frontmatter ``scope``; ``modified_after`` is an RFC 3339 time (a bad one is a
+        usage error). The filters apply before ranking and paging.
+        """
+        where = _recall_filter(scope, None, modified_after, include_superseded)
+        return self.indexing.search(query, limit, offset, path_prefix, where, recency_weight)
 
     def meta(
         self,
-        where: Sequence[str] = (),
+        where: Sequence[str] | Mapping[str, Any] = (),
         or_: Sequence[str] = (),
         sort: str | None = None,
         order: str = "asc",
         limit: int = DEFAULT_LIMIT,
         offset: int = 0,
         paths: Sequence[str] | None = None,
+        include_superseded: bool = False,
     ) -> MetaResults:
-        """Files whose frontmatter matches the filters."""
-        return self.indexing.meta(where, or_, sort, order, limit, offset, paths)
+        """Files whose frontmatter matches the filters; superseded ones only when asked.
+
+        ``where`` is a list of filters (``$.status=draft``) or a mapping ``{field: value}`` of
+        equalities, all AND-ed.
+        """
+        filters = equality_filters(where) if isinstance(where, Mapping) else list(where)
+        return self.indexing.meta(
+            filters, or_, sort, order, limit, offset, paths, include_superseded
+        )
+
+    def brief(
+        self,
+        query: str,
+        budget_tokens: int = DEFAULT_BUDGET,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        path_prefix: str | None = None,
+        scope: str | None = None,
+        include_superseded: bool = False,
+    ) -> Brief:
+        """A context pack: the best matching pages, whole, within ``budget_tokens`` and
+        ``max_pages``, and a manifest of the ones left out (rules: :mod:`kiwifs.memory.brief`)."""
+        budget, pages = check_brief_args(budget_tokens, max_pages)
+        if not query.strip():
+            raise UsageError("query is required")
+        where = _recall_filter(scope, path_prefix, None, include_superseded)
+        ranked = self._brief_ranking(query, pages + EXTRA_CANDIDATES, where)
+        candidates = [c for hit in ranked if (c := self._candidate(hit)) is not None]
+        return pack(query, candidates, budget, pages)
+
+    def _brief_ranking(self, query: str, limit: int, where: RecallFilter) -> list[SearchHit]:
+        """The pages a brief packs, best first: keyword search (BM25).
+
+        The one place a brief ranks: when vectors are enabled, hybrid search (keyword and
+        semantic fused) belongs here, with the same filter.
+        """
+        return self.indexing.search(query, limit, 0, None, where).results
+
+    def _candidate(self, hit: SearchHit) -> Candidate | None:
+        """A ranked page read whole (its ETag is of the text packed); gone since: skipped."""
+        try:
+            data = self.storage.read(hit.path)
+        except NotFound:
+            return None
+        return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))
 
     def semantic_search(
         self,
@@ -477,6 +566,65 @@ class Knowledge:
         )
         return RememberResult(result.path, episode.episode_id, result.etag)
 
+    def forget(
+        self,
+        path: str,
+        reason: str | None = None,
+        superseded_by: str | None = None,
+        actor: str | None = None,
+        if_match: str | None = None,
+    ) -> StatusResult:
+        """Mark a page superseded: it leaves search, ``/meta`` and briefs, and an episode leaves
+        the unmerged list; reading it by path still works. One commit; forgetting a page that
+        is already superseded changes nothing (rules: :mod:`kiwifs.memory.lifecycle`).
+
+        ``superseded_by`` names the page that replaces it: a path in the root, stored canonical.
+        """
+        rel = canonical(path)
+        successor = _successor(superseded_by, rel)
+        moment = dt.datetime.now(dt.UTC)
+        return self._set_status(
+            rel,
+            "forget",
+            lambda data: forget_frontmatter(data, moment, reason, successor),
+            actor,
+            if_match,
+            superseded=True,
+        )
+
+    def restore(
+        self, path: str, actor: str | None = None, if_match: str | None = None
+    ) -> StatusResult:
+        """Undo :meth:`forget`: remove ``memory_status``, ``valid_until``, ``superseded_reason``
+        and ``superseded_by``. One commit; a page that is not superseded is left as it is."""
+        rel = canonical(path)
+        return self._set_status(
+            rel, "restore", restore_frontmatter, actor, if_match, superseded=False
+        )
+
+    def _set_status(
+        self,
+        rel: str,
+        verb: str,
+        edit: Callable[[bytes], bytes | None],
+        actor: str | None,
+        if_match: str | None,
+        superseded: bool,
+    ) -> StatusResult:
+        who = _actor(actor)
+        changed = False
+
+        def change(current: bytes | None) -> bytes | None:
+            nonlocal changed
+            if current is None:
+                return None  # the pipeline reports the missing file
+            data = edit(current)
+            changed = data is not None
+            return data
+
+        result = self.pipeline.edit(rel, change, who, if_match, f"{who}: {verb} {rel}")
+        return StatusResult(result.path, result.etag, changed, superseded)
+
     # -- the consolidation picture ----------------------------------------------------------
 
     def lineage(self, path: str, prefix: str | None = None) -> Lineage:
@@ -562,6 +710,19 @@ def _recall_filter(
     return RecallFilter(
         scope or None, path_prefix or None, include, parse_modified_after(modified_after)
     )
+
+
+def _successor(superseded_by: str | None, rel: str) -> str | None:
+    """``superseded_by`` as a canonical path of the root, never the page itself."""
+    if superseded_by is None or not superseded_by.strip():
+        return None
+    try:
+        successor = canonical(superseded_by)
+    except InvalidPath as exc:
+        raise InvalidPath(f"superseded_by: {exc.message}") from None
+    if successor == rel:
+        raise UsageError(f"superseded_by must name another page, not {rel} itself")
+    return successor
 
 
 def _stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:

@@ -266,7 +266,8 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
     """Apply ``mutate`` to the frontmatter mapping of ``data`` and return the new file bytes.
 
     ``mutate`` returns False when it changed nothing; the input bytes are then returned as they
-    were. The body is kept byte for byte. A file without frontmatter gets a new block.
+    were. The body is kept byte for byte. A file without frontmatter gets a new block; a block
+    left with no key and no comment is dropped.
     Raises :class:`InvalidFrontmatter` (and writes nothing) for an unterminated block, invalid
     YAML or a block that is not a mapping.
     """
@@ -290,6 +291,8 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
         raise InvalidFrontmatter(f"frontmatter is not a mapping (a {_yaml_kind(doc)})")
     if not mutate(doc):
         return data
+    if not doc and not _has_comment(fm_text) and find_block(body) is None:
+        return body  # every key removed (a restore of a page that had none): no empty block
     out = io.StringIO()
     rt.dump(doc, out)
     dumped = out.getvalue().rstrip("\n")
@@ -306,6 +309,10 @@ def _refuse_rt_bomb(rt: YAML, fm_text: str) -> None:
     problem = alias_problem(node) if node is not None else None
     if problem is not None:
         raise InvalidFrontmatter(f"frontmatter refused: {problem}")
+
+
+def _has_comment(fm_text: str) -> bool:
+    return any(line.strip().startswith("#") for line in fm_text.splitlines())
 
 
 def _has_content(fm_text: str) -> bool:

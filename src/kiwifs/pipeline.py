@@ -158,8 +158,8 @@ class Pipeline:
         if accepted is None:
             return
         current = self.storage.read_optional(rel)
-        if current is not None and blob_id(current) not in accepted:
-            raise Conflict(CONFLICT_MESSAGE)
+        if current is not None and (etag := blob_id(current)) not in accepted:
+            raise Conflict(CONFLICT_MESSAGE, etag)
 
     def _check_if_none_match(self, rel: str, if_none_match: str | None) -> None:
         """``*``: create only (the file must not exist); ETags: the file must not be one of them."""
@@ -171,8 +171,8 @@ class Pipeline:
         tags = etag_list(if_none_match)
         if "*" in tags:
             raise Conflict(f"file already exists: {rel}")
-        if blob_id(current) in tags:
-            raise Conflict(CONFLICT_MESSAGE)
+        if (etag := blob_id(current)) in tags:
+            raise Conflict(CONFLICT_MESSAGE, etag)
 
     def _commit(self, paths: list[str], actor: str, message: str, prov: Provenance | None) -> None:
         trailer = f"Provenance: {prov}" if prov else None
@@ -273,7 +273,12 @@ class Pipeline:
         return WriteResult(rel, etag)
 
     def append(
-        self, path: str, content: bytes, actor: str, separator: bytes = b"\n"
+        self,
+        path: str,
+        content: bytes,
+        actor: str,
+        separator: bytes = b"\n",
+        if_match: str | None = None,
     ) -> WriteResult:
         def change(current: bytes | None) -> bytes:
             data = current + separator + content if current else content
@@ -281,7 +286,7 @@ class Pipeline:
                 raise UsageError("file would exceed 64 MiB after append")
             return data
 
-        return self.edit(path, change, actor)
+        return self.edit(path, change, actor, if_match)
 
     def delete(self, path: str, actor: str, if_match: str | None = None) -> str:
         rel = canonical(path)

@@ -564,7 +564,7 @@ def _action_of(subject: str, actor: str) -> tuple[str, str]:
     rest = subject[len(actor) + 2 :] if subject.startswith(actor + ": ") else subject
     word, _, tail = rest.partition(" ")
     lowered = word.lower()
-    if lowered in ("write", "create", "update"):
+    if lowered in ("write", "create", "update", "forget", "restore"):
         return "write", tail
     if lowered in ("delete", "remove", "delete:"):
         return "delete", tail

@@ -52,7 +52,7 @@ from .db import (
 )
 from .filters import RecallFilter
 from .hybrid import HybridResults
-from .meta import MetaResults
+from .meta import Filter, MetaResults
 from .search import SearchResults
 from .semantic import SemanticResults
 from .timeline import Timeline, TimelineKeeper
@@ -278,26 +278,37 @@ class IndexKeeper:
 
         return self._guarded(run)
 
-    def search(self, query: str, limit: int, offset: int, path_prefix: str | None) -> SearchResults:
+    def search(
+        self,
+        query: str,
+        limit: int,
+        offset: int,
+        path_prefix: str | None,
+        where: RecallFilter | None = None,
+        recency_weight: float | None = None,
+    ) -> SearchResults:
         def run(index: Index) -> SearchResults:
             with index.reader() as conn:
-                return search.search(conn, query, limit, offset, path_prefix)
+                return search.search(conn, query, limit, offset, path_prefix, where, recency_weight)
 
         return self._guarded(run)
 
     def meta(
         self,
-        where: Sequence[str],
+        where: Sequence[str | Filter],
         or_: Sequence[str],
         sort: str | None,
         order: str,
         limit: int,
         offset: int,
         paths: Sequence[str] | None,
+        include_superseded: bool = False,
     ) -> MetaResults:
         def run(index: Index) -> MetaResults:
             with index.reader() as conn:
-                return meta_query.query(conn, where, or_, sort, order, limit, offset, paths)
+                return meta_query.query(
+                    conn, where, or_, sort, order, limit, offset, paths, include_superseded
+                )
 
         return self._guarded(run)
 

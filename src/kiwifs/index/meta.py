@@ -9,6 +9,10 @@ Unlike KiwiFS, values are typed: ``5`` or ``0.8`` compare as numbers with numeri
 frontmatter (and ``=`` still matches the same text in a string value), ``true``/``false`` match
 booleans (or those strings), ``null`` matches a null or missing key. Order comparisons with a
 number only ever match numbers; with any other value they compare text with text.
+
+Filters may also come as a mapping ``{field: value}`` (:func:`equality_filters`): equalities
+joined by AND, as a KiwiFS client sends them. Superseded pages (``memory_status: superseded``)
+are left out unless ``include_superseded``.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kiwifs.errors import InvalidQuery
 
+from .filters import superseded_sql
 from .record import db_text, py_text
 from .search import check_limits
 
@@ -79,6 +84,29 @@ def parse_filter(text: str, index: int = 0) -> Filter:
             Filter(text[: found.start()].strip(), op, text[found.end() :].strip()), index
         )
     raise InvalidQuery(f"filter[{index}]: no operator in {text!r}")
+
+
+def equality_filters(fields: Mapping[str, Any]) -> list[Filter]:
+    """``{field: value}`` as ``field = value`` filters (``status`` means ``$.status``).
+
+    A value is a string, a number, a boolean or null; each compares as a typed filter value
+    written the same way would (``5`` also matches ``"5"``, ``true`` also matches ``"true"``).
+    """
+    out: list[Filter] = []
+    for index, (name, value) in enumerate(fields.items()):
+        path = name if name.startswith("$.") else "$." + name
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (int, float, str)):
+            text = str(value)
+        else:
+            raise InvalidQuery(
+                f"filters.{name} must be a string, number, boolean or null, got {value!r}"
+            )
+        out.append(_checked(Filter(path, "=", text), index))
+    return out
 
 
 def _checked(flt: Filter, index: int) -> Filter:
@@ -166,12 +194,13 @@ def _typed(typ: str, val: str, flt: Filter, names: dict[str, str], params: dict[
     return f"({typ} IS NOT NULL AND {typ} != 'null' AND NOT {eq})" if negate else eq
 
 
-def where_clause(where: Sequence[str], or_: Sequence[str]) -> tuple[str, dict[str, Any]]:
+def where_clause(where: Sequence[str | Filter], or_: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """All ``where`` filters AND-ed, with the ``or`` filters as one OR-group AND-ed to them."""
     parts: list[str] = []
     params: dict[str, Any] = {}
     for i, text in enumerate(where):
-        sql, p = condition(parse_filter(text, i), i)
+        flt = text if isinstance(text, Filter) else parse_filter(text, i)
+        sql, p = condition(flt, i)
         parts.append(sql)
         params.update(p)
     if or_:
@@ -196,13 +225,14 @@ def order_clause(sort: str | None, order: str | None) -> tuple[str, dict[str, An
 
 def query(
     conn: sqlite3.Connection,
-    where: Sequence[str] = (),
+    where: Sequence[str | Filter] = (),
     or_: Sequence[str] = (),
     sort: str | None = None,
     order: str | None = "asc",
     limit: int | None = 50,
     offset: int = 0,
     paths: Sequence[str] | None = None,
+    include_superseded: bool = False,
 ) -> MetaResults:
     """Files whose frontmatter matches the filters; ``paths`` restricts them to those paths."""
     lim, off = check_limits(limit, offset)
@@ -213,6 +243,8 @@ def query(
         names = [f"path{i}" for i in range(len(paths))]
         params.update({n: db_text(p.lstrip("/")) for n, p in zip(names, paths, strict=True)})
         cond += " AND path IN (" + ", ".join(":" + n for n in names) + ")" if names else " AND 0"
+    if not include_superseded:
+        cond += f" AND NOT {superseded_sql('files')}"
     base = f"FROM files WHERE unreadable = 0 AND {cond}"
     try:
         count = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]

@@ -8,13 +8,22 @@ one with quotes, parentheses or operators is the caller's syntax error and becom
 :class:`InvalidQuery` with FTS5's message (never a server error).
 
 Snippets come from the stored text (no disk reads): the first line containing a query term, cut
-at 160 bytes, with the first occurrence of each term in ``<mark>``.
+at 160 bytes, with the first occurrence of each term in ``<mark>`` (:func:`marked_parts` splits
+them again for interfaces that print plain text).
+
+Recall filters (:class:`~kiwifs.index.filters.RecallFilter`: superseded pages, ``scope``,
+``modified_after``) apply inside the query, before ranking and paging. ``recency_weight`` (0–1)
+blends relevance with age: the best :func:`recency_window` BM25 hits are re-scored as
+``(1 - w) * score / best_score + w * 0.5 ** (age_days / 30)`` and paged from there; ``w = 0``
+(or none) keeps the plain BM25 order and scores.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +39,9 @@ _SYNTAX_CHARS = set('"()*^:')
 _RETRYABLE_ONLY = set("*^:")
 _OPERATORS = {"AND", "OR", "NOT", "NEAR"}
 _WORD = re.compile(r"\w+")
+_MARKED = re.compile(r"<mark>(.*?)</mark>", re.DOTALL)
+RECENCY_HALF_LIFE_DAYS = 30.0
+_NS_PER_DAY = 86_400 * 10**9
 
 
 @dataclass(frozen=True)
@@ -98,9 +110,23 @@ def _retryable(query: str) -> bool:
 
 
 SQL = (
-    "SELECT f.path, -bm25(fts) AS score, fts.body FROM fts JOIN files f ON f.id = fts.rowid"
-    " WHERE fts MATCH ?{prefix} ORDER BY bm25(fts), f.key LIMIT ? OFFSET ?"
+    "SELECT f.path, -bm25(fts) AS score, fts.body, f.mtime_ns FROM fts JOIN files f"
+    " ON f.id = fts.rowid WHERE fts MATCH ?{prefix} ORDER BY bm25(fts), f.key LIMIT ? OFFSET ?"
 )
+
+
+def check_recency_weight(value: float | None) -> float:
+    """``recency_weight`` as a number from 0 to 1 (absent means 0); anything else is refused."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise UsageError(f"recency_weight must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def recency_window(limit: int, offset: int) -> int:
+    """How many BM25 hits a recency blend re-scores: three pages' worth, at least 60."""
+    return max(3 * (limit + offset), 60)
 
 
 def search(
@@ -110,6 +136,7 @@ def search(
     offset: int = 0,
     path_prefix: str | None = None,
     where: RecallFilter | None = None,
+    recency_weight: float | None = None,
 ) -> SearchResults:
     """Run ``query`` against the index; see the module docstring for the rules.
 
@@ -117,6 +144,7 @@ def search(
     search uses it so both of its sides rank the same set of pages.
     """
     lim, off = check_limits(limit, offset)
+    weight = check_recency_weight(recency_weight)
     text = query.strip()
     if is_blank(text) or lim == 0:
         return SearchResults(query, lim, off, [])
@@ -129,17 +157,39 @@ def search(
         extra += tuple(params)
     sql = SQL.format(prefix=condition)
     match = text if has_syntax(text) else quoted(text)
+    window = (recency_window(lim, off), 0) if weight else (lim, off)
     try:
-        rows = conn.execute(sql, (match, *extra, lim, off)).fetchall()
+        rows = conn.execute(sql, (match, *extra, *window)).fetchall()
     except sqlite3.OperationalError as exc:
         if match == text and _retryable(text):
             match = quoted(text)
-            rows = _run_quoted(conn, sql, match, extra, lim, off)
+            rows = _run_quoted(conn, sql, match, extra, *window)
         else:
             raise InvalidQuery(f"invalid search query {text!r}: {exc}") from exc
+    if weight:
+        rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     terms = query_terms(text)
-    hits = [SearchHit(py_text(p), float(s), snippet(body, terms)) for p, s, body in rows]
+    hits = [SearchHit(py_text(p), float(s), snippet(body, terms)) for p, s, body, _ in rows]
     return SearchResults(query, lim, off, hits)
+
+
+def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
+    """``(path, score, body, mtime_ns)`` rows re-scored with recency and sorted, best first.
+
+    Relevance is the score over the best score (1 for the best hit); recency halves every
+    :data:`RECENCY_HALF_LIFE_DAYS` of age (1 for a file modified now; a future mtime counts as
+    now). Ties keep the BM25 order.
+    """
+    best = max((float(r[1]) for r in rows), default=0.0)
+    scored = []
+    for rank, (path, score, body, mtime_ns) in enumerate(rows):
+        relevance = float(score) / best if best > 0 else 1.0
+        age_days = max(0, now_ns - mtime_ns) / _NS_PER_DAY
+        recency = 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+        blended = (1.0 - weight) * relevance + weight * recency
+        scored.append((-blended, rank, (path, blended, body, mtime_ns)))
+    scored.sort()
+    return [row for _, _, row in scored]
 
 
 def _run_quoted(
@@ -162,6 +212,20 @@ def query_terms(query: str) -> list[str]:
             if low not in words and not (word.isupper() and word in _OPERATORS):
                 words.append(low)
     return words
+
+
+def marked_parts(snippet: str) -> list[tuple[str, bool]]:
+    """A snippet as ``(text, highlighted)`` parts, its ``<mark>`` tags taken out."""
+    parts: list[tuple[str, bool]] = []
+    pos = 0
+    for found in _MARKED.finditer(snippet):
+        if found.start() > pos:
+            parts.append((snippet[pos : found.start()], False))
+        parts.append((found.group(1), True))
+        pos = found.end()
+    if pos < len(snippet):
+        parts.append((snippet[pos:], False))
+    return parts
 
 
 def snippet(body: str, terms: list[str]) -> str:

@@ -9,12 +9,13 @@ the keys :func:`kiwifs.memory.file_facts` looks at.
 
 The rule of this module: :func:`relevant_frontmatter` returns a dict only when the whole text is
 inside the subset; the dict then holds exactly what PyYAML would give for ``memory_kind``,
-``memory_status``, ``episode_id``, ``id`` and ``merged-from`` (with each ``merged-from`` mapping cut
-down to ``type``, ``id`` and ``path``), so ``file_facts`` gives the same facts. Anything outside the subset (tabs,
-anchors, tags, block scalars, multi-line or escaped scalars, trailing comments, odd indentation,
-keys that are not plain strings, unusual characters) returns ``None`` and the caller parses the
-text with PyYAML as before. Scalar typing is PyYAML's own: its resolver (timestamps removed, as
-in :data:`kiwifs.markdown.FastLoader`) and its safe constructors for null, bool, int and float.
+``memory_status``, ``episode_id``, ``id`` and ``merged-from`` (with each ``merged-from`` mapping
+cut down to ``type``, ``id`` and ``path``), so ``file_facts`` gives the same facts. Anything
+outside the subset (tabs, anchors, tags, block scalars, multi-line or escaped scalars, trailing
+comments, odd indentation, keys that are not plain strings, unusual characters) returns ``None``
+and the caller parses the text with PyYAML as before. Scalar typing is PyYAML's own: its resolver
+(timestamps removed, as in :data:`kiwifs.markdown.FastLoader`) and its safe constructors for null,
+bool, int and float.
 """
 
 from __future__ import annotations

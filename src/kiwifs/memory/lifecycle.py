@@ -1,4 +1,5 @@
-"""The rules of a memory's life that need no disk: what a new episode is called and looks like.
+"""The rules of a memory's life that need no disk: what a new episode is called and looks like,
+and what forgetting and restoring a page change in its frontmatter.
 
 :meth:`kiwifs.knowledge.Knowledge.remember` writes what :func:`new_episode` describes, through the
 write pipeline, after checking under its lock that no other episode has the id. The rules:
@@ -10,6 +11,13 @@ write pipeline, after checking under its lock that no other episode has the id. 
   seconds) and ``scope``, ``tags`` and ``title`` when given; its body is the content. Content that
   starts with a frontmatter block of its own keeps those keys; the identity keys are set over
   them, since an episode that named another kind or id would drop out of the memory report.
+
+Forgetting (:func:`forget_frontmatter`) marks a page ``memory_status: superseded`` with
+``valid_until`` (RFC 3339, UTC, seconds) and, when given, ``superseded_reason`` and
+``superseded_by``; restoring (:func:`restore_frontmatter`) removes those four keys. Both edit only
+the frontmatter (the round-trip editor keeps the other keys, their order and comments, and the
+body byte for byte) and both are idempotent: a page already forgotten is not forgotten again (its
+first reason and date stand), a live page has nothing to restore.
 """
 
 from __future__ import annotations
@@ -23,10 +31,16 @@ from dataclasses import dataclass
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from kiwifs.errors import UsageError
-from kiwifs.markdown import edit_frontmatter, scalar
+from kiwifs.markdown import edit_frontmatter, read_frontmatter, scalar
+
+from .status import MEMORY_STATUS, SUPERSEDED, is_superseded
 
 EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 EPISODIC = "episodic"
+VALID_UNTIL = "valid_until"
+SUPERSEDED_REASON = "superseded_reason"
+SUPERSEDED_BY = "superseded_by"
+FORGET_KEYS = (MEMORY_STATUS, VALID_UNTIL, SUPERSEDED_REASON, SUPERSEDED_BY)
 
 
 @dataclass(frozen=True)
@@ -100,3 +114,43 @@ def new_episode(
 
     data = edit_frontmatter(content.encode("utf-8"), mutate)
     return NewEpisode(ident, episode_path(prefix, moment, ident), data, chosen)
+
+
+def forget_frontmatter(
+    data: bytes, moment: dt.datetime, reason: str | None = None, superseded_by: str | None = None
+) -> bytes | None:
+    """``data`` with the page marked superseded at ``moment``; ``None`` when it already is.
+
+    Whether it is superseded is decided on the frontmatter as every reader sees it (the same
+    parse as the index and the report). ``superseded_by`` must already be a canonical path (the caller checks it against the root).
+    Raises :class:`~kiwifs.errors.InvalidFrontmatter` for frontmatter that cannot be edited.
+    """
+    if is_superseded(read_frontmatter(data).data):
+        return None
+    why = reason.strip() if reason and reason.strip() else None
+
+    def mutate(doc: CommentedMap) -> bool:
+        for key in (VALID_UNTIL, SUPERSEDED_REASON, SUPERSEDED_BY):
+            doc.pop(key, None)  # leftovers of an earlier life; this forgetting says its own
+        doc[MEMORY_STATUS] = SUPERSEDED
+        doc[VALID_UNTIL] = scalar(rfc3339(moment))
+        if why is not None:
+            doc[SUPERSEDED_REASON] = scalar(why)
+        if superseded_by:
+            doc[SUPERSEDED_BY] = scalar(superseded_by)
+        return True
+
+    return edit_frontmatter(data, mutate)
+
+
+def restore_frontmatter(data: bytes) -> bytes | None:
+    """``data`` without the four keys forgetting set; ``None`` when the page is not superseded."""
+    if not is_superseded(read_frontmatter(data).data):
+        return None
+
+    def mutate(doc: CommentedMap) -> bool:
+        for key in FORGET_KEYS:
+            doc.pop(key, None)
+        return True
+
+    return edit_frontmatter(data, mutate)

@@ -1,7 +1,8 @@
 """The memory report as text: the CLI's lines and the MCP tool's answer.
 
 Kept apart from the rules so that the rules stay pure facts; both interfaces render from here so
-the labels live in one place.
+the labels live in one place. The ``superseded`` line appears only when some episode was
+forgotten, so a root that never forgets prints KiwiFS's text unchanged.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ def render_cli(report: MemoryReport) -> str:
     lines = [
         f"episodic files:          {report.episodic_count}",
         f"merged-from references:  {report.merged_from_refs}",
-        f"unmerged (no merged-from): {report.unmerged_count}",
     ]
+    if report.superseded_count:
+        lines.append(f"superseded (forgotten):  {report.superseded_count}")
+    lines.append(f"unmerged (no merged-from): {report.unmerged_count}")
     if report.unmerged_count == 0:
         lines.append(ALL_MERGED_CLI)
     for e in report.unmerged:
@@ -32,8 +35,10 @@ def render_mcp(report: MemoryReport) -> str:
     lines = [
         f"Episodic files:           {report.episodic_count}",
         f"merged-from references:   {report.merged_from_refs}",
-        f"Unmerged (no merged-from): {report.unmerged_count}",
     ]
+    if report.superseded_count:
+        lines.append(f"Superseded (forgotten):   {report.superseded_count}")
+    lines.append(f"Unmerged (no merged-from): {report.unmerged_count}")
     for e in report.unmerged:
         lines.append(f"  - {e.path}" + (f"  episode_id={e.episode_id}" if e.episode_id else ""))
     lines.extend(f"warning: {w}" for w in report.warnings)

@@ -1,0 +1,31 @@
+"""Numbers clients send for page sizes and depths, defaulted and capped as KiwiFS does.
+
+KiwiFS clients (agent-memory libraries written for its MCP tools and REST routes) send values
+such as ``limit: 100`` that KiwiFS quietly caps; refusing them would break those clients at
+setup. So a value that is missing, zero or negative means the default, and one above the maximum
+means the maximum. The memory report's ``limit``/``offset`` are not among these: there a
+negative value is a usage error and ``limit=0`` asks for the counts only (docs/memory.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerated:
+    """A number with KiwiFS's default and cap."""
+
+    default: int
+    maximum: int
+
+    def __call__(self, value: int | None) -> int:
+        if value is None or value <= 0:
+            return self.default
+        return min(value, self.maximum)
+
+
+MCP_SEARCH_LIMIT = Tolerated(20, 50)  # kiwi_search
+MCP_META_LIMIT = Tolerated(20, 200)  # kiwi_query_meta
+CHANGES_LIMIT = Tolerated(50, 500)  # kiwi_changes and GET /changes
+TREE_DEPTH = Tolerated(3, 20)  # kiwi_tree
