@@ -58,6 +58,9 @@ TOOLS = {
     "kiwi_memory_report",
     "kiwi_memory_merge",
     "kiwi_remember",
+    "kiwi_forget",
+    "kiwi_restore",
+    "kiwi_brief",
 }
 READ_ONLY = {
     "kiwi_read",
@@ -69,6 +72,7 @@ READ_ONLY = {
     "kiwi_changes",
     "kiwi_versions",
     "kiwi_memory_report",
+    "kiwi_brief",
 }
 DESTRUCTIVE = {"kiwi_write", "kiwi_delete", "kiwi_bulk_write", "kiwi_rename"}
 READY_TIMEOUT = 30.0
@@ -188,8 +192,13 @@ async def test_errors_are_tool_errors_the_model_can_act_on(root: Path) -> None:
         assert "'..'" in await fails(client, "kiwi_read", {"path": "../etc/passwd"})
         assert "hidden" in await fails(client, "kiwi_write", {"path": ".git/x", "content": "x"})
         assert "Folder not found" in await fails(client, "kiwi_tree", {"path": "nowhere"})
-        assert "depth" in await fails(client, "kiwi_tree", {"depth": 0})
-        assert "limit" in await fails(client, "kiwi_search", {"query": "x", "limit": 0})
+        assert "offset" in await fails(client, "kiwi_search", {"query": "x", "offset": -1})
+        assert "recency_weight" in await fails(
+            client, "kiwi_search", {"query": "x", "recency_weight": 2}
+        )
+        assert "modifiedAfter" in await fails(
+            client, "kiwi_search", {"query": "x", "modifiedAfter": "last tuesday"}
+        )
         assert "unknown sequence" in await fails(client, "kiwi_changes", {"since": "zzz"})
         # the server is still there after every failure
         assert "SCHEMA.md" in await ok(client, "kiwi_tree", {})

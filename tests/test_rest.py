@@ -615,8 +615,6 @@ def test_changes(client: AppClient, server: App) -> None:
     [
         ({"since": "xyz"}, "unknown sequence"),
         ({"since": "deadbeef"}, "unknown sequence"),
-        ({"limit": "0"}, "limit"),
-        ({"limit": "501"}, "limit"),
         ({"limit": "many"}, "limit"),
     ],
 )
@@ -624,6 +622,18 @@ def test_changes_errors(client: AppClient, params: dict[str, str], message: str)
     resp = client.get(f"{API}/changes", params=params)
     assert resp.status_code == 400
     assert message in error_of(resp)
+
+
+def test_changes_limits_are_defaulted_and_capped_as_kiwifs(client: AppClient) -> None:
+    """KiwiFS clients send limit=1000 (capped at 500) or 0 (the default, 50)."""
+    for n in range(3):
+        put(client, f"chg/cap-{n}.md", f"{n}")
+    everything = len(client.get(f"{API}/changes", params={"limit": 500}).json()["changes"])
+    assert everything >= 3
+    for limit in ("1000", "0", "-5", ""):
+        resp = client.get(f"{API}/changes", params={"limit": limit})
+        assert resp.status_code == 200, (limit, resp.text)
+        assert len(resp.json()["changes"]) == min(everything, 500 if limit == "1000" else 50)
 
 
 # -- search and meta (answered by the index) ----------------------------------------------------
@@ -988,6 +998,9 @@ AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/memory/report", {}),
     ("POST", "/memory/merge", {"json": {"path": "auth6.md", "entries": [{"id": "e"}]}}),
     ("POST", "/memory/remember", {"json": {"content": "an episode"}}),
+    ("POST", "/memory/forget", {"json": {"path": "auth.md", "reason": "old"}}),
+    ("POST", "/memory/restore", {"json": {"path": "auth.md"}}),
+    ("GET", "/brief", {"params": {"q": "auth"}}),
 ]
 
 
@@ -1024,6 +1037,11 @@ def test_every_route_needs_the_key(
 def test_health_is_open_with_auth(auth_server: App) -> None:
     with auth_server.client() as c:
         assert c.get("/health").json()["status"] == "ok"
+        alive = c.get("/healthz")
+        assert alive.status_code == 200 and alive.json()["status"] == "ok"
+        assert set(alive.json()) == {"status", "uptime", "version"}
+        ready = c.get("/readyz")
+        assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
 
 
 # -- a real server process ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ stderr and the error's exit code (2 for usage errors and a missing root, 1 other
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
@@ -14,9 +15,11 @@ import click
 
 from . import __version__
 from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
-from .errors import KiwiError
+from .errors import CannotListen, KiwiError
 from .indented_json import write_indented
-from .knowledge import Knowledge
+from .index.search import marked_parts
+from .knowledge import Knowledge, StatusResult
+from .memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 from .memory.rules import MergeEntry
 
 ROOT_HELP = "Knowledge root folder."
@@ -84,7 +87,7 @@ def init(root: str, template: str) -> None:
 
 @cli.group(cls=KiwiGroup)
 def memory() -> None:
-    """Episodic memory: the consolidation report, new episodes and recording merges."""
+    """Episodic memory: the consolidation report, new episodes, forgetting and merges."""
 
 
 @memory.command("report")
@@ -153,7 +156,8 @@ def memory_merge(
         raise click.UsageError("give at least one --episode ID or --path P")
     entries = [MergeEntry(type=typ, id=e, note=note) for e in episodes]
     entries += [MergeEntry(type=typ, path=p, note=note) for p in paths]
-    result = Knowledge.open(root).merge(page, entries, actor=actor)
+    with Knowledge.open(root) as kb:
+        result = kb.merge(page, entries, actor=actor)
     if as_json:
         payload = {
             "path": result.path,
@@ -208,6 +212,46 @@ def memory_remember(
         click.echo(result.path)
 
 
+@memory.command("forget")
+@click.argument("path")
+@root_option()
+@click.option("--reason", default=None, help="Why it is no longer true (superseded_reason).")
+@click.option(
+    "--superseded-by", default=None, help="Path of the page that replaces it (superseded_by)."
+)
+@click.option("--actor", default="kiwifs", show_default=True, help="Git author.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
+def memory_forget(
+    path: str, root: str, reason: str | None, superseded_by: str | None, actor: str, as_json: bool
+) -> None:
+    """Mark PATH superseded: it leaves search, meta, briefs and the unmerged list."""
+    with Knowledge.open(root) as kb:
+        result = kb.forget(path, reason, superseded_by, actor=actor)
+    _echo_status(result, as_json)
+
+
+@memory.command("restore")
+@click.argument("path")
+@root_option()
+@click.option("--actor", default="kiwifs", show_default=True, help="Git author.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
+def memory_restore(path: str, root: str, actor: str, as_json: bool) -> None:
+    """Undo 'memory forget' on PATH (removes the superseded keys)."""
+    with Knowledge.open(root) as kb:
+        result = kb.restore(path, actor=actor)
+    _echo_status(result, as_json)
+
+
+def _echo_status(result: StatusResult, as_json: bool) -> None:
+    if as_json:
+        echo_json(result.to_json())
+    elif result.changed:
+        click.echo(f"{'forgot' if result.superseded else 'restored'} {result.path}")
+    else:
+        state = "already superseded" if result.superseded else "not superseded"
+        click.echo(f"nothing to do: {result.path} is {state}")
+
+
 MODES = ("keyword", "semantic", "hybrid")
 
 
@@ -229,6 +273,7 @@ MODES = ("keyword", "semantic", "hybrid")
 @click.option("--path-prefix", default=None, help="Only files whose path starts with this.")
 @click.option("--scope", default=None, help="Only pages whose frontmatter scope is this.")
 @click.option("--threshold", type=float, default=None, help="Minimum similarity (semantic).")
+@click.option("--recency-weight", type=float, default=None, help="0-1: rank newer files higher.")
 @click.option("--modified-after", default=None, help="Only files modified after (RFC 3339).")
 @click.option("--include-superseded", is_flag=True, help="Also return forgotten pages.")
 def search(
@@ -241,18 +286,13 @@ def search(
     path_prefix: str | None,
     scope: str | None,
     threshold: float | None,
+    recency_weight: float | None,
     modified_after: str | None,
     include_superseded: bool,
 ) -> None:
     """Search: full-text (BM25, the default), by meaning (semantic) or both fused (hybrid)."""
-    recall_only = {
-        "--scope": scope,
-        "--modified-after": modified_after,
-        "--include-superseded": include_superseded or None,
-    }
-    if mode == "keyword" and any(v is not None for v in recall_only.values()):
-        used = ", ".join(k for k, v in recall_only.items() if v is not None)
-        raise click.UsageError(f"{used} needs --mode semantic or --mode hybrid")
+    if recency_weight is not None and mode != "keyword":
+        raise click.UsageError("--recency-weight needs --mode keyword")
     if threshold is not None and mode != "semantic":
         raise click.UsageError("--threshold needs --mode semantic")
     filters: dict[str, Any] = {
@@ -263,7 +303,16 @@ def search(
     }
     with Knowledge.open(root) as kb:
         if mode == "keyword":
-            found: Any = kb.search(query, 50 if limit is None else limit, offset, path_prefix)
+            found: Any = kb.search(
+                query,
+                50 if limit is None else limit,
+                offset,
+                path_prefix,
+                scope=scope,
+                recency_weight=recency_weight,
+                modified_after=modified_after,
+                include_superseded=include_superseded,
+            )
         elif mode == "semantic":
             found = kb.semantic_search(query, limit, offset, threshold, **filters)
         else:
@@ -276,7 +325,7 @@ def search(
     for n, hit in enumerate(found.results, start=offset + 1):
         click.echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
         if hit.snippet:
-            click.echo(f"   {hit.snippet}")
+            click.echo(f"   {_plain_snippet(hit.snippet)}")
 
 
 def _score_text(mode: str, hit: Any) -> str:
@@ -290,6 +339,45 @@ def _score_text(mode: str, hit: Any) -> str:
         if r
     ]
     return f"{hit.score:.4f}; {hit.match}: {', '.join(sides)}"
+
+
+def _plain_snippet(snippet: str) -> str:
+    """Highlights in bold (click drops the styling when stdout is not a terminal)."""
+    return "".join(
+        click.style(text, bold=True) if hit else text for text, hit in marked_parts(snippet)
+    )
+
+
+@cli.command()
+@click.argument("query")
+@root_option()
+@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True, help="Token budget.")
+@click.option(
+    "--max-pages", type=int, default=DEFAULT_MAX_PAGES, show_default=True, help="At most (≤100)."
+)
+@click.option("--path-prefix", default=None, help="Only pages whose path starts with this.")
+@click.option("--scope", default=None, help="Only pages whose frontmatter scope is this.")
+@click.option("--include-superseded", is_flag=True, help="Also pack forgotten pages.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the pack as JSON.")
+def brief(
+    query: str,
+    root: str,
+    budget: int,
+    max_pages: int,
+    path_prefix: str | None,
+    scope: str | None,
+    include_superseded: bool,
+    as_json: bool,
+) -> None:
+    """A context pack for QUERY: best pages within a token budget, and what was left out."""
+    with Knowledge.open(root) as kb:
+        pack = kb.brief(query, budget, max_pages, path_prefix, scope, include_superseded)
+    if as_json:
+        echo_json(pack.to_json())
+        return
+    from .memory.render import render_brief
+
+    click.echo(render_brief(pack), nl=False)
 
 
 @cli.command()
@@ -383,6 +471,8 @@ def serve(
 
     kb = Knowledge.open(root)
     kb.acquire_server_lock()
+    bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
+    sock = listen_socket(host, bind_port)
     kb.ensure_versioned()
     kb.prepare_vectors()
     versioning = kb.config.versioning
@@ -390,13 +480,47 @@ def serve(
         window = (batch_window or versioning.batch_window_ms) / 1000
         kb.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
     app = create_app(kb, api_key=api_key or None, extra_mounts=mount_mcp(kb, host))
-    bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
-    uvicorn.run(app, host=host, port=bind_port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything says "serving".
+
+    A port in use (or an address that is not ours) is one ``error:`` line and exit 2, instead of
+    a start-up banner followed by the server's own traceback.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except (OverflowError, UnicodeError) as exc:
+        sock.close()
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+REMOTE_UNSUPPORTED = (
+    "kiwifs serves MCP in-process, next to the files: run 'kiwifs mcp --root DIR' on the "
+    "machine that holds the knowledge root, or point the MCP host at the /mcp endpoint of "
+    "'kiwifs serve' (http://HOST:3333/mcp); --remote, --space and --api-key are KiwiFS remote "
+    "mode, which kiwifs does not have"
+)
 
 
 @cli.command()
-@click.option("--root", "-r", required=True, type=click.Path(), help=ROOT_HELP)
+@click.option("--root", "-r", default=None, type=click.Path(), help=ROOT_HELP + " (required)")
+@click.option(
+    "--remote", default=None, help="KiwiFS remote mode: not supported (the error says what to do)."
+)
+@click.option("--space", default=None, hidden=True, help="KiwiFS remote mode (not supported).")
+@click.option("--api-key", default=None, hidden=True, help="KiwiFS remote mode (not supported).")
 @click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
     "--port",
@@ -405,8 +529,20 @@ def serve(
     help=f"HTTP port (only with --http; default {DEFAULT_MCP_PORT}).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
-def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
+def mcp(
+    root: str | None,
+    remote: str | None,
+    space: str | None,
+    api_key: str | None,
+    use_http: bool,
+    port: int | None,
+    host: str,
+) -> None:
     """Serve the MCP tools for a knowledge root (stdio by default)."""
+    if remote is not None or space is not None or api_key is not None:
+        raise click.UsageError(REMOTE_UNSUPPORTED)
+    if root is None:
+        raise click.UsageError("Missing option '--root' / '-r'.")
     if port is not None and not use_http:
         raise click.UsageError("--port requires --http")
     if host != "127.0.0.1" and not use_http:
@@ -414,10 +550,11 @@ def mcp(root: str, use_http: bool, port: int | None, host: str) -> None:
     from .mcp.server import run_http, run_stdio
 
     kb = Knowledge.open(root)
+    sock = listen_socket(host, port or DEFAULT_MCP_PORT) if use_http else None
     kb.ensure_versioned()
     kb.prepare_vectors()
-    if use_http:
-        run_http(kb, host, port or DEFAULT_MCP_PORT)
+    if sock is not None:
+        run_http(kb, sock)
     else:
         run_stdio(kb)
 

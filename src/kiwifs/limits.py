@@ -26,6 +26,8 @@ class Tolerated:
 
 
 MCP_SEARCH_LIMIT = Tolerated(20, 50)  # kiwi_search
+MCP_SEMANTIC_LIMIT = Tolerated(5, 50)  # kiwi_search_semantic
+MCP_HYBRID_LIMIT = Tolerated(15, 50)  # kiwi_search_hybrid
 MCP_META_LIMIT = Tolerated(20, 200)  # kiwi_query_meta
 CHANGES_LIMIT = Tolerated(50, 500)  # kiwi_changes and GET /changes
 TREE_DEPTH = Tolerated(3, 20)  # kiwi_tree

@@ -87,6 +87,22 @@ class RememberRequest(BaseModel):
     provenance: str | None = None
 
 
+class ForgetRequest(BaseModel):
+    """``POST /api/kiwi/memory/forget``."""
+
+    model_config = _BODY
+    path: str = Field(min_length=1)
+    reason: str | None = None
+    superseded_by: str | None = None
+
+
+class RestoreRequest(BaseModel):
+    """``POST /api/kiwi/memory/restore``."""
+
+    model_config = _BODY
+    path: str = Field(min_length=1)
+
+
 def parse(model: type[M], value: Any) -> M:
     """``value`` validated as ``model``; a failure is a :class:`UsageError` naming the fields."""
     try:

@@ -8,13 +8,12 @@ the formats testable without a server and the adapters in :mod:`kiwifs.mcp_serve
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kiwifs.index.hybrid import HybridResults
 from kiwifs.index.meta import MetaHit, MetaResults
-from kiwifs.index.search import SearchHit
+from kiwifs.index.search import SearchHit, marked_parts
 from kiwifs.index.semantic import SemanticResults
 from kiwifs.knowledge import FileContent, TreeNode
 from kiwifs.versioning import Change, Version
@@ -22,7 +21,6 @@ from kiwifs.versioning import Change, Version
 NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
 NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to see the root."
 NOT_MODIFIED = "File not modified (etag: {etag}). Content unchanged since your last read."
-_MARK_RE = re.compile(r"</?mark>")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +69,7 @@ def render_tree(node: TreeNode) -> str:
 
 def strip_marks(snippet: str) -> str:
     """Snippets carry ``<mark>`` highlights for the web UI; a model reads them as noise."""
-    return " ".join(_MARK_RE.sub("", snippet).split())
+    return " ".join("".join(text for text, _ in marked_parts(snippet)).split())
 
 
 def render_search(

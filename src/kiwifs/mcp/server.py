@@ -11,6 +11,7 @@ traceback on stderr, so no tool can take the server down. stdout carries only th
 from __future__ import annotations
 
 import functools
+import socket
 import sys
 import time
 import traceback
@@ -36,7 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kiwifs import __version__
 from kiwifs.auth import api_key_for, check_bearer
 from kiwifs.config import DEFAULT_MCP_PORT
-from kiwifs.errors import KiwiError, NotFound, Unauthorized
+from kiwifs.errors import Conflict, KiwiError, NotFound, Unauthorized
 from kiwifs.knowledge import Knowledge
 
 from .render import render_tree
@@ -50,10 +51,11 @@ kiwifs is a knowledge base of markdown files with YAML frontmatter, versioned in
 Read with kiwi_tree, kiwi_search (kiwi_search_semantic and kiwi_search_hybrid find pages by
 meaning when vectors are on), kiwi_query_meta and kiwi_read; write with kiwi_write,
 kiwi_append or kiwi_bulk_write (pass the ETag from kiwi_read as if_match to avoid lost updates).
-Memory loop: record raw experience with kiwi_remember; kiwi_memory_report lists episodes not yet
-consolidated; write or update a concept page that distils them, then record that with
-kiwi_memory_merge so they leave the report. SCHEMA.md (resource kiwi://schema) describes the
-conventions of this knowledge base."""
+Memory loop: record raw experience with kiwi_remember; recall what matters for a task within a
+token budget with kiwi_brief; retire what is no longer true with kiwi_forget (kiwi_restore undoes
+it). kiwi_memory_report lists episodes not yet consolidated; write or update a concept page that
+distils them, then record that with kiwi_memory_merge so they leave the report. SCHEMA.md
+(resource kiwi://schema) describes the conventions of this knowledge base."""
 
 
 def _log(line: str) -> None:
@@ -68,7 +70,8 @@ def failure_text(exc: BaseException, spec: ToolSpec | None, args: dict[str, Any]
     """The message a model reads for a failed call (tools and resources alike).
 
     Expected failures keep the core's message, with the tool's own wording for "not found"
-    (KiwiFS's ``File not found at <path>. Use kiwi_tree …``) and its prefix where it has one.
+    (KiwiFS's ``File not found at <path>. Use kiwi_tree …``) and its prefix where it has one; a
+    failed ``if_match`` names the file's current ETag, so the model can re-read and retry.
     Anything else is reported generically; the traceback goes to stderr, never to the model.
     """
     if not isinstance(exc, KiwiError):
@@ -77,6 +80,8 @@ def failure_text(exc: BaseException, spec: ToolSpec | None, args: dict[str, Any]
         traceback.print_exception(exc, file=sys.stderr)
         return f"internal error in {name} (details are in the server log)"
     text = exc.message
+    if isinstance(exc, Conflict) and exc.etag:
+        text += f" (current ETag: {exc.etag})"
     if isinstance(exc, NotFound) and spec is not None and spec.not_found:
         try:
             text = spec.not_found.format(**args)
@@ -346,12 +351,15 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def run_http(kb: Knowledge, host: str, port: int) -> None:
-    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+def run_http(kb: Knowledge, sock: socket.socket) -> None:
+    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` on the bound ``sock`` until
+    interrupted (binding first lets a busy port fail before anything is announced)."""
+    host, port = sock.getsockname()[:2]
     app = http_app(kb, host)
     _log(f"kiwifs-mcp: streamable HTTP on http://{_url_host(host)}:{port}/mcp")
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         kb.close()  # an interrupt before start-up finished
 

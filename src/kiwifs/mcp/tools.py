@@ -19,8 +19,16 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kiwifs.errors import PayloadTooLarge, UsageError
-from kiwifs.knowledge import Knowledge
-from kiwifs.memory.render import render_mcp
+from kiwifs.knowledge import Knowledge, StatusResult
+from kiwifs.limits import (
+    MCP_HYBRID_LIMIT,
+    MCP_META_LIMIT,
+    MCP_SEARCH_LIMIT,
+    MCP_SEMANTIC_LIMIT,
+    TREE_DEPTH,
+)
+from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from kiwifs.memory.render import render_brief, render_mcp
 from kiwifs.pipeline import bare_etag
 from kiwifs.requests import FileItem, MergeItem
 
@@ -40,11 +48,6 @@ from .render import (
 
 MCP_ACTOR = "mcp-agent"
 MAX_CONTENT_BYTES = 32 * 1024 * 1024
-SEARCH_MAX = 50
-SEMANTIC_LIMIT = 5
-HYBRID_LIMIT = 15
-META_MAX = 200
-TREE_MAX_DEPTH = 20
 
 Path_ = Annotated[
     str, Field(description="File path relative to the knowledge root, e.g. 'concepts/x.md'.")
@@ -69,6 +72,10 @@ IfMatch = Annotated[
     str | None,
     Field(description="ETag from your last kiwi_read; the call fails if the file changed since."),
 ]
+ModifiedAfter = Annotated[
+    str | None, Field(description="Only files modified after this time (RFC 3339).")
+]
+MetaValue = str | int | float | bool | None
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,9 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("kiwi_memory_report", read_only=True, failure="Memory report failed: "),
     ToolSpec("kiwi_memory_merge", read_only=False),
     ToolSpec("kiwi_remember", read_only=False, idempotent=False),
+    ToolSpec("kiwi_forget", read_only=False, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_restore", read_only=False, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_brief", read_only=True),
 )
 
 # Argument names that are Python keywords: the schema says ``from``/``or``, the methods ``from_``.
@@ -178,11 +188,12 @@ class Tools:
             str, Field(description="Inserted between the old content and the new.")
         ] = "\n",
         actor: Actor = MCP_ACTOR,
+        if_match: IfMatch = None,
     ) -> str:
         """Append text to a file (creating it if missing), e.g. a log line."""
         if not content:
             raise UsageError("content is required")
-        result = self.kb.append(path, content, actor, separator)
+        result = self.kb.append(path, content, actor, separator, if_match)
         return f"Appended to {result.path} (ETag: {result.etag})"
 
     def kiwi_delete(self, path: Path_, actor: Actor = MCP_ACTOR, if_match: IfMatch = None) -> str:
@@ -220,36 +231,53 @@ class Tools:
     def kiwi_tree(
         self,
         path: Annotated[str, Field(description="Folder to list; empty for the root.")] = "",
-        depth: Annotated[int, Field(description="How many folder levels to show.")] = 3,
+        depth: Annotated[int, Field(description="How many folder levels to show (1-20).")] = 3,
         include_permalinks: Annotated[
             bool, Field(description="Accepted for KiwiFS compatibility; has no effect.")
         ] = False,
     ) -> str:
         """List folders and files (with sizes) under a folder."""
-        _check_range("depth", depth, 1, TREE_MAX_DEPTH)
-        return render_tree(self.kb.tree(path or None, depth))
+        return render_tree(self.kb.tree(path or None, TREE_DEPTH(depth)))
 
     def kiwi_search(
         self,
         query: Annotated[str, Field(description="Words to look for (full-text, ranked).")],
         limit: Annotated[int, Field(description="Results per page (1-50).")] = 20,
         offset: Annotated[int, Field(description="Results to skip, for the next page.")] = 0,
-        path_prefix: Annotated[
-            str | None, Field(description="Only search under this folder, e.g. 'concepts/'.")
+        path_prefix: PathPrefix = None,
+        scope: Scope = None,
+        recency_weight: Annotated[
+            float | None,
+            Field(description="0-1: how much newer files rank higher (0: relevance only)."),
         ] = None,
+        modified_after: ModifiedAfter = None,
+        modifiedAfter: ModifiedAfter = None,  # noqa: N803 - the name KiwiFS clients send
+        include_superseded: IncludeSuperseded = False,
     ) -> str:
-        """Full-text search over every markdown file, best matches first."""
+        """Full-text search over every markdown file, best matches first. Forgotten pages are
+        left out unless include_superseded."""
         if not query.strip():
             raise UsageError("query is required")
-        _check_range("limit", limit, 1, SEARCH_MAX)
         _check_range("offset", offset, 0)
-        found = self.kb.search(query, limit=limit + 1, offset=offset, path_prefix=path_prefix)
+        limit = MCP_SEARCH_LIMIT(limit)
+        found = self.kb.search(
+            query,
+            limit=limit + 1,
+            offset=offset,
+            path_prefix=path_prefix,
+            scope=scope,
+            recency_weight=recency_weight,
+            modified_after=modified_after or modifiedAfter,
+            include_superseded=include_superseded,
+        )
         return render_search(found.results, limit, offset, path_prefix)
 
     def kiwi_search_semantic(
         self,
         query: Annotated[str, Field(description="What you are looking for, in plain words.")],
-        limit: Annotated[int, Field(description="How many pages (1-50).")] = SEMANTIC_LIMIT,
+        limit: Annotated[
+            int, Field(description="How many pages (1-50).")
+        ] = MCP_SEMANTIC_LIMIT.default,
         threshold: Annotated[
             float | None, Field(description="Minimum similarity (cosine, -1 to 1), e.g. 0.3.")
         ] = None,
@@ -261,10 +289,9 @@ class Tools:
         Needs [search.vector] enabled in the knowledge base's config."""
         if not query.strip():
             raise UsageError("query is required")
-        _check_range("limit", limit, 1, SEARCH_MAX)
         found = self.kb.semantic_search(
             query,
-            limit=limit,
+            limit=MCP_SEMANTIC_LIMIT(limit),
             threshold=threshold,
             scope=scope,
             path_prefix=path_prefix,
@@ -275,7 +302,9 @@ class Tools:
     def kiwi_search_hybrid(
         self,
         query: Annotated[str, Field(description="Words or a question to look for.")],
-        limit: Annotated[int, Field(description="How many pages (1-50).")] = HYBRID_LIMIT,
+        limit: Annotated[
+            int, Field(description="How many pages (1-50).")
+        ] = MCP_HYBRID_LIMIT.default,
         path_prefix: PathPrefix = None,
         scope: Scope = None,
         include_superseded: IncludeSuperseded = False,
@@ -284,10 +313,9 @@ class Tools:
         whether both, the keyword side only or the semantic side only found it."""
         if not query.strip():
             raise UsageError("query is required")
-        _check_range("limit", limit, 1, SEARCH_MAX)
         found = self.kb.hybrid_search(
             query,
-            limit=limit,
+            limit=MCP_HYBRID_LIMIT(limit),
             scope=scope,
             path_prefix=path_prefix,
             include_superseded=include_superseded,
@@ -297,8 +325,11 @@ class Tools:
     def kiwi_query_meta(
         self,
         filters: Annotated[
-            list[str],
-            Field(description="AND filters like '$.status=draft' or '$.tags[*]=ml'."),
+            list[str] | dict[str, MetaValue],
+            Field(
+                description="AND filters like '$.status=draft' or '$.tags[*]=ml', or an object "
+                "{field: value} of equalities."
+            ),
         ] = [],  # noqa: B006 - pydantic copies defaults
         or_: Annotated[
             list[str], Field(alias="or", description="Filters of which at least one must match.")
@@ -310,18 +341,20 @@ class Tools:
         order: Annotated[Literal["asc", "desc"], Field(description="Sort order.")] = "asc",
         limit: Annotated[int, Field(description="Files per page (1-200).")] = 20,
         offset: Annotated[int, Field(description="Files to skip.")] = 0,
+        include_superseded: IncludeSuperseded = False,
     ) -> str:
-        """Find files by frontmatter values; lists each file with its frontmatter."""
-        _check_range("limit", limit, 1, META_MAX)
+        """Find files by frontmatter values; lists each file with its frontmatter. Forgotten
+        pages are left out unless include_superseded."""
         _check_range("offset", offset, 0)
         found = self.kb.meta(
             where=filters,
             or_=or_,
             sort=sort,
             order=order,
-            limit=limit,
+            limit=MCP_META_LIMIT(limit),
             offset=offset,
             paths=paths or None,
+            include_superseded=include_superseded,
         )
         return render_meta(found)
 
@@ -408,3 +441,58 @@ class Tools:
         An episode_id that is already taken is refused."""
         result = self.kb.remember(content, episode_id, scope, tags, actor, provenance, title)
         return f"Remembered episode {result.episode_id} at {result.path} (ETag: {result.etag})"
+
+    def kiwi_forget(
+        self,
+        path: Path_,
+        reason: Annotated[str | None, Field(description="Why it is no longer true.")] = None,
+        superseded_by: Annotated[
+            str | None, Field(description="Path of the page that replaces it, if any.")
+        ] = None,
+        actor: Actor = MCP_ACTOR,
+        if_match: IfMatch = None,
+    ) -> str:
+        """Retire a memory that is no longer true: the page is marked memory_status:
+        superseded and leaves search, kiwi_query_meta and kiwi_brief (an episode also leaves the
+        memory report's unmerged list). It can still be read by path; kiwi_restore undoes it."""
+        return _status_text(self.kb.forget(path, reason, superseded_by, actor, if_match))
+
+    def kiwi_restore(self, path: Path_, actor: Actor = MCP_ACTOR, if_match: IfMatch = None) -> str:
+        """Bring back a page retired with kiwi_forget (removes memory_status, valid_until,
+        superseded_reason and superseded_by)."""
+        return _status_text(self.kb.restore(path, actor, if_match))
+
+    def kiwi_brief(
+        self,
+        query: Annotated[str, Field(description="What the agent needs context about.")],
+        budget_tokens: Annotated[
+            int, Field(description="Token budget of the pack (1 token ~ 4 characters).")
+        ] = DEFAULT_BUDGET,
+        max_pages: Annotated[int, Field(description="At most this many pages (1-100).")] = (
+            DEFAULT_MAX_PAGES
+        ),
+        path_prefix: PathPrefix = None,
+        scope: Scope = None,
+        include_superseded: IncludeSuperseded = False,
+        format: Annotated[  # noqa: A002 - the argument name clients send
+            Literal["text", "json"], Field(description="'text' (default) or 'json'.")
+        ] = "text",
+    ) -> str:
+        """A context pack for your prompt: the best matching pages, whole, best first, within a
+        token budget, then a list of the pages left out (with their token cost) to read by path
+        if needed. Forgotten pages are left out unless include_superseded."""
+        brief = self.kb.brief(
+            query, budget_tokens, max_pages, path_prefix, scope, include_superseded
+        )
+        if format == "json":
+            return json.dumps(brief.to_json(), indent=2, ensure_ascii=False)
+        return render_brief(brief, "read them with kiwi_read if needed")
+
+
+def _status_text(result: StatusResult) -> str:
+    """What a forget or restore answers: what happened, or that nothing needed doing."""
+    if result.superseded:
+        head = f"Forgot {result.path}" if result.changed else f"Already forgotten: {result.path}"
+    else:
+        head = f"Restored {result.path}" if result.changed else f"Not forgotten: {result.path}"
+    return f"{head} (ETag: {result.etag})"

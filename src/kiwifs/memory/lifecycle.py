@@ -122,8 +122,9 @@ def forget_frontmatter(
     """``data`` with the page marked superseded at ``moment``; ``None`` when it already is.
 
     Whether it is superseded is decided on the frontmatter as every reader sees it (the same
-    parse as the index and the report). ``superseded_by`` must already be a canonical path (the caller checks it against the root).
-    Raises :class:`~kiwifs.errors.InvalidFrontmatter` for frontmatter that cannot be edited.
+    parse as the index and the report). ``superseded_by`` must already be a canonical path (the
+    caller checks it against the root). Raises :class:`~kiwifs.errors.InvalidFrontmatter` for
+    frontmatter that cannot be edited.
     """
     if is_superseded(read_frontmatter(data).data):
         return None

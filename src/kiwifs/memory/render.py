@@ -7,6 +7,7 @@ forgotten, so a root that never forgets prints KiwiFS's text unchanged.
 
 from __future__ import annotations
 
+from .brief import Brief
 from .rules import MemoryReport
 
 ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
@@ -44,4 +45,31 @@ def render_mcp(report: MemoryReport) -> str:
     lines.extend(f"warning: {w}" for w in report.warnings)
     if report.unmerged_count == 0:
         lines.append(ALL_MERGED_MCP)
+    return "\n".join(lines) + "\n"
+
+
+def render_brief(brief: Brief, read_hint: str = "read one by path if you need it") -> str:
+    """A brief as text for a prompt: a header with the totals, each page under a ``===`` line
+    with its path, score, token cost and ETag, then the manifest of pages left out."""
+    if not brief.pages and not brief.left_out:
+        return f"No pages match {brief.query!r}.\n"
+    lines = [
+        f"Brief for {brief.query!r}: {len(brief.pages)} page(s), {brief.total_tokens} of "
+        f"{brief.budget_tokens} tokens, {len(brief.left_out)} left out."
+    ]
+    for page in brief.pages:
+        lines.append("")
+        lines.append(
+            f"=== {page.path} (score: {page.score:.2f}, {page.tokens} tokens, "
+            f"ETag: {page.etag}) ==="
+        )
+        lines.append(page.text.rstrip("\n"))
+    if brief.left_out:
+        lines.append("")
+        lines.append(f"Left out ({read_hint}):")
+        for out in brief.left_out:
+            why = "over the token budget" if out.reason == "budget" else "past max_pages"
+            lines.append(
+                f"- {out.path} ({out.tokens} tokens, score: {out.score:.2f}): {out.reason} ({why})"
+            )
     return "\n".join(lines) + "\n"

@@ -7,7 +7,9 @@ table, :data:`rest.http.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
@@ -20,8 +22,16 @@ from kiwifs import __version__
 from kiwifs.auth import api_key_for
 from kiwifs.errors import KiwiError, UsageError
 from kiwifs.knowledge import Knowledge, utc_http_date
+from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 from kiwifs.pipeline import etag_list
-from kiwifs.requests import BulkRequest, MergeRequest, RememberRequest, RenameRequest
+from kiwifs.requests import (
+    BulkRequest,
+    ForgetRequest,
+    MergeRequest,
+    RememberRequest,
+    RenameRequest,
+    RestoreRequest,
+)
 
 from .http import (
     MAX_FILE_BYTES,
@@ -69,17 +79,7 @@ def create_app(
         title="kiwifs", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     install_error_handlers(app)
-
-    @app.get("/health", tags=["health"])
-    async def health() -> JSONResponse:
-        commits = kb.commit_status()
-        status = "degraded" if commits.failing else "ok"
-        try:
-            vectors = (await run(kb.vector_status)).to_json()
-        except KiwiError as exc:
-            vectors = {"enabled": True, "error": exc.message}
-        body = {"status": status, "commits": commits.to_json(), "vectors": vectors}
-        return JSONResponse(body, status_code=503 if commits.failing else 200)
+    _health_routes(app, kb)
 
     api = APIRouter(prefix="/api/kiwi", dependencies=[Depends(auth)])
     _file_routes(api, kb)
@@ -96,6 +96,38 @@ def create_app(
 
         install(app, kb, key)
     return app
+
+
+# ---------------------------------------------------------------------------------------------
+# health (unauthenticated: they say whether the server is up, never what it holds)
+
+
+def _health_routes(app: FastAPI, kb: Knowledge) -> None:
+    started = time.monotonic()
+
+    @app.get("/health", tags=["health"])
+    async def health() -> JSONResponse:
+        commits = kb.commit_status()
+        status = "degraded" if commits.failing else "ok"
+        try:
+            vectors = (await run(kb.vector_status)).to_json()
+        except KiwiError as exc:
+            vectors = {"enabled": True, "error": exc.message}
+        body = {"status": status, "commits": commits.to_json(), "vectors": vectors}
+        return JSONResponse(body, status_code=503 if commits.failing else 200)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """Alive: the process answers (KiwiFS's liveness probe)."""
+        uptime = dt.timedelta(seconds=int(time.monotonic() - started))
+        return {"status": "ok", "uptime": str(uptime), "version": __version__}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz() -> JSONResponse:
+        """Ready: the root is there and the index has caught up with it (503 until then)."""
+        if await run(kb.ready):
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not-ready"}, status_code=503)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +181,14 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
         request: Request, path: str = Query(...), separator: str = "\n"
     ) -> JSONResponse:
         body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
-        result = await run(kb.append, path, body, actor=actor_of(request), separator=separator)
+        result = await run(
+            kb.append,
+            path,
+            body,
+            actor=actor_of(request),
+            separator=separator,
+            if_match=request.headers.get("if-match"),
+        )
         return JSONResponse(
             {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
         )
@@ -222,8 +261,8 @@ def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
         return PlainTextResponse(text)
 
     @api.get("/changes")
-    async def changes(since: str | None = None, limit: int = 50) -> dict[str, Any]:
-        items = await run(kb.changes, since or None, limit)
+    async def changes(since: str | None = None, limit: str | None = None) -> dict[str, Any]:
+        items = await run(kb.changes, since or None, optional_int("limit", limit))
         return {
             "changes": [
                 {
@@ -251,10 +290,25 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
         offset: int = 0,
         path_prefix: str | None = None,
         pathPrefix: str | None = None,  # noqa: N803 - the name KiwiFS clients send
+        scope: str | None = None,
+        recency_weight: float | None = None,
+        modified_after: str | None = None,
+        modifiedAfter: str | None = None,  # noqa: N803
+        include_superseded: bool = False,
     ) -> dict[str, Any]:
         if not q.strip():
             raise UsageError("q is required")
-        result = await run(kb.search, q, limit, offset, path_prefix or pathPrefix)
+        result = await run(
+            kb.search,
+            q,
+            limit,
+            offset,
+            path_prefix or pathPrefix,
+            scope=scope,
+            recency_weight=recency_weight,
+            modified_after=modified_after or modifiedAfter,
+            include_superseded=include_superseded,
+        )
         return result.to_json()
 
     @api.get("/meta")
@@ -266,8 +320,36 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
         limit: int = 50,
         offset: int = 0,
         path: list[str] = Query(default=[]),
+        include_superseded: bool = False,
     ) -> dict[str, Any]:
-        result = await run(kb.meta, where, or_, sort, order, limit, offset, path or None)
+        result = await run(
+            kb.meta, where, or_, sort, order, limit, offset, path or None, include_superseded
+        )
+        return result.to_json()
+
+    @api.get("/brief")
+    async def brief(
+        q: str | None = None,
+        query: str | None = None,
+        budget_tokens: int = DEFAULT_BUDGET,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        path_prefix: str | None = None,
+        pathPrefix: str | None = None,  # noqa: N803
+        scope: str | None = None,
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        text = q if q is not None else query
+        if text is None or not text.strip():
+            raise UsageError("q is required")
+        result = await run(
+            kb.brief,
+            text,
+            budget_tokens,
+            max_pages,
+            path_prefix or pathPrefix,
+            scope,
+            include_superseded,
+        )
         return result.to_json()
 
 
@@ -322,6 +404,30 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
         )
         payload = {"path": result.path, "episode_id": result.episode_id, "etag": result.etag}
         return JSONResponse(payload, status_code=201, headers={"ETag": quoted(result.etag)})
+
+    @api.post("/memory/forget")
+    async def memory_forget(request: Request) -> JSONResponse:
+        body = await read_model(request, ForgetRequest)
+        result = await run(
+            kb.forget,
+            body.path,
+            body.reason,
+            body.superseded_by,
+            actor=actor_of(request),
+            if_match=request.headers.get("if-match"),
+        )
+        return JSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
+
+    @api.post("/memory/restore")
+    async def memory_restore(request: Request) -> JSONResponse:
+        body = await read_model(request, RestoreRequest)
+        result = await run(
+            kb.restore,
+            body.path,
+            actor=actor_of(request),
+            if_match=request.headers.get("if-match"),
+        )
+        return JSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
 
 
 # ---------------------------------------------------------------------------------------------

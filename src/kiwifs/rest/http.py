@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kiwifs.auth import check_bearer
-from kiwifs.errors import KiwiError, PayloadTooLarge, UsageError
+from kiwifs.errors import Conflict, KiwiError, PayloadTooLarge, UsageError
 from kiwifs.events import Event, EventBus
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
@@ -66,10 +66,11 @@ def kiwi_error_response(exc: KiwiError) -> JSONResponse:
     elif status >= 500:
         log.error("internal error: %s", exc.message)
         return error_response(status, "internal server error")
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     resp = error_response(status, exc.message)
-    if headers:
-        resp.headers.update(headers)
+    if status == 401:
+        resp.headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, Conflict) and exc.etag:
+        resp.headers["ETag"] = quoted(exc.etag)  # the current version, to re-read and retry
     return resp
 
 
