@@ -15,6 +15,7 @@ from gitrepo import commit_count, git
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, NotFound, UsageError
 from kiwifs.events import Event
 from kiwifs.knowledge import Knowledge
+from kiwifs.limits import CHANGES_LIMIT
 from kiwifs.markdown import read_frontmatter
 from kiwifs.pipeline import JOURNAL, STATE_DIR, parse_if_match
 from kiwifs.versioning import blob_id
@@ -455,12 +456,19 @@ def test_changes(kb: Knowledge, root: Path) -> None:
     assert kb.changes(changes[0].seq) == []
 
 
-@pytest.mark.parametrize(
-    ("since", "limit"), [("xyz", 50), ("abc", 50), ("a" * 41, 50), (None, 0), (None, 501)]
-)
-def test_changes_refuses_bad_arguments(kb: Knowledge, since: str | None, limit: int) -> None:
+@pytest.mark.parametrize("since", ["xyz", "abc", "a" * 41])
+def test_changes_refuses_bad_arguments(kb: Knowledge, since: str) -> None:
     with pytest.raises(UsageError):
-        kb.changes(since, limit)
+        kb.changes(since, 50)
+
+
+def test_changes_limit_is_defaulted_and_capped_as_kiwifs(kb: Knowledge) -> None:
+    """Missing, zero or negative means 50; above 500 means 500 (KiwiFS clients send 1000)."""
+    for n in range(55):
+        kb.write(f"many/{n}.md", f"{n}")
+    assert [len(kb.changes(None, limit)) for limit in (None, 0, -1, 3)] == [50, 50, 50, 3]
+    assert len(kb.changes(None, 1000)) == len(kb.changes(None, 500)) > 50  # not an error
+    assert (CHANGES_LIMIT(1000), CHANGES_LIMIT(500), CHANGES_LIMIT(None)) == (500, 500, 50)
 
 
 def test_changes_unknown_commit_is_a_usage_error(kb: Knowledge) -> None:

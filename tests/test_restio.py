@@ -16,7 +16,8 @@ from kiwifs.memory.rules import MergeEntry
 from kiwifs.requests import BulkRequest, MergeRequest, RenameRequest, field_name, parse
 from kiwifs.rest.http import STATUS, kiwi_error_response, optional_int
 
-SERVER_FAULTS = {"error", "config"}  # the server's own trouble: 500, no details
+# the server's own trouble: 500, no details (cannot_listen stops a server before it serves)
+SERVER_FAULTS = {"error", "config", "cannot_listen"}
 UNAVAILABLE = {"busy", "storage", "unavailable"}  # cannot serve it now: 503 with its message
 
 

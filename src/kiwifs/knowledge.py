@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import Conflict, InvalidPath, Locked, NotFound, RootNotFound, UsageError
+from .errors import Conflict, InvalidPath, KiwiError, Locked, NotFound, RootNotFound, UsageError
 from .events import EventBus
 from .index.db import ReconcileStats
 from .index.filters import RecallFilter, parse_modified_after
@@ -464,10 +464,11 @@ class Knowledge:
         return self.indexing.search(query, limit, 0, None, where).results
 
     def _candidate(self, hit: SearchHit) -> Candidate | None:
-        """A ranked page read whole (its ETag is of the text packed); gone since: skipped."""
+        """A ranked page read whole (its ETag is of the text packed); one that is gone or can no
+        longer be read (deleted, replaced by a link) since the index saw it is skipped."""
         try:
             data = self.storage.read(hit.path)
-        except NotFound:
+        except KiwiError:
             return None
         return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))
 
