@@ -1,7 +1,8 @@
 """The memory report from the index equals the full scan after any sequence of changes.
 
-A hypothesis state machine writes, deletes and renames through :class:`Knowledge` (real files,
-real git, real SQLite) and edits files behind its back — including rewrites that keep the size —
+A hypothesis state machine writes, deletes, renames, forgets and restores through
+:class:`Knowledge` (real files, real git, real SQLite) and edits files behind its back — including
+rewrites that keep the size and ``memory_status`` set by hand —
 and after every step compares ``memory_report(use_index=True)`` with ``use_index=False``, and
 the printed JSON of ``memory_report_document`` (the index's stored entry text) with both.
 """
@@ -20,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kiwifs.errors import KiwiError
 from kiwifs.indented_json import dumps_indented
 from kiwifs.knowledge import Knowledge
+from kiwifs.memory.status import is_superseded
 
 PATHS = [
     "episodes/a.md",
@@ -36,6 +38,7 @@ IDS = ["e1", "e2", " e1 ", "42", ""]
 
 ids = st.sampled_from(IDS)
 kinds = st.sampled_from(["", "episodic", "semantic", "Consolidation", "other"])
+statuses = st.sampled_from(["", "", "superseded", " Superseded ", "active"])
 ref = st.one_of(
     st.builds(lambda t, i: {"type": t, "id": i}, st.sampled_from(["run", "episode", "x"]), ids),
     st.builds(
@@ -69,6 +72,9 @@ def documents(draw: st.DrawFn) -> str:
     kind = draw(kinds)
     if kind:
         lines.append(f"memory_kind: {kind}")
+    status = draw(statuses)
+    if status:
+        lines.append(f"memory_status: {_yaml_value(status)}")
     if draw(st.booleans()):
         lines.append(f"episode_id: {_yaml_value(draw(ids))}")
     if draw(st.booleans()):
@@ -134,6 +140,26 @@ class IndexMatchesScan(RuleBasedStateMachine):
             self.kb.rename(src, dst)
         except KiwiError:
             pass  # the target exists or names a folder: refused, nothing changed
+
+    @precondition(lambda self: bool(self.existing()))
+    @rule(data=st.data(), reason=st.sampled_from([None, "stale"]))
+    def forget(self, data: st.DataObject, reason: str | None) -> None:
+        path = data.draw(st.sampled_from(self.existing()))
+        try:
+            self.kb.forget(path, reason)
+        except KiwiError:
+            return  # frontmatter that cannot be edited: refused, nothing changed
+        assert is_superseded(self.kb.frontmatter(path))
+
+    @precondition(lambda self: bool(self.existing()))
+    @rule(data=st.data())
+    def restore(self, data: st.DataObject) -> None:
+        path = data.draw(st.sampled_from(self.existing()))
+        try:
+            self.kb.restore(path)
+        except KiwiError:
+            return
+        assert not is_superseded(self.kb.frontmatter(path))
 
     @rule()
     def move_a_folder_behind_its_back(self) -> None:

@@ -98,7 +98,11 @@ ACCEPTED = [
     b"merged-from:\n  - type: episode\n    id: ep-1\n  - type: run\n    path: ./episodes/a.md\n",
     b'merged-from:\n- type: Episode\n  id: 7\n  note: "x: y"\n-\n- just a string\n',
     b"merged-from:\n  -   type: episode\n      path: /episodes/b.md\n      date: 2025-01-01\n",
-    b"merged-from:\n  type: episode\n  path: episodes/a.md\n",  # a single mapping: a warning
+    b"merged-from:\n  type: episode\n  path: episodes/a.md\n",  # a single mapping: one entry
+    b"memory_status: superseded\nvalid_until: '2026-11-30T00:00:00Z'\n",
+    b"memory_status: SUPERSEDED\nepisode_id: e\n",
+    b"memory_status: active\n",
+    b"memory_status: [superseded]\n",
     b"merged-from: episodes/a.md\n",  # a scalar: a warning
     b"merged-from: []\n",
     b"merged-from: [null, Null, x]\n",
@@ -172,6 +176,8 @@ def test_over_size_limit_falls_back() -> None:
 SAFE_SCALARS = [
     "episodic",
     "semantic",
+    "superseded",
+    " Superseded ",
     "Consolidation",
     "ep-20230101-0001",
     "run-20230101-bb4904ab",
@@ -259,6 +265,7 @@ ADVERSARIAL_SCALARS = [
 ]
 KEYS = [
     "memory_kind",
+    "memory_status",
     "episode_id",
     "id",
     "merged-from",
