@@ -975,6 +975,163 @@ def test_failing_commits_are_503_and_visible_in_health(tmp_path: Path) -> None:
     assert not (root / "refused.md").exists()
 
 
+# -- memory lifecycle: forget, restore, brief, recall parameters --------------------------------
+
+
+def rest_agent_loop(c: Client, word: str) -> None:
+    """remember 5 (two with scope a) → brief within a small budget → forget one → gone from
+    search, brief, meta and the unmerged list, still readable by path → restore → back."""
+    made = []
+    for n in range(5):
+        body: dict[str, Any] = {"content": f"{word} note {n}: " + "wing " * (25 * n)}
+        if n < 2:
+            body["scope"] = "a"
+        resp = c.post(f"{API}/memory/remember", json=body, headers={"X-Actor": "agent:loop"})
+        assert resp.status_code == 201, resp.text
+        made.append(resp.json()["path"])
+    pack = c.get(f"{API}/brief", params={"q": word, "budget_tokens": 100}).json()
+    assert 0 < pack["total_tokens"] <= 100 == pack["budget_tokens"]
+    assert pack["pages"] and pack["left_out"]
+    assert {p["path"] for p in pack["pages"]} | {o["path"] for o in pack["left_out"]} == set(made)
+    assert all(set(o) == {"path", "etag", "score", "tokens", "reason"} for o in pack["left_out"])
+    scoped = c.get(f"{API}/brief", params={"query": word, "scope": "a"}).json()
+    assert sorted(p["path"] for p in scoped["pages"]) == sorted(made[:2])
+    gone = made[0]
+
+    def visible(**extra: str) -> tuple[bool, bool, bool, bool]:
+        found = c.get(f"{API}/search", params={"q": word, **extra}).json()["results"]
+        brief = c.get(f"{API}/brief", params={"q": word, **extra}).json()["pages"]
+        meta = c.get(f"{API}/meta", params={"where": "$.scope=a", **extra}).json()["results"]
+        unmerged = c.get(f"{API}/memory/report").json()["unmerged"]
+        return (
+            gone in [h["path"] for h in found],
+            gone in [p["path"] for p in brief],
+            gone in [m["path"] for m in meta],
+            gone in [e["path"] for e in unmerged],
+        )
+
+    assert visible() == (True, True, True, True)
+    resp = c.post(
+        f"{API}/memory/forget",
+        json={"path": gone, "reason": "wrong", "superseded_by": "/concepts/birds.md"},
+        headers={"X-Actor": "agent:loop"},
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body == {"path": gone, "etag": body["etag"], "changed": True, "superseded": True}
+    assert resp.headers["etag"] == f'"{body["etag"]}"'
+    assert visible() == (False, False, False, False)
+    assert visible(include_superseded="true")[:3] == (True, True, True)
+    assert c.get(f"{API}/memory/report").json()["superseded_count"] == 1
+    page = get(c, gone)
+    assert page.status_code == 200 and "superseded_by: concepts/birds.md" in page.text
+    again = c.post(f"{API}/memory/forget", json={"path": gone}).json()
+    assert (again["changed"], again["etag"]) == (False, body["etag"])
+    back = c.post(f"{API}/memory/restore", json={"path": gone}, headers={"If-Match": body["etag"]})
+    assert back.status_code == 200 and back.json()["changed"] is True
+    assert visible() == (True, True, True, True)
+    assert c.get(f"{API}/memory/report").json()["superseded_count"] == 0
+
+
+def test_agent_loop_in_process(tmp_path: Path) -> None:
+    with in_process(init_root(tmp_path / "kb")) as app:
+        rest_agent_loop(app.base, "kestrel")
+        log = git(app.root, "log", "-3", "--format=%an %s").splitlines()
+        assert log[1].startswith("agent:loop agent:loop: forget episodes/")
+        assert log[0].startswith("anonymous anonymous: restore episodes/")
+
+
+def test_forget_and_restore_errors(client: AppClient) -> None:
+    etag = put(client, "life/a.md", b"# A\n").json()["etag"]
+    cases = [
+        ({}, 400, "path is required"),
+        ({"path": ""}, 400, "path must not be empty"),
+        ({"path": "life/a.md", "reason": 5}, 400, "reason must be a string"),
+        ({"path": "life/a.md", "superseded_by": "../x.md"}, 400, "superseded_by"),
+        ({"path": "life/a.md", "superseded_by": "life/a.md"}, 400, "another page"),
+        ({"path": "../a.md"}, 400, "'..'"),
+        ({"path": "life/missing.md"}, 404, "not found"),
+    ]
+    for body, status, message in cases:
+        resp = client.post(f"{API}/memory/forget", json=body)
+        assert resp.status_code == status, (body, resp.text)
+        assert message in error_of(resp), body
+    stale = client.post(
+        f"{API}/memory/forget", json={"path": "life/a.md"}, headers={"If-Match": '"0000"'}
+    )
+    assert stale.status_code == 409 and error_of(stale) == CONFLICT
+    assert stale.headers["etag"] == f'"{etag}"'  # the current one, to re-read and retry
+    assert get(client, "life/a.md").content == b"# A\n"
+    missing = client.post(f"{API}/memory/restore", json={"path": "life/nope.md"})
+    assert missing.status_code == 404
+    assert client.post(f"{API}/memory/restore", content=b"[]").status_code == 400
+    live = client.post(f"{API}/memory/restore", json={"path": "life/a.md"}).json()
+    assert (live["changed"], live["superseded"], live["etag"]) == (False, False, etag)
+
+
+def test_append_honours_if_match(client: AppClient) -> None:
+    etag = put(client, "life/log.md", b"one").json()["etag"]
+    params = {"path": "life/log.md"}
+    stale = client.post(
+        f"{API}/file/append", params=params, content=b"x", headers={"If-Match": '"beef"'}
+    )
+    assert stale.status_code == 409 and stale.headers["etag"] == f'"{etag}"'
+    ok = client.post(
+        f"{API}/file/append", params=params, content=b"two", headers={"If-Match": etag}
+    )
+    assert ok.status_code == 200 and get(client, "life/log.md").content == b"one\ntwo"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"q": "x", "modifiedAfter": "next week"}, "modifiedAfter"),
+        ({"q": "x", "modified_after": "2026-02-30"}, "modifiedAfter"),
+        ({"q": "x", "recency_weight": "2"}, "recency_weight"),
+        ({"q": "x", "recency_weight": "heavy"}, "recency_weight"),
+        ({"q": "x", "include_superseded": "perhaps"}, "include_superseded"),
+    ],
+)
+def test_search_parameters_are_never_ignored(
+    client: AppClient, params: dict[str, str], message: str
+) -> None:
+    resp = client.get(f"{API}/search", params=params)
+    assert resp.status_code == 400
+    assert message in error_of(resp)
+
+
+def test_search_scope_and_modified_after(client: AppClient, server: App) -> None:
+    put(client, "life/s1.md", b"---\nscope: a\n---\nshearwater\n")
+    put(client, "life/s2.md", b"---\nscope: b\n---\nshearwater\n")
+
+    def found(**params: str) -> list[str]:
+        resp = client.get(f"{API}/search", params={"q": "shearwater", **params})
+        assert resp.status_code == 200, resp.text
+        return sorted(r["path"] for r in resp.json()["results"])
+
+    assert found() == ["life/s1.md", "life/s2.md"]
+    assert found(scope="a") == ["life/s1.md"]
+    assert found(modifiedAfter="2000-01-01T00:00:00Z") == ["life/s1.md", "life/s2.md"]
+    assert found(modified_after="2999-01-01T00:00:00Z") == []
+    assert found(recency_weight="0.5") == ["life/s1.md", "life/s2.md"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "q is required"),
+        ({"q": " "}, "q is required"),
+        ({"q": "x", "budget_tokens": "0"}, "budget_tokens"),
+        ({"q": "x", "max_pages": "0"}, "max_pages"),
+        ({"q": "x", "max_pages": "many"}, "max_pages"),
+    ],
+)
+def test_brief_errors(client: AppClient, params: dict[str, str], message: str) -> None:
+    resp = client.get(f"{API}/brief", params=params)
+    assert resp.status_code == 400
+    assert message in error_of(resp)
+
+
 # -- auth ---------------------------------------------------------------------------------------
 
 AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
@@ -1128,6 +1285,36 @@ def test_live_server_health_is_open_and_the_key_comes_from_the_environment(live:
         assert c.get(f"{API}/tree").status_code == 401
     with live.client(Authorization=f"Bearer {LIVE_KEY}") as c:
         assert c.get(f"{API}/tree").status_code == 200
+
+
+def test_agent_loop_on_a_real_server(live: Server) -> None:
+    with live.client(Authorization=f"Bearer {LIVE_KEY}") as c:
+        rest_agent_loop(c, "gannet")
+
+
+def test_probes_on_a_real_server(live: Server) -> None:
+    with live.client() as c:
+        assert c.get("/healthz").json()["status"] == "ok"
+        assert c.get("/readyz").json() == {"status": "ready"}  # its status, nothing of the root
+
+
+def test_serve_on_a_busy_port_is_one_error_line(tmp_path: Path) -> None:
+    root = init_root(tmp_path / "kb")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (["serve", "--root"], ["mcp", "--http", "--port", str(port), "--root"]):
+            args = [KIWIFS, *command, str(root)]
+            if command[0] == "serve":
+                args += ["--port", str(port)]
+            done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 2, (command, done.stderr)
+            assert done.stdout == ""
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1, done.stderr
+            assert lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+            assert "in use" in lines[0]
 
 
 def test_serve_commits_what_a_crash_left_on_disk(live: Server) -> None:
