@@ -352,6 +352,104 @@ async def test_resources(root: Path) -> None:
             await client.read_resource("kiwi://schema")
 
 
+async def test_kiwifs_tolerance_limits_and_filter_objects(root: Path) -> None:
+    """Values KiwiFS clients send and KiwiFS accepts are accepted (defaulted or capped)."""
+    async with in_process(root) as client:
+        for n in range(55):
+            await ok(client, "kiwi_write", {"path": f"t/{n:02}.md", "content": f"tapir {n}"})
+        capped = await ok(client, "kiwi_search", {"query": "tapir", "limit": 100})
+        numbered = [line for line in capped.splitlines() if line[:1].isdigit()]
+        assert len(numbered) == 50 and capped.endswith("Use offset=50 to see more.")
+        default = await ok(client, "kiwi_search", {"query": "tapir", "limit": 0})
+        assert len([line for line in default.splitlines() if line[:1].isdigit()]) == 20
+        changes = await ok(client, "kiwi_changes", {"limit": 1000})
+        assert len(changes.splitlines()) - 1 > 50  # every change there is, not an error
+        assert len((await ok(client, "kiwi_changes", {"limit": 0})).splitlines()) - 1 == 50
+        deep = await ok(client, "kiwi_tree", {"depth": 50})
+        assert "t/" in deep and "00.md" in deep
+        assert "00.md" not in await ok(client, "kiwi_tree", {"depth": 1})
+        assert "00.md" in await ok(client, "kiwi_tree", {"depth": 0})  # 0 means the default, 3
+        listed = await ok(client, "kiwi_query_meta", {"limit": 500})
+        assert "Showing" not in listed  # everything fits under the cap of 200
+        await ok(
+            client,
+            "kiwi_write",
+            {"path": "m/a.md", "content": "---\nstatus: draft\nrank: 2\n---\n"},
+        )
+        await ok(
+            client,
+            "kiwi_write",
+            {"path": "m/b.md", "content": "---\nstatus: draft\nrank: 3\n---\n"},
+        )
+        one = await ok(client, "kiwi_query_meta", {"filters": {"status": "draft", "rank": 2}})
+        assert one.splitlines() == ["- m/a.md", "  rank: 2", "  status: draft"]
+        both = await ok(client, "kiwi_query_meta", {"filters": {"$.status": "draft"}})
+        assert both.count("- m/") == 2
+        refused = await fails(client, "kiwi_query_meta", {"filters": {"status": ["draft"]}})
+        assert "filters" in refused  # the SDK's schema check names the argument
+
+
+async def test_if_match_on_every_writing_tool(root: Path) -> None:
+    """A stale ETag is a tool error naming the current one, and nothing changes."""
+    stale = "0" * 40
+    async with in_process(root) as client:
+        etag = etag_of(await ok(client, "kiwi_write", {"path": "c.md", "content": "v1"}))
+        calls = [
+            ("kiwi_write", {"content": "v2"}),
+            ("kiwi_append", {"content": "more"}),
+            ("kiwi_delete", {}),
+            ("kiwi_memory_merge", {"entries": [{"id": "e1"}]}),
+            ("kiwi_forget", {"reason": "old"}),
+            ("kiwi_restore", {}),
+        ]
+        for name, args in calls:
+            text = await fails(client, name, {"path": "c.md", "if_match": stale, **args})
+            assert text == (
+                f"file modified since last read \u2014 re-fetch and retry (current ETag: {etag})"
+            ), name
+        assert (root / "c.md").read_text() == "v1"
+        appended = await ok(
+            client, "kiwi_append", {"path": "c.md", "content": "v2", "if_match": etag}
+        )
+        assert appended.startswith("Appended to c.md")
+        assert (root / "c.md").read_text() == "v1\nv2"
+
+
+async def test_forget_restore_and_brief_texts(root: Path) -> None:
+    async with in_process(root) as client:
+        await ok(client, "kiwi_write", {"path": "n/a.md", "content": "the axolotl " * 30})
+        await ok(client, "kiwi_write", {"path": "n/b.md", "content": "an axolotl\n"})
+        text = await ok(client, "kiwi_brief", {"query": "axolotl", "budget_tokens": 50})
+        lines = text.splitlines()
+        assert lines[0] == "Brief for 'axolotl': 1 page(s), 3 of 50 tokens, 1 left out."
+        assert lines[2].startswith("=== n/b.md (score: ") and "3 tokens, ETag: " in lines[2]
+        assert lines[3] == "an axolotl"
+        assert lines[-1].startswith("- n/a.md (90 tokens, score: ")
+        assert lines[-1].endswith(": budget (over the token budget)")
+        pack = json.loads(await ok(client, "kiwi_brief", {"query": "axolotl", "format": "json"}))
+        assert [p["path"] for p in pack["pages"]] == ["n/a.md", "n/b.md"]
+        assert await ok(client, "kiwi_brief", {"query": "narwhal"}) == "No pages match 'narwhal'.\n"
+        assert "budget_tokens" in await fails(
+            client, "kiwi_brief", {"query": "x", "budget_tokens": 0}
+        )
+        forgot = await ok(client, "kiwi_forget", {"path": "n/b.md", "superseded_by": "n/a.md"})
+        assert forgot.startswith("Forgot n/b.md (ETag: ")
+        assert (await ok(client, "kiwi_forget", {"path": "n/b.md"})).startswith(
+            "Already forgotten: n/b.md"
+        )
+        assert "n/b.md" not in await ok(client, "kiwi_search", {"query": "axolotl"})
+        assert "n/b.md" in await ok(
+            client, "kiwi_search", {"query": "axolotl", "include_superseded": True}
+        )
+        assert "memory_status: superseded" in await ok(client, "kiwi_read", {"path": "n/b.md"})
+        missing = await fails(client, "kiwi_forget", {"path": "n/none.md"})
+        assert missing == "File not found at n/none.md. Use kiwi_tree to see available files."
+        assert (await ok(client, "kiwi_restore", {"path": "n/b.md"})).startswith("Restored n/b.md")
+        assert (await ok(client, "kiwi_restore", {"path": "n/b.md"})).startswith(
+            "Not forgotten: n/b.md"
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # stdio: the installed command, as an MCP host runs it
 
@@ -383,6 +481,9 @@ async def call_every_tool(session: ClientSession) -> None:
     await ok(session, "kiwi_remember", {"content": "an episode"})
     await ok(session, "kiwi_memory_report", {})
     await ok(session, "kiwi_memory_merge", {"path": "concepts/c.md", "entries": [{"id": "x"}]})
+    await ok(session, "kiwi_brief", {"query": "alpha"})
+    await ok(session, "kiwi_forget", {"path": "a.md", "reason": "stale"})
+    await ok(session, "kiwi_restore", {"path": "a.md"})
 
 
 async def poll_search(session: ClientSession, query: str, wanted: str) -> str:
@@ -450,6 +551,55 @@ async def test_stdio_agent_memory_loop(root: Path, tmp_path: Path) -> None:
         )
         assert again.startswith("Nothing to merge")
     assert "# Lessons\n\nObservations 0 and 1.\n" in (root / "concepts/lessons.md").read_text()
+
+
+async def test_stdio_agent_lifecycle_loop(root: Path, tmp_path: Path) -> None:
+    """Over stdio with the official client: remember 5 episodes (two with scope a) → a brief
+    within a small budget → forget one → gone from search, brief, meta and the unmerged list,
+    still readable → restore → back."""
+    async with stdio_session(root, tmp_path / "stderr.log") as session:
+        await session.initialize()
+        made = []
+        for n in range(5):
+            args: dict[str, Any] = {"content": f"okapi field note {n}: " + "stripe " * (20 * n)}
+            if n < 2:
+                args["scope"] = "a"
+            made.append((await ok(session, "kiwi_remember", args)).split()[4])
+        pack = json.loads(
+            await ok(
+                session, "kiwi_brief", {"query": "okapi", "budget_tokens": 90, "format": "json"}
+            )
+        )
+        assert 0 < pack["total_tokens"] <= 90 and pack["pages"] and pack["left_out"]
+        assert {p["path"] for p in pack["pages"]} | {o["path"] for o in pack["left_out"]} == set(
+            made
+        )
+        scoped = json.loads(
+            await ok(session, "kiwi_brief", {"query": "okapi", "scope": "a", "format": "json"})
+        )
+        assert sorted(p["path"] for p in scoped["pages"]) == sorted(made[:2])
+        gone = made[0]
+
+        async def visible() -> list[bool]:
+            brief = json.loads(
+                await ok(session, "kiwi_brief", {"query": "okapi", "format": "json"})
+            )
+            report = json.loads(await ok(session, "kiwi_memory_report", {"format": "json"}))
+            return [
+                gone in await ok(session, "kiwi_search", {"query": "okapi"}),
+                gone in [p["path"] for p in brief["pages"]],
+                gone in await ok(session, "kiwi_query_meta", {"filters": {"scope": "a"}}),
+                gone in [e["path"] for e in report["unmerged"]],
+            ]
+
+        assert await visible() == [True, True, True, True]
+        forgot = await ok(session, "kiwi_forget", {"path": gone, "reason": "misidentified"})
+        assert forgot.startswith(f"Forgot {gone}")
+        assert await visible() == [False, False, False, False]
+        assert "Superseded (forgotten):   1" in await ok(session, "kiwi_memory_report", {})
+        assert "okapi field note 0" in await ok(session, "kiwi_read", {"path": gone})
+        assert (await ok(session, "kiwi_restore", {"path": gone})).startswith(f"Restored {gone}")
+        assert await visible() == [True, True, True, True]
 
 
 # ---------------------------------------------------------------------------------------------
