@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from asgiclient import AppClient, serve_in_process
 from gitrepo import commit_count, git
@@ -1189,6 +1190,20 @@ def test_every_route_needs_the_key(
     if route == "/search/semantic":
         expected = 503  # vectors are not enabled in this root
     assert resp.status_code == expected, (method, route, resp.text)
+
+
+def test_readyz_is_503_until_the_index_has_caught_up(tmp_path: Path) -> None:
+    with Knowledge.open(init_root(tmp_path / "kb")) as kb:
+        client = TestClient(create_app(kb))  # no lifespan: nothing watches the index yet
+        resp = client.get("/readyz")
+        assert (resp.status_code, resp.json()) == (503, {"status": "not-ready"})
+        assert client.get("/healthz").status_code == 200  # alive all the same
+        kb.start_watching()
+        for _ in range(600):  # the watcher's first reconcile runs in the background
+            if kb.ready():
+                break
+            time.sleep(0.1)
+        assert client.get("/readyz").json() == {"status": "ready"}
 
 
 def test_health_is_open_with_auth(auth_server: App) -> None:
