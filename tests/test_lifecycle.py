@@ -168,7 +168,6 @@ def test_forget_and_restore_refuse_bad_input_and_change_nothing(kb: Knowledge, r
 def test_superseded_is_one_rule_in_python_and_sql() -> None:
     """``is_superseded`` on parsed frontmatter and the SQL test on the stored JSON agree."""
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE files (frontmatter TEXT)")
 
     @settings(max_examples=300, deadline=None)
     @given(
@@ -191,7 +190,7 @@ def test_superseded_is_one_rule_in_python_and_sql() -> None:
         )
         stored = json.dumps(json_safe(fm), ensure_ascii=False)
         (got,) = conn.execute(
-            f"SELECT {superseded_sql('files')} FROM (SELECT ? AS frontmatter) AS files", (stored,)
+            f"SELECT {superseded_sql('frontmatter')} FROM (SELECT ? AS frontmatter)", (stored,)
         ).fetchone()
         assert bool(got) == is_superseded(fm), fm
 
@@ -507,3 +506,14 @@ def test_cli_agent_loop(root: Path) -> None:
     assert missing.exit_code == 1 and "not found" in missing.output
     bad = invoke("memory", "forget", gone, "--root", r, "--superseded-by", "../x.md")
     assert bad.exit_code == 2 and "superseded_by" in bad.output
+
+
+def test_the_dashboard_counts_a_forgotten_episode_as_the_report_does(kb: Knowledge) -> None:
+    kb.write("episodes/a.md", "---\nepisode_id: a\ncreated: 2020-01-01T00:00:00Z\n---\n")
+    kb.write("episodes/b.md", "---\nepisode_id: b\ncreated: 2021-01-01T00:00:00Z\n---\n")
+    kb.forget("episodes/a.md")
+    report, overview = kb.memory_report(), kb.overview()
+    assert (overview.unmerged, overview.superseded) == (report.unmerged_count, 1) == (1, 1)
+    oldest = overview.oldest
+    assert oldest is not None and oldest.path == "episodes/b.md"  # a forgotten one waits for none
+    assert [i.episode.path for i in kb.queue().items] == ["episodes/b.md"]

@@ -82,9 +82,11 @@ def test_cli_search_modes(root: Path) -> None:
     assert "birds/old.md" in with_old.output
 
 
-def test_cli_refuses_recall_flags_in_keyword_mode(root: Path) -> None:
-    out = invoke("search", "kiwi", "-r", str(root), "--scope", "zoo")
-    assert out.exit_code == 2 and "--scope needs --mode semantic or --mode hybrid" in out.output
+def test_cli_recall_flags_by_mode(root: Path) -> None:
+    out = invoke("search", "kiwi", "-r", str(root), "--scope", "nowhere")
+    assert out.exit_code == 0 and out.output == "No results found.\n"  # keyword honours them
+    out = invoke("search", "kiwi", "-r", str(root), "--mode", "hybrid", "--recency-weight", "1")
+    assert out.exit_code == 2 and "--recency-weight needs --mode keyword" in out.output
     out = invoke("search", "kiwi", "-r", str(root), "--mode", "hybrid", "--threshold", "0.3")
     assert out.exit_code == 2 and "--threshold needs --mode semantic" in out.output
     out = invoke("search", "kiwi", "-r", str(root), "--mode", "semantic", "--modified-after", "x")
@@ -258,8 +260,11 @@ async def test_mcp_semantic_and_hybrid(root: Path) -> None:
             client, "kiwi_search_semantic", {"query": "bird", "threshold": 0.99, "limit": 50}
         )
         assert (error, text) == (False, "No results found.")
-        error, text = await call(client, "kiwi_search_semantic", {"query": "x", "limit": 51})
-        assert error and "limit must be between 1 and 50" in text
+        # limits are taken as KiwiFS takes them: above 50 means 50, 0 or less the default (5)
+        error, text = await call(client, "kiwi_search_semantic", {"query": "bird", "limit": 51})
+        assert not error and len([ln for ln in text.splitlines() if ln[:1].isdigit()]) <= 50
+        error, text = await call(client, "kiwi_search_semantic", {"query": "bird", "limit": 0})
+        assert not error and 0 < len([ln for ln in text.splitlines() if ln[:1].isdigit()]) <= 5
         error, text = await call(client, "kiwi_search_hybrid", {"query": "kiwi", "scope": "zoo"})
         assert text.splitlines()[0].startswith(
             "1. birds/kiwi.md (score: 0.0328; both: keyword #1, semantic #1)"

@@ -26,7 +26,6 @@ from typing import Any
 
 from kiwifs.errors import InvalidQuery
 
-from .filters import superseded_sql
 from .record import db_text, py_text
 from .search import check_limits
 
@@ -244,7 +243,7 @@ def query(
         params.update({n: db_text(p.lstrip("/")) for n, p in zip(names, paths, strict=True)})
         cond += " AND path IN (" + ", ".join(":" + n for n in names) + ")" if names else " AND 0"
     if not include_superseded:
-        cond += f" AND NOT {superseded_sql('files')}"
+        cond += " AND superseded = 0"  # the generated column: the one superseded rule
     base = f"FROM files WHERE unreadable = 0 AND {cond}"
     try:
         count = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]

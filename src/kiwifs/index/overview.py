@@ -22,9 +22,7 @@ from kiwifs.memory.rules import EpisodicFile
 
 from .record import key_to_rel, py_text
 from .report import _EPISODES as EPISODES
-from .report import prefix_range
-
-SUPERSEDED = "superseded"
+from .report import UNMERGED, prefix_range
 
 
 def folder_coverage(conn: sqlite3.Connection, prefix: str) -> list[FolderCoverage]:
@@ -52,15 +50,15 @@ def folder_coverage(conn: sqlite3.Connection, prefix: str) -> list[FolderCoverag
             out.append(FolderCoverage(prefix, episodic, unmerged))
     outside: dict[str, list[int]] = {}
     rows = conn.execute(  # two ranges, so that the index skips the prefix's own rows
-        "SELECT key, covered FROM files WHERE kind_class = 1 AND key < ?"
-        " UNION ALL SELECT key, covered FROM files WHERE kind_class = 1 AND key >= ?",
+        f"SELECT key, {UNMERGED} FROM files WHERE kind_class = 1 AND key < ?"
+        f" UNION ALL SELECT key, {UNMERGED} FROM files WHERE kind_class = 1 AND key >= ?",
         (lo or b"\xff", hi or b"\xff"),
     )
-    for key, covered in rows:
+    for key, unmerged in rows:
         seg, sep, _ = key.partition(b"\0")
         counts = outside.setdefault(key_to_rel(seg) + "/" if sep else "", [0, 0])
         counts[0] += 1
-        counts[1] += not covered
+        counts[1] += bool(unmerged)
     out.extend(FolderCoverage(f, e, u) for f, (e, u) in outside.items())
     return sorted(out, key=lambda f: f.folder)
 
@@ -92,7 +90,7 @@ def _count(
     conn: sqlite3.Connection, lo: bytes, hi: bytes, start: bytes, stop: bytes
 ) -> tuple[int, int]:
     """Episodes (and unmerged ones) whose key is in ``[start, stop)``, inside the prefix."""
-    sql = EPISODES.format(cols="count(*), total(covered = 0)", extra=" AND key >= ? AND key < ?")
+    sql = EPISODES.format(cols=f"count(*), total({UNMERGED})", extra=" AND key >= ? AND key < ?")
     episodic = unmerged = 0
     for n, u in conn.execute(sql, (start, stop, lo, hi, start, stop)):
         episodic += n
@@ -112,7 +110,7 @@ def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> OldestUnmerged | N
     best: tuple[float, bytes, str, str, str] | None = None
     dated = (
         "SELECT created, key, path, episode_id FROM files WHERE kind_class = ? AND covered = 0"
-        " AND created IS NOT NULL{extra} ORDER BY created, key LIMIT 1"
+        " AND created IS NOT NULL AND +superseded = 0{extra} ORDER BY created, key LIMIT 1"
     )
     # ``+key``: walk the age index in order and stop at the first row inside the prefix
     for cls, extra, params in ((1, "", ()), (2, " AND +key >= ? AND +key < ?", (lo, hi))):
@@ -122,7 +120,8 @@ def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> OldestUnmerged | N
                 best, (row[0], row[1], py_text(row[2]), py_text(row[3]), AGE_FROM_CREATED)
             )
     undated = EPISODES.format(
-        cols="key, path, episode_id, mtime_ns", extra=" AND covered = 0 AND created IS NULL"
+        cols="key, path, episode_id, mtime_ns",
+        extra=" AND covered = 0 AND created IS NULL AND superseded = 0",
     )
     sql = (
         "SELECT e.key, e.path, e.episode_id, a.time, e.mtime_ns"
@@ -148,20 +147,11 @@ def _older(best: Candidate | None, other: Candidate) -> Candidate:
 
 
 def superseded_count(conn: sqlite3.Connection, prefix: str) -> int:
-    """Episodes whose frontmatter says ``memory_status: superseded``.
-
-    The full-text index finds the few files whose text has that phrase; only those rows are
-    read and checked (the frontmatter value, and that the file is an episode).
-    """
+    """Episodes that were forgotten (``memory_status: superseded``): the generated column
+    ``files.superseded``, the same rule as the memory report's ``superseded_count``."""
     lo, hi = prefix_range(prefix)
-    sql = (  # CROSS JOIN: the text match first, then the rows it names
-        "SELECT count(*) FROM (SELECT rowid AS r FROM fts WHERE fts MATCH ?) m"
-        " CROSS JOIN files f ON f.id = m.r"
-        " WHERE json_extract(f.frontmatter, '$.memory_status') = ?"
-        " AND (+f.kind_class = 1 OR (+f.kind_class = 2 AND +f.key >= ? AND +f.key < ?))"
-    )
-    phrase = '"memory_status ' + SUPERSEDED + '"'
-    return int(conn.execute(sql, (phrase, SUPERSEDED, lo, hi)).fetchone()[0])
+    sql = EPISODES.format(cols="total(superseded)", extra="")
+    return sum(int(n) for (n,) in conn.execute(sql, (lo, hi)))
 
 
 def queue_page(
@@ -170,7 +160,7 @@ def queue_page(
     """Unmerged episodes whose path starts with ``path_prefix``, in walk order, paged."""
     lo, hi = prefix_range(prefix)
     n = len(path_prefix)
-    extra = " AND covered = 0 AND substr(path, 1, ?) = ?"
+    extra = f" AND {UNMERGED} AND substr(path, 1, ?) = ?"
     params = (n, path_prefix, lo, hi, n, path_prefix)
     count_sql = f"SELECT count(*) FROM ({EPISODES.format(cols='1', extra=extra)})"
     total = int(conn.execute(count_sql, params).fetchone()[0])
