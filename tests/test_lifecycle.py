@@ -517,3 +517,23 @@ def test_the_dashboard_counts_a_forgotten_episode_as_the_report_does(kb: Knowled
     oldest = overview.oldest
     assert oldest is not None and oldest.path == "episodes/b.md"  # a forgotten one waits for none
     assert [i.episode.path for i in kb.queue().items] == ["episodes/b.md"]
+
+
+def test_with_vectors_on_a_brief_ranks_by_hybrid_search(make_root: Any, tmp_path: Path) -> None:
+    """A page that shares no word with the query, found by meaning, is packed too."""
+    from vectorkit import build_model, local_config
+
+    model = build_model(tmp_path / "m2v")
+    root = make_root(
+        {
+            ".kiwi/config.toml": local_config(model),
+            "zoo/kiwi.md": "The kiwi has feathers and lays one egg.\n",
+            "zoo/weather.md": "Rain and storm clouds today.\n",
+            "zoo/old.md": "---\nmemory_status: superseded\n---\nA flightless bird, once.\n",
+        }
+    )
+    with Knowledge.open(root) as kb:
+        assert "zoo/kiwi.md" not in paths_found(kb, "flightless bird")  # keyword alone misses it
+        pack = kb.brief("flightless bird", max_pages=1)
+        assert [p.path for p in pack.pages] == ["zoo/kiwi.md"]
+        assert "zoo/old.md" not in [o.path for o in pack.left_out]  # superseded: not ranked

@@ -21,7 +21,7 @@ from .errors import Conflict, InvalidPath, KiwiError, Locked, NotFound, RootNotF
 from .events import EventBus
 from .index.db import ReconcileStats
 from .index.filters import RecallFilter, parse_modified_after
-from .index.hybrid import HybridResults
+from .index.hybrid import HybridHit, HybridResults
 from .index.keeper import IndexKeeper
 from .index.meta import MetaResults, equality_filters
 from .index.record import json_safe
@@ -455,15 +455,16 @@ class Knowledge:
         candidates = [c for hit in ranked if (c := self._candidate(hit)) is not None]
         return pack(query, candidates, budget, pages)
 
-    def _brief_ranking(self, query: str, limit: int, where: RecallFilter) -> list[SearchHit]:
-        """The pages a brief packs, best first: keyword search (BM25).
-
-        The one place a brief ranks: when vectors are enabled, hybrid search (keyword and
-        semantic fused) belongs here, with the same filter.
-        """
+    def _brief_ranking(
+        self, query: str, limit: int, where: RecallFilter
+    ) -> Sequence[SearchHit | HybridHit]:
+        """The pages a brief packs, best first, filtered before ranking: hybrid search (keyword
+        and semantic fused) when vectors are enabled, else keyword search (BM25)."""
+        if self.config.search.vector.enabled:
+            return self.indexing.hybrid(query, limit, 0, where).results
         return self.indexing.search(query, limit, 0, None, where).results
 
-    def _candidate(self, hit: SearchHit) -> Candidate | None:
+    def _candidate(self, hit: SearchHit | HybridHit) -> Candidate | None:
         """A ranked page read whole (its ETag is of the text packed); one that is gone or can no
         longer be read (deleted, replaced by a link) since the index saw it is skipped."""
         try:
