@@ -144,7 +144,9 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert (root / "index.md").read_text() == "# mine\n"
     assert (root / "log.md").is_file()
-    assert (root / ".gitignore").read_text() == "node_modules/\n.kiwi/state/\n.kiwi/server.lock\n"
+    assert (root / ".gitignore").read_text() == (
+        "node_modules/\n.kiwi/state/\n.kiwi/server.lock\n.kiwi-write-*\n"
+    )
 
 
 def test_init_never_writes_through_a_link_into_git(tmp_path: Path) -> None:

@@ -57,6 +57,20 @@ def test_each_commit_has_one_author(kb: Knowledge, root: Path) -> None:
     assert authors == ["bob", "alice"]
 
 
+def test_a_batch_commits_what_its_writes_wrote_not_what_is_on_disk_later(
+    kb: Knowledge, root: Path
+) -> None:
+    """By the time a batch is committed a later write may be rewriting its files (a bulk write
+    half done): the commit holds each operation's own bytes, so it never shows part of one."""
+    kb.bulk_write([("b/one.md", "gen 1\n"), ("b/two.md", "gen 1\n")], actor="alice")
+    kb.delete("b/two.md", actor="alice")
+    (root / "b/one.md").write_text("gen 2, being written\n")  # the next bulk, midway
+    (root / "b/two.md").write_text("gen 2, being written\n")
+    kb.pipeline.flush()
+    assert git(root, "show", "HEAD:b/one.md") == "gen 1\n"
+    assert "b/two.md" not in git(root, "ls-tree", "-r", "--name-only", "HEAD")
+
+
 def test_close_commits_what_is_pending(root: Path) -> None:
     kb = Knowledge.open(root)
     kb.enable_async_commit(window=30.0)

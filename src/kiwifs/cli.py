@@ -469,7 +469,7 @@ def serve(
     from .mcp.server import mount_mcp
     from .rest.app import create_app
 
-    kb = Knowledge.open(root)
+    kb = Knowledge.open(root, sweep=True)
     kb.acquire_server_lock()
     bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, bind_port)
@@ -549,7 +549,7 @@ def mcp(
         raise click.UsageError("--host requires --http")
     from .mcp.server import run_http, run_stdio
 
-    kb = Knowledge.open(root)
+    kb = Knowledge.open(root, sweep=True)
     sock = listen_socket(host, port or DEFAULT_MCP_PORT) if use_http else None
     kb.ensure_versioned()
     kb.prepare_vectors()

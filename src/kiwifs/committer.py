@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .errors import StorageError
@@ -39,12 +39,30 @@ CLOSE_TIMEOUT = 30.0
 
 @dataclass(frozen=True)
 class PendingCommit:
-    """One pipeline operation waiting for its commit."""
+    """One pipeline operation waiting for its commit.
+
+    ``contents`` holds the bytes the operation wrote (``None`` for a deletion): the commit is
+    made of them, not of the files as they are when the batch is committed, which a later
+    operation may already be rewriting (a commit would then hold part of a bulk write).
+    """
 
     paths: tuple[str, ...]
     actor: str
     message: str
     trailer: str | None = None
+    contents: Mapping[str, bytes | None] | None = None
+
+
+def batch_contents(batch: list[PendingCommit]) -> dict[str, bytes | None]:
+    """What a batch wrote, later operations winning; paths written without bytes are read."""
+    contents: dict[str, bytes | None] = {}
+    for c in batch:
+        if c.contents is not None:
+            contents.update(c.contents)
+        else:
+            for path in c.paths:
+                contents.pop(path, None)
+    return contents
 
 
 @dataclass(frozen=True)
@@ -184,7 +202,7 @@ class Committer:
             try:
                 message, trailer = batch_message(batch)
                 paths = list(dict.fromkeys(p for c in batch for p in c.paths))
-                self.git.commit(paths, batch[0].actor, message, trailer)
+                self.git.commit(paths, batch[0].actor, message, trailer, batch_contents(batch))
             except Exception as exc:
                 with self._cond:
                     if self._failures == 0:

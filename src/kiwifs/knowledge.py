@@ -159,15 +159,19 @@ class Knowledge:
     # -- opening ----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str]) -> Knowledge:
-        """Open an existing root; a missing one is an error, never created silently."""
+    def open(cls, root: str | os.PathLike[str], sweep: bool = False) -> Knowledge:
+        """Open an existing root; a missing one is an error, never created silently.
+
+        Repairs what a crash left behind first (:mod:`kiwifs.recovery`); ``sweep`` (servers,
+        at start) also removes the temporary files of interrupted writes, a walk of the root.
+        """
         path = Path(root)
         if not path.exists():
             raise RootNotFound(f"knowledge root not found: {path} (create it with 'kiwifs init')")
         if not path.is_dir():
             raise RootNotFound(f"knowledge root is not a folder: {path}")
         kb = cls(path)
-        kb.pipeline.recover()
+        kb.pipeline.recover(sweep)
         return kb
 
     @classmethod

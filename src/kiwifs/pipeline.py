@@ -8,7 +8,9 @@ Writes to one root are serialised twice over: a lock per root inside this proces
 running ``kiwifs serve``). Before touching the disk a write names its paths in
 ``.kiwi/state/uncommitted.log``; after the commit the journal is emptied. Should the process die
 in between, :meth:`Pipeline.recover` commits what is on disk at the next start, so a write that
-reached the disk is never lost from history.
+reached the disk is never lost from history. A bulk write first records its whole content in
+``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`), so that a crash midway is finished or
+undone at the next start, never committed in part.
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import bulklog
 from .committer import CommitStatus, Committer, PendingCommit
-from .errors import Conflict, KiwiError, NotFound, UsageError
+from .errors import Conflict, KiwiError, NotFound, StorageError, UsageError
 from .events import Event, EventBus
 from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .provenance import Provenance, inject_provenance
-from .storage import Storage
+from .storage import Storage, os_error_text
 from .versioning import Git, blob_id
 
 STATE_DIR = ".kiwi/state"
@@ -37,6 +41,7 @@ LOCK_FILE = "write.lock"
 MAX_APPEND_BYTES = 64 * 1024 * 1024
 CONFLICT_MESSAGE = "file modified since last read \u2014 re-fetch and retry"
 
+log = logging.getLogger(__name__)
 IndexHook = Callable[[list[str]], None]
 
 _root_locks: dict[str, threading.RLock] = {}
@@ -93,18 +98,27 @@ class Pipeline:
         self.root = storage.root
         self.committer: Committer | None = None
         self._lock = _lock_for(self.root)
-        self._state = self.root / STATE_DIR
+        self.state = self.root / STATE_DIR
 
     # -- locking and journal ----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the root's write lock (thread and process wide)."""
+    def locked(self, settle: bool = True) -> Iterator[None]:
+        """Hold the root's write lock (thread and process wide).
+
+        With ``settle``, a bulk write left unfinished (by a crashed process, or by a failure that
+        could not be undone) is finished or undone first, so that no later write can be
+        overwritten when it is; while that is impossible every write fails.
+        """
         with self._lock:
-            self._state.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            self.state.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
+                if settle and bulklog.exists(self.state):
+                    from .recovery import finish_bulk
+
+                    finish_bulk(self)
                 yield
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -120,36 +134,23 @@ class Pipeline:
             self.committer.check()
         if self.git is None:
             return
-        with open(self._state / JOURNAL, "a", encoding="utf-8") as fh:
+        with open(self.state / JOURNAL, "a", encoding="utf-8") as fh:
             fh.write("".join(p + "\n" for p in paths))
             fh.flush()
             os.fsync(fh.fileno())
 
-    def _clear_journal(self) -> None:
+    def clear_journal(self) -> None:
         if self.git is None:
             return
         with contextlib.suppress(FileNotFoundError):
-            os.truncate(self._state / JOURNAL, 0)
+            os.truncate(self.state / JOURNAL, 0)
 
-    def recover(self) -> list[str]:
-        """Commit the paths a crashed write left on disk but not in git; returns them."""
-        if self.git is None:
-            return []
-        journal = self._state / JOURNAL
-        if not journal.is_file() or journal.stat().st_size == 0:
-            return []  # the common case; no lock, so read-only roots open fine
-        with self.locked():
-            try:
-                lines = journal.read_text(encoding="utf-8").splitlines()
-            except FileNotFoundError:
-                return []
-            paths = sorted({line for line in lines if line.strip()})
-            if paths:
-                self.git.commit(paths, "kiwifs", f"kiwifs: recommit {len(paths)} file(s)")
-                if self.index_hook:
-                    self.index_hook(paths)
-            self._clear_journal()
-            return paths
+    def recover(self, sweep: bool = False) -> list[str]:
+        """Repair what a crash left behind (see :mod:`kiwifs.recovery`); returns the paths
+        committed. ``sweep`` also removes the temporary files of interrupted writes."""
+        from .recovery import recover
+
+        return recover(self, sweep)
 
     # -- the funnel -------------------------------------------------------------------------
 
@@ -174,14 +175,19 @@ class Pipeline:
         if (etag := blob_id(current)) in tags:
             raise Conflict(CONFLICT_MESSAGE, etag)
 
-    def _commit(self, paths: list[str], actor: str, message: str, prov: Provenance | None) -> None:
-        trailer = f"Provenance: {prov}" if prov else None
+    def _commit(
+        self, written: dict[str, bytes | None], actor: str, message: str, prov: Provenance | None
+    ) -> None:
+        """Commit what the operation wrote (``None``: deleted), the bytes themselves rather than
+        the disk: a background commit then never catches a later operation half done."""
+        trailer = _trailer(prov)
+        paths = list(written)
         if self.committer is not None:
-            self.committer.submit(PendingCommit(tuple(paths), actor, message, trailer))
+            self.committer.submit(PendingCommit(tuple(paths), actor, message, trailer, written))
         else:
             if self.git is not None:
-                self.git.commit(paths, actor, message, trailer)
-            self._clear_journal()
+                self.git.commit(paths, actor, message, trailer, written)
+            self.clear_journal()
         if self.index_hook is not None:
             self.index_hook(paths)
 
@@ -197,7 +203,7 @@ class Pipeline:
         # writers journal and submit under this lock, so "nothing pending" is stable here
         with self.locked():
             if self.committer is None or self.committer.pending == 0:
-                self._clear_journal()
+                self.clear_journal()
 
     def flush(self) -> None:
         """Wait until every write that returned is committed (a no-op when synchronous).
@@ -241,7 +247,7 @@ class Pipeline:
             refuse_alias_bomb(data)
             self._journal([rel])
             self.storage.write(rel, data)
-            self._commit([rel], actor, f"{actor}: {rel}", provenance)
+            self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
         return WriteResult(rel, etag)
@@ -267,7 +273,7 @@ class Pipeline:
             refuse_alias_bomb(data)
             self._journal([rel])
             self.storage.write(rel, data)
-            self._commit([rel], actor, message or f"{actor}: {rel}", None)
+            self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
         return WriteResult(rel, etag)
@@ -296,7 +302,7 @@ class Pipeline:
             self._check_if_match(rel, if_match)
             self._journal([rel])
             self.storage.delete(rel)
-            self._commit([rel], actor, f"delete: {rel}", None)
+            self._commit({rel: None}, actor, f"delete: {rel}", None)
         self.events.publish(Event("delete", path=rel, actor=actor))
         return rel
 
@@ -319,28 +325,48 @@ class Pipeline:
                 for rel, (_, c) in zip(rels, files, strict=True)
             ]
             before = {rel: self.storage.read_optional(rel) for rel in rels}
-            self._journal(rels)
             text = message or f"{actor}: bulk write \u2014 {len(rels)} files"
+            intent = bulklog.BulkIntent(
+                actor,
+                text,
+                _trailer(provenance),
+                tuple(bulklog.BulkFile(rel, data, before[rel]) for rel, data in prepared),
+            )
+            self._journal(rels)  # may refuse the write: before the bulk is journaled
+            try:
+                bulklog.write(self.state, intent)  # before the first target is touched
+            except OSError as exc:
+                raise StorageError(f"cannot journal the bulk write: {os_error_text(exc)}") from exc
             try:
                 for rel, data in prepared:
                     self.storage.write(rel, data)
-                self._commit(rels, actor, text, provenance)
+                self._commit(dict(prepared), actor, text, provenance)
             except BaseException:
-                self._restore(before)
+                if self.restore(before):
+                    bulklog.discard(self.state)
+                # else the journal stays, and the next write (or open) finishes or undoes it
+                if self.committer is None:
+                    self.clear_journal()  # asynchronous: other writes may still be pending
                 raise
+            bulklog.discard(self.state)
         results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
         self.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
         return results
 
-    def _restore(self, before: dict[str, bytes | None]) -> None:
+    def restore(self, before: dict[str, bytes | None]) -> bool:
+        """Put back the previous contents of a failed bulk; False if some could not be."""
+        restored = True
         for rel, old in before.items():
-            with contextlib.suppress(KiwiError):
+            try:
                 if old is None:
                     if self.storage.exists(rel):
                         self.storage.delete(rel)
-                else:
+                elif self.storage.read_optional(rel) != old:
                     self.storage.write(rel, old)
-        self._clear_journal()
+            except KiwiError:
+                log.exception("cannot restore %s after a failed bulk write", rel)
+                restored = False
+        return restored
 
     def rename(self, src: str, dst: str, actor: str) -> WriteResult:
         old, new = canonical(src), canonical(dst)
@@ -355,7 +381,7 @@ class Pipeline:
             self._journal([old, new])
             self.storage.write(new, data)
             self.storage.delete(old)
-            self._commit([old, new], actor, f"{actor}: rename {old} \u2192 {new}", None)
+            self._commit({old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None)
         etag = blob_id(data)
         self.events.publish(Event("write", path=new, actor=actor, etag=etag))
         self.events.publish(Event("delete", path=old, actor=actor))
@@ -367,6 +393,10 @@ def _prepared(content: bytes, provenance: Provenance | None, actor: str) -> byte
     data = inject_provenance(content, provenance, actor)
     refuse_alias_bomb(data)
     return data
+
+
+def _trailer(prov: Provenance | None) -> str | None:
+    return f"Provenance: {prov}" if prov else None
 
 
 def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:

@@ -18,7 +18,7 @@ from .storage import Storage
 from .versioning import Git
 
 TEMPLATES = ("knowledge", "blank")
-IGNORED = (".kiwi/state/", ".kiwi/server.lock")
+IGNORED = (".kiwi/state/", ".kiwi/server.lock", ".kiwi-write-*")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ def scaffold(root: Path, template: str = "knowledge", git: bool = True) -> InitR
         dirty = repo.dirty_paths()
         if dirty:
             commit = repo.commit(dirty, "kiwifs", f"kiwifs: init ({template} template)")
+        repo.close()  # writes the git index file now: `git status` is clean when init returns
     return InitResult(root, template, tuple(created), commit)
 
 

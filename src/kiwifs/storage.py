@@ -18,7 +18,7 @@ import itertools
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,8 @@ from .paths import (
 )
 
 MARKDOWN_SUFFIX = ".md"
+# the name of every temporary file an atomic write makes (hidden, so no walk ever lists it)
+TEMP_PREFIX = ".kiwi-write-"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _temp_ids = itertools.count()
 
@@ -284,7 +286,7 @@ def _check_replaceable(folder: int, name: str, rel: str) -> None:
 
 def _write_in(folder: int, name: str, data: bytes) -> None:
     """Write ``data`` to a temp file in ``folder``, fsync it, rename it to ``name``."""
-    tmp = f".kiwi-write-{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
+    tmp = f"{TEMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags, 0o644, dir_fd=folder)
     try:
@@ -303,3 +305,60 @@ def _write_in(folder: int, name: str, data: bytes) -> None:
         raise
     with contextlib.suppress(OSError):
         os.fsync(folder)
+
+
+def temp_files(root: Path) -> list[Path]:
+    """Every atomic write's temporary file under ``root``: a crash leaves them behind.
+
+    Anywhere in the root, ``.kiwi/`` included, except inside ``.git`` folders; symlinked folders
+    are not followed, and a symlink is never taken for a temporary file's folder.
+    """
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        found.extend(Path(folder, name) for name in files if name.startswith(TEMP_PREFIX))
+    return found
+
+
+def temp_files_in(folders: Iterable[Path]) -> list[Path]:
+    """The temporary files directly in ``folders`` (not recursive; missing folders skipped)."""
+    found: list[Path] = []
+    for folder in folders:
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            found.extend(
+                Path(entry.path)
+                for entry in entries
+                if entry.name.startswith(TEMP_PREFIX) and not entry.is_dir(follow_symlinks=False)
+            )
+    return found
+
+
+def remove_temp_files(candidates: list[Path]) -> list[Path]:
+    """Remove the listed temporary files that are still there; returns those removed.
+
+    Call it holding the write lock: no write is then in flight, so every one is an orphan.
+    """
+    removed = []
+    for path in candidates:
+        try:
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                continue
+            os.unlink(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries (a file created, renamed or removed) survive a power cut."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -15,8 +15,6 @@ lazy fetch could otherwise run ``core.sshCommand``).
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import functools
 import hashlib
 import os
@@ -24,7 +22,6 @@ import stat
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .errors import NotFound, StorageError, UsageError
+from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .paths import NotRegularFile, open_regular, read_all
 
 EMAIL = "kiwifs@internal"
@@ -102,8 +100,9 @@ class Git:
         self.root = Path(root)
         self._repo: pygit2.Repository | None = None
         self._lock = threading.RLock()
-        self._stale_index: set[str] = set()
-        self._index_syncer = _IndexSyncer(self)
+        self._index_file = IndexFile(self.root, lambda: self.repo)
+        self._index_stale = False
+        self._index_syncer = BackgroundSync(self.sync_index)
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -145,17 +144,18 @@ class Git:
         ``contents`` may give the bytes just written (``None`` for a deletion) so they are not
         read back. The commit's tree is built from HEAD's with tree builders along the changed
         paths only, so its cost does not grow with the number of files in the root; the git
-        index file is brought up to date afterwards, off the write path (:meth:`sync_index`).
+        index file is brought up to date afterwards, off the write path (:meth:`sync_index`,
+        :mod:`kiwifs.gitindex`).
         """
         git2 = _git2()
-        with self._lock:
+        with self._lock, self._index_file.locked():
             try:
                 oid = self._commit(paths, actor, message, trailer, contents)
             except (git2.GitError, OSError) as exc:
                 raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
             if oid is None:
                 return None
-            self._stale_index.update(paths)
+            self._index_stale = True
         if not self._index_syncer.poke():
             self.sync_index()  # closed: no background thread any more, sync now
         return oid
@@ -181,6 +181,7 @@ class Git:
         sig = git2.Signature(actor or "kiwifs", EMAIL, int(time.time()), 0)
         full = message if trailer is None else f"{message}\n\n{trailer}"
         parents = [head.id] if head is not None else []
+        self._index_file.mark_stale()  # before HEAD moves: a crash from here on is repaired
         return str(repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents))
 
     def _relative(self, exc: BaseException) -> str:
@@ -196,7 +197,8 @@ class Git:
             data = contents[rel]
             if data is None:
                 return None
-            return self.repo.create_blob(data), _mode_of(full)
+            mode = _mode_of(full)  # bytes written are a file's, even if a link took its place
+            return self.repo.create_blob(data), MODE_BLOB if mode == MODE_LINK else mode
         if full.is_symlink():
             return self.repo.create_blob(os.fsencode(os.readlink(full))), MODE_LINK
         try:
@@ -235,35 +237,35 @@ class Git:
         return builder.write()
 
     def sync_index(self) -> None:
-        """Bring the git index file up to date with the paths committed since the last sync.
+        """Bring the git index file up to date with HEAD after this process's commits.
 
         Until then ``git status`` may briefly show committed changes as staged; history is
         never affected. A lock held by another git process is retried at the next sync.
         """
         with self._lock:
-            if not self._stale_index or not self.is_repo():
+            if not self._index_stale or not self.is_repo():
                 return
-            paths = sorted(self._stale_index)
-            git_error = _git2().GitError
-            index = self.repo.index
-            try:
-                index.read(False)
-                for rel in paths:
-                    if (self.root / rel).is_file():
-                        index.add(rel)
-                    else:
-                        with contextlib.suppress(OSError, git_error):
-                            index.remove(rel)
-                index.write()
-            except (OSError, git_error):
-                index.read(True)
-                return
-            self._stale_index.difference_update(paths)
+            self._index_stale = not self._index_file.reconcile()
+
+    def recover_index(self) -> bool:
+        """At open: reconcile the git index file if a crash may have left it behind HEAD.
+
+        Returns True when a reconcile ran. Costs one ``stat`` when there is nothing to do.
+        """
+        if not reconcile_due(self.root) or not self.is_repo():
+            return False
+        with self._lock:
+            if not self._index_file.reconcile():
+                self._index_stale = True
+                self._index_syncer.poke()
+            return True
 
     def close(self) -> None:
         """Stop the background index syncer after a last sync."""
         self._index_syncer.stop()
         self.sync_index()
+        with self._lock:
+            self._index_file.close()
 
     def head(self) -> str | None:
         with self._lock:
@@ -486,77 +488,6 @@ def _mode_of(path: Path) -> int:
     if st.st_mode & stat.S_IXUSR:
         return MODE_EXECUTABLE
     return MODE_BLOB
-
-
-class _IndexSyncer:
-    """Writes the git index file shortly after a burst of commits, on a daemon thread.
-
-    Rewriting the index costs time proportional to the number of files in the root, so it is
-    kept off the write path; it runs after :data:`INDEX_SYNC_DELAY` of quiet, at
-    :meth:`Git.close`, and at interpreter exit.
-    """
-
-    def __init__(self, git: Git) -> None:
-        self._git = git  # strong: a Git dropped right after a commit must still be synced
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._dirty = False
-        self._stopped = False
-
-    def poke(self) -> bool:
-        """Schedule a sync; False when stopped (the caller must sync itself)."""
-        with self._wake:
-            if self._stopped:
-                return False
-            self._dirty = True
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="kiwifs-git-index", daemon=True
-                )
-                self._thread.start()
-                _live_syncers.add(self)
-            self._wake.notify()
-            return True
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._dirty and not self._stopped:
-                    self._wake.wait()
-                if self._stopped:
-                    return
-                self._dirty = False
-                # wait for a quiet moment: more commits keep pushing the sync back
-                while self._wake.wait(INDEX_SYNC_DELAY) and not self._stopped:
-                    self._dirty = False
-            self._sync()
-
-    def _sync(self) -> None:
-        self._git.sync_index()
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._wake.notify()
-            thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
-        _live_syncers.discard(self)
-
-    def flush_at_exit(self) -> None:
-        self.stop()
-        self._sync()
-
-
-INDEX_SYNC_DELAY = 1.0
-_live_syncers: weakref.WeakSet[_IndexSyncer] = weakref.WeakSet()
-
-
-@atexit.register
-def _sync_all_at_exit() -> None:
-    for syncer in list(_live_syncers):
-        with contextlib.suppress(Exception):
-            syncer.flush_at_exit()
 
 
 def _action_of(subject: str, actor: str) -> tuple[str, str]:

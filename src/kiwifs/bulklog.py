@@ -1,0 +1,159 @@
+"""The intent log of a bulk write: the whole bulk on disk before any of its files is touched.
+
+A bulk write replaces many files, one atomic rename each; a crash between two renames would leave
+part of the bulk on disk. So before the first target is touched, the pipeline writes one file,
+``.kiwi/state/bulk.journal``, holding every target's path, new content and previous content (or
+"absent"), each with its git blob id. It is written to a temporary file, fsynced and renamed into
+place, so it exists either complete or not at all; it is removed once the bulk is committed (or
+handed to the background committer, whose own journal then covers it).
+
+At the next open, a journal found there means the bulk was interrupted: recovery rolls it
+*forward* (writes every file whose content is not yet the new one, then commits the bulk as one
+commit); should that fail, it rolls *back* to the previous contents. Either way the bulk ends up
+wholly committed or wholly absent, never in part.
+
+Format: the line ``kiwifs-bulk 1``, a line of JSON ``{"actor", "message", "trailer", "files":
+[{"path", "new": [size, blob id], "old": [size, blob id] | null}]}``, then the contents, each
+file's new bytes followed by its old bytes, in the order of ``files``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .storage import TEMP_PREFIX, fsync_dir
+from .versioning import blob_id
+
+JOURNAL_NAME = "bulk.journal"
+MAGIC = b"kiwifs-bulk 1\n"
+_temp_ids = itertools.count()
+
+
+class DamagedJournal(Exception):
+    """The journal cannot be read back as written (it is set aside, never applied)."""
+
+
+@dataclass(frozen=True)
+class BulkFile:
+    path: str
+    new: bytes
+    old: bytes | None
+
+
+@dataclass(frozen=True)
+class BulkIntent:
+    actor: str
+    message: str
+    trailer: str | None
+    files: tuple[BulkFile, ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+
+def write(state: Path, intent: BulkIntent) -> None:
+    """Durably record ``intent`` in ``state`` (temp file, fsync, rename, fsync of the folder)."""
+    header = {
+        "actor": intent.actor,
+        "message": intent.message,
+        "trailer": intent.trailer,
+        "files": [
+            {"path": f.path, "new": _sized(f.new), "old": None if f.old is None else _sized(f.old)}
+            for f in intent.files
+        ],
+    }
+    state.mkdir(parents=True, exist_ok=True)
+    tmp = state / f"{TEMP_PREFIX}bulk-{os.getpid()}-{next(_temp_ids)}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC)
+            fh.write(json.dumps(header).encode("ascii") + b"\n")
+            for f in intent.files:
+                fh.write(f.new)
+                if f.old is not None:
+                    fh.write(f.old)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, state / JOURNAL_NAME)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(state)
+
+
+def exists(state: Path) -> bool:
+    return (state / JOURNAL_NAME).exists()
+
+
+def read(state: Path) -> BulkIntent | None:
+    """The journaled bulk, ``None`` when there is none; :class:`DamagedJournal` if unreadable."""
+    try:
+        data = (state / JOURNAL_NAME).read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data.startswith(MAGIC):
+        raise DamagedJournal("unknown format")
+    line_end = data.find(b"\n", len(MAGIC))
+    if line_end < 0:
+        raise DamagedJournal("no header")
+    try:
+        header = json.loads(data[len(MAGIC) : line_end])
+        return _parse(header, memoryview(data)[line_end + 1 :])
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise DamagedJournal(str(exc)) from exc
+
+
+def _parse(header: dict[str, Any], body: memoryview) -> BulkIntent:
+    files = []
+    offset = 0
+
+    def take(sized: list[Any]) -> bytes:
+        nonlocal offset
+        size, blob = int(sized[0]), str(sized[1])
+        chunk = bytes(body[offset : offset + size])
+        offset += size
+        if len(chunk) != size or blob_id(chunk) != blob:
+            raise ValueError("content does not match its blob id")
+        return chunk
+
+    for entry in header["files"]:
+        new = take(entry["new"])
+        old = None if entry["old"] is None else take(entry["old"])
+        files.append(BulkFile(str(entry["path"]), new, old))
+    if offset != len(body):
+        raise ValueError("trailing bytes")
+    trailer = header["trailer"]
+    return BulkIntent(
+        str(header["actor"]),
+        str(header["message"]),
+        None if trailer is None else str(trailer),
+        tuple(files),
+    )
+
+
+def discard(state: Path) -> None:
+    """Remove the journal (the bulk is committed or undone) and make the removal durable."""
+    try:
+        os.unlink(state / JOURNAL_NAME)
+    except FileNotFoundError:
+        return
+    fsync_dir(state)
+
+
+def set_aside(state: Path) -> Path:
+    """Move a damaged journal out of the way, keeping it for inspection."""
+    target = state / f"{JOURNAL_NAME}.damaged"
+    os.replace(state / JOURNAL_NAME, target)
+    return target
+
+
+def _sized(data: bytes) -> list[Any]:
+    return [len(data), blob_id(data)]

@@ -1,0 +1,156 @@
+"""Crash recovery: what ``kill -9`` (or a power cut) can leave behind, repaired at the next open.
+
+A write is acknowledged only once it is on disk and committed (or, with ``--async-commit``, on
+disk and named in the journal). A crash can strike between any two steps, so the next open
+repairs, in this order:
+
+1. **An interrupted bulk write** (``.kiwi/state/bulk.journal`` exists): rolled forward — every
+   file given its new content, then one commit with the bulk's own author and message — or, if
+   that cannot be done, rolled back to the previous contents. Never committed in part
+   (:func:`finish_bulk`, which every write also runs first).
+2. **Writes on disk but not in git** (paths in ``.kiwi/state/uncommitted.log``): committed as
+   they are on disk, as ``kiwifs: recommit N file(s)``.
+3. **Temporary files** (``.kiwi-write-*``) of writes killed before their rename: removed from
+   the folders the journals name, and — when a server starts — from the whole root (a walk
+   that one-shot commands skip; every walk ignores hidden files meanwhile).
+4. **A git index file behind HEAD** (``.kiwi/state/git-index.stale``): reconciled with HEAD,
+   so ``git status`` is clean and a user's ``git commit`` cannot undo acknowledged writes
+   (:mod:`kiwifs.gitindex`).
+
+Steps 1–3 hold the write lock, so they never race a live write of another process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from . import bulklog
+from .errors import KiwiError, StorageError
+from .paths import is_inside
+from .pipeline import JOURNAL, Pipeline
+from .storage import remove_temp_files, temp_files, temp_files_in
+
+log = logging.getLogger(__name__)
+
+
+def crash_left_work(pipeline: Pipeline) -> bool:
+    """True when a bulk journal exists or the journal names paths (a few ``stat`` calls)."""
+    if bulklog.exists(pipeline.state):
+        return True
+    try:
+        return (pipeline.state / JOURNAL).stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def recover(pipeline: Pipeline, sweep: bool = False) -> list[str]:
+    """Run the repairs above; returns the paths committed. ``sweep`` walks the whole root
+    for temporary files; without it, only the folders the journals name are looked at.
+
+    Takes no lock and writes nothing when there is nothing to do, so read-only roots open fine.
+    """
+    paths: list[str] = []
+    if sweep or crash_left_work(pipeline):
+        candidates = temp_files(pipeline.root) if sweep else []  # walked before taking the lock
+        with pipeline.locked(settle=False):
+            near = folders_of(pipeline, journaled_paths(pipeline))
+            candidates += temp_files_in({pipeline.state, *near})
+            paths = _finish_bulk(pipeline) + recommit_journal(pipeline)
+            for path in remove_temp_files(candidates):
+                log.warning("removed %s, left by an interrupted write", path)
+    if pipeline.git is not None:
+        pipeline.git.recover_index()
+    return sorted(set(paths))
+
+
+def finish_bulk(pipeline: Pipeline) -> list[str]:
+    """Step 1 (lock held): roll a journaled bulk write forward, else back; its paths if
+    committed. Every write runs it first when a journal is there (:meth:`Pipeline.locked`).
+
+    Raises :class:`StorageError`, keeping the journal, when neither can be done.
+    """
+    try:
+        intent = bulklog.read(pipeline.state)
+    except bulklog.DamagedJournal as exc:
+        # written to a temp file, fsynced, then renamed: only a damaged disk gets here
+        aside = bulklog.set_aside(pipeline.state)
+        log.error("bulk journal unreadable (%s): set aside as %s, not applied", exc, aside)
+        return []
+    if intent is None:
+        return []
+    try:
+        for f in intent.files:
+            if pipeline.storage.read_optional(f.path) != f.new:
+                pipeline.storage.write(f.path, f.new)
+    except KiwiError as exc:
+        log.error("cannot finish an interrupted bulk write (%s): rolling it back", exc)
+        if not pipeline.restore({f.path: f.old for f in intent.files}):
+            raise StorageError(
+                f"an interrupted bulk write can be neither finished nor undone ({exc}); "
+                f"writes resume once it can (journal: {pipeline.state / bulklog.JOURNAL_NAME})"
+            ) from exc
+        bulklog.discard(pipeline.state)
+        return []
+    if pipeline.git is not None:
+        pipeline.git.commit(intent.paths, intent.actor, intent.message, intent.trailer)
+    if pipeline.index_hook is not None:
+        pipeline.index_hook(intent.paths)
+    bulklog.discard(pipeline.state)
+    remove_temp_files(temp_files_in(folders_of(pipeline, intent.paths)))  # lock held
+    log.warning("finished a bulk write of %d files interrupted earlier", len(intent.files))
+    return intent.paths
+
+
+def _finish_bulk(pipeline: Pipeline) -> list[str]:
+    """Step 1; a bulk that can be neither finished nor undone is left for later writes to
+    retry (they fail meanwhile), so that the root still opens for reading."""
+    try:
+        return finish_bulk(pipeline)
+    except KiwiError as exc:
+        log.error("%s", exc)
+        return []
+
+
+def journaled_paths(pipeline: Pipeline) -> set[str]:
+    """The paths an interrupted write may have been writing (both journals, lock held)."""
+    paths: set[str] = set()
+    with contextlib.suppress(bulklog.DamagedJournal):
+        intent = bulklog.read(pipeline.state)
+        paths.update(intent.paths if intent is not None else ())
+    with contextlib.suppress(FileNotFoundError):
+        text = (pipeline.state / JOURNAL).read_text(encoding="utf-8")
+        paths.update(line for line in text.splitlines() if line.strip())
+    return paths
+
+
+def folders_of(pipeline: Pipeline, paths: Iterable[str]) -> set[Path]:
+    """The folders of ``paths`` where temporary files may be looked for: inside the root once
+    symlinks are resolved, and not inside ``.git`` (a journal names paths before they are
+    checked, so one may lead anywhere)."""
+    git_dir = pipeline.root / ".git"
+    folders = set()
+    for rel in paths:
+        folder = (pipeline.root / rel).parent
+        if is_inside(pipeline.root, folder) and not is_inside(git_dir, folder):
+            folders.add(folder)
+    return folders
+
+
+def recommit_journal(pipeline: Pipeline) -> list[str]:
+    """Commit the paths the journal names, as they are on disk, and empty it."""
+    if pipeline.git is None:
+        return []
+    try:
+        text = (pipeline.state / JOURNAL).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    paths = sorted({line for line in text.splitlines() if line.strip()})
+    if paths:
+        pipeline.git.commit(paths, "kiwifs", f"kiwifs: recommit {len(paths)} file(s)")
+        if pipeline.index_hook is not None:
+            pipeline.index_hook(paths)
+    pipeline.clear_journal()
+    return paths
