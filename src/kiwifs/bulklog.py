@@ -90,7 +90,8 @@ def write(state: Path, intent: BulkIntent) -> None:
 
 
 def exists(state: Path) -> bool:
-    return (state / JOURNAL_NAME).exists()
+    """Whether a bulk write is journaled (one ``stat``: every write asks)."""
+    return os.path.exists(os.path.join(state, JOURNAL_NAME))
 
 
 def read(state: Path) -> BulkIntent | None:

@@ -67,6 +67,7 @@ class IndexFile:
         self.root = root
         self._repo = repo
         self._lock_fd: int | None = None
+        self._stale = os.fspath(root / STALE_MARKER)  # checked before every commit
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -104,11 +105,10 @@ class IndexFile:
 
     def mark_stale(self) -> None:
         """Before a commit moves HEAD (lock held): record that the index file will lag."""
-        marker = self.root / STALE_MARKER
-        if marker.exists():
+        if os.path.exists(self._stale):
             return
         try:
-            _create_durably(marker)
+            _create_durably(Path(self._stale))
         except OSError as exc:
             log.warning("cannot create %s: %s", STALE_MARKER, exc)
 
