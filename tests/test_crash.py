@@ -441,13 +441,18 @@ def check_merges(w: Writer, root: Path) -> int:
     return len(ids)
 
 
-def check_bulk(w: Writer, root: Path, log: list[str]) -> None:
-    gens = {
+def bulk_generations(root: Path) -> set[str | None]:
+    """The generations of the crash test's bulk files on disk (``None``: absent)."""
+    return {
         (root / f"bulk/f{i:03d}.md").read_text().split()[1]
         if (root / f"bulk/f{i:03d}.md").is_file()
         else None
         for i in range(BULK_FILES)
     }
+
+
+def check_bulk(w: Writer, root: Path, log: list[str]) -> None:
+    gens = bulk_generations(root)
     assert len(gens) == 1, f"bulk write half there: generations {sorted(map(str, gens))}"
     log.append(f"bulk gen {gens.pop()}")
 
@@ -483,7 +488,7 @@ def test_kill_9_at_random_points_loses_no_acknowledged_write(tmp_path: Path) -> 
     Knowledge.init(root)
     (root / f"{TEMP_PREFIX}0-0-0").write_text("left by an earlier crash")
     writers = [Writer("w0"), Writer("w1"), Writer("bulker"), Writer("merger")]
-    stats = {"kills": 0, "acknowledged": 0, "checked": 0}
+    stats = {"kills": 0, "acknowledged": 0, "checked": 0, "in_flight": 0, "bulk_half_on_disk": 0}
     log: list[str] = []
     modes = ["sync", "async"]
     bulk_gen, episode = 0, 0
@@ -516,6 +521,9 @@ def test_kill_9_at_random_points_loses_no_acknowledged_write(tmp_path: Path) -> 
             stats["kills"] += 1
             for t in threads:
                 t.join(timeout=60)
+            # how the kill landed (before the restart repairs it): for the printed summary
+            stats["in_flight"] += sum(bool(w.pending or w.merging) for w in writers)
+            stats["bulk_half_on_disk"] += len(bulk_generations(root)) > 1
             for c in clients:
                 c.close()
             bulk_gen += 1000
