@@ -127,8 +127,8 @@ class IndexFile:
             except (OSError, pygit2.GitError, KiwiError) as exc:
                 log.info("git index file not updated (retried later): %s", exc)
                 return False
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.root / STALE_MARKER)
+            with contextlib.suppress(OSError):  # a marker left in place costs a reconcile
+                os.unlink(self._stale)
             return True
 
     def _reconcile(self, repo: pygit2.Repository) -> None:
