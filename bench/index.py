@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -70,17 +71,42 @@ def best_of(n: int, cmd: list[str]) -> tuple[float, bytes]:
     return min(t for t, _ in runs), runs[-1][1]
 
 
-def build(root: Path) -> tuple[float, int]:
+def build(root: Path, bulk: bool = True) -> dict[str, float]:
+    """Build the index from scratch in this process: ``bulk`` is the A/B switch between the
+    parallel bulk rebuild (``kiwifs reindex``) and the row-by-row path a reconcile uses."""
     state = root / ".kiwi/state"
     for name in ("index.db", "index.db-wal", "index.db-shm"):
         (state / name).unlink(missing_ok=True)
     start = time.perf_counter()
     with Knowledge.open(root) as kb:
-        kb.reindex()
+        kb.indexing._open().rebuild(bulk=bulk)
         kb.indexing._open().checkpoint()
         seconds = time.perf_counter() - start
         size = kb.indexing._open().size_bytes()
-    return seconds, size
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {
+        "seconds": round(seconds, 2),
+        "size_mb": round(size / 2**20, 1),
+        "peak_rss_mb": round(own, 1),
+        "worker_peak_rss_mb": round(workers, 1),
+    }
+
+
+def build_ab(root: Path, rounds: int) -> dict[str, object]:
+    """Interleaved builds, each in a fresh process (so peak RSS is the build's own)."""
+    runs: dict[str, list[dict[str, float]]] = {"rows": [], "bulk": []}
+    for _ in range(rounds):
+        for mode in ("rows", "bulk"):
+            cmd = [PYTHON, __file__, "--build-only", mode, "--root", str(root)]
+            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+            runs[mode].append(json.loads(out))
+    medians = {m: statistics.median(r["seconds"] for r in runs[m]) for m in runs}
+    return {
+        "runs": runs,
+        "median_s": medians,
+        "gain": round(medians["rows"] / medians["bulk"], 2),
+    }
 
 
 def free_port() -> int:
@@ -171,13 +197,22 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3, help="CLI runs per measurement (best)")
     ap.add_argument("--skip-build", action="store_true", help="reuse an existing index.db")
+    ap.add_argument("--build-rounds", type=int, default=1, help="interleaved A/B builds")
+    ap.add_argument("--only-build", action="store_true", help="measure the builds and stop")
+    ap.add_argument("--build-only", choices=("rows", "bulk"), help=argparse.SUPPRESS)
+    ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.build_only:
+        print(json.dumps(build(args.root, bulk=args.build_only == "bulk")))
+        return
     root = corpus(args.episodes, args.seed)
     out: dict[str, object] = {"corpus": str(root), "episodes": args.episodes}
 
     if not args.skip_build or not (root / ".kiwi/state/index.db").exists():
-        seconds, size = build(root)
-        out["build"] = {"seconds": round(seconds, 2), "size_mb": round(size / 2**20, 1)}
+        out["build"] = build_ab(root, args.build_rounds)
+    if args.only_build:
+        print(json.dumps(out, indent=2))
+        return
 
     naive_s, naive_out = timed(
         [PYTHON, str(SHARED / "naive_report.py"), str(root), "--loader", "csafe"]

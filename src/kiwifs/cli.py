@@ -380,6 +380,13 @@ def brief(
     click.echo(render_brief(pack), nl=False)
 
 
+def _advance(bar: Any, task: Any, done: int, total: int, unit: str) -> None:
+    """Move a progress bar and show its rate (rich computes the speed and the ETA)."""
+    bar.update(task, completed=done, total=total)
+    speed = next(t.speed for t in bar.tasks if t.id == task)
+    bar.update(task, rate=f"{speed:,.0f} {unit}/s" if speed else "")
+
+
 @cli.command()
 @root_option()
 @click.option("--fts-only", is_flag=True, help="Rebuild the text index only; keep the vectors.")
@@ -393,6 +400,7 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
         Progress,
         TextColumn,
         TimeElapsedColumn,
+        TimeRemainingColumn,
     )
 
     if fts_only and vector_only:
@@ -404,18 +412,19 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
             console=Console(stderr=True),
         ) as bar:
             if not vector_only:
-                task = bar.add_task("indexing", total=None)
-                count = kb.reindex(
-                    lambda done, total: bar.update(task, completed=done, total=total)
-                )
+                task = bar.add_task("indexing", total=None, rate="")
+                count = kb.reindex(lambda done, total: _advance(bar, task, done, total, "files"))
             if vector_only or vectors:
-                job = bar.add_task("embedding", total=None)
+                job = bar.add_task("embedding", total=None, rate="")
                 embedded = kb.reindex_vectors(
-                    lambda done, total: bar.update(job, completed=done, total=total)
+                    lambda done, total: _advance(bar, job, done, total, "pages")
                 )
     if not vector_only:
         click.echo(f"indexed {count} files")

@@ -98,6 +98,12 @@ def _get_single_data(self: Any) -> Any:
     return self.construct_document(node)
 
 
+def _plain_single(self: Any) -> Any:
+    """``BaseConstructor.get_single_data`` for a text known to hold no alias."""
+    node = self.get_single_node()
+    return None if node is None else self.construct_document(node)
+
+
 def _without_timestamps(base: Any) -> Any:
     """A loader class like ``base`` whose resolver never produces timestamps and that refuses
     alias bombs before constructing anything."""
@@ -111,6 +117,11 @@ def _without_timestamps(base: Any) -> Any:
 
 PlainLoader: Any = _without_timestamps(yaml.SafeLoader)
 FastLoader: Any = _without_timestamps(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+# The same loaders without the alias walk, for texts without a ``*``: no alias, no bomb.
+_ALIAS_FREE: dict[Any, Any] = {
+    loader: type(loader.__name__ + "AliasFree", (loader,), {"get_single_data": _plain_single})
+    for loader in (PlainLoader, FastLoader)
+}
 _RESOLVER = yaml.SafeLoader("")  # with timestamps: they must be quoted when written
 
 
@@ -166,6 +177,8 @@ def parse_yaml(text: bytes | str, loader: type = FastLoader) -> Frontmatter:
     """Parse a frontmatter YAML text with YAML 1.1 typing and timestamps kept as strings."""
     if len(text) > MAX_FRONTMATTER_BYTES:
         return Frontmatter({}, f"frontmatter is over {MAX_FRONTMATTER_BYTES} bytes")
+    if ("*" if isinstance(text, str) else b"*") not in text:  # type: ignore[operator]
+        loader = _ALIAS_FREE.get(loader, loader)  # the alias walk is a third of a parse
     try:
         value = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader subclass
     except AliasBomb as exc:

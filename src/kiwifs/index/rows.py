@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
 
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
@@ -112,22 +113,21 @@ FORGET_DIGEST = (
 )
 
 
-def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, fresh: bool) -> None:
+# A file row's values in the order of UPSERT's columns, its cover_ids idents and cover_paths
+# targets, and its searchable text (``None`` for an unreadable file): everything computed from a
+# record before touching the database, so a rebuild can compute it in worker processes.
+RowParts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None]
+
+
+def row_parts(record: FileRecord) -> RowParts:
+    """What ``record`` becomes in the tables (pure: no database access)."""
     f = record.facts
-    if not fresh:
-        row = conn.execute("SELECT id FROM files WHERE key = ?", (record.key,)).fetchone()
-        if row is not None:
-            touched.add_file(conn, row[0])
-            conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (row[0],))
-            conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
-            conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
     ident = f.episode_id.strip()
     kclass = kind_class(f.memory_kind, f.unreadable)
     entry = entry_text(f.path, f.episode_id, f.memory_kind) if kclass != NEVER else None
-    parent = parent_key(record.key)
     values = (
         record.key,
-        parent,
+        parent_key(record.key),
         db_text(f.path),
         record.sig,
         record.size,
@@ -146,19 +146,39 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
         None if entry is None else db_text(entry),
         record.created,
     )
+    idents = sorted({db_text(i) for i in cover_idents(f.id_keys)}, key=_sort_text)
+    targets = sorted({t for p in f.path_keys if (t := path_key(p)) is not None})
+    return values, idents, targets, None if f.unreadable else record.text
+
+
+def _sort_text(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8")
+
+
+def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, fresh: bool) -> None:
+    if not fresh:
+        row = conn.execute("SELECT id FROM files WHERE key = ?", (record.key,)).fetchone()
+        if row is not None:
+            touched.add_file(conn, row[0])
+            conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (row[0],))
+            conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
+            conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+    values, idents, targets, text = row_parts(record)
+    ident = values[11]
     file_id = conn.execute(UPSERT, values).fetchone()[0]
-    conn.execute(FORGET_DIGEST, (parent,))
-    idents = [(i, file_id) for i in {db_text(i) for i in cover_idents(f.id_keys)}]
-    conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", idents)
-    targets = {path_key(p) for p in f.path_keys}
-    rows = [(t, file_id) for t in targets if t is not None]
-    conn.executemany("INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", rows)
+    conn.execute(FORGET_DIGEST, (values[1],))
+    conn.executemany(
+        "INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", ((i, file_id) for i in idents)
+    )
+    conn.executemany(
+        "INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", ((t, file_id) for t in targets)
+    )
     if not touched.full:
         touched.ids.add(file_id)
         touched.targets.add(record.key)
         if ident:
-            touched.idents.add(db_text(ident))
-        touched.idents.update(i for i, _ in idents)
-        touched.targets.update(t for t, _ in rows)
-    if not f.unreadable:
-        conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, record.text))
+            touched.idents.add(ident)
+        touched.idents.update(idents)
+        touched.targets.update(targets)
+    if text is not None:
+        conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, text))

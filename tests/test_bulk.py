@@ -1,0 +1,86 @@
+"""The bulk rebuild (``kiwifs reindex``) leaves exactly the tables the row-by-row path leaves."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from kiwifs.index.bulk import parsed
+from kiwifs.index.db import Index
+from kiwifs.index.walk import start_walk
+
+PAGES = {
+    "episodes/2026/a.md": "---\nmemory_kind: episodic\nepisode_id: ep-1\n---\nalpha beta\n",
+    "episodes/2026/b.md": "---\nmemory_kind: episodic\nepisode_id: ep-2\n---\nbeta gamma\n",
+    "episodes/c.md": "---\nmemory_kind: episodic\n---\nno id here\n",
+    "episodes/d.md": "---\nmemory_kind: episodic\nid: ep-4\nanchor: &a [1, 2]\nb: *a\n---\n",
+    "pages/merged.md": (
+        "---\nmerged-from:\n  - type: episode\n    id: ep-1\n  - path: episodes/c.md\n"
+        "scope: team\n---\nmerged page\n"
+    ),
+    "pages/bad.md": "---\nkey: [unclosed\n---\nbroken yaml still searchable\n",
+    "pages/old.md": "---\nmemory_status: superseded\n---\nforgotten\n",
+    "plain.md": "no frontmatter at all\n",
+}
+TABLES = {
+    "files": "SELECT * FROM files ORDER BY id",
+    "cover_ids": "SELECT ident, file_id FROM cover_ids ORDER BY 1, 2",
+    "cover_paths": "SELECT target, file_id FROM cover_paths ORDER BY 1, 2",
+    "fts": "SELECT rowid, body FROM fts ORDER BY rowid",
+    "dirs": "SELECT * FROM dirs ORDER BY key",
+    "indexes": "SELECT name, sql FROM sqlite_schema WHERE type = 'index' ORDER BY name",
+}
+
+
+def tables(db: Path) -> dict[str, list[object]]:
+    conn = sqlite3.connect(db)
+    try:
+        return {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
+    finally:
+        conn.close()
+
+
+def built(root: Path, name: str, **kw: object) -> dict[str, list[object]]:
+    db = root.parent / f"{name}.db"
+    index = Index(root, db)
+    try:
+        assert index.rebuild(**kw) == 9  # type: ignore[arg-type]
+    finally:
+        index.close()
+    return tables(db)
+
+
+def test_bulk_rebuild_equals_the_row_by_row_one(make_root: Callable[..., Path]) -> None:
+    root = make_root(PAGES)
+    (root / "episodes" / "link.md").symlink_to("/nonexistent")  # an error record
+    rows = built(root, "rows", bulk=False)
+    bulk = built(root, "bulk", workers=1)
+    assert rows["files"], "the comparison must compare something"
+    assert bulk == rows
+    covered = {r[3]: r[18] for r in bulk["files"]}  # path -> covered
+    assert covered["episodes/2026/a.md"] == 1
+    assert covered["episodes/2026/b.md"] == 0
+
+
+def test_forked_parsing_equals_parsing_here(make_root: Callable[..., Path]) -> None:
+    root = make_root(
+        {f"e/{i:03}.md": f"---\nepisode_id: ep-{i}\n---\nword {i}\n" for i in range(60)}
+    )
+    walked = start_walk(root).result()
+    keys = sorted(walked.state.sigs)
+    here = list(parsed(os.fspath(root), str(root.resolve()), keys, {}, workers=1))
+    forked = list(parsed(os.fspath(root), str(root.resolve()), keys, {}, workers=2, threshold=0))
+    assert len(here) == 60 and forked == here
+
+
+def test_reindex_progress_reaches_the_total(make_root: Callable[..., Path]) -> None:
+    root = make_root(PAGES)
+    seen: list[tuple[int, int]] = []
+    index = Index(root, root.parent / "index.db")
+    try:
+        index.rebuild(lambda done, total: seen.append((done, total)))
+    finally:
+        index.close()
+    assert seen[-1] == (8, 8)
