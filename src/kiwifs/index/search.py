@@ -110,9 +110,16 @@ def _retryable(query: str) -> bool:
 
 
 SQL = (
-    "SELECT f.path, -bm25(fts) AS score, fts.body, f.mtime_ns FROM fts JOIN files f"
+    "SELECT f.path, -bm25(fts) AS score, f.id, f.mtime_ns FROM fts JOIN files f"
     " ON f.id = fts.rowid WHERE fts MATCH ?{prefix} ORDER BY bm25(fts), f.key LIMIT ? OFFSET ?"
 )
+# The top-k path: the best ``window`` matches by BM25 alone (FTS5 and one sorter, no join per
+# match), then only those rows joined with ``files``, filtered and tie-broken by key.
+TOP_SQL = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY 2 LIMIT ?"
+PICK_SQL = "SELECT f.id, f.path, f.key, f.mtime_ns FROM files f WHERE f.id IN ({ids}){prefix}"
+FIRST_WINDOW = 64  # matches ranked by the first top-k round (grown ×8 while the cut is unsure)
+MAX_WINDOW = 4096  # beyond this the filters are too selective: the full query answers
+TOP_K = True  # the benchmark's A/B switch; False always runs the full query
 
 
 def check_recency_weight(value: float | None) -> float:
@@ -155,26 +162,26 @@ def search(
         more, params = where.sql("f")
         condition += more
         extra += tuple(params)
-    sql = SQL.format(prefix=condition)
     match = text if has_syntax(text) else quoted(text)
     window = (recency_window(lim, off), 0) if weight else (lim, off)
     try:
-        rows = conn.execute(sql, (match, *extra, *window)).fetchall()
+        rows = _ranked(conn, match, condition, extra, *window)
     except sqlite3.OperationalError as exc:
         if match == text and _retryable(text):
             match = quoted(text)
-            rows = _run_quoted(conn, sql, match, extra, *window)
+            rows = _run_quoted(conn, match, condition, extra, *window)
         else:
             raise InvalidQuery(f"invalid search query {text!r}: {exc}") from exc
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     terms = query_terms(text)
-    hits = [SearchHit(py_text(p), float(s), snippet(body, terms)) for p, s, body, _ in rows]
+    bodies = _bodies(conn, [file_id for _, _, file_id, _ in rows])
+    hits = [SearchHit(py_text(p), float(s), snippet(bodies[i], terms)) for p, s, i, _ in rows]
     return SearchResults(query, lim, off, hits)
 
 
 def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
-    """``(path, score, body, mtime_ns)`` rows re-scored with recency and sorted, best first.
+    """``(path, score, file id, mtime_ns)`` rows re-scored with recency and sorted, best first.
 
     Relevance is the score over the best score (1 for the best hit); recency halves every
     :data:`RECENCY_HALF_LIFE_DAYS` of age (1 for a file modified now; a future mtime counts as
@@ -182,21 +189,71 @@ def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
     """
     best = max((float(r[1]) for r in rows), default=0.0)
     scored = []
-    for rank, (path, score, body, mtime_ns) in enumerate(rows):
+    for rank, (path, score, file_id, mtime_ns) in enumerate(rows):
         relevance = float(score) / best if best > 0 else 1.0
         age_days = max(0, now_ns - mtime_ns) / _NS_PER_DAY
         recency = 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
         blended = (1.0 - weight) * relevance + weight * recency
-        scored.append((-blended, rank, (path, blended, body, mtime_ns)))
+        scored.append((-blended, rank, (path, blended, file_id, mtime_ns)))
     scored.sort()
     return [row for _, _, row in scored]
 
 
+def _ranked(
+    conn: sqlite3.Connection,
+    match: str,
+    condition: str,
+    extra: tuple[Any, ...],
+    lim: int,
+    off: int,
+) -> list[tuple[Any, float, int, int]]:
+    """``(path, score, id, mtime_ns)`` of the hits ``off`` to ``off + lim`` in (BM25, key) order.
+
+    A common word matches most of the corpus; joining every match with ``files`` to filter and
+    tie-break costs as much as ranking it. So the matches are first cut to a window by BM25
+    alone, and only the window is joined. The cut is exact when the window held every match,
+    or when the last hit wanted scores strictly better than the window's worst (every match left
+    out scores no better than that, so none could sort before it, ties included); otherwise the
+    window grows, and past :data:`MAX_WINDOW` the full query answers.
+    """
+    wanted = off + lim
+    window = max(FIRST_WINDOW, 2 * wanted)
+    while TOP_K and window <= MAX_WINDOW:
+        top = conn.execute(TOP_SQL, (match, window)).fetchall()
+        scores = dict(top)
+        ids = ",".join(str(int(i)) for i in scores)
+        picked = conn.execute(PICK_SQL.format(ids=ids or "NULL", prefix=condition), extra)
+        ordered = sorted((scores[i], key, path, i, mtime) for i, path, key, mtime in picked)
+        complete = len(top) < window
+        if complete or (len(ordered) >= wanted and ordered[wanted - 1][0] < top[-1][1]):
+            return [(path, -score, i, mtime) for score, _, path, i, mtime in ordered[off:wanted]]
+        if len(ordered) * MAX_WINDOW < 2 * wanted * window:
+            break  # the filters keep too few matches for any window to hold the page
+        window *= 8
+    sql = SQL.format(prefix=condition)
+    return [tuple(r) for r in conn.execute(sql, (match, *extra, lim, off))]
+
+
+def _bodies(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    """The stored text of the hits (for snippets), read once the page is known."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT rowid, body FROM fts WHERE rowid IN ({marks})", ids)
+    found = {int(i): body for i, body in rows}
+    return {i: found.get(i) or "" for i in ids}
+
+
 def _run_quoted(
-    conn: sqlite3.Connection, sql: str, match: str, extra: tuple[Any, ...], lim: int, off: int
-) -> list[Any]:
+    conn: sqlite3.Connection,
+    match: str,
+    condition: str,
+    extra: tuple[Any, ...],
+    lim: int,
+    off: int,
+) -> list[tuple[Any, float, int, int]]:
     try:
-        return conn.execute(sql, (match, *extra, lim, off)).fetchall()
+        return _ranked(conn, match, condition, extra, lim, off)
     except sqlite3.OperationalError as exc:
         raise InvalidQuery(f"invalid search query: {exc}") from exc
 

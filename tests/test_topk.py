@@ -1,0 +1,40 @@
+"""Keyword search ranks a window of matches, not every match, and answers exactly as before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kiwifs.index import search as search_module
+from kiwifs.knowledge import Knowledge
+
+
+def test_top_k_search_equals_the_full_ranking(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many ties (identical bodies), prefixes, pages deep into the ranking: the windowed
+    top-k path returns what ranking every match returns."""
+    pages = {}
+    for i in range(300):
+        folder = "a" if i % 3 else "b"
+        words = "fox " * (1 + i % 4) + ("river stone " if i % 5 else "meadow ")
+        pages[f"{folder}/p{i:03}.md"] = f"---\nn: {i}\n---\n{words}\n"
+    root = make_root(pages)
+    with Knowledge(root) as kb:
+        cases = [
+            ("fox", 10, 0, None),
+            ("fox", 20, 130, None),
+            ("fox", 50, 0, "b/"),
+            ("fox river", 7, 3, "a/"),
+            ("meadow", 200, 0, None),
+            ("stone", 5, 150, "a"),
+        ]
+        for query, limit, offset, prefix in cases:
+            monkeypatch.setattr(search_module, "TOP_K", True)
+            fast = kb.search(query, limit=limit, offset=offset, path_prefix=prefix).to_json()
+            monkeypatch.setattr(search_module, "TOP_K", False)
+            full = kb.search(query, limit=limit, offset=offset, path_prefix=prefix).to_json()
+            assert fast["results"], (query, prefix)
+            assert fast == full, (query, limit, offset, prefix)
