@@ -297,32 +297,6 @@ def bearer_check(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
     return check
 
 
-def mount_mcp(
-    kb: Knowledge, host: str = "127.0.0.1"
-) -> Callable[[Any, Callable[[Request], Awaitable[None]]], None]:
-    """An ``extra_mounts`` hook for :func:`kiwifs.rest.create_app`: MCP at ``/mcp``.
-
-    The endpoint sits behind the REST app's own auth check, and the SDK's session manager is
-    run inside the REST app's lifespan.
-    """
-
-    def mount(app: Any, auth: Callable[[Request], Awaitable[None]]) -> None:
-        http = mcp_asgi_app(kb, host)
-        previous = app.router.lifespan_context
-
-        @asynccontextmanager
-        async def lifespan(a: Any) -> AsyncIterator[Any]:
-            async with http.lifespan(), previous(a) as state:
-                yield state
-
-        app.router.lifespan_context = lifespan
-        gate = AuthGate(http.app, auth)
-        app.router.routes.append(Route("/mcp", endpoint=gate, include_in_schema=False))
-        app.router.routes.append(Route("/mcp/", endpoint=gate, include_in_schema=False))
-
-    return mount
-
-
 def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     """The standalone app of ``kiwifs mcp --http``: ``/mcp`` and ``GET /health``."""
     http = mcp_asgi_app(kb, host)
