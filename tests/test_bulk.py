@@ -28,7 +28,8 @@ TABLES = {
     "files": "SELECT * FROM files ORDER BY id",
     "cover_ids": "SELECT ident, file_id FROM cover_ids ORDER BY 1, 2",
     "cover_paths": "SELECT target, file_id FROM cover_paths ORDER BY 1, 2",
-    "fts": "SELECT rowid, body FROM fts ORDER BY rowid",
+    "bodies": "SELECT id, text FROM bodies ORDER BY id",
+    "words": "SELECT rowid FROM fts WHERE fts MATCH 'beta OR merged OR searchable' ORDER BY rowid",
     "dirs": "SELECT * FROM dirs ORDER BY key",
     "indexes": "SELECT name, sql FROM sqlite_schema WHERE type = 'index' ORDER BY name",
 }

@@ -25,9 +25,11 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
+from typing import Any
 
 from kiwifs.forking import fork_is_safe, usable_cpus
 
+from .bodies import pack
 from .folders import abs_path
 from .record import error_record, key_to_rel, read_record
 from .rows import COVER_SQL, RowParts, row_parts
@@ -50,18 +52,25 @@ DEFERRED_INDEXES = (
 )
 
 Job = tuple[str, str, list[tuple[bytes, str | None]]]
+# a row's parts plus its text compressed (in the worker: compressing is parsing's cost too)
+Parts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, bytes | None]
 
 
-def _parts_of(root: str, real_root: str, key: bytes, error: str | None) -> RowParts | None:
+def _parts_of(root: str, real_root: str, key: bytes, error: str | None) -> Parts | None:
     """The row of one walked file; ``None`` when it vanished since the walk."""
     rel = key_to_rel(key)
     if error is not None:
-        return row_parts(error_record(key, rel, error))
+        return _with_packed(row_parts(error_record(key, rel, error)))
     record = read_record(key, rel, abs_path(root, key), real_root)
-    return None if record is None else row_parts(record)
+    return None if record is None else _with_packed(row_parts(record))
 
 
-def _parts_of_job(job: Job) -> list[RowParts | None]:
+def _with_packed(parts: RowParts) -> Parts:
+    text = parts[3]
+    return (*parts, None if text is None else pack(text))
+
+
+def _parts_of_job(job: Job) -> list[Parts | None]:
     root, real_root, entries = job
     return [_parts_of(root, real_root, key, error) for key, error in entries]
 
@@ -73,7 +82,7 @@ def parsed(
     errors: dict[bytes, str],
     workers: int | None = None,
     threshold: int = PARALLEL_THRESHOLD,
-) -> Iterator[RowParts | None]:
+) -> Iterator[Parts | None]:
     """The rows of ``keys``, in order, parsed by forked workers when that is safe and pays
     (``threshold`` files or more)."""
     entries = [(key, errors.get(key)) for key in keys]
@@ -84,7 +93,7 @@ def parsed(
     return _parallel(jobs, count)
 
 
-def _parallel(jobs: list[Job], workers: int) -> Iterator[RowParts | None]:
+def _parallel(jobs: list[Job], workers: int) -> Iterator[Parts | None]:
     # Forked workers share this heap until they write to it; a collection pass writes to every
     # object it visits, frozen ones are not visited.
     frozen = gc.get_freeze_count() == 0
@@ -95,7 +104,7 @@ def _parallel(jobs: list[Job], workers: int) -> Iterator[RowParts | None]:
             max_workers=workers, mp_context=multiprocessing.get_context("fork")
         )
         todo = iter(jobs)
-        pending: deque[tuple[Job, Future[list[RowParts | None]] | None]] = deque(
+        pending: deque[tuple[Job, Future[list[Parts | None]] | None]] = deque(
             (job, _submit(pool, job)) for job in islice(todo, workers * IN_FLIGHT)
         )
     except OSError:
@@ -115,14 +124,14 @@ def _parallel(jobs: list[Job], workers: int) -> Iterator[RowParts | None]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _submit(pool: ProcessPoolExecutor, job: Job) -> Future[list[RowParts | None]] | None:
+def _submit(pool: ProcessPoolExecutor, job: Job) -> Future[list[Parts | None]] | None:
     try:
         return pool.submit(_parts_of_job, job)
     except (BrokenProcessPool, RuntimeError, OSError):
         return None
 
 
-def _collect(job: Job, future: Future[list[RowParts | None]] | None) -> list[RowParts | None]:
+def _collect(job: Job, future: Future[list[Parts | None]] | None) -> list[Parts | None]:
     """A worker's answer, or the job parsed here when the pool broke (a worker killed)."""
     try:
         if future is not None:
@@ -134,7 +143,7 @@ def _collect(job: Job, future: Future[list[RowParts | None]] | None) -> list[Row
 
 def load(
     conn: sqlite3.Connection,
-    rows: Iterable[RowParts | None],
+    rows: Iterable[Parts | None],
     total: int,
     progress: Progress | None = None,
 ) -> None:
@@ -153,7 +162,7 @@ def load(
 
 
 def _load(
-    conn: sqlite3.Connection, rows: Iterable[RowParts | None], total: int, progress: Progress | None
+    conn: sqlite3.Connection, rows: Iterable[Parts | None], total: int, progress: Progress | None
 ) -> None:
     deferred = conn.execute(DEFERRED_INDEXES).fetchall()
     for name, _, _ in deferred:
@@ -189,20 +198,23 @@ class _Batch:
         self.idents: list[tuple[str | bytes, int]] = []
         self.targets: list[tuple[bytes, int]] = []
         self.texts: list[tuple[int, str]] = []
+        self.packed: list[tuple[int, bytes]] = []
 
-    def add(self, parts: RowParts) -> None:
-        values, idents, targets, text = parts
+    def add(self, parts: Parts) -> None:
+        values, idents, targets, text, packed = parts
         file_id = self.next_id
         self.next_id += 1
         self.files.append((file_id, *values))
         self.idents.extend((i, file_id) for i in idents)
         self.targets.extend((t, file_id) for t in targets)
-        if text is not None:
+        if text is not None and packed is not None:
             self.texts.append((file_id, text))
+            self.packed.append((file_id, packed))
 
     def flush(self, conn: sqlite3.Connection) -> None:
         conn.executemany(INSERT_FILE, self.files)
         conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", self.idents)
         conn.executemany("INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", self.targets)
         conn.executemany("INSERT INTO fts (rowid, body) VALUES (?, ?)", self.texts)
-        self.files, self.idents, self.targets, self.texts = [], [], [], []
+        conn.executemany("INSERT INTO bodies (id, text) VALUES (?, ?)", self.packed)
+        self.files, self.idents, self.targets, self.texts, self.packed = [], [], [], [], []

@@ -1,8 +1,10 @@
 """The SQLite index of a knowledge root: derived from the files, disposable, rebuilt on any doubt.
 
 One database per root (``.kiwi/state/index.db``, WAL). It holds, per file, the stat signature,
-ETag, frontmatter as JSON, the full text in an FTS5 table (a normal one, so a rewritten or deleted
-file really loses its old words, unlike KiwiFS's) and the memory facts, with the ``merged-from``
+ETag, frontmatter as JSON, the full text in a contentless FTS5 table with the text itself stored
+once, zlib-compressed, in ``bodies`` (:mod:`index.bodies`: a rewritten or deleted file really
+loses its old words, unlike KiwiFS's, because its old text is there to delete) and the memory
+facts, with the ``merged-from``
 keys split into two lookup tables so that "is this episode covered?" is kept in a ``covered``
 column and the memory report is a handful of indexed queries (rows: :mod:`index.rows`). The
 ``dirs`` table keeps, per folder, the digest it was last reconciled against and its entry count,
@@ -45,7 +47,7 @@ from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .vectorschema import VECTOR_SCHEMA
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -100,7 +102,10 @@ CREATE TABLE cover_paths (target BLOB NOT NULL, file_id INTEGER NOT NULL);
 CREATE INDEX cover_paths_target ON cover_paths(target);
 CREATE INDEX cover_paths_file ON cover_paths(file_id);
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
-CREATE VIRTUAL TABLE fts USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 1');
+CREATE TABLE bodies (id INTEGER PRIMARY KEY, text BLOB NOT NULL);
+CREATE VIRTUAL TABLE fts USING fts5(
+    body, content = '', tokenize = 'porter unicode61 remove_diacritics 1'
+);
 CREATE INDEX files_etag ON files(etag);
 CREATE INDEX files_recall ON files(superseded, unreadable, etag, id);
 CREATE INDEX files_scope ON files(scope, superseded, unreadable, etag, id) WHERE scope IS NOT NULL;
@@ -564,7 +569,7 @@ def _close_all(*groups: list[sqlite3.Connection]) -> None:
 
 def _recreate(conn: sqlite3.Connection) -> None:
     """Create the schema, dropping our tables first (the file may be shared by open readers)."""
-    for table in ("fts", "dirs", "cover_paths", "cover_ids", "files"):
+    for table in ("fts", "bodies", "dirs", "cover_paths", "cover_ids", "files"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.executescript(TIMELINE_SCHEMA)

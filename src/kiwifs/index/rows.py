@@ -1,11 +1,12 @@
 """How one file becomes rows of the index, and how ``covered`` is kept true as rows change.
 
 A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory facts and its report
-entry as printed; whether it was forgotten is the generated column ``superseded``), its text in
-``fts``, and its ``merged-from`` keys in ``cover_ids`` (episode ids) and ``cover_paths`` (paths).
-``files.covered`` says "some merged-from cites this episode"; every change records which ids and
-paths it touched (:class:`Touched`) and recomputes ``covered`` for exactly those, or for every row
-when a change is large.
+entry as printed; whether it was forgotten is the generated column ``superseded``), its words in
+``fts``, its text in ``bodies`` (:mod:`index.bodies`), and its ``merged-from`` keys in
+``cover_ids`` (episode ids) and ``cover_paths`` (paths). ``files.covered`` says "some
+merged-from cites this episode"; every change records which ids and paths it touched
+(:class:`Touched`) and recomputes ``covered`` for exactly those, or for every row when a change
+is large.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
+from .bodies import forget, store
 from .record import FileRecord, db_text, parent_key, path_key
 from .report import entry_text
 
@@ -87,7 +89,7 @@ def delete_row(conn: sqlite3.Connection, key: bytes, touched: Touched) -> None:
     touched.targets.add(key)
     conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (file_id,))
     conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (file_id,))
-    conn.execute("DELETE FROM fts WHERE rowid = ?", (file_id,))
+    forget(conn, file_id)
     conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
     conn.execute(FORGET_DIGEST, (parent_key(key),))
 
@@ -162,7 +164,7 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
             touched.add_file(conn, row[0])
             conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (row[0],))
             conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
-            conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+            forget(conn, row[0])
     values, idents, targets, text = row_parts(record)
     ident = values[11]
     file_id = conn.execute(UPSERT, values).fetchone()[0]
@@ -181,4 +183,4 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
         touched.idents.update(idents)
         touched.targets.update(targets)
     if text is not None:
-        conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, text))
+        store(conn, file_id, text)

@@ -7,9 +7,9 @@ characters common in plain text such as ``episode_id: ep-1`` — is retried quot
 one with quotes, parentheses or operators is the caller's syntax error and becomes
 :class:`InvalidQuery` with FTS5's message (never a server error).
 
-Snippets come from the stored text (no disk reads): the first line containing a query term, cut
-at 160 bytes, with the first occurrence of each term in ``<mark>`` (:func:`marked_parts` splits
-them again for interfaces that print plain text).
+Snippets come from the stored text (:mod:`index.bodies`, no disk reads): the first line holding
+a query term, cut at 160 bytes, with the first occurrence of each term in ``<mark>``
+(:func:`marked_parts` splits them again for interfaces that print plain text).
 
 Recall filters (:class:`~kiwifs.index.filters.RecallFilter`: superseded pages, ``scope``,
 ``modified_after``) apply inside the query, before ranking and paging. ``recency_weight`` (0–1)
@@ -29,6 +29,7 @@ from typing import Any
 
 from kiwifs.errors import InvalidQuery, UsageError
 
+from .bodies import texts
 from .filters import RecallFilter
 from .record import py_text
 
@@ -175,7 +176,7 @@ def search(
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     terms = query_terms(text)
-    bodies = _bodies(conn, [file_id for _, _, file_id, _ in rows])
+    bodies = texts(conn, [file_id for _, _, file_id, _ in rows])
     hits = [SearchHit(py_text(p), float(s), snippet(bodies[i], terms)) for p, s, i, _ in rows]
     return SearchResults(query, lim, off, hits)
 
@@ -232,16 +233,6 @@ def _ranked(
         window *= 8
     sql = SQL.format(prefix=condition)
     return [tuple(r) for r in conn.execute(sql, (match, *extra, lim, off))]
-
-
-def _bodies(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
-    """The stored text of the hits (for snippets), read once the page is known."""
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(f"SELECT rowid, body FROM fts WHERE rowid IN ({marks})", ids)
-    found = {int(i): body for i, body in rows}
-    return {i: found.get(i) or "" for i in ids}
 
 
 def _run_quoted(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import Unavailable
 
+from .bodies import texts
 from .embedders import _numpy
 from .filters import RecallFilter
 from .record import py_text
@@ -221,8 +222,7 @@ def best_chunk_text(
     scores = vectors.matrix[begin:end] @ query_vector.reshape(-1)
     row = begin + int(scores.argmax())
     start, stop = (int(x) for x in vectors.spans[row])
-    body = conn.execute("SELECT body FROM fts WHERE rowid = ?", (file_id,)).fetchone()
-    text = " ".join((body[0] if body else "")[start:stop].split())
+    text = " ".join(texts(conn, [file_id])[file_id][start:stop].split())
     raw = text.encode("utf-8", "replace")
     if len(raw) > SNIPPET_BYTES:
         text = raw[:SNIPPET_BYTES].decode("utf-8", "ignore") + "\u2026"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiwifs.config import ChunkConfig
 
+from .bodies import unpack
 from .chunking import Chunk, chunk_text
 from .db import Index, Progress
 from .embedders import Embedder, _numpy
@@ -39,7 +40,7 @@ RETRY_MAX = 600.0
 ERROR_CHARS = 500
 
 DUE = (
-    "SELECT q.etag, (SELECT fts.body FROM files f JOIN fts ON fts.rowid = f.id"
+    "SELECT q.etag, (SELECT b.text FROM files f JOIN bodies b ON b.id = f.id"
     " WHERE f.etag = q.etag AND f.unreadable = 0 LIMIT 1)"
     " FROM vec_queue q WHERE q.next_try <= ? ORDER BY q.next_try, q.etag LIMIT ?"
 )
@@ -207,7 +208,7 @@ class VectorStore:
         self.ensure_ready()
         now = self.clock() if due_by is None else due_by
         with self.index.reader() as conn:
-            due = conn.execute(DUE, (now, limit)).fetchall()
+            due = [(etag, unpack(blob)) for etag, blob in conn.execute(DUE, (now, limit))]
         if not due:
             return EmbedRound()
         orphans = [etag for etag, body in due if body is None]
