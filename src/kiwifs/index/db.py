@@ -414,10 +414,25 @@ class Index:
             self.apply((), removed)
         if changed:
             changed.sort()
-            self._fill(changed, walked.state, progress, full=len(changed) > FULL_COVER_UPDATE)
+            if known or expected or not self._bulk_into_empty(changed, walked.state, progress):
+                self._fill(changed, walked.state, progress, full=len(changed) > FULL_COVER_UPDATE)
         if walked.changed or gone:
             self._store_digests(walked, gone)
         return ReconcileStats(len(changed), len(removed), walked.files, time.perf_counter() - start)
+
+    def _bulk_into_empty(
+        self, keys: list[bytes], walked: WalkState, progress: Progress | None
+    ) -> bool:
+        """Fill a new, empty index the way a rebuild does (a first start, a schema change);
+        False, doing nothing, when some row exists (a write got in first)."""
+        with self._lock:
+            if self._writer.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+                return False
+            self._echo.clear()
+            rows = parsed(os.fspath(self.root), self.real_root, keys, walked.errors)
+            load(self._writer, rows, len(keys), progress)
+            self.generation += 1
+        return True
 
     def _store_digests(self, walked: FolderWalk, gone: Iterable[bytes]) -> None:
         """Record what the changed folders looked like when their rows were made to match.
