@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kiwifs.errors import Unauthorized
 from kiwifs.knowledge import Knowledge
 
 Auth = Callable[[Request], Awaitable[None]]
@@ -29,16 +30,20 @@ def lazy_mount_mcp(kb: Knowledge, host: str = "127.0.0.1") -> Callable[[Any, Aut
     """An ``extra_mounts`` hook for :func:`kiwifs.rest.create_app` that loads MCP late."""
 
     def mount(app: Any, auth: Auth) -> None:
-        gate = LazyGate(kb, host, auth)
+        late = LateApp(kb, host)
+        gate = AuthGate(late, auth)  # refused requests never wait for the SDK
         previous = app.router.lifespan_context
 
         @asynccontextmanager
         async def lifespan(a: Any) -> AsyncIterator[Any]:
-            async with anyio.create_task_group() as group, previous(a) as state:
-                gate.ready = anyio.Event()
-                group.start_soon(gate.run)
-                yield state
-                group.cancel_scope.cancel()
+            # the REST app's own shutdown (which commits what is pending) runs after, and
+            # outside, the cancelled scope that stops MCP
+            async with previous(a) as state:
+                async with anyio.create_task_group() as group:
+                    late.ready = anyio.Event()
+                    group.start_soon(late.run)
+                    yield state
+                    group.cancel_scope.cancel()
 
         app.router.lifespan_context = lifespan
         app.router.routes.append(Route("/mcp", endpoint=gate, include_in_schema=False))
@@ -47,13 +52,32 @@ def lazy_mount_mcp(kb: Knowledge, host: str = "127.0.0.1") -> Callable[[Any, Aut
     return mount
 
 
-class LazyGate:
-    """The ``/mcp`` endpoint until and after the SDK is loaded."""
+class AuthGate:
+    """Refuse HTTP requests that fail ``check`` with 401 ``{"error": …}`` (fails closed)."""
 
-    def __init__(self, kb: Knowledge, host: str, auth: Auth) -> None:
+    def __init__(self, app: ASGIApp, check: Auth) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                await self.check(Request(scope))
+            except Unauthorized as exc:
+                response = JSONResponse(
+                    {"error": exc.message}, 401, headers={"WWW-Authenticate": "Bearer"}
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class LateApp:
+    """The MCP endpoint until and after the SDK is loaded."""
+
+    def __init__(self, kb: Knowledge, host: str) -> None:
         self.kb = kb
         self.host = host
-        self.auth = auth
         self.ready: anyio.Event | None = None
         self.app: ASGIApp | None = None
         self.error = ""
@@ -72,10 +96,8 @@ class LazyGate:
             self.error = f"MCP is unavailable: {exc}"
             self.ready.set()
             return
-        from .server import AuthGate
-
         async with http.lifespan():
-            self.app = AuthGate(http.app, self.auth)
+            self.app = http.app
             self.ready.set()
             await anyio.sleep_forever()
 

@@ -32,14 +32,15 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from kiwifs import __version__
 from kiwifs.auth import api_key_for, check_bearer
 from kiwifs.config import DEFAULT_MCP_PORT
-from kiwifs.errors import Conflict, KiwiError, NotFound, Unauthorized
+from kiwifs.errors import Conflict, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
 
+from .lazy import AuthGate
 from .render import render_tree
 from .tools import ALIASES, SPECS, Tools, ToolSpec
 
@@ -266,26 +267,6 @@ def mcp_asgi_app(kb: Knowledge, host: str = "127.0.0.1") -> McpHttp:
         host=host,
     )
     return McpHttp(server, StreamableHTTPASGIApp(server.session_manager))
-
-
-class AuthGate:
-    """Refuse HTTP requests that fail ``check`` with 401 ``{"error": …}`` (fails closed)."""
-
-    def __init__(self, app: ASGIApp, check: Callable[[Request], Awaitable[None]]) -> None:
-        self.app = app
-        self.check = check
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            try:
-                await self.check(Request(scope))
-            except Unauthorized as exc:
-                response = JSONResponse(
-                    {"error": exc.message}, 401, headers={"WWW-Authenticate": "Bearer"}
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def bearer_check(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
