@@ -31,6 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from kiwifs.index import search as search_module
 from kiwifs.knowledge import Knowledge
 
 HERE = Path(__file__).resolve().parent
@@ -168,25 +169,36 @@ def serve_bench(root: Path, requests: int) -> dict[str, object]:
     }
 
 
-def search_bench(root: Path, n: int, seed: int) -> dict[str, float]:
+def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> dict[str, object]:
+    """(c): ``n`` queries of one or two common words, ``path_prefix`` on, each run with the
+    top-k window and with the full ranking (the A/B switch ``search.TOP_K``), interleaved."""
     rng = random.Random(seed)
     queries = [" ".join(rng.sample(WORDS, rng.choice((1, 1, 2)))) for _ in range(n)]
-    times = []
+    times: dict[str, list[float]] = {"top_k": [], "full": []}
+    same = True
     with Knowledge.open(root) as kb:
         kb.start_watching()  # as in `serve`: no reconcile per query
         while not kb.indexing.watching:
             time.sleep(0.05)
         kb.search(queries[0])
         for q in queries:
-            start = time.perf_counter()
-            kb.search(q, limit=20)
-            times.append(time.perf_counter() - start)
+            answers = []
+            for mode in ("top_k", "full"):
+                search_module.TOP_K = mode == "top_k"
+                start = time.perf_counter()
+                answers.append(kb.search(q, limit=20, path_prefix=prefix).to_json())
+                times[mode].append(time.perf_counter() - start)
+            same = same and answers[0] == answers[1]
+        search_module.TOP_K = True
         kb.stop_watching()
-    times.sort()
-    return {
-        "p50_ms": times[len(times) // 2] * 1000,
-        "p99_ms": times[int(0.99 * (len(times) - 1))] * 1000,
-    }
+    out: dict[str, object] = {"identical": same, "path_prefix": prefix}
+    for mode, spent in times.items():
+        spent.sort()
+        out[mode] = {
+            "p50_ms": round(spent[len(spent) // 2] * 1000, 1),
+            "p99_ms": round(spent[int(0.99 * (len(spent) - 1))] * 1000, 1),
+        }
+    return out
 
 
 def main() -> None:
@@ -198,6 +210,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="CLI runs per measurement (best)")
     ap.add_argument("--skip-build", action="store_true", help="reuse an existing index.db")
     ap.add_argument("--build-rounds", type=int, default=1, help="interleaved A/B builds")
+    ap.add_argument("--only-search", action="store_true", help="measure search and stop")
     ap.add_argument("--only-build", action="store_true", help="measure the builds and stop")
     ap.add_argument("--build-only", choices=("rows", "bulk"), help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
@@ -211,6 +224,10 @@ def main() -> None:
     if not args.skip_build or not (root / ".kiwi/state/index.db").exists():
         out["build"] = build_ab(root, args.build_rounds)
     if args.only_build:
+        print(json.dumps(out, indent=2))
+        return
+    if args.only_search:
+        out["search"] = search_bench(root, args.queries, args.seed)
         print(json.dumps(out, indent=2))
         return
 

@@ -32,7 +32,6 @@ from typing import TypeVar
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
-from .bulk import load, parsed
 from .filters import superseded_sql
 from .folders import WalkState, abs_path, probe
 from .record import (
@@ -348,6 +347,8 @@ class Index:
             _recreate(self._writer)
             self.generation += 1
             if bulk:
+                from .bulk import load, parsed  # process pools: only a rebuild needs them
+
                 rows = parsed(
                     os.fspath(self.root), self.real_root, keys, walked.state.errors, workers
                 )
@@ -429,6 +430,8 @@ class Index:
             if self._writer.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
                 return False
             self._echo.clear()
+            from .bulk import load, parsed
+
             rows = parsed(os.fspath(self.root), self.real_root, keys, walked.errors)
             load(self._writer, rows, len(keys), progress)
             self.generation += 1
