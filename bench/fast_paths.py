@@ -1,0 +1,193 @@
+"""Each fast path against the plain way of doing the same, both measured in this one run.
+
+    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,json]
+
+Sections (``--only`` picks some):
+
+* ``walk`` -- ``kiwifs memory report --json``, index up to date. A: as shipped (above 20,000
+  files the stat walk runs in forked workers while the answer is computed, see
+  ``Index.reconcile_then``); B: ``KIWIFS_WORKERS=1`` (the walk inline, then the answer).
+* ``scan`` -- ``kiwifs memory report --json --no-index``. A: as shipped (files read by one
+  forked worker per CPU); B: ``KIWIFS_WORKERS=1`` (read in the one process).
+* ``json`` -- the answer of the index-backed report and its printing, in this process (no
+  walk): the stored entry text of each episode (``files.entry``) against objects built per
+  episode, each printed with the hand-written writer (``kiwifs.indented_json``), with
+  ``orjson.dumps(..., option=OPT_INDENT_2)`` and with ``json.dumps(indent=2)``.
+
+Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
+is shared and its load drifts; the figures are medians of wall time and of CPU time (user +
+system, children included). Every variant's output is checked to be the same bytes. The corpus
+and its index are the ones ``bench/index.py`` makes (``bench/.corpora/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from index import corpus
+
+from kiwifs.index import report as indexed
+from kiwifs.index.db import Index
+
+KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
+PREFIX = "episodes/"
+
+
+class Hashing:
+    """A text or binary stream that keeps only the MD5 of what is written to it."""
+
+    def __init__(self) -> None:
+        self.md5 = hashlib.md5()
+
+    def write(self, data: str | bytes) -> int:
+        self.md5.update(data.encode() if isinstance(data, str) else data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+Run = Callable[[], tuple[float, float, str]]  # -> wall seconds, CPU seconds, output digest
+
+
+def interleaved(variants: dict[str, Run], repeat: int) -> dict[str, Any]:
+    """Median wall and CPU time of each variant, run in alternating order."""
+    names = list(variants)
+    digests = {name: variants[name]()[2] for name in names}  # warm-up
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for i in range(repeat):
+        for name in names if i % 2 == 0 else names[::-1]:
+            w, c, digest = variants[name]()
+            wall[name].append(w)
+            cpu[name].append(c)
+            digests[name] = digest if digests[name] == digest else "CHANGED"
+    return {
+        "same_output": len(set(digests.values())) == 1,
+        "variants": {
+            n: {
+                "wall_median_s": round(statistics.median(wall[n]), 3),
+                "cpu_median_s": round(statistics.median(cpu[n]), 3),
+                "wall_runs_s": [round(w, 3) for w in wall[n]],
+            }
+            for n in names
+        },
+    }
+
+
+def command(argv: list[str], env: dict[str, str]) -> Run:
+    def run() -> tuple[float, float, str]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        out = subprocess.run(
+            argv, stdout=subprocess.PIPE, env={**os.environ, **env}, check=True
+        ).stdout
+        seconds = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        return seconds, cpu, hashlib.md5(out).hexdigest()
+
+    return run
+
+
+def cli_ab(root: Path, extra: list[str], repeat: int) -> dict[str, Any]:
+    argv = [KIWIFS, "memory", "report", "--json", *extra, "--root", str(root)]
+    return interleaved(
+        {
+            "A: worker processes": command(argv, {}),
+            "B: KIWIFS_WORKERS=1": command(argv, {"KIWIFS_WORKERS": "1"}),
+        },
+        repeat,
+    )
+
+
+def in_process(write: Callable[[Hashing], None]) -> Run:
+    def run() -> tuple[float, float, str]:
+        sink = Hashing()
+        start, cpu = time.perf_counter(), time.process_time()
+        write(sink)
+        return time.perf_counter() - start, time.process_time() - cpu, sink.md5.hexdigest()
+
+    return run
+
+
+def json_ab(root: Path, repeat: int) -> dict[str, Any]:
+    import orjson
+
+    from kiwifs.indented_json import write_indented
+
+    index = Index(root)
+    indent = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+    def stored() -> dict[str, Any]:
+        with index.reader() as conn:
+            return indexed.report_document(conn, PREFIX)[0]
+
+    def objects() -> dict[str, Any]:
+        with index.reader() as conn:
+            return indexed.report(conn, PREFIX)[0].to_json()
+
+    def hand(value: dict[str, Any], out: Hashing) -> None:
+        write_indented(value, out)  # type: ignore[arg-type]
+        out.write("\n")
+
+    def fragments(value: dict[str, Any], out: Hashing) -> None:
+        for key in ("episodic_files", "unmerged"):
+            value[key] = [orjson.Fragment(text) for text in value[key].items]
+        out.write(orjson.dumps(value, option=indent))
+
+    variants = {
+        "A: stored entries + hand-written writer": in_process(lambda out: hand(stored(), out)),
+        "stored entries + orjson (Fragment)": in_process(lambda out: fragments(stored(), out)),
+        "B: objects + orjson": in_process(
+            lambda out: out.write(orjson.dumps(objects(), option=indent))
+        ),
+        "objects + hand-written writer": in_process(lambda out: hand(objects(), out)),
+        "objects + json.dumps(indent=2)": in_process(
+            lambda out: out.write(json.dumps(objects(), indent=2, ensure_ascii=False) + "\n")
+        ),
+    }
+    try:
+        return interleaved(variants, repeat)
+    finally:
+        index.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--episodes", type=int, default=100_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=9, help="measured runs of each variant")
+    ap.add_argument("--only", default="walk,scan,json", help="sections, comma-separated")
+    args = ap.parse_args()
+    root = corpus(args.episodes, args.seed)
+    if not (root / ".kiwi/state/index.db").exists():
+        subprocess.run([KIWIFS, "reindex", "--root", str(root)], check=True)
+    subprocess.run([KIWIFS, "memory", "report", "--root", str(root)], capture_output=True)
+    out: dict[str, Any] = {"corpus": str(root), "load_before": os.getloadavg()}
+    for section in args.only.split(","):
+        if section == "walk":
+            out["walk"] = cli_ab(root, [], args.repeat)
+        elif section == "scan":
+            out["scan"] = cli_ab(root, ["--no-index"], args.repeat)
+        elif section == "json":
+            out["json"] = json_ab(root, args.repeat)
+        else:
+            sys.exit(f"unknown section {section!r}")
+    out["load_after"] = os.getloadavg()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
