@@ -15,9 +15,12 @@ Sections (``--only`` picks some):
   ``orjson.dumps(..., option=OPT_INDENT_2)`` and with ``json.dumps(indent=2)``.
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
-is shared and its load drifts; the figures are medians of wall time and of CPU time (user +
-system, children included). Every variant's output is checked to be the same bytes. The corpus
-and its index are the ones ``bench/index.py`` makes (``bench/.corpora/``).
+is shared and its load drifts, and each measured run waits (up to ``--idle-wait`` seconds) until
+the CPUs were at least 90 % idle for half a second: worker processes can only win on CPUs
+nobody else is using. The figures are medians of wall time and of CPU time (user + system,
+children included); ``idle_starts`` counts the runs that found the machine idle. Every
+variant's output is checked to be the same bytes. The corpus and its index are the ones
+``bench/index.py`` makes (``bench/.corpora/``).
 """
 
 from __future__ import annotations
@@ -61,20 +64,49 @@ class Hashing:
 Run = Callable[[], tuple[float, float, str]]  # -> wall seconds, CPU seconds, output digest
 
 
-def interleaved(variants: dict[str, Run], repeat: int) -> dict[str, Any]:
+def idle_fraction(seconds: float = 0.5) -> float:
+    """How idle the CPUs were over the next ``seconds`` (from ``/proc/stat``)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    idle0, total0 = sample()
+    time.sleep(seconds)
+    idle1, total1 = sample()
+    return (idle1 - idle0) / max(total1 - total0, 1)
+
+
+def wait_for_idle(limit: float) -> bool:
+    """Wait until the machine is idle, at most ``limit`` seconds; True when it was."""
+    deadline = time.monotonic() + limit
+    while idle_fraction() < IDLE:
+        if time.monotonic() > deadline:
+            return False
+    return True
+
+
+IDLE = 0.9
+
+
+def interleaved(variants: dict[str, Run], repeat: int, idle_wait: float) -> dict[str, Any]:
     """Median wall and CPU time of each variant, run in alternating order."""
     names = list(variants)
     digests = {name: variants[name]()[2] for name in names}  # warm-up
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
+    idle_starts = 0
     for i in range(repeat):
         for name in names if i % 2 == 0 else names[::-1]:
+            idle_starts += wait_for_idle(idle_wait)
             w, c, digest = variants[name]()
             wall[name].append(w)
             cpu[name].append(c)
             digests[name] = digest if digests[name] == digest else "CHANGED"
     return {
         "same_output": len(set(digests.values())) == 1,
+        "idle_starts": f"{idle_starts} of {repeat * len(names)}",
         "variants": {
             n: {
                 "wall_median_s": round(statistics.median(wall[n]), 3),
@@ -101,7 +133,7 @@ def command(argv: list[str], env: dict[str, str]) -> Run:
     return run
 
 
-def cli_ab(root: Path, extra: list[str], repeat: int) -> dict[str, Any]:
+def cli_ab(root: Path, extra: list[str], repeat: int, idle_wait: float) -> dict[str, Any]:
     argv = [KIWIFS, "memory", "report", "--json", *extra, "--root", str(root)]
     return interleaved(
         {
@@ -109,6 +141,7 @@ def cli_ab(root: Path, extra: list[str], repeat: int) -> dict[str, Any]:
             "B: KIWIFS_WORKERS=1": command(argv, {"KIWIFS_WORKERS": "1"}),
         },
         repeat,
+        idle_wait,
     )
 
 
@@ -122,7 +155,7 @@ def in_process(write: Callable[[Hashing], None]) -> Run:
     return run
 
 
-def json_ab(root: Path, repeat: int) -> dict[str, Any]:
+def json_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
     import orjson
 
     from kiwifs.indented_json import write_indented
@@ -159,7 +192,7 @@ def json_ab(root: Path, repeat: int) -> dict[str, Any]:
         ),
     }
     try:
-        return interleaved(variants, repeat)
+        return interleaved(variants, repeat, idle_wait)
     finally:
         index.close()
 
@@ -170,6 +203,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=9, help="measured runs of each variant")
     ap.add_argument("--only", default="walk,scan,json", help="sections, comma-separated")
+    ap.add_argument("--idle-wait", type=float, default=60, help="seconds to wait for idle CPUs")
     args = ap.parse_args()
     root = corpus(args.episodes, args.seed)
     if not (root / ".kiwi/state/index.db").exists():
@@ -178,11 +212,11 @@ def main() -> None:
     out: dict[str, Any] = {"corpus": str(root), "load_before": os.getloadavg()}
     for section in args.only.split(","):
         if section == "walk":
-            out["walk"] = cli_ab(root, [], args.repeat)
+            out["walk"] = cli_ab(root, [], args.repeat, args.idle_wait)
         elif section == "scan":
-            out["scan"] = cli_ab(root, ["--no-index"], args.repeat)
+            out["scan"] = cli_ab(root, ["--no-index"], args.repeat, args.idle_wait)
         elif section == "json":
-            out["json"] = json_ab(root, args.repeat)
+            out["json"] = json_ab(root, args.repeat, args.idle_wait)
         else:
             sys.exit(f"unknown section {section!r}")
     out["load_after"] = os.getloadavg()

@@ -52,6 +52,10 @@ LOADERS = pytest.mark.parametrize("loader", [FastLoader, PlainLoader], ids=["fas
         (b"---\na: 1\n ---\n", b"a: 1\n ---\n", b"", False),
         (b"---\na: 1\n----\n", b"a: 1\n----\n", b"", False),
         (b"---\na: 1\n-- -\n", b"a: 1\n-- -\n", b"", False),
+        (b"---\na: 1\n---\t\nb\n", b"a: 1\n---\t\nb\n", b"", False),
+        (b"---\na: 1\r---\r\nb", b"a: 1\r---\r\nb", b"", False),
+        (b"---\n...", b"", b"", True),
+        (b"---\na: 1\n--- \r \r\nbody", b"a: 1\n", b"body", True),
     ],
     ids=[
         "plain",
@@ -71,6 +75,10 @@ LOADERS = pytest.mark.parametrize("loader", [FastLoader, PlainLoader], ids=["fas
         "indented-dashes-do-not-close",
         "four-dashes-do-not-close",
         "spaced-dashes-do-not-close",
+        "tab-after-dashes-does-not-close",
+        "a-lone-cr-is-no-line-break",
+        "dots-close-at-the-end",
+        "spaces-and-crs-after-closing-dashes",
     ],
 )
 def test_find_block(data: bytes, yaml_text: bytes, body: bytes, terminated: bool) -> None:

@@ -481,16 +481,7 @@ def test_nan_id_is_its_string() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the block locator and the head reader
-
-BLOCK_PIECES = [b"---", b"...", b"\n", b"\r", b"\r\n", b" ", b"\t", b"a", b"-", b".", b"#"]
-
-
-@PROPERTY
-@given(st.lists(st.sampled_from(BLOCK_PIECES), max_size=30).map(b"".join))
-def test_locate_block_is_find_block(data: bytes) -> None:
-    assert scan.locate_block(data) == find_block(data)
-    assert scan.locate_block(b"---\n" + data) == find_block(b"---\n" + data)
+# the head reader
 
 
 @pytest.mark.parametrize(
