@@ -1,4 +1,4 @@
-"""The walk of a whole root: the same entries as ``storage.walk``, per-folder digests, forked.
+"""The walk of a whole root: the entries the walk rules give, per-folder digests, forked.
 
 The forked walk runs in a fresh interpreter (``fork`` is only used by a single-threaded process,
 and the test process may have threads), with the size threshold at zero and tiny signing
@@ -54,27 +54,39 @@ def build_tree(root: Path) -> bytes:
     return b"\0".join([b"deep", *[SEGMENT.encode()] * depth])
 
 
-def walk_entries(root: Path) -> dict[bytes, str | None]:
-    return {e.rel.replace("/", "\0").encode(): e.error for e in walk(root)}
+def key(rel: str) -> bytes:
+    return rel.replace("/", "\0").encode()
 
 
-def test_walk_finds_what_storage_walk_finds(tmp_path: Path) -> None:
+def test_walk_finds_every_knowledge_file_and_names_what_it_cannot_use(tmp_path: Path) -> None:
+    """Hidden names, other suffixes and symlinked folders are skipped; symlinked files are
+    checked; a folder that cannot be listed is an entry of its own."""
     unlistable = build_tree(tmp_path)
-    expected = walk_entries(tmp_path)
-    assert expected[unlistable] == "cannot list folder: File name too long"
+    files = ["index.md", "link-broken.md", "g.md/h.md", "real/i.md"]
+    files += ["flat/link-in.md", "flat/link-out.md", "flat/fifo.md"]
+    files += [f"flat/f-{i:02}.md" for i in range(30)]
+    files += [
+        f"episodes/{y}/{m}/run-{i}.md"
+        for y in ("2023", "2024")
+        for m in ("01", "02", "03")
+        for i in range(7)
+    ]
+    errors = {
+        key("flat/link-out.md"): "symlink points outside the root",
+        key("link-broken.md"): "broken symlink",
+        unlistable: "cannot list folder: File name too long",
+    }
+    expected = {key(rel): None for rel in files} | errors
     walked = stat_walk(tmp_path)
-    assert set(walked.sigs) == set(expected)
-    assert walked.errors == {k: v for k, v in expected.items() if v is not None}
+    assert {k: walked.errors.get(k) for k in walked.sigs} == expected
+    assert walked.errors == errors
+    assert {key(e.rel): e.error for e in walk(tmp_path)} == expected  # the scan's walk
 
 
 def test_a_root_that_is_not_a_folder_is_one_error_entry(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     walked = stat_walk(tmp_path / "file")
-    assert (
-        walked.errors
-        == walk_entries(tmp_path / "file")
-        == {b"": "cannot list folder: Not a directory"}
-    )
+    assert walked.errors == {b"": "cannot list folder: Not a directory"}
 
 
 def test_digests_keep_only_the_folders_that_moved(tmp_path: Path) -> None:

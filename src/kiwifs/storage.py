@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, AnyStr, Generic
 
 from .errors import InvalidPath, NotFound, StorageError
 from .paths import (
@@ -64,14 +65,56 @@ class WalkEntry:
 WalkRow = tuple[str, str, bool, str | None]
 
 
-def _sorted_entries(directory: str) -> list[os.DirEntry[str]]:
-    with os.scandir(directory) as it:
-        entries = [e for e in it if not e.name.startswith(".")]
-    if all(e.name.isascii() for e in entries):
-        entries.sort(key=lambda e: e.name)  # for ASCII, code point order is byte order
-    else:
-        entries.sort(key=lambda e: os.fsencode(e.name))
-    return entries
+@dataclass(slots=True)
+class Listing(Generic[AnyStr]):
+    """One folder as the walk sees it, from one ``scandir`` (nothing is stat'ed).
+
+    ``files`` are the knowledge files in no particular order, symlinks (named in ``links``) and
+    entries the kernel could not type (their error in ``errors``) included; ``folders`` are the
+    sub-folders to enter (not symlinked ones, not hidden ones).
+    """
+
+    files: list[AnyStr]
+    folders: list[AnyStr]
+    links: set[AnyStr]
+    errors: dict[AnyStr, str]
+
+
+_MARKS: dict[type, tuple[Any, Any]] = {
+    str: (".", MARKDOWN_SUFFIX),
+    bytes: (b".", MARKDOWN_SUFFIX.encode()),
+}
+
+
+def list_folder(path: AnyStr) -> Listing[AnyStr]:
+    """The walk's rules applied to one folder (``str`` or ``bytes``, names come back alike).
+
+    The one place that decides what a walk sees: the scan's :func:`walk_rows` and the index's
+    stat walk both list folders with it. Raises :class:`OSError` when the folder cannot be
+    listed.
+    """
+    hidden, suffix = _MARKS[type(path)]
+    listing: Listing[AnyStr] = Listing([], [], set(), {})
+    with os.scandir(path) as it:
+        for entry in it:
+            name = entry.name
+            if name.startswith(hidden):
+                continue
+            try:
+                is_link = entry.is_symlink()
+                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+            except OSError as exc:
+                if name.endswith(suffix):
+                    listing.files.append(name)
+                    listing.errors[name] = cannot_read(exc)
+                continue
+            if is_dir:
+                listing.folders.append(name)
+            elif name.endswith(suffix):
+                listing.files.append(name)
+                if is_link:
+                    listing.links.add(name)
+    return listing
 
 
 def walk(root: str | Path, prefix: str = "") -> Iterator[WalkEntry]:
@@ -85,6 +128,11 @@ def walk(root: str | Path, prefix: str = "") -> Iterator[WalkEntry]:
         yield WalkEntry(*row)
 
 
+# A folder being walked: its rel and absolute path (both ending in "/"), its names in walk order
+# not yet visited, its listing, and which names are folders.
+_Frame = tuple[str, str, Iterator[str], Listing[str], set[str]]
+
+
 def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
     """:func:`walk` as plain tuples ``(rel, path, symlink, error)``, for the full scan.
 
@@ -93,45 +141,46 @@ def walk_rows(root: str | Path, prefix: str = "") -> Iterator[WalkRow]:
     """
     base = os.fspath(root)
     real_root = os.path.realpath(base)
-    listing = _listing(prefix, os.path.join(base, prefix) if prefix else base)
-    if isinstance(listing, tuple):
-        yield listing
+    stack: list[_Frame] = []
+    error = _enter(stack, prefix, os.path.join(base, prefix) if prefix else base)
+    if error is not None:
+        yield error
         return
-    stack = [(prefix, iter(listing))]
     while stack:
-        rel_dir, entries = stack[-1]
-        for entry in entries:
-            name = entry.name
-            rel = rel_dir + name
-            try:
-                is_link = entry.is_symlink()
-                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
-            except OSError as exc:
-                if name.endswith(MARKDOWN_SUFFIX):
-                    yield (rel, entry.path, False, cannot_read(exc))
+        rel_dir, abs_dir, names, listing, folders = stack[-1]
+        for name in names:
+            rel, path = rel_dir + name, abs_dir + name
+            if name in folders:
+                error = _enter(stack, rel + "/", path)
+                if error is None:
+                    break
+                yield error
                 continue
-            if is_dir:
-                sub = _listing(rel + "/", entry.path)
-                if isinstance(sub, tuple):
-                    yield sub
-                    continue
-                stack.append((rel + "/", iter(sub)))
-                break
-            if name.endswith(MARKDOWN_SUFFIX):
-                if is_link:
-                    yield (rel, entry.path, True, link_problem(real_root, entry.path))
-                else:
-                    yield (rel, entry.path, False, None)
+            problem = listing.errors.get(name)
+            if problem is not None:
+                yield (rel, path, False, problem)
+            elif name in listing.links:
+                yield (rel, path, True, link_problem(real_root, path))
+            else:
+                yield (rel, path, False, None)
         else:
             stack.pop()
 
 
-def _listing(rel_dir: str, abs_dir: str) -> list[os.DirEntry[str]] | WalkRow:
-    """The sorted entries of a folder, or the error row naming it."""
+def _enter(stack: list[_Frame], rel_dir: str, abs_dir: str) -> WalkRow | None:
+    """Push a folder's listing, names in byte order; the error row naming the folder instead
+    when it cannot be listed."""
     try:
-        return _sorted_entries(abs_dir)
+        listing = list_folder(abs_dir)
     except OSError as exc:
         return (rel_dir.rstrip("/"), abs_dir, False, cannot_list(exc))
+    names = listing.files + listing.folders
+    if all(name.isascii() for name in names):
+        names.sort()  # for ASCII, code point order is byte order
+    else:
+        names.sort(key=os.fsencode)
+    stack.append((rel_dir, os.path.join(abs_dir, ""), iter(names), listing, set(listing.folders)))
+    return None
 
 
 def link_problem(real_root: str, path: str) -> str | None:

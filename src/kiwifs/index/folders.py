@@ -1,9 +1,9 @@
 """Walking folders without reading files: list, stat, and a digest of what a folder holds.
 
-The walk finds exactly the entries :func:`storage.walk` yields (same hidden, suffix, symlink and
-error rules; a test holds them equal) but works on bytes and per folder. Listing a folder costs
-one ``scandir`` (the kernel gives entry types); signing costs one ``lstat`` per file, relative to
-the folder's descriptor — ~2 µs of kernel time each, which is what a 100,000-file root spends.
+Folders are listed by :func:`storage.list_folder`, the rules every walk follows (hidden names,
+the ``.md`` suffix, symlinks), on bytes: one ``scandir`` each, the kernel gives entry types.
+Signing costs one ``lstat`` per file, relative to the folder's descriptor — ~2 µs of kernel time
+each, which is what a 100,000-file root spends.
 
 Each folder gets a *digest* of its entries' names and signatures, so that a reconcile can skip
 the rows of folders that did not move. :mod:`index.walk` runs these pieces over a whole root
@@ -20,12 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
+from kiwifs import storage
 from kiwifs.storage import cannot_list, cannot_read, link_problem
 
 from .record import error_sig, path_key, raw_sig
-
-MD = b".md"
-DOT = 46  # ord(".")
 
 
 @dataclass
@@ -96,27 +94,11 @@ def folder_result(
 
 
 def list_folder(folder: Folder) -> list[Folder]:
-    """Fill ``folder`` from one ``scandir`` (no stat); returns its sub-folders to enter."""
-    subs: list[Folder] = []
-    with os.scandir(folder.path) as it:
-        for entry in it:
-            name = entry.name
-            if name[0] == DOT:
-                continue
-            try:
-                is_link = entry.is_symlink()
-                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
-            except OSError as exc:
-                if name.endswith(MD):
-                    folder.add_error(name, cannot_read(exc))
-                continue
-            if is_dir:
-                subs.append(Folder(folder.entry_key(name), entry.path))
-            elif name.endswith(MD):
-                folder.names.append(name)
-                if is_link:
-                    folder.links.add(name)
-    return subs
+    """Fill ``folder`` from :func:`storage.list_folder`; returns its sub-folders to enter."""
+    listing = storage.list_folder(folder.path)
+    folder.names, folder.links, folder.errors = listing.files, listing.links, listing.errors
+    parent = os.path.join(folder.path, b"")
+    return [Folder(folder.entry_key(name), parent + name) for name in listing.folders]
 
 
 def walk_tree(
