@@ -10,9 +10,8 @@ Sections (``--only`` picks some):
 * ``scan`` -- ``kiwifs memory report --json --no-index``. A: as shipped (files read by one
   forked worker per CPU); B: ``KIWIFS_WORKERS=1`` (read in the one process).
 * ``json`` -- the answer of the index-backed report and its printing, in this process (no
-  walk): the stored entry text of each episode (``files.entry``) against objects built per
-  episode, each printed with the hand-written writer (``kiwifs.indented_json``), with
-  ``orjson.dumps(..., option=OPT_INDENT_2)`` and with ``json.dumps(indent=2)``.
+  walk). A: the stored entry text of each episode (``files.entry``), joined; B: an object per
+  episode; both printed by ``printed_json.dumps`` (orjson), B also by ``json.dumps(indent=2)``.
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
 is shared and its load drifts, and each measured run waits (up to ``--idle-wait`` seconds) until
@@ -42,6 +41,7 @@ from index import corpus
 
 from kiwifs.index import report as indexed
 from kiwifs.index.db import Index
+from kiwifs.printed_json import dumps
 
 KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
 PREFIX = "episodes/"
@@ -156,12 +156,7 @@ def in_process(write: Callable[[Hashing], None]) -> Run:
 
 
 def json_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
-    import orjson
-
-    from kiwifs.indented_json import write_indented
-
     index = Index(root)
-    indent = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
     def stored() -> dict[str, Any]:
         with index.reader() as conn:
@@ -171,22 +166,9 @@ def json_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
         with index.reader() as conn:
             return indexed.report(conn, PREFIX)[0].to_json()
 
-    def hand(value: dict[str, Any], out: Hashing) -> None:
-        write_indented(value, out)  # type: ignore[arg-type]
-        out.write("\n")
-
-    def fragments(value: dict[str, Any], out: Hashing) -> None:
-        for key in ("episodic_files", "unmerged"):
-            value[key] = [orjson.Fragment(text) for text in value[key].items]
-        out.write(orjson.dumps(value, option=indent))
-
     variants = {
-        "A: stored entries + hand-written writer": in_process(lambda out: hand(stored(), out)),
-        "stored entries + orjson (Fragment)": in_process(lambda out: fragments(stored(), out)),
-        "B: objects + orjson": in_process(
-            lambda out: out.write(orjson.dumps(objects(), option=indent))
-        ),
-        "objects + hand-written writer": in_process(lambda out: hand(objects(), out)),
+        "A: stored entries": in_process(lambda out: out.write(dumps(stored()) + b"\n")),
+        "B: objects": in_process(lambda out: out.write(dumps(objects()) + b"\n")),
         "objects + json.dumps(indent=2)": in_process(
             lambda out: out.write(json.dumps(objects(), indent=2, ensure_ascii=False) + "\n")
         ),

@@ -220,6 +220,41 @@ def test_report_json(queue_root: Path) -> None:
     assert out.stderr == ""
 
 
+def test_json_output_is_json_dumps_byte_for_byte(tmp_path: Path) -> None:
+    """``--json`` prints ``json.dumps(value, indent=2, ensure_ascii=False)``: non-ASCII text, a
+    file name that is not UTF-8 (its bytes as on disk) and search scores small enough for an
+    exponent, from the index and from the scan."""
+    root = write(
+        tmp_path,
+        {
+            "episodes/\u00e9t\u00e9.md": fm('episode_id: "\u65e5\u672c \\u2028 q\\"uote \\t"'),
+            "episodes/b.md": fm("episode_id: \U0001f600", "memory_kind: Episodic") + "fox",
+            "notes/m.md": fm("merged-from: [{type: run, id: x}]") + "fox",
+            **{f"notes/n{i}.md": fm(f"title: n{i}") + "the fox" for i in range(12)},
+        },
+    )
+    os.close(os.open(os.fsencode(root / "episodes") + b"/\xff.md", os.O_CREAT | os.O_WRONLY))
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:surrogateescape"}
+
+    def printed(*args: str) -> bytes:
+        argv = [str(KIWIFS), *args, "--json", "--root", str(root)]
+        return subprocess.run(argv, capture_output=True, env=env, check=True).stdout
+
+    def standard(value: object) -> bytes:
+        text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+        return text.encode("utf-8", "surrogateescape")
+
+    assert b"\xff.md" in printed("memory", "report", "--no-index")
+    with Knowledge.open(root) as kb:
+        kb.reindex()
+        report = standard(kb.memory_report().to_json())
+        search = kb.search("fox")
+    assert any(0 < hit.score < 1e-4 for hit in search.results)
+    assert printed("memory", "report") == report
+    assert printed("memory", "report", "--no-index") == report
+    assert printed("search", "fox") == standard(search.to_json())
+
+
 def test_report_paging(queue_root: Path) -> None:
     out = kiwifs("memory", "report", "-j", "-r", str(queue_root), "--limit", "2", "--offset", "1")
     assert out.returncode == 0, out.stderr

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from kiwifs.cli import cli
 from kiwifs.errors import Busy, InvalidQuery, UsageError
-from kiwifs.indented_json import dumps_indented
 from kiwifs.index import record as record
 from kiwifs.index.db import SCHEMA_VERSION
 from kiwifs.index.keeper import IndexKeeper
@@ -24,6 +23,7 @@ from kiwifs.index.report import prefix_range
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
+from kiwifs.printed_json import dumps
 
 INDEX = Path(".kiwi/state/index.db")
 
@@ -480,9 +480,11 @@ def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[
     with Knowledge(root) as kb:
         kb.reindex()
         for prefix, limit, offset in [(None, None, 0), (None, 2, 1), ("notes", None, 0)]:
-            printed = dumps_indented(kb.memory_report_document(prefix, limit, offset).value)
-            scan = kb.memory_report(prefix, limit, offset, use_index=False)
-            assert printed == dumps_indented(scan.to_json())
+            printed = dumps(kb.memory_report_document(prefix, limit, offset).value, "surrogatepass")
+            scan = kb.memory_report(prefix, limit, offset, use_index=False).to_json()
+            assert printed.decode("utf-8", "surrogatepass") == json.dumps(
+                scan, indent=2, ensure_ascii=False
+            )
         document = kb.memory_report_document()
         assert document.unmerged_count == 4
 
@@ -490,8 +492,8 @@ def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[
 FORKED_REPORT = r"""
 import json, os, sys
 from kiwifs.index import walk
-from kiwifs.indented_json import dumps_indented
 from kiwifs.knowledge import Knowledge
+from kiwifs.printed_json import dumps
 
 walk.PARALLEL_THRESHOLD = 0
 walk.worker_count = lambda: 2  # whatever this machine's CPUs
@@ -499,14 +501,14 @@ root = sys.argv[1]
 with Knowledge.open(root) as kb:
     kb.reindex()
     del forks[:]
-    steady = dumps_indented(kb.memory_report_document().value)
+    steady = dumps(kb.memory_report_document().value).decode()
     steady_forks = len(forks)
     with open(os.path.join(root, "concepts/c.md"), "w") as fh:
         fh.write("---\nmerged-from:\n  - {type: run, id: e-3}\n---\n")
     with open(os.path.join(root, "episodes/new.md"), "w") as fh:
         fh.write("---\nepisode_id: e-9\n---\n")
-    moved = dumps_indented(kb.memory_report_document().value)
-    scan = dumps_indented(kb.memory_report(use_index=False).to_json())
+    moved = dumps(kb.memory_report_document().value).decode()
+    scan = json.dumps(kb.memory_report(use_index=False).to_json(), indent=2, ensure_ascii=False)
 print(json.dumps({"steady": steady, "moved": moved, "scan": scan, "forks": len(forks),
                   "steady_forks": steady_forks}))
 """

@@ -9,6 +9,7 @@ the printed JSON of ``memory_report_document`` (the index's stored entry text) w
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -19,9 +20,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kiwifs.errors import KiwiError
-from kiwifs.indented_json import dumps_indented
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
+from kiwifs.printed_json import dumps
 
 PATHS = [
     "episodes/a.md",
@@ -35,6 +36,11 @@ PATHS = [
     "index.md",
 ]
 IDS = ["e1", "e2", " e1 ", "42", ""]
+
+
+def printed_text(value: object) -> str:
+    return dumps(value).decode()
+
 
 ids = st.sampled_from(IDS)
 kinds = st.sampled_from(["", "episodic", "semantic", "Consolidation", "other"])
@@ -173,8 +179,8 @@ class IndexMatchesScan(RuleBasedStateMachine):
         fast = self.kb.memory_report(prefix, use_index=True)
         slow = self.kb.memory_report(prefix, use_index=False)
         assert fast.to_json() == slow.to_json()
-        printed = dumps_indented(self.kb.memory_report_document(prefix).value)
-        assert printed == dumps_indented(slow.to_json())
+        printed = printed_text(self.kb.memory_report_document(prefix).value)
+        assert printed == json.dumps(slow.to_json(), indent=2, ensure_ascii=False)
 
     @invariant()
     def index_equals_scan(self) -> None:
@@ -182,13 +188,13 @@ class IndexMatchesScan(RuleBasedStateMachine):
         fast = self.kb.memory_report(limit=3, offset=1)
         slow = self.kb.memory_report(limit=3, offset=1, use_index=False)
         assert fast.to_json() == slow.to_json()
-        assert dumps_indented(self.kb.memory_report_document(limit=3, offset=1).value) == (
-            dumps_indented(slow.to_json())
+        assert printed_text(self.kb.memory_report_document(limit=3, offset=1).value) == (
+            json.dumps(slow.to_json(), indent=2, ensure_ascii=False)
         )
         full = self.kb.memory_report()
         assert full.to_json() == self.kb.memory_report(use_index=False).to_json()
-        printed = dumps_indented(self.kb.memory_report_document().value)
-        assert printed == dumps_indented(full.to_json())
+        printed = printed_text(self.kb.memory_report_document().value)
+        assert printed == json.dumps(full.to_json(), indent=2, ensure_ascii=False)
 
     def teardown(self) -> None:
         self.kb.close()

@@ -6,6 +6,7 @@ stderr and the error's exit code (2 for usage errors and a missing root, 1 other
 
 from __future__ import annotations
 
+import codecs
 import socket
 import sys
 from collections.abc import Callable
@@ -16,11 +17,11 @@ import click
 from . import __version__
 from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from .errors import CannotListen, KiwiError
-from .indented_json import write_indented
 from .index.search import marked_parts
 from .knowledge import Knowledge, StatusResult
 from .memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 from .memory.rules import MergeEntry
+from .printed_json import dumps
 
 ROOT_HELP = "Knowledge root folder."
 DEFAULT_ROOT = "./knowledge"
@@ -39,10 +40,19 @@ def root_option(default: str | None = DEFAULT_ROOT) -> Callable[[F], F]:
 
 
 def echo_json(value: Any) -> None:
-    """Print JSON as the CLI does: 2-space indent, UTF-8, trailing newline, streamed."""
+    """Print ``json.dumps(value, indent=2, ensure_ascii=False)`` and a newline to stdout.
+
+    The bytes go straight to a UTF-8 stdout (lone surrogates encoded by its error handler, as
+    text written to it would be); any other stdout gets them as text.
+    """
     stream = sys.stdout
-    write_indented(value, stream)
-    stream.write("\n")
+    if codecs.lookup(stream.encoding).name != "utf-8" or not hasattr(stream, "buffer"):
+        stream.write(dumps(value, "surrogatepass").decode("utf-8", "surrogatepass") + "\n")
+    else:
+        data = dumps(value, stream.errors or "strict")
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.write(b"\n")
     stream.flush()
 
 

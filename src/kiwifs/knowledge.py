@@ -384,7 +384,7 @@ class Knowledge:
     ) -> ReportDocument:
         """:meth:`memory_report` as the JSON document to print, for large answers.
 
-        Written with :func:`indented_json.write_indented` it is byte for byte the JSON of
+        Printed by :func:`printed_json.dumps` it is byte for byte the JSON of
         ``memory_report(...).to_json()``; from the index, the episode lists are the entries'
         stored text rather than one object per episode.
         """

@@ -212,9 +212,8 @@ class MemoryReport:
 
 @dataclass(frozen=True)
 class ReportDocument:
-    """A report as the JSON value to print (lists possibly pre-rendered text, see
-    ``indented_json``),
-    with the one number a caller still needs for its exit status."""
+    """A report as the JSON value to print (its lists possibly stored text, a
+    ``printed_json.RawJSON``), with the one number a caller still needs for its exit status."""
 
     value: dict[str, Any]
     unmerged_count: int
