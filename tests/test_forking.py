@@ -47,3 +47,16 @@ def test_a_thread_threading_does_not_know_forbids_forking() -> None:
 
 def test_usable_cpus_is_at_least_one() -> None:
     assert usable_cpus() >= 1
+
+
+def test_kiwifs_workers_caps_the_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiwifs.index.walk import worker_count
+
+    cpus = usable_cpus()
+    monkeypatch.setenv("KIWIFS_WORKERS", "1")
+    assert usable_cpus() == 1
+    assert worker_count() == 0  # the stat walk stays in this process
+    monkeypatch.setenv("KIWIFS_WORKERS", "64")
+    assert usable_cpus() == cpus  # a cap, never more than the CPUs
+    monkeypatch.setenv("KIWIFS_WORKERS", "many")
+    assert usable_cpus() == cpus  # not a number: ignored
