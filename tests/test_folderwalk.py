@@ -63,7 +63,7 @@ def test_walk_finds_every_knowledge_file_and_names_what_it_cannot_use(tmp_path: 
     checked; a folder that cannot be listed is an entry of its own."""
     unlistable = build_tree(tmp_path)
     files = ["index.md", "link-broken.md", "g.md/h.md", "real/i.md"]
-    files += ["flat/link-in.md", "flat/link-out.md", "flat/fifo.md"]
+    files += ["flat/link-in.md", "flat/link-out.md", "flat/link-hidden.md", "flat/fifo.md"]
     files += [f"flat/f-{i:02}.md" for i in range(30)]
     files += [
         f"episodes/{y}/{m}/run-{i}.md"
@@ -73,6 +73,7 @@ def test_walk_finds_every_knowledge_file_and_names_what_it_cannot_use(tmp_path: 
     ]
     errors = {
         key("flat/link-out.md"): "symlink points outside the root",
+        key("flat/link-hidden.md"): "symlink points to a hidden path",
         key("link-broken.md"): "broken symlink",
         unlistable: "cannot list folder: File name too long",
     }
