@@ -183,13 +183,19 @@ def _episodic(path: str | bytes, episode_id: str | bytes, kind: str | bytes) -> 
     return EpisodicFile(py_text(path), py_text(episode_id), py_text(kind))
 
 
+# Unmerged episodes without an id. Named to its partial index: SQLite's planner otherwise picks the
+# recall index on ``superseded`` for the first branch and reads every live file (0.4 s at 100k).
+_MISSING_IDS = _EPISODES.format(
+    cols="key, path", extra=f" AND episode_id = '' AND {UNMERGED}"
+).replace("FROM files WHERE", "FROM files INDEXED BY files_noid WHERE")
+
+
 def _warnings(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[str, ...]:
     """Each file's own warnings then its report-time ones (missing id, duplicate), walk order."""
     by_key: dict[bytes, list[str]] = {}
     for key, text in conn.execute("SELECT key, warnings FROM files WHERE warnings IS NOT NULL"):
         by_key[key] = list(json.loads(text))
-    sql = _EPISODES.format(cols="key, path", extra=f" AND episode_id = '' AND {UNMERGED}")
-    for key, path in conn.execute(sql, (lo, hi)):
+    for key, path in conn.execute(_MISSING_IDS, (lo, hi)):
         by_key.setdefault(key, []).append(MISSING_ID_WARNING.format(path=py_text(path)))
     for key, text in _duplicates(conn, lo, hi):
         by_key.setdefault(key, []).append(text)
