@@ -506,3 +506,14 @@ def test_if_none_match_guards_an_existing_file(
 def test_if_none_match_star_creates_a_missing_file(kb: Knowledge, root: Path) -> None:
     kb.write("inm/new.md", "fresh\n", actor="a", if_none_match="*")
     assert (root / "inm/new.md").read_text() == "fresh\n"
+
+
+def test_index_file_catches_up_after_a_users_git_held_its_lock(root: Path, kb: Knowledge) -> None:
+    """A user's ``git status`` refreshes the index under ``index.lock``; a sync that meets the
+    lock is tried again, not left until the next commit."""
+    lock = root / ".git" / "index.lock"
+    lock.write_bytes(b"")  # the user's git holds the lock while kiwifs commits and syncs
+    kb.write("locked.md", "# written while git held the lock\n", actor="tester")
+    time.sleep(1.5)  # past the sync delay: the first sync meets the lock
+    lock.unlink()
+    assert_clean(root)  # caught up with no further commit

@@ -259,7 +259,7 @@ class BackgroundSync:
     at interpreter exit; a crash before then is repaired at the next open.
     """
 
-    def __init__(self, sync: Callable[[], None]) -> None:
+    def __init__(self, sync: Callable[[], bool]) -> None:
         self._sync = sync  # strong: a Git dropped right after a commit must still be synced
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -292,10 +292,22 @@ class BackgroundSync:
                 # wait for a quiet moment: more commits keep pushing the sync back
                 while self._wake.wait(SYNC_DELAY) and not self._stopped:
                     self._dirty = False
+            self._sync_with_retries()
+
+    def _sync_with_retries(self) -> None:
+        """Sync; a sync that found the index file locked (a user's ``git status`` refreshes it
+        under ``index.lock``) is tried again after a pause, so that ``git status`` does not stay
+        behind until the next commit. Gives up after :data:`SYNC_RETRIES` tries."""
+        for _ in range(SYNC_RETRIES):
             try:
-                self._sync()
+                if self._sync():
+                    return
             except Exception:  # a root deleted under a live process, a read-only .git ...
                 log.exception("git index file sync failed; retried after the next commit")
+                return
+            with self._wake:
+                if self._stopped or self._wake.wait_for(lambda: self._stopped, SYNC_DELAY / 4):
+                    return
 
     def stop(self) -> None:
         with self._wake:
@@ -312,6 +324,7 @@ class BackgroundSync:
 
 
 SYNC_DELAY = 1.0
+SYNC_RETRIES = 40  # about 10 s of a busy index.lock
 _live_syncers: weakref.WeakSet[BackgroundSync] = weakref.WeakSet()
 
 

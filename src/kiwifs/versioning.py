@@ -236,16 +236,18 @@ class Git:
             return None
         return builder.write()
 
-    def sync_index(self) -> None:
+    def sync_index(self) -> bool:
         """Bring the git index file up to date with HEAD after this process's commits.
 
         Until then ``git status`` may briefly show committed changes as staged; history is
-        never affected. A lock held by another git process is retried at the next sync.
+        never affected. False when the index file is still behind (a lock held by another git
+        process, such as a user's ``git status`` refreshing it): the caller tries again.
         """
         with self._lock:
             if not self._index_stale or not self.is_repo():
-                return
+                return True
             self._index_stale = not self._index_file.reconcile()
+            return not self._index_stale
 
     def recover_index(self) -> bool:
         """At open: reconcile the git index file if a crash may have left it behind HEAD.
