@@ -209,6 +209,7 @@ def test_report_json(queue_root: Path) -> None:
         "unmerged_count",
         "episodes_prefix",
         "superseded_count",
+        "claimed_count",
     ]
     assert [e["path"] for e in data["unmerged"]] == [
         "episodes/e0.md",

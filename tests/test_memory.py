@@ -43,6 +43,7 @@ JSON_KEYS = [
     "unmerged_count",
     "episodes_prefix",
     "superseded_count",
+    "claimed_count",
 ]
 
 
@@ -823,6 +824,7 @@ def test_json_of_empty_root(make_root: MakeRoot) -> None:
         "unmerged_count": 0,
         "episodes_prefix": "episodes/",
         "superseded_count": 0,
+        "claimed_count": 0,
     }
     assert list(data) == JSON_KEYS
 

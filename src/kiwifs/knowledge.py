@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
 from .errors import Conflict, InvalidPath, KiwiError, Locked, NotFound, RootNotFound, UsageError
@@ -28,8 +29,9 @@ from .index.record import json_safe
 from .index.search import DEFAULT_LIMIT, SearchHit, SearchResults
 from .index.semantic import DEFAULT_TOP_K, SemanticResults
 from .index.vectors import EmbedRound, VectorStatus
+from .leases import Claim
 from .limits import CHANGES_LIMIT
-from .markdown import append_entries, edit_frontmatter, read_frontmatter
+from .markdown import append_entries, appended_entries, edit_frontmatter, read_frontmatter
 from .memory.brief import (
     DEFAULT_BUDGET,
     DEFAULT_MAX_PAGES,
@@ -39,11 +41,15 @@ from .memory.brief import (
     check_brief_args,
     pack,
 )
+from .memory.check import MemoryCheck, build_check
 from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter
 from .memory.lineage import Lineage
 from .memory.overview import Overview, QueuePage
+from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
+from .memory.queue import ClaimBatch
 from .memory.rules import (
     MERGED_FROM,
+    Claims,
     MemoryReport,
     MergeEntry,
     ReportDocument,
@@ -139,6 +145,7 @@ class Knowledge:
         self.events = EventBus()
         self.indexing = IndexKeeper(self.root, self.config.search.vector)
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
+        self.claims = ClaimsDesk(self.storage, self.pipeline, self.indexing, self.episodes_prefix)
 
     def close(self) -> None:
         """Commit what is pending, stop the watcher, close the index, write the git index file.
@@ -146,6 +153,7 @@ class Knowledge:
         Safe to call twice; the object stays usable (writes then commit synchronously).
         """
         self.pipeline.close()
+        self.claims.close()
         self.indexing.close()
         if self.git is not None:
             self.git.close()
@@ -363,17 +371,20 @@ class Knowledge:
         """
         limit, offset = check_paging(limit, offset)
         prefix = self.episodes_prefix(prefix)
+        claims = self.claims.marks()
         if use_index:
-            report = self.indexing.memory_report(prefix, limit, offset)
+            report = self.indexing.memory_report(prefix, limit, offset, claims)
             if report is not None:
                 return report
-        return self._scanned_report(prefix, limit, offset)
+        return self._scanned_report(prefix, limit, offset, claims)
 
-    def _scanned_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport:
+    def _scanned_report(
+        self, prefix: str, limit: int | None, offset: int, claims: Claims
+    ) -> MemoryReport:
         """The report from reading every file's frontmatter (no index)."""
         from .memory.scan import scan_facts  # the fast scan's parser is only needed here
 
-        return build_report(scan_facts(self.root), prefix, limit, offset)
+        return build_report(scan_facts(self.root), prefix, limit, offset, claims)
 
     def memory_report_document(
         self,
@@ -390,11 +401,12 @@ class Knowledge:
         """
         limit, offset = check_paging(limit, offset)
         prefix = self.episodes_prefix(prefix)
+        claims = self.claims.marks()
         if use_index:
-            document = self.indexing.memory_report_document(prefix, limit, offset)
+            document = self.indexing.memory_report_document(prefix, limit, offset, claims)
             if document is not None:
                 return document
-        report = self._scanned_report(prefix, limit, offset)
+        report = self._scanned_report(prefix, limit, offset, claims)
         return ReportDocument(report.to_json(), report.unmerged_count)
 
     # -- search and frontmatter queries -----------------------------------------------------
@@ -543,6 +555,77 @@ class Knowledge:
     def stop_watching(self) -> None:
         self.indexing.stop_watching()
 
+    # -- the integrity of consolidation: lineage by path or id, check ------------------------
+
+    def lineage_of(self, path_or_id: str, prefix: str | None = None) -> Lineage:
+        """:meth:`lineage` of a file given by path, or of the one episode with that id."""
+        rel = _as_path(path_or_id)
+        if rel is not None and self.storage.exists(rel):
+            return self.lineage(rel, prefix)
+        ident = path_or_id.strip() if isinstance(path_or_id, str) else ""
+        if not ident:
+            raise UsageError("give a file path or an episode id")
+        paths = self.indexing.episode_paths(ident, self.episodes_prefix(prefix))
+        if not paths:
+            raise NotFound(f"no file at {ident} and no episode with id {ident!r}")
+        if len(paths) > 1:
+            raise UsageError(f"episode id {ident!r} names {len(paths)} episodes: give a path")
+        return self.lineage(paths[0], prefix)
+
+    def memory_check(self, prefix: str | None = None, use_index: bool = True) -> MemoryCheck:
+        """Integrity of consolidation (docs/memory.md): dangling ``merged-from`` entries,
+        duplicate episode ids, double merges, the oldest unmerged episode, coverage per folder
+        and per day. From the index when it answers reports, else by reading the files."""
+        from .index.check import scan_rows
+
+        prefix = self.episodes_prefix(prefix)
+        rows = self.indexing.check_rows(prefix) if use_index else None
+        episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
+        return build_check(
+            prefix, episodes, pages, existing.__contains__, self._first_added, time.time()
+        )
+
+    def _first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
+        if self.git is None:
+            return {}
+        self.pipeline.flush()
+        return self.git.first_added(paths)
+
+    # -- the consolidation queue: claims ----------------------------------------------------
+
+    def claim_episodes(
+        self,
+        worker: str,
+        limit: int = DEFAULT_CLAIM_LIMIT,
+        lease: Any = None,
+        prefix: str | None = None,
+        with_content: bool = False,
+    ) -> ClaimBatch:
+        """Claim up to ``limit`` unmerged, unclaimed episodes for ``worker`` (lease default
+        10 minutes); its live claims are renewed and count in the batch. No commit."""
+        return self.claims.claim_episodes(worker, limit, lease, prefix, with_content)
+
+    def release_episodes(self, worker: str, paths: Sequence[str] | None = None) -> list[str]:
+        """End ``worker``'s memory claims (all of them without ``paths``)."""
+        return self.claims.release_episodes(worker, paths)
+
+    def claim(self, path: str, holder: str, lease_duration: Any = None) -> Claim:
+        """KiwiFS's generic claim on one file (lease default 30 minutes), written into its
+        frontmatter (``claimed-by``, ``claimed-at``, ``lease-expires``; one commit)."""
+        return self.claims.claim_file(path, holder, lease_duration)
+
+    def release(self, path: str, holder: str) -> str:
+        """Release ``holder``'s claim on a file and remove its frontmatter keys."""
+        return self.claims.release_file(path, holder)
+
+    def claims_list(self) -> list[Claim]:
+        """Every live claim, memory and file, by path."""
+        return self.claims.live()
+
+    def eligible(self, limit: int = 10, path_prefix: str | None = None) -> list[Task]:
+        """Tasks (``status: todo``) no live claim holds, best ``priority`` first."""
+        return self.claims.eligible(limit, path_prefix)
+
     def remember(
         self,
         content: str,
@@ -681,12 +764,19 @@ class Knowledge:
         entries: Iterable[MergeEntry],
         actor: str | None = None,
         if_match: str | None = None,
+        worker: str | None = None,
     ) -> MergeResult:
-        """Record in ``page``'s ``merged-from`` that it consumed ``entries`` (idempotent)."""
+        """Record in ``page``'s ``merged-from`` that it consumed ``entries`` (idempotent).
+
+        Claims are honoured (docs/memory.md): citing an episode another holder claims under a
+        live lease is a :class:`Conflict` and writes nothing; so is citing one whose claim by
+        ``worker`` has expired. The worker's claims on the merged episodes end with the commit.
+        """
         who = _actor(actor)
         wanted = [validate_entry(e) for e in entries]
         if not wanted:
             raise UsageError("give at least one episode id or path to merge")
+        guard = self.claims.merge_guard(page, wanted, worker)
         stamp = now_utc()
         added: list[MergeEntry] = []
         created = False
@@ -705,13 +795,19 @@ class Knowledge:
             if not added:
                 return None if current is not None else data
 
+            fields = [e.to_yaml_fields() for e in added]
+            if current is not None:
+                fast = appended_entries(data, MERGED_FROM, fields, read_frontmatter(data).data)
+                if fast is not None:
+                    return fast
+
             def mutate(doc: Any) -> bool:
-                append_entries(doc, MERGED_FROM, [e.to_yaml_fields() for e in added])
+                append_entries(doc, MERGED_FROM, fields)
                 return True
 
             return edit_frontmatter(data, mutate)
 
-        result = self.pipeline.edit(page, change, who, if_match)
+        result = self.pipeline.edit(page, change, who, if_match, guard=guard)
         return MergeResult(result.path, result.etag, tuple(added), created)
 
 
@@ -745,6 +841,13 @@ def _stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:
         actor=entry.actor or actor,
         note=entry.note,
     )
+
+
+def _as_path(value: str) -> str | None:
+    try:
+        return canonical(value)
+    except InvalidPath:
+        return None
 
 
 def _bytes(content: bytes | str) -> bytes:

@@ -23,8 +23,9 @@ and edit (:class:`~kiwifs.errors.InvalidFrontmatter`).
 from __future__ import annotations
 
 import io
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -361,3 +362,87 @@ def _entry_map(entry: dict[str, str]) -> CommentedMap:
     for k, v in entry.items():
         m[k] = scalar(v)
     return m
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]*")
+FAST_APPEND_MIN = 16 * 1024  # below this a round-trip is quick, and its quoting is kept
+
+
+def appended_entries(
+    data: bytes, key: str, entries: list[dict[str, str]], parsed: Mapping[Any, Any]
+) -> bytes | None:
+    """:func:`append_entries` through :func:`edit_frontmatter`, fast, for the common shape.
+
+    When ``key`` holds a block sequence in a terminated frontmatter block of at least
+    :data:`FAST_APPEND_MIN` bytes, the new items are
+    written as text right after its last item, and the result is parsed again: it is returned
+    only when it reads as ``parsed`` (the current frontmatter) with exactly these entries
+    appended, the rest of the file untouched. Otherwise ``None``: the caller uses the
+    round-trip editor. A round-trip costs seconds on a page that cites thousands of episodes;
+    this costs two parses.
+    """
+    block = find_block(data)
+    current = parsed.get(key)
+    if block is None or not block.terminated or not isinstance(current, list) or not current:
+        return None
+    if len(block.yaml) < FAST_APPEND_MIN:
+        return None
+    try:
+        text = block.yaml.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")
+    found = _sequence_end(lines, key)
+    items = [_item_text(entry, found[1]) for entry in entries] if found else None
+    if found is None or items is None or any(i is None for i in items):
+        return None
+    if "\r" in text:
+        return None
+    new_lines = lines[: found[0]] + [line for i in items if i for line in i] + lines[found[0] :]
+    start = data.find(b"\n") + 1  # the block's YAML starts after the opening line
+    edited = data[:start] + "\n".join(new_lines).encode("utf-8") + data[start + len(block.yaml) :]
+    expected = dict(parsed)
+    expected[key] = [*current, *(dict(e) for e in entries)]
+    again = read_frontmatter(edited)
+    if again.problem or again.data != expected:
+        return None
+    return edited
+
+
+def _sequence_end(lines: list[str], key: str) -> tuple[int, str] | None:
+    """Where the block sequence under ``key:`` ends (line index) and its items' indentation."""
+    heads = [n for n, line in enumerate(lines) if line.rstrip() == f"{key}:"]
+    if len(heads) != 1:
+        return None
+    pad: str | None = None
+    end = heads[0] + 1
+    for n in range(heads[0] + 1, len(lines)):
+        line = lines[n]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        if pad is None:
+            if not line.lstrip(" ").startswith("- "):
+                return None
+            pad = indent
+        elif len(indent) < len(pad) or (len(indent) == len(pad) and not stripped.startswith("-")):
+            break
+        end = n + 1
+    return (end, pad) if pad is not None else None
+
+
+def _item_text(entry: dict[str, str], pad: str) -> list[str] | None:
+    """One mapping item as block YAML lines, or ``None`` when a value needs the full editor."""
+    out: list[str] = []
+    for n, (k, v) in enumerate(entry.items()):
+        if not _PLAIN.fullmatch(k):
+            return None
+        if _PLAIN.fullmatch(v) and not isinstance(scalar(v), DoubleQuotedScalarString):
+            value = v
+        else:
+            value = json.dumps(v, ensure_ascii=False)
+            if not value.isprintable():
+                return None
+        out.append(f"{pad}{'- ' if n == 0 else '  '}{k}: {value}")
+    return out or None

@@ -259,10 +259,16 @@ class Pipeline:
         actor: str,
         if_match: str | None = None,
         message: str | None = None,
+        guard: contextlib.AbstractContextManager[object] | None = None,
     ) -> WriteResult:
-        """Read-modify-write under the lock; ``change`` returns ``None`` to leave the file be."""
+        """Read-modify-write under the lock; ``change`` returns ``None`` to leave the file be.
+
+        ``guard`` is entered under the lock before the file is read and left after the commit
+        (or the decision to write nothing), with the exception if anything failed: bookkeeping
+        that must not interleave with other writers, such as the claims a merge checks and ends.
+        """
         rel = canonical(path)
-        with self.locked():
+        with self.locked(), guard if guard is not None else contextlib.nullcontext():
             self._check_if_match(rel, if_match)
             current = self.storage.read_optional(rel)
             data = change(current)

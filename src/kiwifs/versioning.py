@@ -22,7 +22,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -334,6 +334,36 @@ class Git:
         if not rev or rev.startswith("-"):
             raise UsageError(f"invalid version: {rev!r}")
 
+    def first_added(self, paths: Sequence[str]) -> dict[str, float]:
+        """When each of ``paths`` was first added to history (commit time, POSIX seconds);
+        paths git never saw are left out. One ``git log`` over the paths' top folders."""
+        wanted = set(paths)
+        if not wanted or not self.is_repo() or self.head() is None:
+            return {}
+        spec = sorted(wanted) if len(wanted) <= 64 else sorted({_top(p) for p in wanted})
+        try:
+            out = self._run(
+                "log",
+                "--diff-filter=A",
+                "--no-renames",
+                "--format=%x1e%ct",
+                "--name-only",
+                "--",
+                *spec,
+            )
+        except _GitFailed:
+            return {}
+        found: dict[str, float] = {}
+        for record in out.split("\x1e"):  # newest first: the last time seen is the first add
+            lines = record.strip("\n").split("\n")
+            if not lines or not lines[0].strip().isdigit():
+                continue
+            when = float(lines[0])
+            for line in lines[1:]:
+                if line in wanted:
+                    found[line] = when
+        return found
+
     def changes(self, since: str | None, limit: int) -> list[Change]:
         if not self.is_repo() or self.head() is None:
             return []
@@ -478,6 +508,11 @@ class GitHistory:
 
 def _is_file_mode(mode: int) -> bool:
     return mode in (MODE_BLOB, MODE_EXECUTABLE)
+
+
+def _top(path: str) -> str:
+    """A path's top-level folder (the path itself for a file at the root)."""
+    return path.split("/", 1)[0]
 
 
 def _mode_of(path: Path) -> int:

@@ -28,15 +28,18 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy
+from kiwifs.memory.check import EpisodeRow, PageRow
 from kiwifs.memory.lineage import Lineage
 from kiwifs.memory.overview import Overview, QueuePage
-from kiwifs.memory.rules import MemoryReport, ReportDocument, build_report
+from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
 
+from . import check as indexed_check
 from . import lineage as indexed_lineage
 from . import meta as meta_query
 from . import overview as indexed_overview
 from . import report as indexed_report
 from . import search
+from . import tasks as indexed_tasks
 from . import timeline as indexed_timeline
 from . import vectors as vector_store
 from .db import (
@@ -243,7 +246,9 @@ class IndexKeeper:
             return False
         return self.in_root()
 
-    def memory_report(self, prefix: str, limit: int | None, offset: int) -> MemoryReport | None:
+    def memory_report(
+        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
+    ) -> MemoryReport | None:
         """The report from the index, or ``None`` when the scan is the better answer.
 
         That is when the root cannot hold an index, and when no index exists yet: building one
@@ -259,14 +264,14 @@ class IndexKeeper:
             cached = self._totals.get(prefix) if self.watching else None
             totals = cached[1] if cached and cached[0] == (id(index), generation) else None
             with index.reader() as conn:
-                result, totals = indexed_report.report(conn, prefix, limit, offset, totals)
+                result, totals = indexed_report.report(conn, prefix, limit, offset, totals, claims)
             self._totals[prefix] = ((id(index), generation), totals)
             return result
 
         return self._guarded(run)
 
     def memory_report_document(
-        self, prefix: str, limit: int | None, offset: int
+        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
     ) -> ReportDocument | None:
         """:meth:`memory_report` as a printable document (``None``: use the scan)."""
         if not self._answers_reports():
@@ -274,7 +279,8 @@ class IndexKeeper:
 
         def run(index: Index) -> ReportDocument:
             with index.reader() as conn:
-                return ReportDocument(*indexed_report.report_document(conn, prefix, limit, offset))
+                document = indexed_report.report_document(conn, prefix, limit, offset, claims)
+            return ReportDocument(*document)
 
         return self._guarded(run)
 
@@ -462,3 +468,51 @@ class IndexKeeper:
             computed_at=now,
             extra={"timeline_head": last},
         )
+
+    # -- the consolidation queue ------------------------------------------------------------
+
+    def claim_candidates(
+        self, paths: Sequence[str], prefix: str, count: int
+    ) -> tuple[set[str], list[EpisodicFile]]:
+        """Which of ``paths`` are still unmerged episodes, and the first ``count`` unmerged
+        episodes in report order, from one current state of the index."""
+
+        def run(index: Index) -> tuple[set[str], list[EpisodicFile]]:
+            with index.reader() as conn, indexed_report.snapshot(conn):
+                still = indexed_report.unmerged_among(conn, paths, prefix)
+                head = indexed_report.unmerged_head(conn, prefix, count) if count > 0 else []
+            return still, head
+
+        return self._guarded(run)
+
+    def refresh(self, paths: list[str]) -> None:
+        """Bring these paths' rows up to date now when an index exists, opening it if this
+        process has not (another process may be answering from it)."""
+        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
+            return
+        try:
+            index = self._open()
+        except (IndexUnavailable, sqlite3.Error):
+            return
+        try:
+            index.refresh(paths)
+        except sqlite3.Error:
+            log.exception("index update after a write failed; the next reconcile repairs it")
+
+    def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
+        """The rows ``memory check`` reads (see :mod:`kiwifs.index.check`)."""
+
+        def run(index: Index) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
+            with index.reader() as conn:
+                return indexed_check.check_rows(conn, prefix)
+
+        return self._guarded(run)
+
+    def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
+        """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
+
+        def run(index: Index) -> list[indexed_tasks.TodoFile]:
+            with index.reader() as conn:
+                return indexed_tasks.todo_files(conn, path_prefix)
+
+        return self._guarded(run)

@@ -166,10 +166,22 @@ def resolve_prefix(*candidates: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class ClaimMark:
+    """Who holds an episode under a live lease, and until when (RFC 3339 UTC)."""
+
+    holder: str
+    lease_expires: str
+
+
+@dataclass(frozen=True)
 class EpisodicFile:
+    """An episode as the report lists it; an unmerged one held by a live claim carries the
+    claim (``claimed_by``, ``lease_expires``)."""
+
     path: str
     episode_id: str = ""
     memory_kind: str = ""
+    claim: ClaimMark | None = None
 
     def to_json(self) -> dict[str, str]:
         out = {"path": self.path}
@@ -177,7 +189,23 @@ class EpisodicFile:
             out["episode_id"] = self.episode_id
         if self.memory_kind:
             out["memory_kind"] = self.memory_kind
+        if self.claim is not None:
+            out["claimed_by"] = self.claim.holder
+            out["lease_expires"] = self.claim.lease_expires
         return out
+
+
+Claims = Mapping[str, ClaimMark]  # live claims by path
+
+
+def mark_claimed(items: Iterable[EpisodicFile], claims: Claims) -> tuple[EpisodicFile, ...]:
+    """``items`` with the live claim of each one that is claimed."""
+    if not claims:
+        return tuple(items)
+    return tuple(
+        EpisodicFile(e.path, e.episode_id, e.memory_kind, claims[e.path]) if e.path in claims else e
+        for e in items
+    )
 
 
 @dataclass(frozen=True)
@@ -194,6 +222,7 @@ class MemoryReport:
     limit: int | None = None
     offset: int = 0
     superseded_count: int = 0
+    claimed_count: int = 0  # unmerged episodes held by a live claim
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -207,6 +236,7 @@ class MemoryReport:
             "unmerged_count": self.unmerged_count,
             "episodes_prefix": self.episodes_prefix,
             "superseded_count": self.superseded_count,
+            "claimed_count": self.claimed_count,
         }
 
 
@@ -235,9 +265,14 @@ def _page(items: list[EpisodicFile], limit: int | None, offset: int) -> tuple[Ep
 
 
 def build_report(
-    facts: Iterable[FileFacts], prefix: str, limit: int | None = None, offset: int = 0
+    facts: Iterable[FileFacts],
+    prefix: str,
+    limit: int | None = None,
+    offset: int = 0,
+    claims: Claims | None = None,
 ) -> MemoryReport:
-    """Fold the facts of every file, in walk order, into the report."""
+    """Fold the facts of every file, in walk order, into the report; ``claims`` (live claims by
+    path) mark the unmerged episodes they hold and give ``claimed_count``."""
     limit, offset = check_paging(limit, offset)
     id_keys: set[str] = set()
     path_keys: set[str] = set()
@@ -281,17 +316,19 @@ def build_report(
     for index, own in enumerate(per_file_warnings):
         warnings.extend(own)
         warnings.extend(late.get(index, ()))
+    claims = claims or {}
     return MemoryReport(
         episodic_count=len(all_files),
         merged_from_refs=refs,
         episodic_files=_page(all_files, limit, offset),
-        unmerged=_page(unmerged, limit, offset),
+        unmerged=mark_claimed(_page(unmerged, limit, offset), claims),
         warnings=tuple(warnings),
         unmerged_count=len(unmerged),
         episodes_prefix=prefix,
         limit=limit,
         offset=offset,
         superseded_count=superseded,
+        claimed_count=sum(1 for e in unmerged if e.path in claims),
     )
 
 

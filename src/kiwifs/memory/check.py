@@ -1,0 +1,300 @@
+"""``memory check``: the integrity of consolidation, as pure rules over a root's facts.
+
+What it finds (docs/memory.md):
+
+* **dangling** ``merged-from`` entries: an entry that cites nothing, with why (no episode has that
+  id, no file at that path, no type, …), by the lineage rule of :mod:`kiwifs.memory.lineage`;
+* **duplicate episode ids**: one id on two or more episodes;
+* **double merges**: an episode cited by more than one page (two consolidation jobs took it);
+* the **oldest unmerged** episode and its age: from its ``created``, else the first commit that
+  added it, else its modification time;
+* **coverage** (episodic, merged, unmerged) per top-level folder under the episodes prefix and per
+  day of ``created``.
+
+Coverage is the memory report's own rule (:func:`kiwifs.memory.rules.file_facts`), so the check's
+unmerged episodes are the report's. The index and the plain scan both feed :func:`build_check` the
+same rows, which is what keeps their answers identical.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .lineage import Entry, Lookups, entries, resolve
+from .rules import ID_TYPES, MERGED_FROM, file_facts
+
+AGE_FROM_CREATED = "created"
+AGE_FROM_COMMIT = "first commit"
+AGE_FROM_MTIME = "modified"
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """An episode as the check needs it: path, id (as the report reads it), raw ``created``,
+    modification time (POSIX seconds)."""
+
+    path: str
+    episode_id: str
+    created: Any = None
+    mtime: float | None = None
+
+
+@dataclass(frozen=True)
+class PageRow:
+    """A file whose ``merged-from`` has entries, with that list as parsed (JSON-safe)."""
+
+    path: str
+    merged_from: list[Any]
+
+
+@dataclass(frozen=True)
+class DanglingRef:
+    page: str
+    entry: Entry
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"page": self.page, "entry": self.entry.to_json(), "why": self.why}
+
+
+@dataclass(frozen=True)
+class DuplicateId:
+    id: str
+    paths: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "paths": list(self.paths)}
+
+
+@dataclass(frozen=True)
+class DoubleMerge:
+    path: str
+    episode_id: str
+    pages: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "episode_id": self.episode_id, "pages": list(self.pages)}
+
+
+@dataclass(frozen=True)
+class Oldest:
+    """The unmerged episode waiting longest and the instant it entered the root."""
+
+    path: str
+    episode_id: str
+    since: float
+    age_from: str
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "episode_id": self.episode_id,
+            "since": dt.datetime.fromtimestamp(self.since, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "age_seconds": max(0, int(now - self.since)),
+            "age_from": self.age_from,
+        }
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Episodes of one folder or one day: how many, how many merged."""
+
+    key: str | None
+    episodic: int
+    unmerged: int
+
+    @property
+    def merged(self) -> int:
+        return self.episodic - self.unmerged
+
+    def to_json(self, name: str) -> dict[str, Any]:
+        return {
+            name: self.key,
+            "episodic": self.episodic,
+            "merged": self.merged,
+            "unmerged": self.unmerged,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    """The answer of ``memory check``; ``problems`` counts what ``--fail-on-problems`` fails on."""
+
+    prefix: str
+    episodic_count: int
+    unmerged_count: int
+    dangling: tuple[DanglingRef, ...]
+    duplicate_ids: tuple[DuplicateId, ...]
+    double_merges: tuple[DoubleMerge, ...]
+    oldest: Oldest | None
+    folders: tuple[Coverage, ...]
+    days: tuple[Coverage, ...]
+    now: float
+
+    @property
+    def problems(self) -> int:
+        return len(self.dangling) + len(self.duplicate_ids) + len(self.double_merges)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "episodes_prefix": self.prefix,
+            "episodic_count": self.episodic_count,
+            "unmerged_count": self.unmerged_count,
+            "problems": self.problems,
+            "dangling": [d.to_json() for d in self.dangling],
+            "duplicate_ids": [d.to_json() for d in self.duplicate_ids],
+            "double_merges": [d.to_json() for d in self.double_merges],
+            "oldest_unmerged": None if self.oldest is None else self.oldest.to_json(self.now),
+            "coverage": {
+                "folders": [f.to_json("folder") for f in self.folders],
+                "days": [d.to_json("day") for d in self.days],
+            },
+        }
+
+
+FirstAdded = Callable[[Sequence[str]], Mapping[str, float]]  # paths -> first commit time
+
+
+def created_time(value: Any) -> float | None:
+    """A ``created`` value as POSIX seconds: RFC 3339 / ISO 8601 text or a date (no zone: UTC);
+    anything else is no time."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, dt.datetime):
+        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return stamp.timestamp()
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp()
+    return None
+
+
+def top_folder(path: str, prefix: str) -> str:
+    """The coverage folder of an episode: ``<prefix><first segment>/`` under the prefix (the
+    prefix itself for a file directly in it), else the path's own top-level folder (``""`` for
+    a file at the root)."""
+    if prefix and path.startswith(prefix):
+        rest = path[len(prefix) :]
+        head, sep, _ = rest.partition("/")
+        return prefix + head + "/" if sep else prefix
+    head, sep, _ = path.partition("/")
+    return head + "/" if sep else ""
+
+
+def _citations(pages: Sequence[PageRow]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Pages citing each episode id and each path, by the report's coverage rule."""
+    by_id: dict[str, list[str]] = {}
+    by_path: dict[str, list[str]] = {}
+    for page in pages:
+        facts = file_facts(page.path, {MERGED_FROM: page.merged_from})
+        idents = {
+            key[len(t) + 1 :] for key in facts.id_keys for t in ID_TYPES if key.startswith(t + ":")
+        }
+        for ident in idents:
+            by_id.setdefault(ident, []).append(page.path)
+        for cited in set(facts.path_keys):
+            by_path.setdefault(cited, []).append(page.path)
+    return by_id, by_path
+
+
+def build_check(
+    prefix: str,
+    episodes: Sequence[EpisodeRow],
+    pages: Sequence[PageRow],
+    file_exists: Callable[[str], bool],
+    first_added: FirstAdded,
+    now: float,
+) -> MemoryCheck:
+    """The check of a root whose episodes (walk order, for ``prefix``) and citing pages (walk
+    order) are given; ``file_exists`` answers for the paths entries cite, ``first_added`` dates
+    episodes that have no ``created``."""
+    by_id, by_path = _citations(pages)
+    with_id: dict[str, list[str]] = {}
+    for e in episodes:
+        ident = e.episode_id.strip()
+        if ident:
+            with_id.setdefault(ident, []).append(e.path)
+    unmerged: list[EpisodeRow] = []
+    doubles: list[DoubleMerge] = []
+    for e in episodes:
+        ident = e.episode_id.strip()
+        citing = dict.fromkeys(by_id.get(ident, []) if ident else [])
+        citing.update(dict.fromkeys(by_path.get(e.path, [])))
+        if not citing:
+            unmerged.append(e)
+        elif len(citing) > 1:
+            doubles.append(DoubleMerge(e.path, e.episode_id, tuple(citing)))
+    lookups = Lookups(lambda ident: list(with_id.get(ident, [])), file_exists)
+    dangling = [
+        DanglingRef(page.path, entry, found.problem)
+        for page in pages
+        for entry in entries({MERGED_FROM: page.merged_from}, MERGED_FROM)
+        if (found := resolve(entry, lookups)).dangling
+    ]
+    duplicates = [DuplicateId(i, tuple(p)) for i, p in with_id.items() if len(p) > 1]
+    return MemoryCheck(
+        prefix=prefix,
+        episodic_count=len(episodes),
+        unmerged_count=len(unmerged),
+        dangling=tuple(dangling),
+        duplicate_ids=tuple(duplicates),
+        double_merges=tuple(doubles),
+        oldest=_oldest(unmerged, first_added),
+        folders=_coverage(episodes, unmerged, lambda e: top_folder(e.path, prefix)),
+        days=_coverage(episodes, unmerged, _day),
+        now=now,
+    )
+
+
+def _oldest(unmerged: Sequence[EpisodeRow], first_added: FirstAdded) -> Oldest | None:
+    """The unmerged episode that entered the root first (ties: walk order)."""
+    best: tuple[float, int, Oldest] | None = None
+
+    def consider(order: int, e: EpisodeRow, since: float, source: str) -> None:
+        nonlocal best
+        if best is None or (since, order) < best[:2]:
+            best = (since, order, Oldest(e.path, e.episode_id, since, source))
+
+    undated: list[tuple[int, EpisodeRow]] = []
+    for order, e in enumerate(unmerged):
+        created = created_time(e.created)
+        if created is None:
+            undated.append((order, e))
+        else:
+            consider(order, e, created, AGE_FROM_CREATED)
+    if undated:
+        added = first_added([e.path for _, e in undated])
+        for order, e in undated:
+            if e.path in added:
+                consider(order, e, added[e.path], AGE_FROM_COMMIT)
+            elif e.mtime is not None:
+                consider(order, e, e.mtime, AGE_FROM_MTIME)
+    return None if best is None else best[2]
+
+
+def _day(e: EpisodeRow) -> str | None:
+    created = created_time(e.created)
+    if created is None:
+        return None
+    return dt.datetime.fromtimestamp(created, dt.UTC).strftime("%Y-%m-%d")
+
+
+def _coverage(
+    episodes: Iterable[EpisodeRow],
+    unmerged: Sequence[EpisodeRow],
+    key_of: Callable[[EpisodeRow], str | None],
+) -> tuple[Coverage, ...]:
+    """Counts per key, sorted by key (``None``, the undated day, last)."""
+    waiting = {e.path for e in unmerged}
+    counts: dict[str | None, list[int]] = {}
+    for e in episodes:
+        pair = counts.setdefault(key_of(e), [0, 0])
+        pair[0] += 1
+        pair[1] += e.path in waiting
+    ordered = sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+    return tuple(Coverage(k, n, u) for k, (n, u) in ordered)

@@ -1,0 +1,115 @@
+"""The consolidation queue's rules (pure): which episodes a claim hands out, and which claims a
+merge runs into.
+
+A worker claims a batch of unmerged episodes in report order; the episodes it already holds under
+a live lease are renewed and count in its batch, so claiming again is how a worker extends its
+lease. A merge that cites an episode is checked against every claim on that episode: another
+holder's live claim refuses it, and so does the merging worker's own claim once it has expired
+(the episode may be in someone else's hands by now). An entry cites a claimed episode by the
+coverage rule: its id for the id types, or its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kiwifs.leases import MEMORY, Claim
+
+from .lineage import Entry, cites
+from .rules import EpisodicFile, MergeEntry
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1000
+DEFAULT_LEASE = 600.0  # memory claims: 10 minutes
+DEFAULT_FILE_LEASE = 1800.0  # generic claims: 30 minutes, as KiwiFS
+
+HELD = "{path} is claimed by {holder} until {until}; only that worker may merge it"
+EXPIRED = "the claim of {holder} on {path} expired at {until}; claim it again before merging"
+
+
+@dataclass(frozen=True)
+class ClaimedEpisode:
+    """One episode of a claimed batch, with the ETag it had when handed out."""
+
+    path: str
+    episode_id: str
+    etag: str
+    lease_expires: str
+    content: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "episode_id": self.episode_id,
+            "etag": self.etag,
+            "lease_expires": self.lease_expires,
+        }
+        if self.content is not None:
+            out["content"] = self.content
+        return out
+
+
+@dataclass(frozen=True)
+class ClaimBatch:
+    """The answer to a memory claim: everything the worker now holds, renewed, in report order."""
+
+    worker: str
+    lease_expires: str
+    claimed: tuple[ClaimedEpisode, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "lease_expires": self.lease_expires,
+            "claimed": [c.to_json() for c in self.claimed],
+        }
+
+
+def fresh_episodes(
+    head: Sequence[EpisodicFile], live: Mapping[str, Claim], wanted: int
+) -> list[EpisodicFile]:
+    """The first ``wanted`` episodes of ``head`` (the unmerged list's start) no live claim holds.
+
+    ``head`` must be at least ``wanted + len(live)`` long when the queue is that long, so that
+    enough free episodes are in it.
+    """
+    if wanted <= 0:
+        return []
+    return [e for e in head if e.path not in live][:wanted]
+
+
+def renewable(live: Mapping[str, Claim], worker: str) -> list[Claim]:
+    """The worker's live memory claims (a claim call renews them)."""
+    return [c for c in live.values() if c.holder == worker and c.kind == MEMORY]
+
+
+def entry_of(merge: MergeEntry) -> Entry:
+    return Entry(type=merge.type, id=merge.id, path=merge.path)
+
+
+def cited_claims(entries: Iterable[MergeEntry], claims: Iterable[Claim]) -> list[Claim]:
+    """The claims on episodes that ``entries`` cite (by id for the id types, or by path)."""
+    wanted = [entry_of(e) for e in entries]
+    return [c for c in claims if any(cites(e, c.path, c.episode_id) for e in wanted)]
+
+
+def merge_refusal(claim: Claim, worker: str | None, now: float) -> str | None:
+    """Why a merge by ``worker`` (``None``: no worker named) may not cite ``claim``'s episode."""
+    if worker is not None and claim.holder == worker:
+        if claim.live(now):
+            return None
+        return EXPIRED.format(holder=claim.holder, path=claim.path, until=claim.lease_expires)
+    if claim.live(now):
+        return HELD.format(path=claim.path, holder=claim.holder, until=claim.lease_expires)
+    return None
+
+
+def released_by_merge(cited: Iterable[Claim], worker: str | None, now: float) -> list[str]:
+    """Memory claims a successful merge ends: the worker's own, and expired ones."""
+    return [
+        c.path
+        for c in cited
+        if c.kind == MEMORY and ((worker is not None and c.holder == worker) or not c.live(now))
+    ]
