@@ -109,9 +109,8 @@ class ClaimsDesk:
             now = self.clock()
             live = tx.live(now)
             mine = renewable(live, holder)
-            still, head = self.indexing.claim_candidates(
-                [c.path for c in mine], episodes, limit + len(live)
-            )
+            wanted = limit + len(live) if limit > len(mine) else 0  # enough to skip the claimed
+            still, head = self.indexing.claim_candidates([c.path for c in mine], episodes, wanted)
             kept = [c for c in mine if c.path in still]
             tx.delete(c.path for c in mine if c.path not in still)
             fresh = fresh_episodes(head, live, limit - len(kept))

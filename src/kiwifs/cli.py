@@ -7,8 +7,10 @@ stderr and the error's exit code (2 for usage errors and a missing root, 1 other
 from __future__ import annotations
 
 import codecs
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
@@ -97,7 +99,8 @@ def init(root: str, template: str) -> None:
 
 @cli.group(cls=KiwiGroup)
 def memory() -> None:
-    """Episodic memory: the consolidation report, new episodes, forgetting and merges."""
+    """Episodic memory: the report, new episodes, forgetting, merges, the claims queue, check
+    and lineage."""
 
 
 @memory.command("report")
@@ -150,6 +153,7 @@ def memory_report(
 @click.option("--type", "typ", default="episode", show_default=True, help="Entry type.")
 @click.option("--note", default="", help="Note recorded on every entry.")
 @click.option("--actor", default="kiwifs", show_default=True, help="Git author and entry actor.")
+@click.option("--worker", default=None, help="The worker merging: its claims on them end.")
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_merge(
     page: str,
@@ -159,15 +163,18 @@ def memory_merge(
     typ: str,
     note: str,
     actor: str,
+    worker: str | None,
     as_json: bool,
 ) -> None:
-    """Record in PAGE's merged-from that it consumed the given episodes (idempotent)."""
+    """Record in PAGE's merged-from that it consumed the given episodes (idempotent).
+
+    An episode another worker claims under a live lease is a conflict (exit 1)."""
     if not episodes and not paths:
         raise click.UsageError("give at least one --episode ID or --path P")
     entries = [MergeEntry(type=typ, id=e, note=note) for e in episodes]
     entries += [MergeEntry(type=typ, path=p, note=note) for p in paths]
     with Knowledge.open(root) as kb:
-        result = kb.merge(page, entries, actor=actor)
+        result = kb.merge(page, entries, actor=actor, worker=worker)
     if as_json:
         payload = {
             "path": result.path,
@@ -260,6 +267,172 @@ def _echo_status(result: StatusResult, as_json: bool) -> None:
     else:
         state = "already superseded" if result.superseded else "not superseded"
         click.echo(f"nothing to do: {result.path} is {state}")
+
+
+@memory.command("claim")
+@root_option()
+@click.option("--worker", required=True, help="Who claims (the lease holder).")
+@click.option("--limit", type=int, default=20, show_default=True, help="Episodes to hold.")
+@click.option("--lease", default="10m", show_default=True, help="Lease: 90s, 10m, 2h (1m-24h).")
+@click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
+@click.option("--with-content", is_flag=True, help="Print each episode's content too.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the batch as JSON.")
+def memory_claim(
+    root: str,
+    worker: str,
+    limit: int,
+    lease: str,
+    episodes_prefix: str,
+    with_content: bool,
+    as_json: bool,
+) -> None:
+    """Claim up to --limit unmerged episodes no live claim holds, in report order.
+
+    The worker's own live claims are renewed and count in the batch."""
+    with Knowledge.open(root) as kb:
+        batch = kb.claim_episodes(worker, limit, lease, episodes_prefix or None, with_content)
+    if as_json:
+        echo_json(batch.to_json())
+    else:
+        from .memory.render import render_batch
+
+        click.echo(render_batch(batch), nl=False)
+
+
+@memory.command("release")
+@click.argument("paths", nargs=-1)
+@root_option()
+@click.option("--worker", required=True, help="The holder whose claims end.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
+def memory_release(root: str, paths: tuple[str, ...], worker: str, as_json: bool) -> None:
+    """End the worker's claims on PATHS (all of its claims when none are given)."""
+    with Knowledge.open(root) as kb:
+        released = kb.release_episodes(worker, list(paths) or None)
+    if as_json:
+        echo_json({"worker": worker.strip(), "released": released})
+    else:
+        from .memory.render import render_released
+
+        click.echo(render_released(worker.strip(), released), nl=False)
+
+
+@memory.command("check")
+@root_option()
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the check as JSON.")
+@click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
+@click.option(
+    "--fail-on-problems",
+    is_flag=True,
+    help="Exit 1 on dangling refs, duplicate ids, double merges.",
+)
+@click.option(
+    "--no-index", "no_index", is_flag=True, help="Read every file instead of using the index."
+)
+def memory_check(
+    root: str, as_json: bool, episodes_prefix: str, fail_on_problems: bool, no_index: bool
+) -> None:
+    """Check consolidation: dangling merged-from entries, duplicate ids, double merges,
+    the oldest unmerged episode, coverage per folder and per day."""
+    with Knowledge.open(root) as kb:
+        check = kb.memory_check(episodes_prefix or None, use_index=not no_index)
+    if as_json:
+        echo_json(check.to_json())
+    else:
+        from .memory.render import render_check
+
+        click.echo(render_check(check), nl=False)
+    if fail_on_problems and check.problems:
+        sys.exit(1)
+
+
+@memory.command("lineage")
+@click.argument("path_or_id")
+@root_option()
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the lineage as JSON.")
+@click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
+def memory_lineage(root: str, path_or_id: str, as_json: bool, episodes_prefix: str) -> None:
+    """Show what PATH_OR_ID (a file, or an episode id) was built from and what cites it."""
+    with Knowledge.open(root) as kb:
+        lineage = kb.lineage_of(path_or_id, episodes_prefix or None)
+    if as_json:
+        echo_json(lineage.to_json())
+    else:
+        from .memory.render import render_lineage
+
+        click.echo(render_lineage(lineage), nl=False)
+
+
+@memory.command("worker")
+@click.option("--url", default="http://127.0.0.1:3333", show_default=True, help="The server.")
+@click.option("--worker", "name", required=True, help="This worker's name (the lease holder).")
+@click.option("--batch", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--lease", default="10m", show_default=True, help="Lease per batch (1m-24h).")
+@click.option(
+    "--rule",
+    type=click.Choice(["tags", "command"]),
+    default="tags",
+    show_default=True,
+    help="tags: one line per episode into concepts/<tag>.md; command: run --command.",
+)
+@click.option("--command", "command", default=None, help="Consolidation command (--rule command).")
+@click.option("--folder", default="concepts", show_default=True, help="Pages folder (tags rule).")
+@click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
+@click.option("--until-empty", is_flag=True, help="Exit once nothing is left unmerged.")
+@click.option("--poll", type=float, default=2.0, show_default=True, help="Idle wait, seconds.")
+@click.option(
+    "--api-key", envvar="KIWIFS_API_KEY", default=None, help="Bearer key (or KIWIFS_API_KEY)."
+)
+def memory_worker(
+    url: str,
+    name: str,
+    batch: int,
+    lease: str,
+    rule: str,
+    command: str | None,
+    folder: str,
+    episodes_prefix: str,
+    until_empty: bool,
+    poll: float,
+    api_key: str | None,
+) -> None:
+    """Run a consolidation worker against a kiwifs server: claim, consolidate, merge, repeat.
+
+    SIGTERM or Ctrl-C stops it cleanly: it releases what it holds."""
+    from .client import KiwiClient
+    from .memory.worker import CommandStep, Step, TagRule, Worker
+
+    if (rule == "command") != (command is not None):
+        raise click.UsageError("--command is required with --rule command, and only then")
+    step: Step = CommandStep(command) if command is not None else TagRule(folder)
+    with KiwiClient(url, api_key=api_key, actor=name) as client:
+        worker = Worker(
+            client,
+            name,
+            step,
+            batch=batch,
+            lease=lease,
+            prefix=episodes_prefix or None,
+            until_empty=until_empty,
+            poll=poll,
+            log=lambda line: click.echo(line, err=True),
+        )
+        _stop_on_signals(worker.stop)
+        stats = worker.run()
+    click.echo(
+        f"{name}: {stats.episodes} episodes in {stats.batches} batches,"
+        f" {stats.pages} page merges, {stats.conflicts} conflicts",
+        err=True,
+    )
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT ask the worker to stop after the call in flight."""
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
 
 
 MODES = ("keyword", "semantic", "hybrid")

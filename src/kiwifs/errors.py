@@ -20,7 +20,8 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── Unavailable              unavailable      1          503
     ├── ConfigError              config           2          500
     ├── CannotListen             cannot_listen    2          -
-    └── StorageError             storage          1          503
+    ├── StorageError             storage          1          503
+    └── ConsolidationFailed      consolidation    1          (worker only)
 
 A 503 says "the service cannot do this right now" and keeps its message (a busy index, failing
 git commits: what to fix or when to retry); a 500 is a fault of ours and hides its message.
@@ -150,3 +151,10 @@ class StorageError(KiwiError):
     """The filesystem or git failed underneath an operation (disk full, a broken repository)."""
 
     code = "storage"
+
+
+class ConsolidationFailed(KiwiError):
+    """A consolidation worker's step could not consolidate a batch (its command failed or
+    printed a plan that does not cover the batch)."""
+
+    code = "consolidation"

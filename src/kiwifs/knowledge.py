@@ -562,7 +562,11 @@ class Knowledge:
         rel = _as_path(path_or_id)
         if rel is not None and self.storage.exists(rel):
             return self.lineage(rel, prefix)
-        ident = path_or_id.strip() if isinstance(path_or_id, str) else ""
+        return self.episode_lineage(path_or_id, prefix)
+
+    def episode_lineage(self, episode_id: str, prefix: str | None = None) -> Lineage:
+        """:meth:`lineage` of the one episode whose id is ``episode_id``."""
+        ident = episode_id.strip() if isinstance(episode_id, str) else ""
         if not ident:
             raise UsageError("give a file path or an episode id")
         paths = self.indexing.episode_paths(ident, self.episodes_prefix(prefix))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from .errors import UsageError
 from .memory.rules import MergeEntry
@@ -69,6 +69,7 @@ class MergeRequest(BaseModel):
     model_config = _BODY
     path: str = Field(min_length=1)
     entries: list[MergeItem] = Field(min_length=1)
+    worker: str | None = None
 
     def merge_entries(self) -> list[MergeEntry]:
         return [e.to_entry() for e in self.entries]
@@ -101,6 +102,34 @@ class RestoreRequest(BaseModel):
 
     model_config = _BODY
     path: str = Field(min_length=1)
+
+
+class MemoryClaimRequest(BaseModel):
+    """``POST /api/kiwi/memory/claim``; ``lease`` is a duration (``10m``) or seconds."""
+
+    model_config = _BODY
+    worker: str
+    limit: StrictInt = 20
+    lease: Any = None
+    episodes_prefix: str | None = None
+    with_content: StrictBool = False
+
+
+class MemoryReleaseRequest(BaseModel):
+    """``POST /api/kiwi/memory/release`` (no ``paths``: every claim of the worker)."""
+
+    model_config = _BODY
+    worker: str
+    paths: list[str] | None = None
+
+
+class ClaimRequest(BaseModel):
+    """``POST /api/kiwi/claim`` (KiwiFS's generic claim); ``holder`` defaults to ``X-Actor``."""
+
+    model_config = _BODY
+    path: str = Field(min_length=1)
+    lease_duration: Any = None
+    holder: str | None = None
 
 
 def parse(model: type[M], value: Any) -> M:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kiwifs.claiming import Task
 from kiwifs.index.hybrid import HybridResults
 from kiwifs.index.meta import MetaHit, MetaResults
 from kiwifs.index.search import SearchHit, marked_parts
@@ -173,4 +174,19 @@ def render_versions(path: str, versions: Sequence[Version]) -> str:
         return f"No versions of {path} (the file has no committed history)."
     lines = [f"{len(versions)} version(s) of {path}, newest first:"]
     lines += [f"{v.hash[:8]} {v.date} by {v.author} \u2014 {v.message}" for v in versions]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# claims
+
+
+def render_eligible(tasks: Sequence[Task]) -> str:
+    """KiwiFS's list: ``N. [P<priority>] path — title``."""
+    if not tasks:
+        return "No eligible tasks found."
+    lines = [f"Eligible tasks ({len(tasks)} found):", ""]
+    for n, task in enumerate(tasks, start=1):
+        priority = "" if task.priority is None else task.priority
+        lines.append(f"{n}. [P{priority}] {task.path} — {task.title}")
     return "\n".join(lines)

@@ -55,8 +55,10 @@ kiwi_append or kiwi_bulk_write (pass the ETag from kiwi_read as if_match to avoi
 Memory loop: record raw experience with kiwi_remember; recall what matters for a task within a
 token budget with kiwi_brief; retire what is no longer true with kiwi_forget (kiwi_restore undoes
 it). kiwi_memory_report lists episodes not yet consolidated; write or update a concept page that
-distils them, then record that with kiwi_memory_merge so they leave the report. SCHEMA.md
-(resource kiwi://schema) describes the conventions of this knowledge base."""
+distils them, then record that with kiwi_memory_merge so they leave the report. With several
+consolidators at once, take a batch with kiwi_memory_claim first and pass the same worker to
+kiwi_memory_merge. SCHEMA.md (resource kiwi://schema) describes the conventions of this
+knowledge base."""
 
 
 def _log(line: str) -> None:

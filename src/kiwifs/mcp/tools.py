@@ -28,7 +28,15 @@ from kiwifs.limits import (
     TREE_DEPTH,
 )
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
-from kiwifs.memory.render import render_brief, render_mcp
+from kiwifs.memory.render import (
+    render_batch,
+    render_brief,
+    render_check,
+    render_claims,
+    render_lineage,
+    render_mcp,
+    render_released,
+)
 from kiwifs.pipeline import bare_etag
 from kiwifs.requests import FileItem, MergeItem
 
@@ -37,6 +45,7 @@ from .render import (
     NOT_FOUND_FOLDER,
     NOT_MODIFIED,
     render_changes,
+    render_eligible,
     render_hybrid,
     render_meta,
     render_read,
@@ -67,6 +76,9 @@ PathPrefix = Annotated[
 ]
 IncludeSuperseded = Annotated[
     bool, Field(description="Also return forgotten pages (memory_status: superseded).")
+]
+Worker_ = Annotated[
+    str, Field(description="Your worker name; claims, renewals and merges use the same one.")
 ]
 IfMatch = Annotated[
     str | None,
@@ -116,6 +128,14 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("kiwi_forget", read_only=False, not_found=NOT_FOUND_FILE),
     ToolSpec("kiwi_restore", read_only=False, not_found=NOT_FOUND_FILE),
     ToolSpec("kiwi_brief", read_only=True),
+    ToolSpec("kiwi_memory_claim", read_only=False, idempotent=False),
+    ToolSpec("kiwi_memory_release", read_only=False),
+    ToolSpec("kiwi_memory_check", read_only=True, failure="Memory check failed: "),
+    ToolSpec("kiwi_memory_lineage", read_only=True, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_claim", read_only=False, failure="Claim failed: "),
+    ToolSpec("kiwi_release", read_only=False, failure="Release failed: "),
+    ToolSpec("kiwi_claims_list", read_only=True),
+    ToolSpec("kiwi_eligible", read_only=True, failure="Eligible query failed: "),
 )
 
 # Argument names that are Python keywords: the schema says ``from``/``or``, the methods ``from_``.
@@ -405,10 +425,17 @@ class Tools:
         ],
         actor: Actor = MCP_ACTOR,
         if_match: IfMatch = None,
+        worker: Annotated[
+            str | None,
+            Field(description="Your worker name from kiwi_memory_claim: ends your claims."),
+        ] = None,
     ) -> str:
         """Record in a page's merged-from frontmatter that it consolidated these episodes, so
-        they leave the memory report. Idempotent; creates the page if it does not exist."""
-        result = self.kb.merge(path, [e.to_entry() for e in entries], actor, if_match)
+        they leave the memory report. Idempotent; creates the page if it does not exist.
+        Refused if another worker has claimed one of the episodes."""
+        result = self.kb.merge(
+            path, [e.to_entry() for e in entries], actor, if_match, worker=worker or None
+        )
         if not result.added:
             return (
                 f"Nothing to merge: {result.path} already cites every entry (ETag: {result.etag})"
@@ -487,6 +514,123 @@ class Tools:
         if format == "json":
             return json.dumps(brief.to_json(), indent=2, ensure_ascii=False)
         return render_brief(brief, "read them with kiwi_read if needed")
+
+    # -- the consolidation queue ------------------------------------------------------------
+
+    def kiwi_memory_claim(
+        self,
+        worker: Worker_,
+        limit: Annotated[int, Field(description="How many episodes to hold (0: only renew).")] = 20,
+        lease: Annotated[
+            str, Field(description="How long you keep them: '90s', '10m', '2h' (1m to 24h).")
+        ] = "10m",
+        episodes_prefix: Annotated[
+            str | None, Field(description="Folder of episodic files (default from config).")
+        ] = None,
+        with_content: Annotated[bool, Field(description="Include each episode's text.")] = False,
+        format: Annotated[  # noqa: A002 - the argument name clients send
+            Literal["text", "json"], Field(description="'text' (default) or 'json'.")
+        ] = "text",
+    ) -> str:
+        """Claim a batch of unmerged episodes to consolidate, so that no other worker takes
+        them. Claiming again renews your lease. Consolidate them into a page, then record it
+        with kiwi_memory_merge passing the same worker (that ends your claims)."""
+        batch = self.kb.claim_episodes(worker, limit, lease, episodes_prefix or None, with_content)
+        if format == "json":
+            return json.dumps(batch.to_json(), indent=2, ensure_ascii=False)
+        return render_batch(batch)
+
+    def kiwi_memory_release(
+        self,
+        worker: Worker_,
+        paths: Annotated[
+            list[str], Field(description="Episodes to give back; empty: all of yours.")
+        ] = [],  # noqa: B006 - pydantic copies defaults
+    ) -> str:
+        """Give claimed episodes back to the queue without merging them."""
+        released = self.kb.release_episodes(worker, paths or None)
+        return render_released(worker.strip(), released)
+
+    def kiwi_memory_check(
+        self,
+        episodes_prefix: Annotated[
+            str | None, Field(description="Folder of episodic files (default from config).")
+        ] = None,
+        format: Annotated[  # noqa: A002 - the argument name clients send
+            Literal["text", "json"], Field(description="'text' (default) or 'json'.")
+        ] = "text",
+    ) -> str:
+        """Check consolidation: merged-from entries that cite nothing, duplicate episode ids,
+        episodes merged by more than one page, the oldest unmerged episode, coverage."""
+        check = self.kb.memory_check(episodes_prefix or None)
+        if format == "json":
+            return json.dumps(check.to_json(), indent=2, ensure_ascii=False)
+        return render_check(check)
+
+    def kiwi_memory_lineage(
+        self,
+        path: Annotated[str | None, Field(description="A file path.")] = None,
+        episode_id: Annotated[str | None, Field(description="Or an episode id.")] = None,
+        episodes_prefix: Annotated[
+            str | None, Field(description="Folder of episodic files (default from config).")
+        ] = None,
+        format: Annotated[  # noqa: A002 - the argument name clients send
+            Literal["text", "json"], Field(description="'text' (default) or 'json'.")
+        ] = "text",
+    ) -> str:
+        """Where a file comes from and where it went: for an episode, the pages that merged
+        it; for a page, the episodes it consolidated (dangling ones flagged); for any file,
+        its derived-from provenance."""
+        if (path is None) == (episode_id is None):
+            raise UsageError("give either path or episode_id")
+        if path is not None:
+            lineage = self.kb.lineage(path, episodes_prefix or None)
+        else:
+            lineage = self.kb.episode_lineage(episode_id or "", episodes_prefix or None)
+        if format == "json":
+            return json.dumps(lineage.to_json(), indent=2, ensure_ascii=False)
+        return render_lineage(lineage)
+
+    # -- generic claims (KiwiFS's) ----------------------------------------------------------
+
+    def kiwi_claim(
+        self,
+        path: Annotated[str, Field(description="Path to the task file.")],
+        actor: Annotated[
+            str, Field(description="Your agent identity (unique session id or name).")
+        ],
+        lease_duration: Annotated[
+            str, Field(description="How long the claim lasts: '15m', '1h' (1m to 24h).")
+        ] = "30m",
+    ) -> str:
+        """Claim a task file for exclusive work; fails if another agent holds it. Claiming
+        again renews your lease. The claim is written into the file's frontmatter."""
+        claim = self.kb.claim(path, actor, lease_duration)
+        return json.dumps(claim.to_json(), ensure_ascii=False)
+
+    def kiwi_release(
+        self,
+        path: Annotated[str, Field(description="Path to the task file.")],
+        actor: Annotated[str, Field(description="The identity you claimed it with.")],
+    ) -> str:
+        """Release a claimed task so other agents can work on it."""
+        rel = self.kb.release(path, actor)
+        return f"Released claim on {rel}"
+
+    def kiwi_claims_list(self) -> str:
+        """Every active claim (tasks and episodes): which path, who holds it, until when."""
+        return render_claims(self.kb.claims_list())
+
+    def kiwi_eligible(
+        self,
+        limit: Annotated[int, Field(description="Max results (1-200).")] = 10,
+        path_prefix: Annotated[
+            str | None, Field(description="Only under this folder, e.g. 'tasks/'.")
+        ] = None,
+    ) -> str:
+        """Tasks ready to claim: files with status todo that nobody holds, best priority
+        first (lowest number)."""
+        return render_eligible(self.kb.eligible(limit, path_prefix))
 
 
 def _status_text(result: StatusResult) -> str:

@@ -1,4 +1,4 @@
-"""The memory report as text: the CLI's lines and the MCP tool's answer.
+"""The memory answers as text: the report, the queue, the check and lineage, for the CLI and MCP.
 
 Kept apart from the rules so that the rules stay pure facts; both interfaces render from here so
 the labels live in one place. The ``superseded`` line appears only when some episode was
@@ -7,11 +7,22 @@ forgotten, so a root that never forgets prints KiwiFS's text unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from kiwifs.leases import Claim
+
 from .brief import Brief
-from .rules import MemoryReport
+from .check import Coverage, MemoryCheck
+from .lineage import Entry, Lineage
+from .queue import ClaimBatch
+from .rules import EpisodicFile, MemoryReport
 
 ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
 ALL_MERGED_MCP = "All episodic files are referenced by at least one merged-from list."
+
+
+def _claimed(e: EpisodicFile) -> str:
+    return f"  [claimed by {e.claim.holder} until {e.claim.lease_expires}]" if e.claim else ""
 
 
 def render_cli(report: MemoryReport) -> str:
@@ -23,11 +34,13 @@ def render_cli(report: MemoryReport) -> str:
     if report.superseded_count:
         lines.append(f"superseded (forgotten):  {report.superseded_count}")
     lines.append(f"unmerged (no merged-from): {report.unmerged_count}")
+    if report.claimed_count:
+        lines.append(f"claimed (live lease):    {report.claimed_count}")
     if report.unmerged_count == 0:
         lines.append(ALL_MERGED_CLI)
     for e in report.unmerged:
         suffix = f"(episode_id={e.episode_id})" if e.episode_id else "(set episode_id)"
-        lines.append(f"  - {e.path}  {suffix}")
+        lines.append(f"  - {e.path}  {suffix}{_claimed(e)}")
     return "\n".join(lines) + "\n"
 
 
@@ -40,8 +53,11 @@ def render_mcp(report: MemoryReport) -> str:
     if report.superseded_count:
         lines.append(f"Superseded (forgotten):   {report.superseded_count}")
     lines.append(f"Unmerged (no merged-from): {report.unmerged_count}")
+    if report.claimed_count:
+        lines.append(f"Claimed (live lease):     {report.claimed_count}")
     for e in report.unmerged:
-        lines.append(f"  - {e.path}" + (f"  episode_id={e.episode_id}" if e.episode_id else ""))
+        ident = f"  episode_id={e.episode_id}" if e.episode_id else ""
+        lines.append(f"  - {e.path}{ident}{_claimed(e)}")
     lines.extend(f"warning: {w}" for w in report.warnings)
     if report.unmerged_count == 0:
         lines.append(ALL_MERGED_MCP)
@@ -72,4 +88,113 @@ def render_brief(brief: Brief, read_hint: str = "read one by path if you need it
             lines.append(
                 f"- {out.path} ({out.tokens} tokens, score: {out.score:.2f}): {out.reason} ({why})"
             )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# the queue
+
+
+def render_batch(batch: ClaimBatch) -> str:
+    """A claimed batch: one line per episode, its content below it when it was asked for."""
+    if not batch.claimed:
+        return f"nothing to claim: {batch.worker} holds no episode and none is free\n"
+    n = len(batch.claimed)
+    lines = [f"{batch.worker} holds {n} episode{'' if n == 1 else 's'} until {batch.lease_expires}"]
+    for c in batch.claimed:
+        ident = f"episode_id={c.episode_id}, " if c.episode_id else ""
+        lines.append(f"  - {c.path}  ({ident}etag {c.etag})")
+        if c.content is not None:
+            lines.extend(["", c.content.rstrip("\n"), ""])
+    return "\n".join(lines) + "\n"
+
+
+def render_released(worker: str, paths: Sequence[str]) -> str:
+    n = len(paths)
+    lines = [f"released {n} claim{'' if n == 1 else 's'} of {worker}"]
+    lines += [f"  - {p}" for p in paths]
+    return "\n".join(lines) + "\n"
+
+
+def render_claims(claims: Sequence[Claim]) -> str:
+    if not claims:
+        return "No active claims.\n"
+    lines = [f"{len(claims)} active claim(s):"]
+    lines += [f"  - {c.path}: {c.holder} until {c.lease_expires}" for c in claims]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# check and lineage
+
+
+def entry_text(entry: Entry) -> str:
+    """A ``merged-from`` / ``derived-from`` entry on one line: ``type id path (date, actor)``."""
+    what = " ".join(x for x in (entry.type or "(no type)", entry.id, entry.path) if x)
+    extra = ", ".join(x for x in (entry.date, entry.actor) if x)
+    note = f" \u2014 {entry.note}" if entry.note else ""
+    return what + (f" ({extra})" if extra else "") + note
+
+
+def age_text(seconds: int) -> str:
+    days, rest = divmod(max(0, seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m"
+
+
+def _coverage_lines(title: str, rows: Sequence[Coverage], undated: str) -> list[str]:
+    lines = [f"{title}:"]
+    for row in rows:
+        share = 100.0 * row.merged / row.episodic if row.episodic else 100.0
+        name = row.key if row.key is not None else undated
+        lines.append(
+            f"  {name or '(root)'}  {row.episodic} episodic, {row.merged} merged,"
+            f" {row.unmerged} unmerged ({share:.1f}% merged)"
+        )
+    return lines if rows else [f"{title}: none"]
+
+
+def render_check(check: MemoryCheck) -> str:
+    """``memory check`` as text: figures, then each kind of problem, then coverage."""
+    lines = [
+        f"episodic files:          {check.episodic_count}",
+        f"unmerged:                {check.unmerged_count}",
+    ]
+    if check.oldest is not None:
+        data = check.oldest.to_json(check.now)
+        lines.append(
+            f"oldest unmerged:         {data['path']}, waiting {age_text(data['age_seconds'])}"
+            f" (since {data['since']}, from {data['age_from']})"
+        )
+    lines.append(f"problems:                {check.problems}")
+    lines.append(f"dangling merged-from entries: {len(check.dangling)}")
+    lines += [f"  - {d.page}: {entry_text(d.entry)}: {d.why}" for d in check.dangling]
+    lines.append(f"duplicate episode ids: {len(check.duplicate_ids)}")
+    lines += [f"  - {d.id!r}: {', '.join(d.paths)}" for d in check.duplicate_ids]
+    lines.append(f"double merges (an episode cited by several pages): {len(check.double_merges)}")
+    lines += [f"  - {d.path}: {', '.join(d.pages)}" for d in check.double_merges]
+    lines += _coverage_lines("coverage by folder", check.folders, "")
+    lines += _coverage_lines("coverage by day (created)", check.days, "(no created)")
+    return "\n".join(lines) + "\n"
+
+
+def render_lineage(lineage: Lineage) -> str:
+    """Both directions of a file's lineage."""
+    kind = "episode" if lineage.episodic else "page"
+    ident = f", episode_id={lineage.episode_id}" if lineage.episode_id else ""
+    lines = [f"{lineage.path} ({kind}{ident})"]
+    if lineage.episodic:
+        lines.append(f"merged by: {len(lineage.merged_by) or 'no page yet'}")
+        lines += [f"  - {c.page} (by {c.by}): {entry_text(c.entry)}" for c in lineage.merged_by]
+    lines.append(f"merged from: {len(lineage.merged_from) or 'nothing'}")
+    for c in lineage.merged_from:
+        target = ", ".join(c.targets) if c.targets else f"DANGLING: {c.problem}"
+        lines.append(f"  - {entry_text(c.entry)} -> {target}")
+    lines.append(f"derived from: {len(lineage.derived_from) or 'nothing recorded'}")
+    lines += [f"  - {entry_text(e)}" for e in lineage.derived_from]
     return "\n".join(lines) + "\n"

@@ -26,7 +26,10 @@ from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 from kiwifs.pipeline import etag_list
 from kiwifs.requests import (
     BulkRequest,
+    ClaimRequest,
     ForgetRequest,
+    MemoryClaimRequest,
+    MemoryReleaseRequest,
     MergeRequest,
     RememberRequest,
     RenameRequest,
@@ -87,6 +90,7 @@ def create_app(
     _search_routes(api, kb)
     recall_routes(api, kb)
     _memory_routes(api, kb)
+    _claim_routes(api, kb)
     _event_routes(api, kb)
     app.include_router(api)
     if extra_mounts is not None:
@@ -380,6 +384,7 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             body.merge_entries(),
             actor=actor_of(request),
             if_match=request.headers.get("if-match"),
+            worker=body.worker,
         )
         payload = {
             "path": result.path,
@@ -428,6 +433,70 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             if_match=request.headers.get("if-match"),
         )
         return JSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
+
+    @api.post("/memory/claim")
+    async def memory_claim(request: Request) -> JSONResponse:
+        body = await read_model(request, MemoryClaimRequest)
+        batch = await run(
+            kb.claim_episodes,
+            body.worker,
+            body.limit,
+            body.lease,
+            body.episodes_prefix or None,
+            body.with_content,
+        )
+        return JSONResponse(batch.to_json())
+
+    @api.post("/memory/release")
+    async def memory_release(request: Request) -> dict[str, Any]:
+        body = await read_model(request, MemoryReleaseRequest)
+        released = await run(kb.release_episodes, body.worker, body.paths)
+        return {"worker": body.worker.strip(), "released": released}
+
+    @api.get("/memory/check")
+    async def memory_check(episodes_prefix: str | None = None) -> JSONResponse:
+        check = await run(kb.memory_check, episodes_prefix or None)
+        return JSONResponse(check.to_json())
+
+    @api.get("/memory/lineage")
+    async def memory_lineage(
+        path: str | None = None,
+        episode_id: str | None = None,
+        episodes_prefix: str | None = None,
+    ) -> JSONResponse:
+        if (path is None) == (episode_id is None):
+            raise UsageError("give either path or episode_id")
+        if path is not None:
+            lineage = await run(kb.lineage, path, episodes_prefix or None)
+        else:
+            lineage = await run(kb.episode_lineage, episode_id, episodes_prefix or None)
+        return JSONResponse(lineage.to_json())
+
+
+# ---------------------------------------------------------------------------------------------
+# generic claims (KiwiFS's)
+
+
+def _claim_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.post("/claim")
+    async def claim(request: Request) -> dict[str, str]:
+        body = await read_model(request, ClaimRequest)
+        holder = body.holder if body.holder and body.holder.strip() else actor_of(request)
+        made = await run(kb.claim, body.path, holder, body.lease_duration)
+        return made.to_json()
+
+    @api.delete("/claim")
+    async def release(
+        request: Request, path: str = Query(...), holder: str | None = None
+    ) -> dict[str, str]:
+        who = holder if holder and holder.strip() else actor_of(request)
+        rel = await run(kb.release, path, who)
+        return {"released": rel, "holder": who.strip()}
+
+    @api.get("/claims")
+    async def claims() -> dict[str, Any]:
+        live = await run(kb.claims_list)
+        return {"claims": [c.to_json() for c in live]}
 
 
 # ---------------------------------------------------------------------------------------------
