@@ -61,6 +61,14 @@ TOOLS = {
     "kiwi_forget",
     "kiwi_restore",
     "kiwi_brief",
+    "kiwi_memory_claim",
+    "kiwi_memory_release",
+    "kiwi_memory_check",
+    "kiwi_memory_lineage",
+    "kiwi_claim",
+    "kiwi_release",
+    "kiwi_claims_list",
+    "kiwi_eligible",
 }
 READ_ONLY = {
     "kiwi_read",
@@ -73,6 +81,10 @@ READ_ONLY = {
     "kiwi_versions",
     "kiwi_memory_report",
     "kiwi_brief",
+    "kiwi_memory_check",
+    "kiwi_memory_lineage",
+    "kiwi_claims_list",
+    "kiwi_eligible",
 }
 DESTRUCTIVE = {"kiwi_write", "kiwi_delete", "kiwi_bulk_write", "kiwi_rename"}
 READY_TIMEOUT = 30.0
@@ -484,6 +496,14 @@ async def call_every_tool(session: ClientSession) -> None:
     await ok(session, "kiwi_brief", {"query": "alpha"})
     await ok(session, "kiwi_forget", {"path": "a.md", "reason": "stale"})
     await ok(session, "kiwi_restore", {"path": "a.md"})
+    await ok(session, "kiwi_memory_claim", {"worker": "w1", "limit": 1})
+    await ok(session, "kiwi_memory_release", {"worker": "w1"})
+    await ok(session, "kiwi_memory_check", {})
+    await ok(session, "kiwi_memory_lineage", {"path": "concepts/c.md"})
+    await ok(session, "kiwi_claim", {"path": "a.md", "actor": "agent-1"})
+    await ok(session, "kiwi_claims_list", {})
+    await ok(session, "kiwi_release", {"path": "a.md", "actor": "agent-1"})
+    await ok(session, "kiwi_eligible", {})
 
 
 async def poll_search(session: ClientSession, query: str, wanted: str) -> str:

@@ -1159,6 +1159,13 @@ AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/memory/forget", {"json": {"path": "auth.md", "reason": "old"}}),
     ("POST", "/memory/restore", {"json": {"path": "auth.md"}}),
     ("GET", "/brief", {"params": {"q": "auth"}}),
+    ("POST", "/memory/claim", {"json": {"worker": "auth-w"}}),
+    ("POST", "/memory/release", {"json": {"worker": "auth-w"}}),
+    ("GET", "/memory/check", {}),
+    ("GET", "/memory/lineage", {"params": {"path": "auth.md"}}),
+    ("POST", "/claim", {"json": {"path": "auth.md", "holder": "auth-h"}}),
+    ("GET", "/claims", {}),
+    ("DELETE", "/claim", {"params": {"path": "auth.md", "holder": "auth-h"}}),
 ]
 
 
