@@ -117,8 +117,13 @@ class KiwiClient:
 
     # -- files ------------------------------------------------------------------------------
 
-    def read(self, path: str) -> str:
-        return self._call("GET", "/file", params={"path": path}).text
+    def read(self, path: str) -> tuple[str, str] | None:
+        """A file's text and ETag, or ``None`` when there is no such file."""
+        try:
+            resp = self._call("GET", "/file", params={"path": path})
+        except NotFound:
+            return None
+        return resp.text, resp.headers.get("etag", "").strip('"')
 
     def create(self, path: str, content: str) -> bool:
         """Write ``path`` only if it does not exist yet; False when it does."""
@@ -134,8 +139,12 @@ class KiwiClient:
             return False
         return True
 
-    def write(self, path: str, content: str) -> None:
-        self._call("PUT", "/file", params={"path": path}, content=content.encode("utf-8"))
+    def write(self, path: str, content: str, if_match: str | None = None) -> None:
+        """Write ``path``; with ``if_match``, only over that version (else :class:`Conflict`)."""
+        headers = {"If-Match": f'"{if_match}"'} if if_match else {}
+        self._call(
+            "PUT", "/file", params={"path": path}, content=content.encode("utf-8"), headers=headers
+        )
 
     def append(self, path: str, text: str, separator: str = "") -> None:
         self._call(

@@ -17,8 +17,11 @@ stdin and prints the plan; where an LLM plugs in). The protocol is in docs/memor
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -33,6 +36,8 @@ from .queue import DEFAULT_LEASE
 
 SUMMARY_CHARS = 160
 COMMAND_POLL = 0.2
+REWRITE_ATTEMPTS = 5
+NEW_PAGE = "---\nmemory_kind: semantic\n---\n"
 
 
 class QueueClient(Protocol):
@@ -50,9 +55,11 @@ class QueueClient(Protocol):
 
     def report(self, prefix: str | None = None, limit: int | None = None) -> dict[str, Any]: ...
 
+    def read(self, path: str) -> tuple[str, str] | None: ...
+
     def create(self, path: str, content: str) -> bool: ...
 
-    def write(self, path: str, content: str) -> None: ...
+    def write(self, path: str, content: str, if_match: str | None = None) -> None: ...
 
     def append(self, path: str, text: str, separator: str = "") -> None: ...
 
@@ -95,8 +102,9 @@ class Episode:
 class PagePlan:
     """One page of a plan: the episodes it consolidates and what to write into it.
 
-    ``content`` replaces the page, ``append`` is added at its end (the page is created with
-    ``memory_kind: semantic`` if missing); with neither, the page is only merged.
+    ``content`` replaces the page's body (its frontmatter is kept: a rewrite never drops the
+    ``merged-from`` of earlier batches), ``append`` is added at its end; a missing page is
+    created with ``memory_kind: semantic``. With neither, the page is only merged.
     """
 
     path: str
@@ -174,8 +182,12 @@ class CommandStep:
             stderr=subprocess.PIPE,
             env=self.env,
             text=True,
+            start_new_session=True,  # its own process group: stopping it stops its children
         )
-        out, err = _communicate(proc, payload, stop, self.timeout)
+        answer = _communicate(proc, payload, stop, self.timeout)
+        if answer is None:
+            return []  # asked to stop: nothing is written, the batch is released
+        out, err = answer
         if proc.returncode != 0:
             tail = err.strip().splitlines()[-1:] or ["no error output"]
             raise ConsolidationFailed(f"command exited with {proc.returncode}: {tail[0]}")
@@ -184,8 +196,9 @@ class CommandStep:
 
 def _communicate(
     proc: subprocess.Popen[str], payload: str, stop: threading.Event, timeout: float | None
-) -> tuple[str, str]:
-    """Feed the command and wait for it; a stop request or the timeout terminates it."""
+) -> tuple[str, str] | None:
+    """Feed the command and wait for its output; ``None`` when asked to stop meanwhile (the
+    command is killed). A command over its timeout is killed and fails the batch."""
     waited = 0.0
     pending: str | None = payload
     while True:
@@ -196,10 +209,12 @@ def _communicate(
             pending = None
             waited += COMMAND_POLL
             if stop.is_set() or (timeout is not None and waited >= timeout):
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
-                why = "stopping" if stop.is_set() else f"timed out after {timeout:g} s"
-                raise ConsolidationFailed(f"command {why}") from None
+                if stop.is_set():
+                    return None
+                raise ConsolidationFailed(f"command timed out after {timeout:g} s") from None
 
 
 def parse_plan(text: str, episodes: Sequence[Episode]) -> list[PagePlan]:
@@ -334,8 +349,9 @@ class Worker:
                 with _Renewer(self):
                     plans = self.step(episodes, self.stop)
                     self._apply(plans)
-                self.stats.batches += 1
-                self.stats.episodes += len(episodes)
+                if not self.stop.is_set():
+                    self.stats.batches += 1
+                    self.stats.episodes += len(episodes)
         finally:
             self._release()
         return self.stats
@@ -359,6 +375,8 @@ class Worker:
             if self.stop.is_set():
                 return  # the rest is released, never half-written
             self._write(plan)
+            if not plan.episodes:
+                continue
             entries = [{"type": "episode", "path": p} for p in plan.episodes]
             try:
                 self.client.merge(plan.path, entries, self.name)
@@ -371,12 +389,29 @@ class Worker:
 
     def _write(self, plan: PagePlan) -> None:
         if plan.content is not None:
-            self.client.write(plan.path, plan.content)
+            self._replace_body(plan.path, plan.content)
         if plan.append:
             text = plan.append if plan.append.endswith("\n") else plan.append + "\n"
-            header = f"---\nmemory_kind: semantic\n---\n# {_title(plan.path)}\n\n"
+            header = f"{NEW_PAGE}# {_title(plan.path)}\n\n"
             if not self.client.create(plan.path, header + text):
                 self.client.append(plan.path, text)
+
+    def _replace_body(self, path: str, body: str) -> None:
+        """Write ``body`` under the page's current frontmatter, retrying if the page changed
+        meanwhile (another worker merged into it)."""
+        for _ in range(REWRITE_ATTEMPTS):
+            found = self.client.read(path)
+            if found is None:
+                if self.client.create(path, NEW_PAGE + body):
+                    return
+                continue
+            text, etag = found
+            try:
+                self.client.write(path, _frontmatter_block(text) + body, if_match=etag)
+                return
+            except Conflict:
+                continue
+        raise ConsolidationFailed(f"{path} kept changing; gave up rewriting it")
 
     def _release(self) -> None:
         try:
@@ -411,6 +446,12 @@ class _Renewer:
     def __exit__(self, *exc: object) -> None:
         self.done.set()
         self.thread.join()
+
+
+def _frontmatter_block(text: str) -> str:
+    """The page's text up to its body (its frontmatter block, delimiters included)."""
+    data = text.encode("utf-8")
+    return data[: len(data) - len(split(data)[1])].decode("utf-8")
 
 
 def _title(path: str) -> str:
