@@ -155,5 +155,5 @@ async def test_check_and_lineage_tools(root: Path) -> None:
         )
         assert page["merged_from"][1]["dangling"] is True
         missing = await fails(c, "kiwi_memory_lineage", {"path": "nope.md"})
-        assert missing.startswith("File not found at nope.md")
+        assert missing == "file not found: nope.md"
         assert "give either path or episode_id" in await fails(c, "kiwi_memory_lineage", {})

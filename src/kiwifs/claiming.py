@@ -313,7 +313,7 @@ class MergeGuard:
     ) -> bool | None:
         if kind is None and self._tx is not None:
             # another process may answer claims from the index: it must see this page first
-            self.desk.indexing.refresh([self.page])
+            self.desk.indexing.refresh_shared([self.page])
             self._tx.delete(released_by_merge(self._cited, self.worker, self._now))
         return self._transaction.__exit__(kind, exc, tb)
 

@@ -485,10 +485,11 @@ class IndexKeeper:
 
         return self._guarded(run)
 
-    def refresh(self, paths: list[str]) -> None:
-        """Bring these paths' rows up to date now when an index exists, opening it if this
-        process has not (another process may be answering from it)."""
-        if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
+    def refresh_shared(self, paths: list[str]) -> None:
+        """Bring these paths' rows up to date now in an index file this process has not opened
+        (another process, a server, may be answering from it). When this process has it open,
+        the write pipeline's hook has done it already."""
+        if self._index is not None or not (self.root / STATE_DIR / INDEX_FILE).is_file():
             return
         try:
             index = self._open()
@@ -499,8 +500,11 @@ class IndexKeeper:
         except sqlite3.Error:
             log.exception("index update after a write failed; the next reconcile repairs it")
 
-    def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
-        """The rows ``memory check`` reads (see :mod:`kiwifs.index.check`)."""
+    def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]] | None:
+        """The rows ``memory check`` reads (see :mod:`kiwifs.index.check`); ``None`` when the
+        scan is the better answer (the same policy as :meth:`memory_report`)."""
+        if not self._answers_reports():
+            return None
 
         def run(index: Index) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
             with index.reader() as conn:

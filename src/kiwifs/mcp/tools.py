@@ -131,7 +131,7 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("kiwi_memory_claim", read_only=False, idempotent=False),
     ToolSpec("kiwi_memory_release", read_only=False),
     ToolSpec("kiwi_memory_check", read_only=True, failure="Memory check failed: "),
-    ToolSpec("kiwi_memory_lineage", read_only=True, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_memory_lineage", read_only=True),
     ToolSpec("kiwi_claim", read_only=False, failure="Claim failed: "),
     ToolSpec("kiwi_release", read_only=False, failure="Release failed: "),
     ToolSpec("kiwi_claims_list", read_only=True),
