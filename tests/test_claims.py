@@ -446,3 +446,17 @@ def test_eligible_lists_unclaimed_todo_tasks_best_priority_first(
     for bad in (0, 201):
         with pytest.raises(UsageError, match="limit must be between 1 and 200"):
             kb.eligible(limit=bad)
+
+
+def test_the_dashboard_queue_and_overview_show_claims(kb: Knowledge) -> None:
+    assert kb.overview().to_json()["claimed_count"] == 0
+    kb.claim_episodes("w1", limit=2)
+    kb.claim("tasks/a.md", "alice")  # not an episode: not in the queue's count
+    page = kb.queue()
+    assert [(i.episode.path, i.claimed_by) for i in page.items[:3]] == [
+        ("episodes/e0.md", "w1"),
+        ("episodes/e1.md", "w1"),
+        ("episodes/e2.md", None),
+    ]
+    assert page.to_json()["unmerged"][0]["lease_expires"] == "2026-11-30T18:06:59Z"
+    assert kb.overview().to_json()["claimed_count"] == 2

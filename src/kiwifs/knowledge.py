@@ -6,6 +6,7 @@ the answer. All behaviour lives below this object; nothing above it decides a ru
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fcntl
 import os
@@ -44,7 +45,7 @@ from .memory.brief import (
 from .memory.check import MemoryCheck, build_check
 from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter
 from .memory.lineage import Lineage
-from .memory.overview import Overview, QueuePage
+from .memory.overview import Overview, QueueItem, QueuePage
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.queue import ClaimBatch
 from .memory.rules import (
@@ -741,7 +742,17 @@ class Knowledge:
             raise UsageError(f"offset must be 0 or more, got {offset}")
         if any(ord(c) < 0x20 for c in path_prefix):
             raise UsageError("path prefix must not contain control characters")
-        return self.indexing.queue(self.episodes_prefix(prefix), path_prefix, limit, offset)
+        page = self.indexing.queue(self.episodes_prefix(prefix), path_prefix, limit, offset)
+        marks = self.claims.marks()
+        if not marks:
+            return page
+        items = tuple(
+            QueueItem(i.episode, m.holder, m.lease_expires)
+            if (m := marks.get(i.episode.path))
+            else i
+            for i in page.items
+        )
+        return dataclasses.replace(page, items=items)
 
     def overview(self, prefix: str | None = None) -> Overview:
         """The consolidation picture: the report's counts, coverage per top-level folder, the
@@ -756,7 +767,15 @@ class Knowledge:
             self.pipeline.flush()
             self.indexing.refresh_timeline(prefix)
             head = self.git.head() if self.git is not None else None
-        return self.indexing.overview(prefix, head, time.time())
+        found = self.indexing.overview(prefix, head, time.time())
+        return dataclasses.replace(found, claimed=self._claimed_count(prefix))
+
+    def _claimed_count(self, prefix: str) -> int:
+        """Unmerged episodes held by a live claim (the report's ``claimed_count``)."""
+        marks = self.claims.marks()
+        if not marks:
+            return 0
+        return len(self.indexing.claim_candidates(list(marks), prefix, 0)[0])
 
     def start_timeline(self) -> None:
         """Keep the history behind :meth:`overview` current in the background (a server)."""
