@@ -14,8 +14,9 @@ import pytest
 
 from gitrepo import git
 from kiwifs.errors import NotFound, UsageError
+from kiwifs.index.record import created_time
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory.check import MemoryCheck, created_time, top_folder
+from kiwifs.memory.check import MemoryCheck, top_folder
 
 
 def fm(*lines: str, body: str = "text\n") -> str:

@@ -1,7 +1,7 @@
 """The rows ``memory check`` reads, answered by the index (the rules stay in ``memory/check``).
 
 Indexed reads only, no file opened: the episodes of the prefix (path, id, modification time and
-``created`` pulled out of the stored frontmatter JSON), the files whose ``merged-from`` has
+``created``, kept parsed in its own column), the files whose ``merged-from`` has
 entries (``refs > 0``, that list only) and, for the paths those entries name, which exist.
 """
 
@@ -21,7 +21,7 @@ from .record import path_key, py_text, read_record
 from .report import _EPISODES as EPISODES
 from .report import prefix_range, snapshot
 
-EPISODE_COLS = "key, path, episode_id, json_extract(frontmatter, '$.created'), mtime_ns"
+EPISODE_COLS = "key, path, episode_id, created, mtime_ns"
 PAGES = (
     f"SELECT path, json_extract(frontmatter, '$.\"{MERGED_FROM}\"') FROM files"
     " WHERE refs > 0 ORDER BY key"
@@ -81,13 +81,13 @@ def scan_rows(root: Path, prefix: str) -> tuple[list[EpisodeRow], list[PageRow],
         record = read_record(key, entry.rel, entry.path)
         if record is None or record.facts.unreadable:
             continue
-        fm = json.loads(record.frontmatter)
         facts = record.facts
         if is_episodic(entry.rel, facts.memory_kind, prefix):
-            created = fm.get("created")
-            created = None if isinstance(created, (dict, list)) else created
-            episodes.append(EpisodeRow(entry.rel, facts.episode_id, created, record.mtime_ns / 1e9))
-        if facts.refs > 0 and isinstance(fm.get(MERGED_FROM), list):
-            pages.append(PageRow(entry.rel, fm[MERGED_FROM]))
+            mtime = record.mtime_ns / 1e9
+            episodes.append(EpisodeRow(entry.rel, facts.episode_id, record.created, mtime))
+        if facts.refs > 0:
+            cited = json.loads(record.frontmatter).get(MERGED_FROM)
+            if isinstance(cited, list):
+                pages.append(PageRow(entry.rel, cited))
     existing = {p for p in _cited_paths(pages) if p in seen}
     return episodes, pages, existing

@@ -522,7 +522,8 @@ class Tools:
         worker: Worker_,
         limit: Annotated[int, Field(description="How many episodes to hold (0: only renew).")] = 20,
         lease: Annotated[
-            str, Field(description="How long you keep them: '90s', '10m', '2h' (1m to 24h).")
+            str | float,
+            Field(description="How long you keep them: '90s', '10m', '2h', or seconds (1m-24h)."),
         ] = "10m",
         episodes_prefix: Annotated[
             str | None, Field(description="Folder of episodic files (default from config).")

@@ -24,21 +24,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from .lineage import Entry, Lookups, entries, resolve
-from .rules import ID_TYPES, MERGED_FROM, file_facts
+from .rules import ID_TYPES, MERGED_FROM, as_id, file_facts
 
 AGE_FROM_CREATED = "created"
 AGE_FROM_COMMIT = "first commit"
 AGE_FROM_MTIME = "modified"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EpisodeRow:
-    """An episode as the check needs it: path, id (as the report reads it), raw ``created``,
-    modification time (POSIX seconds)."""
+    """An episode as the check needs it: path, id (as the report reads it), its ``created`` and
+    its modification time, both as POSIX seconds (``created`` is ``None`` when it has no usable
+    one; the index keeps it parsed)."""
 
     path: str
     episode_id: str
-    created: Any = None
+    created: float | None = None
     mtime: float | None = None
 
 
@@ -158,22 +159,6 @@ class MemoryCheck:
 FirstAdded = Callable[[Sequence[str]], Mapping[str, float]]  # paths -> first commit time
 
 
-def created_time(value: Any) -> float | None:
-    """A ``created`` value as POSIX seconds: RFC 3339 / ISO 8601 text or a date (no zone: UTC);
-    anything else is no time."""
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.strip())
-        except ValueError:
-            return None
-    if isinstance(value, dt.datetime):
-        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-        return stamp.timestamp()
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp()
-    return None
-
-
 def top_folder(path: str, prefix: str) -> str:
     """The coverage folder of an episode: ``<prefix><first segment>/`` under the prefix (the
     prefix itself for a file directly in it), else the path's own top-level folder (``""`` for
@@ -223,20 +208,26 @@ def build_check(
     doubles: list[DoubleMerge] = []
     for e in episodes:
         ident = e.episode_id.strip()
-        citing = dict.fromkeys(by_id.get(ident, []) if ident else [])
-        citing.update(dict.fromkeys(by_path.get(e.path, [])))
-        if not citing:
+        by_ident = by_id.get(ident) if ident else None
+        by_its_path = by_path.get(e.path)
+        if by_ident is None and by_its_path is None:
             unmerged.append(e)
-        elif len(citing) > 1:
+            continue
+        citing = dict.fromkeys(by_ident or ())
+        citing.update(dict.fromkeys(by_its_path or ()))
+        if len(citing) > 1:
             doubles.append(DoubleMerge(e.path, e.episode_id, tuple(citing)))
     lookups = Lookups(lambda ident: list(with_id.get(ident, [])), file_exists)
     dangling = [
         DanglingRef(page.path, entry, found.problem)
         for page in pages
-        for entry in entries({MERGED_FROM: page.merged_from}, MERGED_FROM)
+        for item in page.merged_from
+        if not _cites_a_known_id(item, with_id)
+        for entry in entries({MERGED_FROM: [item]}, MERGED_FROM)
         if (found := resolve(entry, lookups)).dangling
     ]
     duplicates = [DuplicateId(i, tuple(p)) for i, p in with_id.items() if len(p) > 1]
+    folders, days = _coverage(episodes, {e.path for e in unmerged}, prefix)
     return MemoryCheck(
         prefix=prefix,
         episodic_count=len(episodes),
@@ -245,10 +236,21 @@ def build_check(
         duplicate_ids=tuple(duplicates),
         double_merges=tuple(doubles),
         oldest=_oldest(unmerged, first_added),
-        folders=_coverage(episodes, unmerged, lambda e: top_folder(e.path, prefix)),
-        days=_coverage(episodes, unmerged, _day),
+        folders=folders,
+        days=days,
         now=now,
     )
+
+
+def _cites_a_known_id(item: Any, with_id: Mapping[str, list[str]]) -> bool:
+    """The common case, decided without building the entry: an id-type entry whose id names an
+    episode resolves to it, so it cannot be dangling (:func:`resolve` decides the rest)."""
+    if not isinstance(item, dict):
+        return False
+    typ = item.get("type")
+    if not isinstance(typ, str) or typ.strip().lower() not in ID_TYPES:
+        return False
+    return as_id(item.get("id")).strip() in with_id
 
 
 def _oldest(unmerged: Sequence[EpisodeRow], first_added: FirstAdded) -> Oldest | None:
@@ -262,11 +264,10 @@ def _oldest(unmerged: Sequence[EpisodeRow], first_added: FirstAdded) -> Oldest |
 
     undated: list[tuple[int, EpisodeRow]] = []
     for order, e in enumerate(unmerged):
-        created = created_time(e.created)
-        if created is None:
+        if e.created is None:
             undated.append((order, e))
         else:
-            consider(order, e, created, AGE_FROM_CREATED)
+            consider(order, e, e.created, AGE_FROM_CREATED)
     if undated:
         added = first_added([e.path for _, e in undated])
         for order, e in undated:
@@ -277,24 +278,32 @@ def _oldest(unmerged: Sequence[EpisodeRow], first_added: FirstAdded) -> Oldest |
     return None if best is None else best[2]
 
 
-def _day(e: EpisodeRow) -> str | None:
-    created = created_time(e.created)
-    if created is None:
-        return None
-    return dt.datetime.fromtimestamp(created, dt.UTC).strftime("%Y-%m-%d")
-
-
 def _coverage(
-    episodes: Iterable[EpisodeRow],
-    unmerged: Sequence[EpisodeRow],
-    key_of: Callable[[EpisodeRow], str | None],
-) -> tuple[Coverage, ...]:
-    """Counts per key, sorted by key (``None``, the undated day, last)."""
-    waiting = {e.path for e in unmerged}
-    counts: dict[str | None, list[int]] = {}
+    episodes: Iterable[EpisodeRow], waiting: set[str], prefix: str
+) -> tuple[tuple[Coverage, ...], tuple[Coverage, ...]]:
+    """Counts per top-level folder and per UTC day of ``created``, each sorted by key (the
+    undated day, ``None``, last). One pass; a day's name is computed once."""
+    by_folder: dict[str, list[int]] = {}
+    by_day: dict[int | None, list[int]] = {}
+    folder_of: dict[str, str] = {}  # an episode's parent folder -> its coverage folder
     for e in episodes:
-        pair = counts.setdefault(key_of(e), [0, 0])
+        late = e.path in waiting
+        parent = e.path.rpartition("/")[0]
+        folder = folder_of.get(parent)
+        if folder is None:
+            folder = folder_of[parent] = top_folder(e.path, prefix)
+        pair = by_folder.setdefault(folder, [0, 0])
         pair[0] += 1
-        pair[1] += e.path in waiting
-    ordered = sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
-    return tuple(Coverage(k, n, u) for k, (n, u) in ordered)
+        pair[1] += late
+        day = None if e.created is None else int(e.created // 86400)
+        pair = by_day.setdefault(day, [0, 0])
+        pair[0] += 1
+        pair[1] += late
+    folders = tuple(Coverage(k, n, u) for k, (n, u) in sorted(by_folder.items()))
+    named = [(None if d is None else _day_name(d), n, u) for d, (n, u) in by_day.items()]
+    named.sort(key=lambda row: (row[0] is None, row[0] or ""))
+    return folders, tuple(Coverage(k, n, u) for k, n, u in named)
+
+
+def _day_name(day: int) -> str:
+    return dt.datetime.fromtimestamp(day * 86400, dt.UTC).strftime("%Y-%m-%d")
