@@ -272,3 +272,14 @@ def test_lineage_errors(root: Path) -> None:
             kb.lineage("episodes/missing.md")
         with pytest.raises(UsageError):
             kb.lineage_of("  ")
+
+
+def test_a_forgotten_episode_is_not_unmerged(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        kb.ensure_versioned()
+        kb.forget("episodes/loose.md", reason="wrong")
+        check = both(kb)
+        report = kb.memory_report()
+    assert check.unmerged_count == report.unmerged_count == 2
+    assert "episodes/loose.md" not in {e.path for e in report.unmerged}
+    assert [(f.key, f.unmerged) for f in check.folders][0] == ("episodes/", 0)

@@ -21,7 +21,7 @@ from .record import path_key, py_text, read_record
 from .report import _EPISODES as EPISODES
 from .report import prefix_range, snapshot
 
-EPISODE_COLS = "key, path, episode_id, created, mtime_ns"
+EPISODE_COLS = "key, path, episode_id, created, mtime_ns, superseded"
 PAGES = (
     f"SELECT path, json_extract(frontmatter, '$.\"{MERGED_FROM}\"') FROM files"
     " WHERE refs > 0 ORDER BY key"
@@ -37,8 +37,8 @@ def check_rows(
     with snapshot(conn):
         rows = conn.execute(EPISODES.format(cols=EPISODE_COLS, extra="") + " ORDER BY 1", (lo, hi))
         episodes = [
-            EpisodeRow(py_text(path), py_text(eid), created, mtime_ns / 1e9)
-            for _, path, eid, created, mtime_ns in rows
+            EpisodeRow(py_text(path), py_text(eid), created, mtime_ns / 1e9, bool(gone))
+            for _, path, eid, created, mtime_ns, gone in rows
         ]
         pages: list[PageRow] = []
         for path, text in conn.execute(PAGES):
@@ -84,7 +84,8 @@ def scan_rows(root: Path, prefix: str) -> tuple[list[EpisodeRow], list[PageRow],
         facts = record.facts
         if is_episodic(entry.rel, facts.memory_kind, prefix):
             mtime = record.mtime_ns / 1e9
-            episodes.append(EpisodeRow(entry.rel, facts.episode_id, record.created, mtime))
+            row = EpisodeRow(entry.rel, facts.episode_id, record.created, mtime, facts.superseded)
+            episodes.append(row)
         if facts.refs > 0:
             cited = json.loads(record.frontmatter).get(MERGED_FROM)
             if isinstance(cited, list):

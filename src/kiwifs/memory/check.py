@@ -11,9 +11,10 @@ What it finds (docs/memory.md):
 * **coverage** (episodic, merged, unmerged) per top-level folder under the episodes prefix and per
   day of ``created``.
 
-Coverage is the memory report's own rule (:func:`kiwifs.memory.rules.file_facts`), so the check's
-unmerged episodes are the report's. The index and the plain scan both feed :func:`build_check` the
-same rows, which is what keeps their answers identical.
+Coverage is the memory report's own rule (:func:`kiwifs.memory.rules.file_facts`), and a forgotten
+(superseded) episode is never unmerged, so the check's unmerged episodes are the report's. The
+index and the plain scan both feed :func:`build_check` the same rows, which is what keeps their
+answers identical.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class EpisodeRow:
     episode_id: str
     created: float | None = None
     mtime: float | None = None
+    superseded: bool = False  # forgotten: needs no consolidation, so never unmerged
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,8 @@ def build_check(
         by_ident = by_id.get(ident) if ident else None
         by_its_path = by_path.get(e.path)
         if by_ident is None and by_its_path is None:
-            unmerged.append(e)
+            if not e.superseded:
+                unmerged.append(e)
             continue
         citing = dict.fromkeys(by_ident or ())
         citing.update(dict.fromkeys(by_its_path or ()))
