@@ -16,10 +16,10 @@ import pytest
 from gitrepo import commit_count
 from kiwifs.claims import CLAIMS_FILE, STATE_DIR, ClaimStore
 from kiwifs.errors import Conflict, InvalidPath, NotFound, UsageError
-from kiwifs.indented_json import write_indented
 from kiwifs.knowledge import Knowledge
 from kiwifs.leases import MEMORY, Claim
 from kiwifs.memory.rules import MergeEntry
+from kiwifs.printed_json import dumps
 
 T0 = 1_796_061_419.0  # 2026-11-30T17:56:59Z
 
@@ -338,8 +338,7 @@ def test_report_document_is_the_report_with_claims(kb: Knowledge, tmp_path: Path
     for limit in (None, 2):
         document = kb.memory_report_document(limit=limit)
         out = tmp_path / "out.json"
-        with out.open("w") as fh:
-            write_indented(document.value, fh)
+        out.write_bytes(dumps(document.value))
         report = kb.memory_report(limit=limit).to_json()
         assert json.loads(out.read_text()) == report
         assert out.read_text() == json.dumps(report, indent=2, ensure_ascii=False)
