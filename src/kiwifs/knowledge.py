@@ -64,6 +64,7 @@ from .paths import canonical, canonical_dir, refusal
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
 from .storage import Storage
+from .text import check_text
 from .versioning import Change, Git, Version, blob_id
 
 if TYPE_CHECKING:
@@ -259,8 +260,8 @@ class Knowledge:
     def tree(self, path: str | None = None, depth: int = 20) -> TreeNode:
         rel = canonical_dir(path)
         base = self.storage.abspath(rel)
-        if not base.is_dir():
-            if base.exists():
+        if not os.path.isdir(base):
+            if os.path.exists(base):
                 raise UsageError(f"{rel} is a file, not a folder")
             raise NotFound(f"folder not found: {rel or '/'}")
         name = rel.rsplit("/", 1)[-1] if rel else "/"
@@ -292,9 +293,8 @@ class Knowledge:
         separator: str = "\n",
         if_match: str | None = None,
     ) -> WriteResult:
-        return self.pipeline.append(
-            path, _bytes(content), _actor(actor), separator.encode(), if_match
-        )
+        sep = check_text(separator, "separator").encode("utf-8")
+        return self.pipeline.append(path, _bytes(content), _actor(actor), sep, if_match)
 
     def delete(self, path: str, actor: str | None = None, if_match: str | None = None) -> str:
         return self.pipeline.delete(path, _actor(actor), if_match)
@@ -874,7 +874,9 @@ def _as_path(value: str) -> str | None:
 
 
 def _bytes(content: bytes | str) -> bytes:
-    return content.encode("utf-8") if isinstance(content, str) else content
+    if isinstance(content, bytes):
+        return content
+    return check_text(content, "content").encode("utf-8")
 
 
 def _actor(actor: str | None) -> str:

@@ -289,7 +289,10 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
     block = find_block(data)
     if block is not None and not block.terminated:
         raise InvalidFrontmatter("frontmatter block not terminated")
-    fm_text = block.yaml.decode("utf-8") if block else ""
+    try:
+        fm_text = block.yaml.decode("utf-8") if block else ""
+    except UnicodeDecodeError as exc:
+        raise InvalidFrontmatter(f"frontmatter is not valid UTF-8: {exc.reason}") from exc
     body = data[block.body_start :] if block else data
     rt = _rt_yaml()
     try:

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from .errors import InvalidPath
+from .text import check_text
 
 MAX_SEGMENT_BYTES = 255
 
@@ -32,11 +33,13 @@ MAX_SEGMENT_BYTES = 255
 def canonical(path: str) -> str:
     """Return the canonical form of an API path or raise :class:`InvalidPath`.
 
+    A path must be valid Unicode (a name on disk that is not UTF-8 cannot be addressed).
     One leading ``/`` is dropped; ``\\`` is *not* a separator (it is a legal filename byte on
     POSIX, and turning it into ``/`` would make two different names collide).
     """
     if not isinstance(path, str) or path == "":
         raise InvalidPath("path is required")
+    check_text(path, "path", InvalidPath)
     for ch in path:
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
             raise InvalidPath(f"path contains a control character: {path!r}")
@@ -258,6 +261,7 @@ def normalize_prefix(prefix: str | None) -> str:
     """
     if not prefix:
         return ""
+    check_text(prefix, "episodes prefix", InvalidPath)
     norm = normalize_ref_path(prefix)
     if norm is None:
         raise InvalidPath(f"episodes prefix must not contain '..': {prefix!r}")

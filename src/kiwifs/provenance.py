@@ -16,10 +16,12 @@ from ruamel.yaml.comments import CommentedMap
 
 from .errors import InvalidProvenance
 from .markdown import append_entries, edit_frontmatter, find_block, scalar
+from .text import check_text, without_surrogates
 
 DERIVED_FROM = "derived-from"
 DEFAULT_ACTOR = "anonymous"
 MAX_ACTOR_BYTES = 256
+_GIT_TRIMMED = " .,:;\"'\\"  # what git strips from both ends of an author name
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ def parse_provenance(value: str | None) -> Provenance | None:
     """
     if value is None or not value.strip():
         return None
+    check_text(value, "X-Provenance", InvalidProvenance)
     typ, sep, ident = value.strip().partition(":")
     typ, ident = typ.strip(), ident.strip()
     if not sep or not typ or not ident:
@@ -50,13 +53,23 @@ def parse_provenance(value: str | None) -> Provenance | None:
 
 
 def sanitize_actor(value: str | None, default: str = DEFAULT_ACTOR) -> str:
-    """Drop control characters, cut to 256 bytes (on a character boundary), trim; else default."""
+    """Drop control characters, lone surrogates and ``<`` ``>``, cut to 256 bytes (on a
+    character boundary), trim spaces and ``.,:;"'\\`` at both ends; else ``default``.
+
+    The result is exactly what git records as the author name (git refuses ``<`` ``>`` and
+    trims those characters itself), so the actor of a commit, of a provenance entry and of an
+    event is one string, and an actor git would find empty is the default instead of an error.
+    """
     if not value:
         return default
-    cleaned = "".join(c for c in value if ord(c) >= 0x20 and ord(c) != 0x7F)
+    cleaned = "".join(c for c in without_surrogates(value) if _actor_char(c))
     encoded = cleaned.encode("utf-8")[:MAX_ACTOR_BYTES]
-    cleaned = encoded.decode("utf-8", errors="ignore").strip()
+    cleaned = encoded.decode("utf-8", errors="ignore").strip(_GIT_TRIMMED)
     return cleaned or default
+
+
+def _actor_char(c: str) -> bool:
+    return ord(c) >= 0x20 and ord(c) != 0x7F and c not in "<>"
 
 
 def now_utc() -> str:

@@ -168,6 +168,8 @@ def _message(err: Any) -> str:
         return f"{name} must be {_TYPE_WORDS[kind]}"
     if kind == "extra_forbidden":
         return f"{name} is not a known field"
+    if kind == "string_unicode":  # a lone surrogate (``"\ud800"``) the model had to measure
+        return f"{name} is not valid Unicode text"
     return f"{name}: {err.get('msg', 'invalid value')}"
 
 

@@ -14,6 +14,7 @@ Every read and write goes through the path layer's rules that keep a hostile roo
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import stat
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AnyStr, Generic
 
-from .errors import InvalidPath, NotFound, StorageError
+from .errors import InvalidPath, KiwiError, NotFound, StorageError
 from .paths import (
     HIDDEN,
     LINK_HIDDEN,
@@ -44,6 +45,7 @@ MARKDOWN_SUFFIX = ".md"
 TEMP_PREFIX = ".kiwi-write-"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _temp_ids = itertools.count()
+_PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
 
 
 def is_knowledge_name(name: str) -> bool:
@@ -200,6 +202,24 @@ def os_error_text(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def os_failure(exc: OSError, verb: str, rel: str) -> KiwiError:
+    """The error for an OS failure on canonical ``rel``: the caller's mistake or the server's.
+
+    A name longer than the filesystem allows, or a parent that is a file (``index.md/x.md``),
+    is a path this root cannot hold: :class:`InvalidPath`. Anything else (permissions, a full
+    disk, I/O) is the server's trouble: :class:`StorageError`.
+    """
+    if exc.errno == errno.ENAMETOOLONG:
+        return InvalidPath(f"path is too long for the filesystem: {_shortened(rel)}")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return InvalidPath(f"a parent of {_shortened(rel)} is a file, not a folder")
+    return StorageError(f"cannot {verb} {rel}: {os_error_text(exc)}")
+
+
+def _shortened(rel: str, keep: int = 200) -> str:
+    return rel if len(rel) <= keep else f"{rel[: keep // 2]}\u2026{rel[-keep // 2 :]}"
+
+
 def cannot_read(exc: OSError) -> str:
     """The error of a walk entry that cannot be stat'ed."""
     return f"cannot read: {os_error_text(exc)}"
@@ -237,9 +257,7 @@ class Storage:
         except IsADirectoryError as exc:
             raise NotFound(f"{rel} is a folder, not a file") from exc
         except OSError as exc:
-            raise _refused(rel, exc) or StorageError(
-                f"cannot read {rel}: {os_error_text(exc)}"
-            ) from exc
+            raise _refused(rel, exc) or os_failure(exc, "read", rel) from exc
 
     def read_optional(self, rel: str) -> bytes | None:
         """The file's bytes, or ``None`` when it does not exist."""
@@ -249,7 +267,7 @@ class Storage:
             return None
 
     def exists(self, rel: str) -> bool:
-        return self.abspath(rel).is_file()
+        return os.path.isfile(self.abspath(rel))  # False, never an error, for any bad name
 
     def write(self, rel: str, data: bytes) -> None:
         """Atomically replace ``rel`` with ``data`` (temp file, fsync, rename, fsync folder).
@@ -260,14 +278,11 @@ class Storage:
         checking out a file over a link would.)
         """
         path = self.abspath(rel)
+        _check_length(self.real_root(), rel)
         try:
             folder = open_parent(self.real_root(), rel, create=True)
-        except NotADirectoryError as exc:
-            raise InvalidPath(f"a parent of {rel} is a file, not a folder") from exc
         except OSError as exc:
-            raise _refused(rel, exc) or StorageError(
-                f"cannot write {rel}: {os_error_text(exc)}"
-            ) from exc
+            raise _refused(rel, exc) or os_failure(exc, "write", rel) from exc
         try:
             _check_replaceable(folder, path.name, rel)
             _write_in(folder, path.name, data)
@@ -283,9 +298,7 @@ class Storage:
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFound(f"file not found: {rel}") from exc
         except OSError as exc:
-            raise _refused(rel, exc) or StorageError(
-                f"cannot delete {rel}: {os_error_text(exc)}"
-            ) from exc
+            raise _refused(rel, exc) or os_failure(exc, "delete", rel) from exc
         try:
             if stat.S_ISDIR(os.stat(path.name, dir_fd=folder, follow_symlinks=False).st_mode):
                 raise NotFound(f"{rel} is a folder, not a file")
@@ -319,6 +332,13 @@ def _refused(rel: str, exc: OSError) -> InvalidPath | None:
     if isinstance(exc, NotRegularFile):
         return InvalidPath(f"{NOT_REGULAR_FILE}: {rel}")
     return None
+
+
+def _check_length(real_root: str, rel: str) -> None:
+    """Refuse a file whose full path the OS could not open: written folder by folder it would
+    fit, but nothing could read it back (a read opens the whole path)."""
+    if len(os.fsencode(os.path.join(real_root, rel))) >= _PATH_MAX:
+        raise os_failure(OSError(errno.ENAMETOOLONG, "File name too long"), "write", rel)
 
 
 def _check_replaceable(folder: int, name: str, rel: str) -> None:

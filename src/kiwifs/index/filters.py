@@ -18,8 +18,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from kiwifs.errors import UsageError
+from kiwifs.errors import InvalidQuery, UsageError
 from kiwifs.memory.status import MEMORY_STATUS, SUPERSEDED
+from kiwifs.text import check_text
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _NS_LIMIT = 2**63 - 1
@@ -47,6 +48,11 @@ class RecallFilter:
     path_prefix: str | None = None
     include_superseded: bool = False
     modified_after_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        # SQLite binds text as UTF-8: a lone surrogate must be refused here, not crash there
+        check_text(self.scope or "", "scope", InvalidQuery)
+        check_text(self.path_prefix or "", "path prefix", InvalidQuery)
 
     def sql(self, alias: str = "f") -> tuple[str, list[Any]]:
         """``(" AND …", params)`` to append to a query over ``files AS <alias>``."""

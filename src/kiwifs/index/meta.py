@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiwifs.errors import InvalidQuery
+from kiwifs.text import check_text
 
 from .record import db_text, py_text
 from .search import check_limits
@@ -72,6 +73,7 @@ class MetaResults:
 
 def parse_filter(text: str, index: int = 0) -> Filter:
     """Split one filter; raises :class:`InvalidQuery` naming the filter's position."""
+    check_text(text, f"filter[{index}]", InvalidQuery)
     for op in OPERATORS:
         at = text.find(op)
         if at > 0:
@@ -213,8 +215,14 @@ def where_clause(where: Sequence[str | Filter], or_: Sequence[str]) -> tuple[str
 
 
 def order_clause(sort: str | None, order: str | None) -> tuple[str, dict[str, Any]]:
-    """``ORDER BY`` for ``sort`` (a field, no ``[*]``) and ``order``; default ``path ASC``."""
-    direction = "DESC" if (order or "").strip().lower() == "desc" else "ASC"
+    """``ORDER BY`` for ``sort`` (a field, no ``[*]``) and ``order``; default ``path ASC``.
+
+    ``order`` is ``asc`` or ``desc`` (any case; empty means ``asc``): anything else is refused
+    rather than read as ``asc``, so a typo never silently reverses a page.
+    """
+    direction = (order or "asc").strip().upper()
+    if direction not in ("ASC", "DESC"):
+        raise InvalidQuery(f"order must be 'asc' or 'desc', got {order!r}")
     if not sort:
         return f"ORDER BY path {direction}", {}
     if not _FIELD.match(sort) or "*" in sort:

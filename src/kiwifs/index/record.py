@@ -26,6 +26,7 @@ from kiwifs.markdown import read_frontmatter
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
 from kiwifs.storage import os_error_text
+from kiwifs.text import valid_unicode
 from kiwifs.versioning import blob_id
 
 RACY_NS = 2_000_000_000
@@ -190,7 +191,7 @@ def json_safe(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
     to null rather than looping.
     """
     if value is None or isinstance(value, (bool, int, str)):
-        return _valid_text(value) if isinstance(value, str) else value
+        return valid_unicode(value) if isinstance(value, str) else value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, (dt.date, dt.time)):
@@ -209,20 +210,11 @@ def json_safe(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
     return str(value)
 
 
-def _valid_text(text: str) -> str:
-    """Lone surrogates cannot be stored as UTF-8 JSON; they become U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return text
-
-
 def _key_text(key: Any) -> str:
     if isinstance(key, str):
-        return _valid_text(key)
+        return valid_unicode(key)
     if key is None or isinstance(key, bool):
         return json.dumps(key)
     if isinstance(key, (int, float)):
         return str(key)
-    return _valid_text(str(json_safe(key)))
+    return valid_unicode(str(json_safe(key)))

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiwifs.errors import InvalidQuery, UsageError
+from kiwifs.memory.rules import check_paging
+from kiwifs.text import check_text
 
 from .bodies import texts
 from .filters import RecallFilter
@@ -77,13 +79,9 @@ class SearchResults:
 
 
 def check_limits(limit: int | None, offset: int | None) -> tuple[int, int]:
-    """Limit defaults to 50 and is capped at 200; a negative limit or offset is a usage error."""
+    """Limit defaults to 50 and is capped at 200; otherwise the paging rule of every list."""
     lim = DEFAULT_LIMIT if limit is None else limit
-    off = 0 if offset is None else offset
-    if lim < 0:
-        raise UsageError(f"limit must be 0 or more, got {lim}")
-    if off < 0:
-        raise UsageError(f"offset must be 0 or more, got {off}")
+    _, off = check_paging(lim, offset)
     return min(lim, MAX_LIMIT), off
 
 
@@ -153,7 +151,8 @@ def search(
     """
     lim, off = check_limits(limit, offset)
     weight = check_recency_weight(recency_weight)
-    text = query.strip()
+    text = check_text(query, "search query", InvalidQuery).strip()
+    check_text(path_prefix or "", "path prefix", InvalidQuery)
     if is_blank(text) or lim == 0:
         return SearchResults(query, lim, off, [])
     prefix = (path_prefix or "").lstrip("/")

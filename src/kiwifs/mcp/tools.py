@@ -195,7 +195,8 @@ class Tools:
         file's derived-from frontmatter."""
         if not content:
             raise UsageError("content is required")
-        if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
+        # measured leniently: a lone surrogate is the core's to refuse, with its own message
+        if len(content.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
             raise PayloadTooLarge("content exceeds the 32 MiB limit")
         result = self.kb.write(path, content, actor, if_match, provenance)
         return f"Written {result.path} (ETag: {result.etag})"

@@ -32,6 +32,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from kiwifs.errors import UsageError
 from kiwifs.markdown import edit_frontmatter, read_frontmatter, scalar
+from kiwifs.text import check_text
 
 from .status import MEMORY_STATUS, SUPERSEDED, is_superseded
 
@@ -112,7 +113,7 @@ def new_episode(
             doc["title"] = scalar(title)
         return True
 
-    data = edit_frontmatter(content.encode("utf-8"), mutate)
+    data = edit_frontmatter(check_text(content, "content").encode("utf-8"), mutate)
     return NewEpisode(ident, episode_path(prefix, moment, ident), data, chosen)
 
 

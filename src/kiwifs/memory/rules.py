@@ -21,6 +21,7 @@ from typing import Any
 
 from kiwifs.errors import UsageError
 from kiwifs.paths import normalize_prefix, normalize_ref_path
+from kiwifs.text import check_text
 
 from .status import is_superseded
 
@@ -249,14 +250,26 @@ class ReportDocument:
     unmerged_count: int
 
 
+# The largest limit or offset accepted anywhere: the largest integer every JSON client reads
+# exactly, far beyond any real page, and small enough that offset + limit still fits SQLite's
+# 64-bit integers (a bigger value was an OverflowError deep in the query).
+MAX_PAGING = 2**53 - 1
+
+
 def check_paging(limit: int | None, offset: int | None) -> tuple[int | None, int]:
-    """Validate ``limit``/``offset``; negative values are a usage error."""
-    if limit is not None and limit < 0:
-        raise UsageError(f"limit must be 0 or more, got {limit}")
+    """Validate ``limit``/``offset``: whole numbers from 0 to :data:`MAX_PAGING`."""
+    if limit is not None:
+        _check_page_number("limit", limit)
     off = 0 if offset is None else offset
-    if off < 0:
-        raise UsageError(f"offset must be 0 or more, got {off}")
+    _check_page_number("offset", off)
     return limit, off
+
+
+def _check_page_number(name: str, value: int) -> None:
+    if value < 0:
+        raise UsageError(f"{name} must be 0 or more, got {value}")
+    if value > MAX_PAGING:
+        raise UsageError(f"{name} must be at most {MAX_PAGING}, got {value}")
 
 
 def _page(items: list[EpisodicFile], limit: int | None, offset: int) -> tuple[EpisodicFile, ...]:
@@ -396,6 +409,8 @@ def existing_merge_keys(fm: Mapping[Any, Any]) -> set[tuple[str, str, str]]:
 
 def validate_entry(entry: MergeEntry) -> MergeEntry:
     """Check and normalise one entry to record; raises :class:`UsageError` on bad input."""
+    for name in ("type", "id", "path", "date", "actor", "note"):
+        check_text(getattr(entry, name), f"merged-from entry {name}")
     if not entry.type.strip():
         raise UsageError("memory: merged-from entry needs type")
     if not entry.id.strip() and not entry.path.strip():
