@@ -444,9 +444,11 @@ def test_changes(kb: Knowledge, root: Path) -> None:
     kb.rename("c/one.md", "c/two.md", actor="bob")
     kb.delete("c/two.md", actor="carol")
     kb.bulk_write([("c/x.md", "x")], actor="dan")
+    kb.bulk_write([("c/y.md", "y"), ("c/z.md", "z")], actor="erin")
     changes = kb.changes(start)
     assert [(c.action, c.path, c.actor) for c in changes] == [
-        ("write", "", "dan"),
+        ("write", "", "erin"),  # several files: no one path
+        ("write", "c/x.md", "dan"),
         ("delete", "c/two.md", "carol"),
         ("rename", "c/two.md", "bob"),
         ("write", "c/one.md", "alice"),

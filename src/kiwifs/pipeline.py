@@ -33,7 +33,7 @@ from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .provenance import Provenance, inject_provenance
 from .storage import Storage, os_error_text
-from .versioning import Git, blob_id
+from .versioning import Git, blob_id, commit_subject
 
 STATE_DIR = ".kiwi/state"
 JOURNAL = "uncommitted.log"
@@ -331,7 +331,7 @@ class Pipeline:
                 for rel, (_, c) in zip(rels, files, strict=True)
             ]
             before = {rel: self.storage.read_optional(rel) for rel in rels}
-            text = message or f"{actor}: bulk write \u2014 {len(rels)} files"
+            text = commit_subject(message or "") or f"{actor}: bulk write \u2014 {len(rels)} files"
             intent = bulklog.BulkIntent(
                 actor,
                 text,

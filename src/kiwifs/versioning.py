@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING
 from .errors import NotFound, StorageError, UsageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .paths import NotRegularFile, open_regular, read_all
+from .text import check_text, without_surrogates
 
 EMAIL = "kiwifs@internal"
+MAX_SUBJECT_CHARS = 1000
 _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")
 _GIT_ENV_SET = {"GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
 _NO_PROGRAMS = (
@@ -308,6 +310,7 @@ class Git:
         return versions
 
     def show(self, rel: str, rev: str) -> bytes:
+        _check_rev(rev)
         if not self.is_repo():
             raise NotFound("version not found")
         git2 = _git2()
@@ -324,15 +327,11 @@ class Git:
 
     def diff(self, rel: str, rev_from: str, rev_to: str) -> str:
         for rev in (rev_from, rev_to):
-            self._check_rev(rev)
+            _check_rev(rev)
         try:
             return self._run("diff", *_NO_DIFF_PROGRAMS, "--no-color", rev_from, rev_to, "--", rel)
         except _GitFailed as exc:
             raise NotFound(f"unknown version: {exc}") from exc
-
-    def _check_rev(self, rev: str) -> None:
-        if not rev or rev.startswith("-"):
-            raise UsageError(f"invalid version: {rev!r}")
 
     def first_added(self, paths: Sequence[str]) -> dict[str, float]:
         """When each of ``paths`` was first added to history (commit time, POSIX seconds);
@@ -365,25 +364,25 @@ class Git:
         return found
 
     def changes(self, since: str | None, limit: int) -> list[Change]:
+        """The latest commits (after ``since``), newest first, each with what it changed.
+
+        The action and path come from the commit's own tree changes, never from its message: a
+        message is text a caller may choose, and ``delete: index.md`` in it deletes nothing.
+        """
         if not self.is_repo() or self.head() is None:
             return []
-        args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}"]
-        args.append("--format=%H%x1f%an%x1f%aI%x1f%s%x1e")
+        args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}", "-z", "--name-status"]
+        args += ["--find-renames=100%", "--format=%x1e%H%x1f%an%x1f%aI"]
         if since:
             args.append(f"{since}..HEAD")
         try:
             out = self._run(*args)
         except _GitFailed as exc:
             raise UsageError("unknown sequence") from exc
-        changes = []
-        for record in out.split("\x1e"):
-            record = record.strip("\n")
-            if not record:
-                continue
-            h, author, date, subject = record.split("\x1f", 3)
-            action, path = _action_of(subject, author)
-            changes.append(Change(h, path, action, author, date))
-        return changes
+        return [
+            Change(h, *_action_of(files), author, date)
+            for (h, author, date), files in _log_records(out)
+        ]
 
 
 class _GitFailed(Exception):
@@ -527,19 +526,71 @@ def _mode_of(path: Path) -> int:
     return MODE_BLOB
 
 
-def _action_of(subject: str, actor: str) -> tuple[str, str]:
-    """Action and path of a commit subject ``<actor>: <verb> <path>``."""
-    rest = subject[len(actor) + 2 :] if subject.startswith(actor + ": ") else subject
-    word, _, tail = rest.partition(" ")
-    lowered = word.lower()
-    if lowered in ("write", "create", "update", "forget", "restore"):
-        return "write", tail
-    if lowered in ("delete", "remove", "delete:"):
-        return "delete", tail
-    if lowered in ("rename", "move"):
-        return "rename", tail.rsplit(" \u2192 ", 1)[-1]
-    if lowered == "bulk" or (word.isdigit() and tail == "files"):
-        return "write", ""  # a bulk write or a batch of asynchronous commits
-    if subject.startswith("delete: "):
-        return "delete", subject[len("delete: ") :]
-    return "write", rest
+def _check_rev(rev: str) -> None:
+    """A revision git may be asked about: not empty, no option (``-x``), no control character
+    (git would cut ``HEAD\\0…`` at the NUL and answer for ``HEAD``), valid Unicode."""
+    if not rev or rev.startswith("-") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in rev):
+        raise UsageError(f"invalid version: {rev!r}")
+    check_text(rev, "version")
+
+
+def commit_subject(message: str) -> str:
+    """``message`` as the one line a commit message starts with.
+
+    Line breaks and other control characters become spaces, runs of spaces one space, lone
+    surrogates are dropped, and the line is cut at :data:`MAX_SUBJECT_CHARS`. A caller's
+    message (a bulk write's ``message``) therefore cannot add a paragraph of its own, i.e.
+    cannot forge a ``Provenance:`` trailer, nor make every history listing carry megabytes.
+    """
+    printable = "".join(
+        " " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in without_surrogates(message)
+    )
+    line = " ".join(printable.split())
+    if len(line) > MAX_SUBJECT_CHARS:
+        line = line[: MAX_SUBJECT_CHARS - 1] + "\u2026"
+    return line
+
+
+FileChange = tuple[str, tuple[str, ...]]  # git's status letter and the paths it names
+
+
+def _log_records(out: str) -> list[tuple[tuple[str, str, str], list[FileChange]]]:
+    """Parse ``git log -z --name-status`` with ``%x1e%H%x1f%an%x1f%aI`` headers.
+
+    Tokens are NUL-separated; after a header come entries of a status (``A``, ``M``, ``D``,
+    ``R100``…) and its one path, or two for a rename or copy. Paths are taken by count, so a
+    path holding any character at all cannot be read as a header or a status.
+    """
+    records: list[tuple[tuple[str, str, str], list[FileChange]]] = []
+    tokens = out.split("\0")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i].lstrip("\n")
+        i += 1
+        if token.startswith("\x1e"):
+            h, author, date = token[1:].split("\x1f", 2)
+            records.append(((h, author, date), []))
+        elif token and records:
+            count = 2 if token[0] in "RC" else 1
+            records[-1][1].append((token[0], tuple(tokens[i : i + count])))
+            i += count
+    return records
+
+
+def _action_of(files: list[FileChange]) -> tuple[str, str]:
+    """The ``(path, action)`` of a commit from what it changed.
+
+    One file: ``write`` (added or modified), ``delete``, or ``rename`` (an exact rename; the
+    path is the new name). Several files (a bulk write, a batch of asynchronous commits) or none
+    (a merge): an empty path, with ``delete`` when every change deleted a file, else ``write``.
+    """
+    if len(files) == 1:
+        status, paths = files[0]
+        if status == "D":
+            return paths[-1], "delete"
+        if status == "R":
+            return paths[-1], "rename"
+        return paths[-1], "write"
+    if files and all(status == "D" for status, _ in files):
+        return "", "delete"
+    return "", "write"

@@ -1,0 +1,123 @@
+"""Change history tells what commits did, never what their messages claim.
+
+``/changes`` (and ``kiwi_changes``) once parsed each commit's subject for ``delete:`` or
+``rename`` and so believed a bulk write whose ``message`` said ``delete: index.md``. The action
+now comes from the commit's tree changes, and a caller's message is cut to one line, so it can
+add neither an action nor a ``Provenance:`` trailer. Real git, real roots, the real REST app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gitrepo import git, git_line
+from kiwifs.knowledge import Knowledge
+from kiwifs.rest.app import create_app
+from kiwifs.versioning import MAX_SUBJECT_CHARS, commit_subject
+
+FORGED = "delete: index.md\n\nProvenance: run:forged"
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Knowledge]:
+    Knowledge.init(tmp_path / "kb")
+    knowledge = Knowledge.open(tmp_path / "kb")
+    yield knowledge
+    knowledge.close()
+
+
+def changes_since(kb: Knowledge, start: str) -> list[tuple[str, str, str]]:
+    return [(c.action, c.path, c.actor) for c in kb.changes(start)]
+
+
+def test_a_bulk_message_cannot_forge_an_action_or_a_trailer(kb: Knowledge) -> None:
+    start = git_line(kb.root, "rev-parse", "HEAD")
+    kb.bulk_write([("f/one.md", "1")], actor="mallory", provenance="run:real", message=FORGED)
+    kb.bulk_write([("f/two.md", "2"), ("f/three.md", "3")], actor="mallory", message=FORGED)
+    assert changes_since(kb, start) == [("write", "", "mallory"), ("write", "f/one.md", "mallory")]
+    assert (kb.root / "index.md").is_file()
+    messages = git(kb.root, "log", "-2", "--format=%B%x00").split("\0")
+    assert [m.strip("\n") for m in messages[:2]] == [
+        "delete: index.md Provenance: run:forged",
+        "delete: index.md Provenance: run:forged\n\nProvenance: run:real",
+    ]
+    trailers = git(kb.root, "log", "-2", "--format=%(trailers:key=Provenance,valueonly)%x00")
+    assert [t.strip() for t in trailers.split("\0")[:2]] == ["", "run:real"]
+
+
+def test_actions_come_from_the_tree(kb: Knowledge) -> None:
+    start = git_line(kb.root, "rev-parse", "HEAD")
+    kb.write("t/a.md", "a", actor="ann")
+    kb.write("t/a.md", "a2", actor="ann")
+    kb.rename("t/a.md", "t/b.md", actor="ben")
+    kb.delete("t/b.md", actor="cat")
+    kb.bulk_write([("t/c.md", "c"), ("t/d.md", "d")], actor="dan")
+    # a user's own commit whose subject claims something else
+    (kb.root / "t" / "c.md").unlink()
+    (kb.root / "t" / "d.md").unlink()
+    git(kb.root, "reset", "-q")  # the git index file may lag HEAD for a moment
+    git(kb.root, "add", "-A", "t")
+    git(kb.root, "commit", "-q", "-m", "rename everything \u2192 nowhere")
+    assert changes_since(kb, start) == [
+        ("delete", "", "kiwifs tests"),  # several deletions
+        ("write", "", "dan"),
+        ("delete", "t/b.md", "cat"),
+        ("rename", "t/b.md", "ben"),
+        ("write", "t/a.md", "ann"),
+        ("write", "t/a.md", "ann"),
+    ]
+
+
+def test_a_path_with_odd_characters_is_read_whole(kb: Knowledge) -> None:
+    """Log records are NUL-separated and paths taken by count: no character can split one."""
+    start = git_line(kb.root, "rev-parse", "HEAD")
+    name = "odd \u2192 R100 x\u001e.md"
+    (kb.root / name).write_text("x")
+    git(kb.root, "reset", "-q")  # the git index file may lag HEAD for a moment
+    git(kb.root, "add", name)
+    git(kb.root, "commit", "-q", "-m", "write: something else")
+    assert changes_since(kb, start) == [("write", name, "kiwifs tests")]
+
+
+@pytest.mark.parametrize(
+    ("message", "subject"),
+    [
+        ("one line", "one line"),
+        ("a\nb\r\nc\td\x00e\x7ff", "a b c d e f"),
+        ("  spaced   out  ", "spaced out"),
+        ("x\ud800y", "xy"),
+        ("\n\n", ""),
+    ],
+)
+def test_commit_subject_is_one_clean_line(message: str, subject: str) -> None:
+    assert commit_subject(message) == subject
+
+
+def test_commit_subject_is_bounded() -> None:
+    subject = commit_subject("m" * 10_000)
+    assert len(subject) == MAX_SUBJECT_CHARS and subject.endswith("\u2026")
+
+
+def test_an_empty_message_falls_back_to_the_default(kb: Knowledge) -> None:
+    kb.bulk_write([("e.md", "e")], actor="eve", message="\n \n")
+    assert git_line(kb.root, "log", "-1", "--format=%s") == "eve: bulk write \u2014 1 files"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_rest_changes_shows_the_real_action(kb: Knowledge, anyio_backend: str) -> None:
+    start = git_line(kb.root, "rev-parse", "HEAD")
+    transport = httpx.ASGITransport(app=create_app(kb))
+    async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as client:
+        body = {"files": [{"path": "r/x.md", "content": "x"}], "message": FORGED}
+        resp = await client.post("/api/kiwi/bulk", json=body, headers={"X-Actor": "mallory"})
+        assert resp.status_code == 200
+        changes = (await client.get("/api/kiwi/changes", params={"since": start})).json()
+    (change,) = changes["changes"]
+    assert set(change) == {"seq", "path", "action", "actor", "timestamp"}
+    assert (change["action"], change["path"], change["actor"]) == ("write", "r/x.md", "mallory")
+    assert changes["last_seq"] == change["seq"]
