@@ -1,12 +1,17 @@
-"""The API-key rule shared by REST and MCP over HTTP."""
+"""The API-key rule shared by REST and MCP over HTTP, and the rule against web pages."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 
-from kiwifs.auth import api_key_for, check_bearer
+from kiwifs.auth import api_key_for, check_bearer, check_browser
 from kiwifs.config import parse_config
-from kiwifs.errors import ConfigError, Unauthorized
+from kiwifs.errors import ConfigError, Forbidden, Unauthorized
+from kiwifs.knowledge import Knowledge
+from kiwifs.rest.app import create_app
 
 
 @pytest.mark.parametrize(
@@ -54,3 +59,65 @@ def test_check_bearer_accepts_the_key_and_anything_when_open() -> None:
     check_bearer("Bearer k", "k")
     check_bearer(None, None)
     check_bearer("Bearer whatever", None)
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "loopback"),
+    [
+        ("127.0.0.1:3333", None, True),  # an agent, a script, curl
+        ("localhost:3333", None, True),
+        ("[::1]:3333", None, True),
+        ("127.0.0.1:3333", "http://127.0.0.1:3333", True),  # the server's own /docs page
+        ("LocalHost:3333", "http://localhost:3333", True),
+        ("kiwi.internal:3333", None, False),  # a non-loopback bind: any name
+        ("kiwi.internal:3333", "https://kiwi.internal:3333", False),
+    ],
+)
+def test_check_browser_lets_agents_and_same_origin_pages_through(
+    host: str, origin: str | None, loopback: bool
+) -> None:
+    check_browser(host, origin, loopback)
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "loopback", "message"),
+    [
+        ("127.0.0.1:3333", "https://evil.example", True, "cross-origin request refused"),
+        ("127.0.0.1:3333", "http://127.0.0.1:8080", True, "cross-origin"),  # another local app
+        ("127.0.0.1:3333", "null", True, "cross-origin"),  # a sandboxed frame, a file:// page
+        ("evil.example:3333", "http://evil.example:3333", True, "not a loopback name"),  # rebinding
+        ("evil.example:3333", None, True, "not a loopback name"),
+        (None, None, True, "not a loopback name"),
+        ("[::1:3333", None, True, "not a loopback name"),
+        ("kiwi.internal:3333", "https://evil.example", False, "cross-origin"),
+    ],
+)
+def test_check_browser_refuses_other_sites(
+    host: str | None, origin: str | None, loopback: bool, message: str
+) -> None:
+    with pytest.raises(Forbidden, match=message):
+        check_browser(host, origin, loopback)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_web_page_cannot_append_to_a_loopback_server(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """The write a page could send without a CORS preflight: a text/plain POST."""
+    Knowledge.init(tmp_path / "kb")
+    app = create_app(Knowledge.open(tmp_path / "kb"), host="127.0.0.1")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:3333") as client:
+        url, text = "/api/kiwi/file/append?path=index.md", {"content-type": "text/plain"}
+        before = (tmp_path / "kb" / "index.md").read_bytes()
+        page = {**text, "origin": "https://evil.example"}
+        refused = await client.post(url, content=b"pwned", headers=page)
+        assert refused.status_code == 403
+        assert refused.json() == {
+            "error": "cross-origin request refused (Origin 'https://evil.example')"
+        }
+        rebound = await client.get("/api/kiwi/tree", headers={"host": "evil.example:3333"})
+        assert rebound.status_code == 403
+        assert (tmp_path / "kb" / "index.md").read_bytes() == before
+        assert (await client.post(url, content=b"agent", headers=text)).status_code == 200

@@ -9,17 +9,22 @@ A browser cannot send that header with every link it follows, so the web interfa
 with the key and then carries a *session token*: an expiry time and an HMAC-SHA256 of it keyed
 with the API key. The token never contains the key, expires on its own, and every token stops
 working when the key changes.
+
+And one rule against web pages (:func:`check_browser`): a server on the user's machine is in reach
+of every page the user's browser opens, key or no key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from urllib.parse import urlsplit
 
 from .config import Config
-from .errors import ConfigError, Unauthorized
+from .errors import ConfigError, Forbidden, Unauthorized
 
 BEARER = "Bearer "
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def api_key_for(config: Config, override: str | None = None) -> str | None:
@@ -51,6 +56,7 @@ def key_matches(given: str, expected: str) -> bool:
 
 
 SESSION_SECONDS = 12 * 3600
+SESSION_COOKIE = "kiwifs_session"  # the web interface's cookie holding a session token
 _SESSION_CONTEXT = b"kiwifs web session v1:"
 
 
@@ -79,3 +85,28 @@ def session_valid(token: str | None, api_key: str | None, now: float) -> bool:
     if not key_matches(mac, _session_mac(api_key, expires)):
         return False
     return now < expires
+
+
+def check_browser(host: str | None, origin: str | None, loopback: bool) -> None:
+    """Raise :class:`Forbidden` for a request that only a web page of another site would send.
+
+    A page can send a ``text/plain`` POST to ``http://127.0.0.1:3333`` without asking (no CORS
+    preflight), and a page whose domain re-resolves to 127.0.0.1 (DNS rebinding) can even read
+    the answers. Browsers name the page's origin in ``Origin`` (on every cross-origin request and
+    every same-origin write) and the name they dialled in ``Host``; agents, scripts and curl send
+    no ``Origin``. So: an ``Origin`` that is not this server (the ``Host`` dialled) is refused,
+    and on a loopback bind (``loopback``) so is a ``Host`` that is not a loopback name.
+    """
+    authority = (host or "").strip().lower()
+    if loopback and _hostname(authority) not in LOOPBACK_HOSTS:
+        raise Forbidden(f"request refused: {host!r} is not a loopback name of this server")
+    if origin is not None and urlsplit(origin.strip().lower()).netloc != authority:
+        raise Forbidden(f"cross-origin request refused (Origin {origin!r})")
+
+
+def _hostname(authority: str) -> str:
+    """``host`` of a ``host[:port]`` authority (``[::1]:3333`` → ``::1``)."""
+    try:
+        return urlsplit(f"//{authority}").hostname or ""
+    except ValueError:  # a malformed IPv6 literal
+        return ""

@@ -671,7 +671,7 @@ def serve(
     if async_commit if async_commit is not None else versioning.async_commit:
         window = (batch_window or versioning.batch_window_ms) / 1000
         kb.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
-    app = create_app(kb, api_key=api_key or None, extra_mounts=lazy_mount_mcp(kb, host))
+    app = create_app(kb, api_key=api_key or None, extra_mounts=lazy_mount_mcp(kb, host), host=host)
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

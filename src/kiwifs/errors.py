@@ -15,6 +15,7 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── Conflict                 conflict         1          409
     ├── PayloadTooLarge          too_large        1          413
     ├── Unauthorized             unauthorized     1          401
+    ├── Forbidden                forbidden        1          403
     ├── Locked                   locked           1          423
     ├── Busy                     busy             1          503
     ├── Unavailable              unavailable      1          503
@@ -112,6 +113,12 @@ class Unauthorized(KiwiError):
     """Missing or wrong credentials."""
 
     code = "unauthorized"
+
+
+class Forbidden(KiwiError):
+    """A request only a web page of another site would send (cross-origin, DNS rebinding)."""
+
+    code = "forbidden"
 
 
 class Locked(KiwiError):

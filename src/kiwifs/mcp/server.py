@@ -35,7 +35,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from kiwifs import __version__
-from kiwifs.auth import api_key_for, check_bearer
+from kiwifs.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
 from kiwifs.config import DEFAULT_MCP_PORT
 from kiwifs.errors import Conflict, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
@@ -45,7 +45,6 @@ from .render import render_tree
 from .tools import ALIASES, SPECS, Tools, ToolSpec
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 TREE_RESOURCE_DEPTH = 3
 INSTRUCTIONS = """\
 kiwifs is a knowledge base of markdown files with YAML frontmatter, versioned in git.

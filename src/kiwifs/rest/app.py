@@ -16,10 +16,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from kiwifs import __version__
-from kiwifs.auth import api_key_for
+from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.errors import KiwiError, UsageError
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
@@ -38,9 +38,12 @@ from kiwifs.requests import (
 
 from .http import (
     MAX_FILE_BYTES,
+    BrowserGuard,
+    KiwiJSONResponse,
     actor_of,
     auth_dependency,
     body_actor,
+    description_dependency,
     event_stream,
     install_error_handlers,
     optional_int,
@@ -49,9 +52,26 @@ from .http import (
     read_model,
     run,
 )
+from .openapi import (
+    ACTOR,
+    API_PREFIX,
+    HEALTH_RESPONSES,
+    IF_MATCH,
+    IF_NONE_MATCH,
+    PROBE_RESPONSES,
+    PROVENANCE,
+    errors,
+    extra,
+    header,
+    install_openapi,
+    json_body,
+    raw_body,
+    success,
+)
 from .recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
+_BINARY = "application/octet-stream"
 
 
 def create_app(
@@ -59,11 +79,17 @@ def create_app(
     api_key: str | None = None,
     extra_mounts: Callable[[FastAPI, Callable[[Request], Awaitable[None]]], None] | None = None,
     web: bool = True,
+    host: str | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
-    interface's sign-in); ``web`` serves the web interface at ``/``."""
+    interface's sign-in); ``web`` serves the web interface at ``/``.
+
+    ``host`` is the address the server binds: on a loopback address, requests must also name a
+    loopback host (see :func:`kiwifs.auth.check_browser`); ``None`` (in-process use) skips that.
+    """
     key = api_key_for(kb.config, api_key)
     auth = auth_dependency(key)
+    described = description_dependency(key)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -77,14 +103,25 @@ def create_app(
             # (stops the watcher, writes the git index file)
             await run(kb.close)
 
-    # /docs is served from the package's own Swagger UI files (see rest/web), never a CDN
+    # /docs is served from the package's own Swagger UI files (see rest/web), never a CDN;
+    # /openapi.json by install_openapi, behind the key like /docs
     app = FastAPI(
-        title="kiwifs", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+        title="kiwifs",
+        version=__version__,
+        lifespan=lifespan,
+        default_response_class=KiwiJSONResponse,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
+    app.add_middleware(BrowserGuard, loopback=host in LOOPBACK_HOSTS)
+    install_openapi(app, described, keyed=key is not None)
     _health_routes(app, kb)
 
-    api = APIRouter(prefix="/api/kiwi", dependencies=[Depends(auth)])
+    api = APIRouter(
+        prefix=API_PREFIX, dependencies=[Depends(auth)], responses=errors(401, 403, 500, 503)
+    )
     _file_routes(api, kb)
     _tree_and_history_routes(api, kb)
     _search_routes(api, kb)
@@ -98,7 +135,7 @@ def create_app(
     if web:
         from .web import install  # Jinja2 and the templates load only with the web interface
 
-        install(app, kb, key)
+        install(app, kb, key, described)
     return app
 
 
@@ -109,8 +146,8 @@ def create_app(
 def _health_routes(app: FastAPI, kb: Knowledge) -> None:
     started = time.monotonic()
 
-    @app.get("/health", tags=["health"])
-    async def health() -> JSONResponse:
+    @app.get("/health", tags=["health"], responses=HEALTH_RESPONSES)
+    async def health() -> KiwiJSONResponse:
         commits = kb.commit_status()
         status = "degraded" if commits.failing else "ok"
         try:
@@ -118,20 +155,20 @@ def _health_routes(app: FastAPI, kb: Knowledge) -> None:
         except KiwiError as exc:
             vectors = {"enabled": True, "error": exc.message}
         body = {"status": status, "commits": commits.to_json(), "vectors": vectors}
-        return JSONResponse(body, status_code=503 if commits.failing else 200)
+        return KiwiJSONResponse(body, status_code=503 if commits.failing else 200)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get("/healthz", tags=["health"], responses=errors(403))
     async def healthz() -> dict[str, str]:
         """Alive: the process answers (KiwiFS's liveness probe)."""
         uptime = dt.timedelta(seconds=int(time.monotonic() - started))
         return {"status": "ok", "uptime": str(uptime), "version": __version__}
 
-    @app.get("/readyz", tags=["health"])
-    async def readyz() -> JSONResponse:
+    @app.get("/readyz", tags=["health"], responses=PROBE_RESPONSES)
+    async def readyz() -> KiwiJSONResponse:
         """Ready: the root is there and the index has caught up with it (503 until then)."""
         if await run(kb.ready):
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "not-ready"}, status_code=503)
+            return KiwiJSONResponse({"status": "ready"})
+        return KiwiJSONResponse({"status": "not-ready"}, status_code=503)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +176,18 @@ def _health_routes(app: FastAPI, kb: Knowledge) -> None:
 
 
 def _file_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/file")
+    @api.get(
+        "/file",
+        responses={
+            **success("text/markdown", "application/octet-stream", "application/json"),
+            304: {"description": "Not modified (`If-None-Match` / `If-Modified-Since`)."},
+            **errors(400, 404),
+        },
+        openapi_extra=extra(
+            header("If-None-Match", "304 when it is `*` or lists the current ETag."),
+            header("If-Modified-Since", "304 when the file is not newer."),
+        ),
+    )
     async def get_file(
         request: Request, path: str = Query(...), metadata_only: bool = False
     ) -> Response:
@@ -153,12 +201,18 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
             return Response(status_code=304, headers=headers)
         if metadata_only:
             fm = await run(kb.frontmatter, path)
-            return JSONResponse(fm, headers=headers)
-        media = "text/markdown; charset=utf-8" if doc.path.endswith(".md") else None
+            return KiwiJSONResponse(fm, headers=headers)
+        media = "text/markdown; charset=utf-8" if doc.path.endswith(".md") else _BINARY
         return Response(doc.content, media_type=media, headers=headers)
 
-    @api.put("/file")
-    async def put_file(request: Request, path: str = Query(...)) -> JSONResponse:
+    @api.put(
+        "/file",
+        responses=errors(400, 409, 413),
+        openapi_extra=extra(
+            ACTOR, IF_MATCH, IF_NONE_MATCH, PROVENANCE, body=raw_body("The file's new content.")
+        ),
+    )
+    async def put_file(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
         body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
         result = await run(
             kb.write,
@@ -169,21 +223,25 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
             provenance=request.headers.get("x-provenance"),
             if_none_match=request.headers.get("if-none-match"),
         )
-        return JSONResponse(
+        return KiwiJSONResponse(
             {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
         )
 
-    @api.delete("/file")
+    @api.delete("/file", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR, IF_MATCH))
     async def delete_file(request: Request, path: str = Query(...)) -> dict[str, str]:
         rel = await run(
             kb.delete, path, actor=actor_of(request), if_match=request.headers.get("if-match")
         )
         return {"deleted": rel}
 
-    @api.post("/file/append")
+    @api.post(
+        "/file/append",
+        responses=errors(400, 409, 413),
+        openapi_extra=extra(ACTOR, IF_MATCH, body=raw_body("The text to append.")),
+    )
     async def append_file(
         request: Request, path: str = Query(...), separator: str = "\n"
-    ) -> JSONResponse:
+    ) -> KiwiJSONResponse:
         body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
         result = await run(
             kb.append,
@@ -193,11 +251,15 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
             separator=separator,
             if_match=request.headers.get("if-match"),
         )
-        return JSONResponse(
+        return KiwiJSONResponse(
             {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
         )
 
-    @api.post("/bulk")
+    @api.post(
+        "/bulk",
+        responses=errors(400, 413),
+        openapi_extra=extra(ACTOR, PROVENANCE, body=json_body(BulkRequest)),
+    )
     async def bulk(request: Request) -> dict[str, Any]:
         body = await read_model(request, BulkRequest)
         results = await run(
@@ -209,7 +271,11 @@ def _file_routes(api: APIRouter, kb: Knowledge) -> None:
         )
         return {"count": len(results), "files": [{"path": r.path, "etag": r.etag} for r in results]}
 
-    @api.post("/rename")
+    @api.post(
+        "/rename",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, body=json_body(RenameRequest)),
+    )
     async def rename(request: Request) -> dict[str, str]:
         body = await read_model(request, RenameRequest)
         result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
@@ -236,12 +302,12 @@ def _not_modified(request: Request, etag: str, mtime: float) -> bool:
 
 
 def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/tree")
+    @api.get("/tree", responses=errors(400, 404))
     async def tree(path: str = "/") -> dict[str, Any]:
         node = await run(kb.tree, path)
         return node.to_json()
 
-    @api.get("/versions")
+    @api.get("/versions", responses=errors(400))
     async def versions(path: str = Query(...)) -> dict[str, Any]:
         items = await run(kb.versions, path)
         return {
@@ -252,19 +318,19 @@ def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
             ],
         }
 
-    @api.get("/version")
+    @api.get("/version", responses={**success("text/markdown"), **errors(400, 404)})
     async def version(path: str = Query(...), version: str = Query(...)) -> Response:
         data = await run(kb.version, path, version)
         return Response(data, media_type="text/markdown; charset=utf-8")
 
-    @api.get("/diff")
+    @api.get("/diff", responses={**success("text/plain"), **errors(400, 404)})
     async def diff(
         path: str = Query(...), from_: str = Query(..., alias="from"), to: str = Query(...)
     ) -> PlainTextResponse:
         text = await run(kb.diff, path, from_, to)
         return PlainTextResponse(text)
 
-    @api.get("/changes")
+    @api.get("/changes", responses=errors(400))
     async def changes(since: str | None = None, limit: str | None = None) -> dict[str, Any]:
         items = await run(kb.changes, since or None, optional_int("limit", limit))
         return {
@@ -287,7 +353,7 @@ def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
 
 
 def _search_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/search")
+    @api.get("/search", responses=errors(400))
     async def search(
         q: str = Query(...),
         limit: int = 50,
@@ -315,12 +381,12 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
         )
         return result.to_json()
 
-    @api.get("/meta")
+    @api.get("/meta", responses=errors(400))
     async def meta(
         where: list[str] = Query(default=[]),
         or_: list[str] = Query(default=[], alias="or"),
         sort: str | None = None,
-        order: str = "asc",
+        order: str = Query("asc", json_schema_extra={"enum": ["asc", "desc"]}),
         limit: int = 50,
         offset: int = 0,
         path: list[str] = Query(default=[]),
@@ -331,7 +397,7 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
         )
         return result.to_json()
 
-    @api.get("/brief")
+    @api.get("/brief", responses=errors(400))
     async def brief(
         q: str | None = None,
         query: str | None = None,
@@ -362,10 +428,10 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
 
 
 def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/memory/report")
+    @api.get("/memory/report", responses=errors(400))
     async def memory_report(
         episodes_prefix: str | None = None, limit: str | None = None, offset: str | None = None
-    ) -> JSONResponse:
+    ) -> KiwiJSONResponse:
         # an empty value (``?limit=&offset=``) means "not given", like an empty prefix
         report = await run(
             kb.memory_report,
@@ -373,10 +439,14 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             optional_int("limit", limit),
             optional_int("offset", offset) or 0,
         )
-        return JSONResponse(report.to_json())
+        return KiwiJSONResponse(report.to_json())
 
-    @api.post("/memory/merge")
-    async def memory_merge(request: Request) -> JSONResponse:
+    @api.post(
+        "/memory/merge",
+        responses=errors(400, 409, 413),
+        openapi_extra=extra(ACTOR, IF_MATCH, body=json_body(MergeRequest)),
+    )
+    async def memory_merge(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, MergeRequest)
         result = await run(
             kb.merge,
@@ -392,10 +462,15 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             "created": result.created,
             "added": [e.to_yaml_fields() for e in result.added],
         }
-        return JSONResponse(payload, headers={"ETag": quoted(result.etag)})
+        return KiwiJSONResponse(payload, headers={"ETag": quoted(result.etag)})
 
-    @api.post("/memory/remember")
-    async def memory_remember(request: Request) -> JSONResponse:
+    @api.post(
+        "/memory/remember",
+        status_code=201,
+        responses=errors(400, 409, 413),
+        openapi_extra=extra(ACTOR, PROVENANCE, body=json_body(RememberRequest)),
+    )
+    async def memory_remember(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, RememberRequest)
         result = await run(
             kb.remember,
@@ -408,10 +483,14 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             title=body.title,
         )
         payload = {"path": result.path, "episode_id": result.episode_id, "etag": result.etag}
-        return JSONResponse(payload, status_code=201, headers={"ETag": quoted(result.etag)})
+        return KiwiJSONResponse(payload, status_code=201, headers={"ETag": quoted(result.etag)})
 
-    @api.post("/memory/forget")
-    async def memory_forget(request: Request) -> JSONResponse:
+    @api.post(
+        "/memory/forget",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, IF_MATCH, body=json_body(ForgetRequest)),
+    )
+    async def memory_forget(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, ForgetRequest)
         result = await run(
             kb.forget,
@@ -421,10 +500,14 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             actor=actor_of(request),
             if_match=request.headers.get("if-match"),
         )
-        return JSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
+        return KiwiJSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
 
-    @api.post("/memory/restore")
-    async def memory_restore(request: Request) -> JSONResponse:
+    @api.post(
+        "/memory/restore",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, IF_MATCH, body=json_body(RestoreRequest)),
+    )
+    async def memory_restore(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, RestoreRequest)
         result = await run(
             kb.restore,
@@ -432,7 +515,7 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             actor=actor_of(request),
             if_match=request.headers.get("if-match"),
         )
-        return JSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
+        return KiwiJSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
 
     @api.post("/memory/claim")
     async def memory_claim(request: Request) -> JSONResponse:
@@ -504,6 +587,6 @@ def _claim_routes(api: APIRouter, kb: Knowledge) -> None:
 
 
 def _event_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/events")
+    @api.get("/events", responses=success("text/event-stream"))
     async def events(request: Request) -> StreamingResponse:
         return event_stream(request, kb.events, lambda event: event.op)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -19,14 +20,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kiwifs.auth import check_bearer
-from kiwifs.errors import Conflict, KiwiError, PayloadTooLarge, UsageError
+from kiwifs.auth import SESSION_COOKIE, check_bearer, check_browser, session_valid
+from kiwifs.errors import Conflict, KiwiError, PayloadTooLarge, Unauthorized, UsageError
 from kiwifs.events import Event, EventBus
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
 from kiwifs.requests import field_name, parse
+from kiwifs.text import valid_unicode
 
 log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")
@@ -47,6 +51,7 @@ STATUS: dict[str, int] = {
     "conflict": 409,
     "too_large": 413,
     "unauthorized": 401,
+    "forbidden": 403,
     "locked": 423,
     "busy": 503,
     "storage": 503,
@@ -54,8 +59,20 @@ STATUS: dict[str, int] = {
 }
 
 
+class KiwiJSONResponse(JSONResponse):
+    """JSON whose text is always valid UTF-8.
+
+    A name on disk that is not UTF-8 reaches Python as lone surrogates, which the UTF-8 encoder
+    refuses: listing such a file would fail the whole answer. They are sent as U+FFFD instead.
+    """
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return valid_unicode(text).encode("utf-8")
+
+
 def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return KiwiJSONResponse({"error": message}, status_code=status)
 
 
 def kiwi_error_response(exc: KiwiError) -> JSONResponse:
@@ -64,7 +81,7 @@ def kiwi_error_response(exc: KiwiError) -> JSONResponse:
     if status == 503:
         log.warning("unavailable: %s", exc.message)
     elif status >= 500:
-        log.error("internal error: %s", exc.message)
+        log.error("internal error: %s", exc.message, exc_info=exc)
         return error_response(status, "internal server error")
     resp = error_response(status, exc.message)
     if status == 401:
@@ -112,8 +129,14 @@ async def read_json(request: Request) -> dict[str, Any]:
     body = await read_body(request, MAX_JSON_BYTES, "request body exceeds 110 MB limit")
     try:
         value = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"invalid JSON body: {exc}") from exc
+    except RecursionError:
+        raise UsageError("invalid JSON body: nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"invalid JSON body: not UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
+    except ValueError as exc:  # bad syntax, or an integer over 4300 digits (keep the first clause)
+        raise UsageError(f"invalid JSON body: {str(exc).split(';')[0]}") from None
     if not isinstance(value, dict):
         raise UsageError("the JSON body must be an object")
     return value
@@ -133,7 +156,73 @@ def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]
     return check
 
 
+def description_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
+    """The guard of the API's description (``/openapi.json``, ``/docs``): the bearer key, or a
+    signed-in web session, since a browser showing ``/docs`` cannot send a bearer header."""
+
+    async def check(request: Request) -> None:
+        try:
+            check_bearer(request.headers.get("authorization"), api_key)
+        except Unauthorized:
+            if not session_valid(request.cookies.get(SESSION_COOKIE), api_key, time.time()):
+                raise
+
+    return check
+
+
+class ServerFaults:
+    """ASGI middleware answering an unexpected exception with a logged JSON 500.
+
+    Starlette's outermost handler answers such an exception in plain text and then re-raises it,
+    and uvicorn closes the connection on a re-raised exception: the client's next keep-alive
+    request failed. Here the traceback goes to the log, the client gets
+    ``{"error": "internal server error"}``, and the connection stays usable.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception:
+            log.exception("unexpected error answering %s %s", scope["method"], scope["path"])
+            if started:  # too late for another answer; the server closes the connection
+                raise
+            await error_response(500, "internal server error")(scope, receive, send)
+
+
+class BrowserGuard:
+    """ASGI middleware applying :func:`kiwifs.auth.check_browser` to every HTTP request."""
+
+    def __init__(self, app: ASGIApp, loopback: bool) -> None:
+        self.app = app
+        self.loopback = loopback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            try:
+                check_browser(headers.get("host"), headers.get("origin"), self.loopback)
+            except KiwiError as exc:
+                await kiwi_error_response(exc)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_middleware(ServerFaults)
+
     @app.exception_handler(KiwiError)
     async def on_kiwi_error(_: Request, exc: KiwiError) -> JSONResponse:
         return kiwi_error_response(exc)

@@ -20,22 +20,49 @@ from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 
 from .http import read_json, run
+from .openapi import errors, json_body_schema, query
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
 
 
+_COMMON = [
+    query("q", "string", "What to look for (or `query`)."),
+    query("offset", "integer", "Results to skip."),
+    query("scope", "string", "Only pages with this `scope`."),
+    query("path_prefix", "string", "Only pages under this folder (or `pathPrefix`)."),
+    query("modifiedAfter", "string", "Only pages modified after this date (or `modified_after`)."),
+    query("include_superseded", "boolean", "Include superseded pages."),
+]
+_SEMANTIC = [
+    *_COMMON,
+    query("topK", "integer", "How many results (default 10; or `top_k`, `limit`)."),
+    query("threshold", "number", "The least similarity to return."),
+]
+_SEMANTIC_BODY = json_body_schema(
+    {p["name"]: p["schema"] for p in _SEMANTIC}, "The same fields as the query parameters."
+)
+
+
 def recall_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/search/semantic")
+    @api.get("/search/semantic", responses=errors(400), openapi_extra={"parameters": _SEMANTIC})
     async def semantic_get(request: Request) -> dict[str, Any]:
         return await _semantic(kb, request.query_params)
 
-    @api.post("/search/semantic")
+    @api.post(
+        "/search/semantic",
+        responses=errors(400, 413),
+        openapi_extra={"parameters": _SEMANTIC, "requestBody": _SEMANTIC_BODY},
+    )
     async def semantic_post(request: Request) -> dict[str, Any]:
         body = await read_json(request)
         return await _semantic(kb, {**request.query_params, **body})
 
-    @api.get("/search/hybrid")
+    @api.get(
+        "/search/hybrid",
+        responses=errors(400),
+        openapi_extra={"parameters": [*_COMMON, query("limit", "integer", "How many results.")]},
+    )
     async def hybrid(request: Request) -> dict[str, Any]:
         p = request.query_params
         found = await run(

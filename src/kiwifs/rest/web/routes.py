@@ -10,7 +10,7 @@ events) and ``/ui/overview.json`` (the numbers to redraw).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -363,11 +363,13 @@ def docs_html(title: str) -> HTMLResponse:
     )
 
 
-def install(app: FastAPI, kb: Knowledge, api_key: str | None) -> None:
-    """Serve ``/docs`` from the package and the web interface at ``/`` (mount it last: it
-    answers every path the API and MCP do not)."""
+def install(
+    app: FastAPI, kb: Knowledge, api_key: str | None, docs_guard: Callable[..., Awaitable[None]]
+) -> None:
+    """Serve ``/docs`` from the package (behind ``docs_guard``, like ``/openapi.json``) and the
+    web interface at ``/`` (mount it last: it answers every path the API and MCP do not)."""
 
-    @app.get("/docs", include_in_schema=False)
+    @app.get("/docs", include_in_schema=False, dependencies=[Depends(docs_guard)])
     async def docs() -> HTMLResponse:
         return docs_html(f"{app.title} API")
 

@@ -17,11 +17,11 @@ from urllib.parse import parse_qs, quote, urlsplit
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
-from kiwifs.auth import SESSION_SECONDS, key_matches, session_token, session_valid
+from kiwifs.auth import SESSION_COOKIE, SESSION_SECONDS, key_matches, session_token, session_valid
 from kiwifs.errors import Unauthorized, UsageError
 from kiwifs.rest.http import read_body
 
-COOKIE = "kiwifs_session"
+COOKIE = SESSION_COOKIE
 MAX_FORM_BYTES = 8 * 1024
 
 
