@@ -24,6 +24,11 @@ from typing import Any
 
 import pytest
 import schemathesis
+
+# Imported at collection rather than lazily by the first schema load: pytest rewrites
+# schemathesis's modules as they are imported, and CPython 3.11.7 can fail that late in a long
+# run ("SystemError: AST constructor recursion depth mismatch", an interpreter bug fixed in 3.11.8).
+import schemathesis.specs.openapi.schemas  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.types import TextContent

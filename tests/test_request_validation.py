@@ -28,6 +28,7 @@ from mcp.types import TextContent
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
+from vectorkit import build_model, local_config
 
 API = "/api/kiwi"
 BIG = str(2**63)
@@ -215,6 +216,23 @@ async def test_changes_caps_a_huge_limit_as_kiwifs_does(client: httpx.AsyncClien
     resp = await client.get(API + "/changes", params={"limit": BIG})
     assert resp.status_code == 200
     assert 1 <= len(resp.json()["changes"]) <= 500
+
+
+async def test_a_semantic_threshold_beyond_float32_is_no_error(tmp_path: Path) -> None:
+    """Scores are float32: a threshold of 1e308 overflowed when compared (fuzzing found it)."""
+    root = tmp_path / "vkb"
+    Knowledge.init(root)
+    (root / ".kiwi" / "config.toml").write_text(local_config(build_model(tmp_path / "model")))
+    kb = Knowledge.open(root)
+    kb.write("birds.md", "# Kiwi\n\nThe kiwi is a flightless bird.\n", actor="seed")
+    transport = httpx.ASGITransport(app=create_app(kb))
+    async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as client:
+        for threshold in ("1.7976931348623157e308", "-1.7976931348623157e308"):
+            params = {"q": "kiwi bird", "threshold": threshold}
+            resp = await client.get(API + "/search/semantic", params=params)
+            assert resp.status_code == 200, resp.text
+            assert (resp.json()["results"] == []) == threshold.startswith("1")
+    kb.close()
 
 
 # -- MCP, through the server's tools (in process) -----------------------------------------------

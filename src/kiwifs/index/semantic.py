@@ -180,7 +180,8 @@ def rank(
     page_scores = np.maximum.reduceat(scores, vectors.starts)[groups]
     keep = np.ones(len(ids), dtype=bool)
     if threshold is not None:
-        keep &= page_scores >= threshold
+        # compared as float64: a threshold past float32's range (1e308) must not overflow
+        keep &= page_scores >= np.float64(threshold)
     if int(keep.sum()) > depth:
         # every page scoring at least the depth-th best score, ties included, then exact sort
         cut = np.partition(page_scores[keep], -depth)[-depth]
