@@ -95,6 +95,13 @@ ROUTES = [
     "POST /api/kiwi/memory/remember",
     "POST /api/kiwi/memory/forget",
     "POST /api/kiwi/memory/restore",
+    "POST /api/kiwi/memory/claim",
+    "POST /api/kiwi/memory/release",
+    "GET /api/kiwi/memory/check",
+    "GET /api/kiwi/memory/lineage",
+    "POST /api/kiwi/claim",
+    "DELETE /api/kiwi/claim",
+    "GET /api/kiwi/claims",
 ]
 # Values that exist in the root, so that drawn requests also reach files, folders and commits
 # (a random path almost never names one).

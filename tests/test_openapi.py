@@ -43,6 +43,11 @@ REQUIRED = {
     "post /api/kiwi/search/semantic": {400, 413},
     "get /api/kiwi/search/hybrid": {400},
     "get /api/kiwi/brief": {400},
+    "post /api/kiwi/memory/claim": {400, 413},
+    "post /api/kiwi/memory/release": {400, 404, 409, 413},
+    "get /api/kiwi/memory/lineage": {400, 404},
+    "post /api/kiwi/claim": {400, 404, 409, 413},
+    "delete /api/kiwi/claim": {400, 404, 409},
 }
 CREATED = {"post /api/kiwi/memory/remember"}  # answers 201, not 200
 BODIES = {
@@ -55,6 +60,9 @@ BODIES = {
     "post /api/kiwi/memory/forget": "application/json",
     "post /api/kiwi/memory/restore": "application/json",
     "post /api/kiwi/search/semantic": "application/json",
+    "post /api/kiwi/memory/claim": "application/json",
+    "post /api/kiwi/memory/release": "application/json",
+    "post /api/kiwi/claim": "application/json",
 }
 
 

@@ -40,6 +40,7 @@ from .memory.rules import ClaimMark, MergeEntry, episode_identity, is_episodic
 from .paths import canonical
 from .pipeline import Pipeline
 from .storage import Storage
+from .text import check_text
 from .versioning import blob_id
 
 CLAIM_KEYS = ("claimed-by", "claimed-at", "lease-expires")
@@ -233,7 +234,7 @@ class ClaimsDesk:
         ``priority`` first (no priority last), then in walk order."""
         if isinstance(limit, bool) or not 1 <= limit <= ELIGIBLE_MAX:
             raise UsageError(f"limit must be between 1 and {ELIGIBLE_MAX}, got {limit}")
-        start = (path_prefix or "").lstrip("/")
+        start = check_text(path_prefix or "", "path_prefix").lstrip("/")
         if any(ord(c) < 0x20 for c in start):
             raise UsageError("path_prefix must not contain control characters")
         held = {c.path for c in self.store.read(self.clock())}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UsageError
+from .text import check_text
 
 MIN_LEASE = 60.0
 MAX_LEASE = 24 * 3600.0
@@ -99,10 +100,11 @@ def format_seconds(seconds: float) -> str:
 
 
 def check_holder(value: Any, name: str = "worker") -> str:
-    """A claim holder's name: a non-empty string (trimmed), no control characters, ≤ 256 bytes."""
+    """A claim holder's name: a non-empty string (trimmed), valid Unicode, no control
+    characters, ≤ 256 bytes."""
     if not isinstance(value, str) or not value.strip():
         raise UsageError(f"{name} is required")
-    holder = value.strip()
+    holder = check_text(value.strip(), name)
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in holder):
         raise UsageError(f"{name} must not contain control characters")
     if len(holder.encode("utf-8", errors="surrogatepass")) > MAX_HOLDER_BYTES:

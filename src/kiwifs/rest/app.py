@@ -517,8 +517,12 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
         )
         return KiwiJSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
 
-    @api.post("/memory/claim")
-    async def memory_claim(request: Request) -> JSONResponse:
+    @api.post(
+        "/memory/claim",
+        responses=errors(400, 413),
+        openapi_extra=extra(body=json_body(MemoryClaimRequest)),
+    )
+    async def memory_claim(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, MemoryClaimRequest)
         batch = await run(
             kb.claim_episodes,
@@ -528,32 +532,36 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
             body.episodes_prefix or None,
             body.with_content,
         )
-        return JSONResponse(batch.to_json())
+        return KiwiJSONResponse(batch.to_json())
 
-    @api.post("/memory/release")
+    @api.post(
+        "/memory/release",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(body=json_body(MemoryReleaseRequest)),
+    )
     async def memory_release(request: Request) -> dict[str, Any]:
         body = await read_model(request, MemoryReleaseRequest)
         released = await run(kb.release_episodes, body.worker, body.paths)
         return {"worker": body.worker.strip(), "released": released}
 
-    @api.get("/memory/check")
-    async def memory_check(episodes_prefix: str | None = None) -> JSONResponse:
+    @api.get("/memory/check", responses=errors(400))
+    async def memory_check(episodes_prefix: str | None = None) -> KiwiJSONResponse:
         check = await run(kb.memory_check, episodes_prefix or None)
-        return JSONResponse(check.to_json())
+        return KiwiJSONResponse(check.to_json())
 
-    @api.get("/memory/lineage")
+    @api.get("/memory/lineage", responses=errors(400, 404))
     async def memory_lineage(
         path: str | None = None,
         episode_id: str | None = None,
         episodes_prefix: str | None = None,
-    ) -> JSONResponse:
+    ) -> KiwiJSONResponse:
         if (path is None) == (episode_id is None):
             raise UsageError("give either path or episode_id")
         if path is not None:
             lineage = await run(kb.lineage, path, episodes_prefix or None)
         else:
             lineage = await run(kb.episode_lineage, episode_id, episodes_prefix or None)
-        return JSONResponse(lineage.to_json())
+        return KiwiJSONResponse(lineage.to_json())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,14 +569,18 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
 
 
 def _claim_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.post("/claim")
+    @api.post(
+        "/claim",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, body=json_body(ClaimRequest)),
+    )
     async def claim(request: Request) -> dict[str, str]:
         body = await read_model(request, ClaimRequest)
         holder = body.holder if body.holder and body.holder.strip() else actor_of(request)
         made = await run(kb.claim, body.path, holder, body.lease_duration)
         return made.to_json()
 
-    @api.delete("/claim")
+    @api.delete("/claim", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR))
     async def release(
         request: Request, path: str = Query(...), holder: str | None = None
     ) -> dict[str, str]:
