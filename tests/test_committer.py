@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -104,17 +103,21 @@ def test_batch_message_keeps_a_single_operation_message() -> None:
     assert batch_message(two) == ("eve: 2 files\n\na.md\nb.md", "Provenance: run:1")
 
 
-def break_object_store_for(root: Path, data: bytes) -> Path:
-    """Make git unable to store ``data``: its object fan-out folder becomes a file.
+def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
+    """Make git unable to store a blob: its object fan-out folder becomes a file.
 
     libgit2 then fails to create the folder whoever runs it (root too), as on a full disk;
-    deleting the returned file repairs the repository.
+    deleting the returned file repairs the repository. The content returned is ``data``, or a
+    variant of it whose fan-out folder holds no object yet: replacing a folder that holds one
+    (say HEAD's commit) would corrupt the history the test goes on to read.
     """
-    fan = root / ".git" / "objects" / blob_id(data)[:2]
-    if fan.exists():
-        shutil.rmtree(fan)
+    content, n = data, 0
+    while (root / ".git" / "objects" / blob_id(content)[:2]).exists():
+        n += 1
+        content = data + f"<!-- {n} -->\n".encode()
+    fan = root / ".git" / "objects" / blob_id(content)[:2]
     fan.write_text("not a folder")
-    return fan
+    return fan, content
 
 
 def outcome(call: Callable[[], list[Version]]) -> BaseException | list[Version]:
@@ -136,7 +139,7 @@ def outcome(call: Callable[[], list[Version]]) -> BaseException | list[Version]:
 
 def test_failing_commits_are_storage_errors_not_a_hang(kb: Knowledge, root: Path) -> None:
     data = b"# written while git is broken\n"
-    fan = break_object_store_for(root, data)
+    fan, data = break_object_store_for(root, data)
     before = commit_count(root)
     kb.write("doomed.md", data, actor="alice")  # on disk and journaled: it returns
     failed = outcome(lambda: kb.versions("doomed.md"))  # the flush gives up, not forever
@@ -159,7 +162,7 @@ def test_failing_commits_are_storage_errors_not_a_hang(kb: Knowledge, root: Path
 
 def test_close_with_failing_commits_leaves_them_to_the_journal(root: Path) -> None:
     data = b"# never committed by this process\n"
-    fan = break_object_store_for(root, data)
+    fan, data = break_object_store_for(root, data)
     kb = Knowledge.open(root)
     kb.enable_async_commit(window=30.0)
     kb.write("late.md", data, actor="carol")
@@ -172,6 +175,6 @@ def test_close_with_failing_commits_leaves_them_to_the_journal(root: Path) -> No
 
 def test_a_synchronous_commit_failure_is_a_storage_error(root: Path) -> None:
     data = b"# sync\n"
-    break_object_store_for(root, data)
+    _, data = break_object_store_for(root, data)
     with Knowledge.open(root) as kb, pytest.raises(StorageError, match="git commit failed"):
         kb.write("sync.md", data, actor="dave")
