@@ -12,7 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rules import EpisodicFile
+from .rules import EpisodicFile, coverage_share
 from .timeline import TimelinePoint
 
 # Where an episode's age is taken from, in order of preference.
@@ -35,7 +35,7 @@ class FolderCoverage:
 
     @property
     def coverage(self) -> float:
-        return self.merged / self.episodic if self.episodic else 1.0
+        return coverage_share(self.episodic, self.unmerged)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,7 +98,7 @@ class Overview:
 
     @property
     def coverage(self) -> float:
-        return self.merged / self.episodic if self.episodic else 1.0
+        return coverage_share(self.episodic, self.unmerged)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

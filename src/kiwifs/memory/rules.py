@@ -256,6 +256,11 @@ class ReportDocument:
 MAX_PAGING = 2**53 - 1
 
 
+def coverage_share(episodic: int, unmerged: int) -> float:
+    """The merged share of ``episodic`` episodes, 0–1; 1 when there are none (nothing waits)."""
+    return (episodic - unmerged) / episodic if episodic else 1.0
+
+
 def check_paging(limit: int | None, offset: int | None) -> tuple[int | None, int]:
     """Validate ``limit``/``offset``: whole numbers from 0 to :data:`MAX_PAGING`."""
     if limit is not None:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .rules import ID_TYPES, FileFacts, is_episodic
+from .rules import ID_TYPES, FileFacts, coverage_share, is_episodic
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +136,7 @@ class TimelinePoint:
 
     @property
     def coverage(self) -> float:
-        """Merged share of the episodes, 0–1 (1 when there are none: nothing is waiting)."""
-        return self.merged / self.episodic if self.episodic else 1.0
+        return coverage_share(self.episodic, self.unmerged)
 
     def to_json(self) -> dict[str, object]:
         return {
