@@ -10,9 +10,9 @@ at most that. A failing embedder is retried when its entries come due (backoff i
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
+from .background import BackgroundLoop
 from .vectors import VectorStore
 
 log = logging.getLogger(__name__)
@@ -22,33 +22,15 @@ GC_SECONDS = 300.0
 MIN_WAIT = 0.05
 
 
-class EmbedWorker:
+class EmbedWorker(BackgroundLoop):
     """One daemon thread running embedding rounds until stopped."""
+
+    thread_name = "kiwifs-embedder"
 
     def __init__(self, store: VectorStore, idle: float = IDLE_SECONDS) -> None:
         self.store = store
         self.idle = idle
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="kiwifs-embedder", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        self._wake.set()
-        thread.join(timeout)
-
-    def wake(self) -> None:
-        self._wake.set()
+        super().__init__()
 
     def _run(self) -> None:
         last_gc = 0.0

@@ -443,7 +443,7 @@ class IndexKeeper:
                 self._overviews[prefix] = (stamp, found)
             current = head is None or found.extra.get("timeline_head") == head
             if not current and self._timeline_keeper is not None:
-                self._timeline_keeper.poke()
+                self._timeline_keeper.wake()
             return replace(found, timeline_current=current, computed_at=now)
 
         return self._guarded(run)

@@ -28,6 +28,7 @@ from kiwifs.memory.scan import facts_of_bytes
 from kiwifs.memory.timeline import CoverageState, TimelinePoint
 from kiwifs.versioning import BlobChange, CommitInfo, GitHistory
 
+from .background import BackgroundLoop
 from .db import TIMELINE_TABLES, Index
 from .record import path_key, py_text
 
@@ -227,41 +228,19 @@ def _known(conn: sqlite3.Connection, commit: str) -> bool:
     return row is not None
 
 
-class TimelineKeeper:
+class TimelineKeeper(BackgroundLoop):
     """Keeps the timeline current in the background while a server runs: a replay shortly after
     it is poked (a write, a dashboard asking) and a look at HEAD every ``period`` seconds, so
     commits made with ``git`` behind kiwifs's back are seen too."""
+
+    thread_name = "kiwifs-timeline"
 
     def __init__(self, timeline: Timeline, prefix: Callable[[], str], period: float = 5.0) -> None:
         self.timeline = timeline
         self._prefix = prefix
         self.period = period
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.replayed = threading.Event()  # set after each refresh (for tests and waiting)
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="kiwifs-timeline", daemon=True)
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        self._wake.set()
-        thread.join(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        super().__init__()
 
     def _run(self) -> None:
         while not self._stop.is_set():
