@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from corpustruth import amend
 from kiwifs import storage
-from kiwifs.markdown import find_block, parse_yaml
+from kiwifs.index.record import frontmatter_json
+from kiwifs.markdown import find_block, parse_yaml, read_frontmatter
 from kiwifs.memory import frontmatter_keys, scan
 from kiwifs.memory.rules import FileFacts, build_report, file_facts, unreadable_facts
 from kiwifs.storage import walk
@@ -64,10 +65,20 @@ def relevant_view(data: dict[Any, Any]) -> str:
 
 
 def assert_fast_agrees(text: bytes) -> dict[str, Any] | None:
-    """When the fast reader answers, PyYAML accepts the text and the facts are the same."""
+    """When the fast readers answer, PyYAML accepts the text and the facts are the same; the
+    whole-block reader gives PyYAML's very mapping (values, types, key order)."""
+    whole = frontmatter_keys.simple_frontmatter(text)
+    if whole is not None:
+        plain = parse_yaml(text)
+        assert plain.problem is None, (text, plain.problem)
+        assert repr(whole) == repr(plain.data), text
+        framed = b"---\n" + text + b"---\nbody\n"
+        assert frontmatter_keys.read_simple_first(framed)[0] == read_frontmatter(framed)
+        assert frontmatter_json(whole, simple=True) == frontmatter_json(plain.data)
     fast = frontmatter_keys.relevant_frontmatter(text)
     if fast is None:
         return None
+    assert whole is not None, text  # the same subset
     plain = parse_yaml(text)
     assert plain.problem is None, (text, plain.problem)
     assert relevant_view(fast) == relevant_view(plain.data), text
@@ -162,6 +173,7 @@ def test_fast_reader_accepts_and_agrees(text: bytes) -> None:
 @pytest.mark.parametrize("text", FALLBACK, ids=range(len(FALLBACK)))
 def test_fast_reader_falls_back_outside_the_subset(text: bytes) -> None:
     assert frontmatter_keys.relevant_frontmatter(text) is None
+    assert frontmatter_keys.simple_frontmatter(text) is None
     # and the plain path still gives an answer for it
     plain_facts("p.md", b"---\n" + text + b"---\nbody\n")
 
@@ -169,6 +181,7 @@ def test_fast_reader_falls_back_outside_the_subset(text: bytes) -> None:
 def test_over_size_limit_falls_back() -> None:
     text = b"title: " + b"x" * (1024 * 1024) + b"\n"
     assert frontmatter_keys.relevant_frontmatter(text) is None
+    assert frontmatter_keys.simple_frontmatter(text) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,33 +2,133 @@
 
 A normal FTS5 table keeps its own copy of every text, which made the index twice the size of
 the markdown. The full-text table is contentless instead (it holds only the inverted index),
-and the text lives in ``bodies`` (row id = the file's id), zlib-compressed, which roughly
-halves it. The text is still needed: FTS5 deletes a contentless row only when given the exact
-text it indexed (so a rewritten or deleted file loses its old words), snippets are cut from
-it, and the embedder chunks it.
+and the text lives in ``bodies`` (row id = the file's id). The text is still needed: FTS5
+deletes a contentless row only when given the exact text it indexed (so a rewritten or deleted
+file loses its old words), snippets are cut from it, and the embedder chunks it.
+
+Texts are compressed with zstd and a dictionary trained on the root itself when the index is
+built in bulk (:func:`train`, stored in ``body_dicts``): knowledge files repeat the same
+frontmatter keys, headings and phrases, which a dictionary holds once for all of them. On the
+100k-episode benchmark corpus the texts take 27 % of their size this way, against 45 % with
+zlib per text, and compress four times faster. Each compressed text names its dictionary in its
+zstd frame (``0``: none, as for an index filled row by row), so texts written later with
+another dictionary, or none, read back the same.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import zlib
+import threading
+from collections.abc import Sequence
 
-LEVEL = 6  # zlib's default: level 9 saves ~1 % more for twice the time
+import zstandard
+
+LEVEL = 3  # zstd's default; level 19 saves ~14 % more for fifty times the time
+DICT_BYTES = 64 * 1024
+DICT_SAMPLES = 1000  # texts sampled to train it (~0.15 s); more samples gain under 1 %
+MIN_SAMPLES = 100  # below this, a dictionary learns too little to pay for itself
 
 
-def pack(text: str) -> bytes:
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), LEVEL)
+class Codec:
+    """Compresses texts with one dictionary (or none). Not thread-safe: one per thread."""
+
+    def __init__(self, dictionary: bytes | None = None) -> None:
+        self.dictionary = dictionary
+        self.dict_id = 0
+        if dictionary is None:
+            self._compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=False)
+        else:
+            data = zstandard.ZstdCompressionDict(dictionary)
+            data.precompute_compress(level=LEVEL)  # else every text digests it again (~90 µs)
+            self.dict_id = data.dict_id()
+            self._compressor = zstandard.ZstdCompressor(
+                level=LEVEL, dict_data=data, write_checksum=False, write_dict_id=True
+            )
+
+    def pack(self, text: str) -> bytes:
+        return self._compressor.compress(text.encode("utf-8", "surrogatepass"))
 
 
-def unpack(blob: bytes | None) -> str | None:
+def train(samples: Sequence[bytes]) -> bytes | None:
+    """A dictionary learnt from sample texts, or ``None`` when they are too few or too alike."""
+    usable: list[bytes | bytearray | memoryview] = [s for s in samples if s]
+    if len(usable) < MIN_SAMPLES:
+        return None
+    try:
+        trained = zstandard.train_dictionary(DICT_BYTES, usable, level=LEVEL)
+    except zstandard.ZstdError:
+        return None
+    return trained.as_bytes()
+
+
+_local = threading.local()
+_dictionaries: dict[int, bytes] = {}  # dictionary id -> dictionary, for every index read here
+_dict_lock = threading.Lock()
+
+
+def _decompressor(conn: sqlite3.Connection, dict_id: int) -> zstandard.ZstdDecompressor:
+    """The decompressor for frames made with dictionary ``dict_id`` (per thread, cached).
+
+    zstd picks dictionary ids at random (32 bits), so two indexes read by one process share a
+    cache entry only by a one-in-four-billion chance; the ids are kept as zstd made them.
+    """
+    cache: dict[int, zstandard.ZstdDecompressor] = _local.__dict__.setdefault("cache", {})
+    found = cache.get(dict_id)
+    if found is not None:
+        return found
+    if dict_id == 0:
+        found = zstandard.ZstdDecompressor()
+    else:
+        with _dict_lock:
+            data = _dictionaries.get(dict_id)
+        if data is None:
+            row = conn.execute("SELECT data FROM body_dicts WHERE id = ?", (dict_id,)).fetchone()
+            if row is None:
+                raise sqlite3.DatabaseError(f"no stored dictionary {dict_id} for a text")
+            data = bytes(row[0])
+            with _dict_lock:
+                _dictionaries[dict_id] = data
+        found = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(data))
+    cache[dict_id] = found
+    return found
+
+
+def unpack(conn: sqlite3.Connection, blob: bytes | None) -> str | None:
     if blob is None:
         return None
-    return zlib.decompress(blob).decode("utf-8", "surrogatepass")
+    dict_id = zstandard.get_frame_parameters(blob).dict_id
+    return _decompressor(conn, dict_id).decompress(blob).decode("utf-8", "surrogatepass")
+
+
+def save_dictionary(conn: sqlite3.Connection, dictionary: bytes | None) -> None:
+    """Make ``dictionary`` the one texts of this index are compressed with from now on."""
+    if dictionary is None:
+        return
+    codec = Codec(dictionary)
+    conn.execute(
+        "INSERT OR REPLACE INTO body_dicts (id, data) VALUES (?, ?)", (codec.dict_id, dictionary)
+    )
+
+
+def _codec(conn: sqlite3.Connection) -> Codec:
+    """The codec of the index's newest dictionary (none if it has none)."""
+    row = conn.execute("SELECT id FROM body_dicts ORDER BY rowid DESC LIMIT 1").fetchone()
+    dict_id = 0 if row is None else int(row[0])
+    codecs: dict[int, Codec] = _local.__dict__.setdefault("codecs", {})
+    codec = codecs.get(dict_id)
+    if codec is None:
+        if dict_id == 0:
+            codec = Codec()
+        else:
+            blob = conn.execute("SELECT data FROM body_dicts WHERE id = ?", (dict_id,))
+            codec = Codec(bytes(blob.fetchone()[0]))
+        codecs[dict_id] = codec
+    return codec
 
 
 def store(conn: sqlite3.Connection, file_id: int, text: str) -> None:
     """Index ``text`` as the file's words and keep it for the next delete."""
-    conn.execute("INSERT INTO bodies (id, text) VALUES (?, ?)", (file_id, pack(text)))
+    conn.execute("INSERT INTO bodies (id, text) VALUES (?, ?)", (file_id, _codec(conn).pack(text)))
     conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, text))
 
 
@@ -38,7 +138,8 @@ def forget(conn: sqlite3.Connection, file_id: int) -> None:
     if row is None:
         return  # an unreadable file: never in the text index
     conn.execute(
-        "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)", (file_id, unpack(row[0]))
+        "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)",
+        (file_id, unpack(conn, row[0])),
     )
     conn.execute("DELETE FROM bodies WHERE id = ?", (file_id,))
 
@@ -50,5 +151,5 @@ def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(f"SELECT id, text FROM bodies WHERE id IN ({marks})", chunk)
-        found.update((int(i), unpack(blob) or "") for i, blob in rows)
+        found.update((int(i), unpack(conn, blob) or "") for i, blob in rows)
     return {i: found.get(i, "") for i in ids}

@@ -28,8 +28,9 @@ from itertools import islice
 from typing import Any
 
 from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.paths import open_regular, read_all
 
-from .bodies import pack
+from .bodies import DICT_SAMPLES, Codec, save_dictionary, train
 from .folders import abs_path
 from .record import error_record, key_to_rel, read_record
 from .rows import COVER_SQL, RowParts, row_parts
@@ -51,28 +52,57 @@ DEFERRED_INDEXES = (
     " AND tbl_name IN ('files', 'cover_ids', 'cover_paths')"
 )
 
-Job = tuple[str, str, list[tuple[bytes, str | None]]]
+Job = tuple[str, str, list[tuple[bytes, str | None]], bytes | None]
 # a row's parts plus its text compressed (in the worker: compressing is parsing's cost too)
 Parts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, bytes | None]
 
 
-def _parts_of(root: str, real_root: str, key: bytes, error: str | None) -> Parts | None:
+def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | None:
+    """A compression dictionary for the texts (:mod:`index.bodies`), trained on files spread
+    evenly over ``keys``."""
+    step = max(1, len(keys) // DICT_SAMPLES)
+    samples: list[bytes] = []
+    for key in keys[::step]:
+        try:
+            fd, _ = open_regular(abs_path(root, key), real_root)
+            samples.append(read_all(fd))
+        except OSError:
+            continue
+    return train(samples)
+
+
+def _parts_of(
+    root: str, real_root: str, key: bytes, error: str | None, codec: Codec
+) -> Parts | None:
     """The row of one walked file; ``None`` when it vanished since the walk."""
     rel = key_to_rel(key)
     if error is not None:
-        return _with_packed(row_parts(error_record(key, rel, error)))
+        return _with_packed(row_parts(error_record(key, rel, error)), codec)
     record = read_record(key, rel, abs_path(root, key), real_root)
-    return None if record is None else _with_packed(row_parts(record))
+    return None if record is None else _with_packed(row_parts(record), codec)
 
 
-def _with_packed(parts: RowParts) -> Parts:
+def _with_packed(parts: RowParts, codec: Codec) -> Parts:
     text = parts[3]
-    return (*parts, None if text is None else pack(text))
+    return (*parts, None if text is None else codec.pack(text))
+
+
+_codecs: dict[bytes | None, Codec] = {}
+
+
+def _codec_of(dictionary: bytes | None) -> Codec:
+    """One codec per dictionary in this process (building one digests the dictionary)."""
+    codec = _codecs.get(dictionary)
+    if codec is None:
+        _codecs.clear()
+        codec = _codecs[dictionary] = Codec(dictionary)
+    return codec
 
 
 def _parts_of_job(job: Job) -> list[Parts | None]:
-    root, real_root, entries = job
-    return [_parts_of(root, real_root, key, error) for key, error in entries]
+    root, real_root, entries, dictionary = job
+    codec = _codec_of(dictionary)
+    return [_parts_of(root, real_root, key, error, codec) for key, error in entries]
 
 
 def parsed(
@@ -82,14 +112,18 @@ def parsed(
     errors: dict[bytes, str],
     workers: int | None = None,
     threshold: int = PARALLEL_THRESHOLD,
+    dictionary: bytes | None = None,
 ) -> Iterator[Parts | None]:
     """The rows of ``keys``, in order, parsed by forked workers when that is safe and pays
-    (``threshold`` files or more)."""
+    (``threshold`` files or more), their texts compressed with ``dictionary``."""
     entries = [(key, errors.get(key)) for key in keys]
     count = usable_cpus() if workers is None else workers
     if count <= 1 or len(entries) < threshold or not fork_is_safe():
-        return (_parts_of(root, real_root, k, e) for k, e in entries)
-    jobs = [(root, real_root, entries[i : i + CHUNK]) for i in range(0, len(entries), CHUNK)]
+        codec = _codec_of(dictionary)
+        return (_parts_of(root, real_root, k, e, codec) for k, e in entries)
+    jobs = [
+        (root, real_root, entries[i : i + CHUNK], dictionary) for i in range(0, len(entries), CHUNK)
+    ]
     return _parallel(jobs, count)
 
 
@@ -146,12 +180,15 @@ def load(
     rows: Iterable[Parts | None],
     total: int,
     progress: Progress | None = None,
+    dictionary: bytes | None = None,
 ) -> None:
-    """Fill the empty tables from ``rows`` in one transaction (see the module docstring)."""
+    """Fill the empty tables from ``rows`` (texts compressed with ``dictionary``) in one
+    transaction (see the module docstring)."""
     conn.execute("PRAGMA synchronous = OFF")  # one commit at the end; a crash rebuilds anyway
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            save_dictionary(conn, dictionary)
             _load(conn, rows, total, progress)
         except BaseException:
             conn.rollback()

@@ -208,7 +208,7 @@ class VectorStore:
         self.ensure_ready()
         now = self.clock() if due_by is None else due_by
         with self.index.reader() as conn:
-            due = [(etag, unpack(blob)) for etag, blob in conn.execute(DUE, (now, limit))]
+            due = [(etag, unpack(conn, b)) for etag, b in conn.execute(DUE, (now, limit))]
         if not due:
             return EmbedRound()
         orphans = [etag for etag, body in due if body is None]

@@ -28,7 +28,13 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from kiwifs.markdown import MAX_FRONTMATTER_BYTES, FastLoader
+from kiwifs.markdown import (
+    MAX_FRONTMATTER_BYTES,
+    FastLoader,
+    Frontmatter,
+    find_block,
+    read_frontmatter,
+)
 
 from .rules import MERGED_FROM
 from .status import MEMORY_STATUS
@@ -124,6 +130,12 @@ _RELEVANT_LINE = re.compile(
     + r"):(?:[ ]+([^\n]*?))?[ ]*(?=\n)"
 )
 _NEXT_TOP = re.compile(r"\n[A-Za-z_]")
+# Every top-level ``key: value`` or ``key:`` line, and every item start or entry in a block
+# (the whole-frontmatter reader, :func:`simple_frontmatter`).
+_TOP_LINE = re.compile(r"\n([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?:[ ]+([^\n]*?))?[ ]*(?=\n)")
+_ANY_ITEM_OR_ENTRY = re.compile(
+    r"\n[ ]*(?:-(?:[ ]+([^\n]*?))?|([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?:[ ]+([^\n]*?))?)[ ]*(?=\n)"
+)
 # In a proven block: the first line that is not blank or a comment, then item starts and the
 # entries a merged-from item is read for.
 _FIRST_CONTENT = re.compile(r"(?:\n[ ]*(?:\#[^\n]*)?(?=\n))*\n[ ]*([^ \n\#])")
@@ -176,6 +188,42 @@ def relevant_frontmatter(text: bytes) -> dict[str, Any] | None:
         return None
 
 
+def simple_frontmatter(text: bytes) -> dict[str, Any] | None:
+    """The whole frontmatter mapping of ``text`` exactly as PyYAML builds it (same values, same
+    types, same key order), or ``None`` when the text is not provably inside the subset.
+
+    A rebuild of the index needs every key (the frontmatter is stored as JSON for ``/meta``);
+    this reads the same subset as :func:`relevant_frontmatter`, without PyYAML's constructor.
+    """
+    source = _subset_source(text)
+    if source is None or _SUBSET_DOCUMENT.fullmatch(source) is None:
+        return None
+    try:
+        out: dict[str, Any] = {}
+        for match in _TOP_LINE.finditer(source):
+            key, rest = match.groups()
+            _check_key(key)
+            out[key] = _inline_value(rest) if rest else _block_after(source, match.end() + 1, True)
+        return out
+    except _Unproven:
+        return None
+
+
+def read_simple_first(data: bytes) -> tuple[Frontmatter, bool]:
+    """:func:`kiwifs.markdown.read_frontmatter` of a whole file's bytes, without PyYAML when
+    the block is inside the subset (the same answer either way), and whether it was.
+
+    A mapping read from the subset holds only text keys and strings, integers, floats,
+    booleans, nulls, lists and mappings: JSON as it is, but for NaN and the infinities.
+    """
+    block = find_block(data)
+    if block is not None and block.terminated:
+        simple = simple_frontmatter(block.yaml)
+        if simple is not None:
+            return Frontmatter(simple), True
+    return read_frontmatter(data), False
+
+
 def _subset_source(text: bytes) -> str | None:
     """A newline + the text with ``\\n`` line ends; ``None`` when a character is outside."""
     if len(text) > MAX_FRONTMATTER_BYTES:
@@ -219,29 +267,33 @@ def _relevant(source: str) -> dict[str, Any]:
     return out
 
 
-def _block_after(source: str, start: int) -> Any:
+def _block_after(source: str, start: int, every_key: bool = False) -> Any:
     """The value of a top-level ``key:`` whose block starts at offset ``start``.
 
     The grammar has proven the block's shape: a list (every line whose first character is
     ``-`` starts an item), a flat mapping, or nothing. So only item starts and the
-    ``type``/``id``/``path`` entries need reading; the other lines are skipped in C.
+    ``type``/``id``/``path`` entries need reading (the other lines are skipped in C), unless
+    ``every_key`` asks for the whole value (each key then checked to be a string).
     """
     nxt = _NEXT_TOP.search(source, start - 1)  # the block ends where a top-level key starts
     block = source[start - 1 : nxt.start() + 1 if nxt else len(source)]
     first = _FIRST_CONTENT.match(block)
     if first is None:
         return None
+    lines = _ANY_ITEM_OR_ENTRY if every_key else _ITEM_OR_ENTRY
     if first.group(1) != "-":
         mapping: dict[str, Any] = {}
-        for match in _ITEM_OR_ENTRY.finditer(block):
+        for match in lines.finditer(block):
             _, key, rest = match.groups()
             if key is None:
                 raise _Unproven  # a dash in a mapping: not what the grammar accepts
+            if every_key:
+                _check_key(key)
             mapping[key] = _inline_value(rest) if rest else None
         return mapping
     items: list[Any] = []
     current: dict[str, Any] | None = None
-    for match in _ITEM_OR_ENTRY.finditer(block):
+    for match in lines.finditer(block):
         content, key, rest = match.groups()
         if key is None:  # a dash line: a new item
             current = None
@@ -252,10 +304,12 @@ def _block_after(source: str, start: int) -> Any:
             current = {}
             items.append(current)
             key, rest = entry.groups()
-            if key not in ENTRY_KEYS:
+            if not every_key and key not in ENTRY_KEYS:
                 continue
         if current is None:
             raise _Unproven  # an entry under a scalar item: not what the grammar accepts
+        if every_key:
+            _check_key(key)
         current[key] = _inline_value(rest) if rest else None
     return items
 
