@@ -72,6 +72,16 @@ def best_of(n: int, cmd: list[str]) -> tuple[float, bytes]:
     return min(t for t, _ in runs), runs[-1][1]
 
 
+# The build's A/B switches (``--variants``): each names what it turns off.
+VARIANTS = {
+    "bulk": [],  # everything on: what `kiwifs reindex` does
+    "rows": ["--row-by-row"],  # the row-by-row path a reconcile uses
+    "pyyaml": ["--plain-frontmatter"],  # every frontmatter block through PyYAML
+    "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
+    "page4k": ["--page-size", "4096"],  # SQLite's default page size
+}
+
+
 def build(root: Path, bulk: bool = True) -> dict[str, float]:
     """Build the index from scratch in this process: ``bulk`` is the A/B switch between the
     parallel bulk rebuild (``kiwifs reindex``) and the row-by-row path a reconcile uses."""
@@ -84,30 +94,49 @@ def build(root: Path, bulk: bool = True) -> dict[str, float]:
         kb.indexing._open().checkpoint()
         seconds = time.perf_counter() - start
         size = kb.indexing._open().size_bytes()
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "seconds": round(seconds, 2),
-        "size_mb": round(size / 2**20, 1),
-        "peak_rss_mb": round(own, 1),
-        "worker_peak_rss_mb": round(workers, 1),
+        "size_mb": round(size / 1e6, 1),
+        "cpu_main_s": round(own.ru_utime + own.ru_stime, 2),
+        "cpu_workers_s": round(workers.ru_utime + workers.ru_stime, 2),
+        "peak_rss_mb": round(own.ru_maxrss / 1024, 1),
+        "worker_peak_rss_mb": round(workers.ru_maxrss / 1024, 1),
     }
 
 
-def build_ab(root: Path, rounds: int) -> dict[str, object]:
-    """Interleaved builds, each in a fresh process (so peak RSS is the build's own)."""
-    runs: dict[str, list[dict[str, float]]] = {"rows": [], "bulk": []}
+def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) -> dict[str, object]:
+    """Interleaved builds, each in a fresh process (so peak RSS is the build's own); ``base``
+    is a source tree of an older kiwifs whose bulk build runs in the same rounds."""
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    if base is not None:
+        runs["base"] = []
     for _ in range(rounds):
-        for mode in ("rows", "bulk"):
-            cmd = [PYTHON, __file__, "--build-only", mode, "--root", str(root)]
-            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+        for mode in runs:
+            if mode == "base" and base is not None:
+                cmd = [PYTHON, str(base / "bench/index.py"), "--build-only", "bulk"]
+                env = {**os.environ, "PYTHONPATH": str(base / "src")}
+            else:
+                cmd = [PYTHON, __file__, "--build-only", "bulk", *VARIANTS[mode]]
+                env = dict(os.environ)
+            cmd += ["--root", str(root)]
+            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout
             runs[mode].append(json.loads(out))
-    medians = {m: statistics.median(r["seconds"] for r in runs[m]) for m in runs}
-    return {
-        "runs": runs,
-        "median_s": medians,
-        "gain": round(medians["rows"] / medians["bulk"], 2),
-    }
+    medians = {m: {k: statistics.median(r[k] for r in runs[m]) for k in runs[m][0]} for m in runs}
+    return {"runs": runs, "medians": medians}
+
+
+def switches(args: argparse.Namespace) -> None:
+    """Turn off what the variant's flags name (module constants the build reads)."""
+    from kiwifs.index import bodies, db, record
+
+    if args.plain_frontmatter:
+        record.SIMPLE_FRONTMATTER = False
+    if args.no_dictionary:
+        bodies.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
+    if args.page_size:
+        db.PAGE_SIZE = args.page_size
 
 
 def free_port() -> int:
@@ -212,17 +241,30 @@ def main() -> None:
     ap.add_argument("--build-rounds", type=int, default=1, help="interleaved A/B builds")
     ap.add_argument("--only-search", action="store_true", help="measure search and stop")
     ap.add_argument("--only-build", action="store_true", help="measure the builds and stop")
+    ap.add_argument(
+        "--variants",
+        default="rows,bulk",
+        help=f"builds to interleave, of {','.join(VARIANTS)}",
+    )
+    ap.add_argument("--base", type=Path, help="source tree of an older kiwifs to build too")
     ap.add_argument("--build-only", choices=("rows", "bulk"), help=argparse.SUPPRESS)
+    ap.add_argument("--row-by-row", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:
-        print(json.dumps(build(args.root, bulk=args.build_only == "bulk")))
+        switches(args)
+        bulk = args.build_only == "bulk" and not args.row_by_row
+        print(json.dumps(build(args.root, bulk=bulk)))
         return
     root = corpus(args.episodes, args.seed)
     out: dict[str, object] = {"corpus": str(root), "episodes": args.episodes}
 
     if not args.skip_build or not (root / ".kiwi/state/index.db").exists():
-        out["build"] = build_ab(root, args.build_rounds)
+        variants = args.variants.split(",")
+        out["build"] = build_ab(root, args.build_rounds, variants, args.base)
     if args.only_build:
         print(json.dumps(out, indent=2))
         return

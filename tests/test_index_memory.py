@@ -30,6 +30,9 @@ PATHS = [
     "episodes/A/z.md",
     "episodes/a/y.md",
     "episodes/2024/run-1.md",
+    'episodes/q"uote.md',  # entries JSON escapes: stored, not derived by the query
+    "episodes/back\\slash.md",
+    "episodes/caf\u00e9 \u65e5.md",
     "inbox/x.md",
     "concepts/c.md",
     "concepts/d.md",

@@ -88,7 +88,7 @@ CREATE TABLE files (
     + """) STORED,
     scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
 );
-CREATE INDEX files_class ON files(kind_class, key, covered, superseded, entry);
+CREATE INDEX files_class ON files(kind_class, key, covered, superseded);
 CREATE INDEX files_parent ON files(parent, sig, key);
 CREATE INDEX files_noid ON files(kind_class, key)
     WHERE episode_id = '' AND covered = 0 AND superseded = 0;

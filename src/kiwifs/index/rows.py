@@ -20,7 +20,7 @@ from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
 from .bodies import forget, store
 from .record import FileRecord, db_text, parent_key, path_key
-from .report import entry_text
+from .report import stored_entry
 
 FULL_COVER_UPDATE = 2000  # touched ids and paths above which all of ``covered`` is recomputed
 
@@ -126,7 +126,7 @@ def row_parts(record: FileRecord) -> RowParts:
     f = record.facts
     ident = f.episode_id.strip()
     kclass = kind_class(f.memory_kind, f.unreadable)
-    entry = entry_text(f.path, f.episode_id, f.memory_kind) if kclass != NEVER else None
+    entry = stored_entry(f.path, f.episode_id, f.memory_kind) if kclass != NEVER else None
     values = (
         record.key,
         parent_key(record.key),
@@ -145,7 +145,7 @@ def row_parts(record: FileRecord) -> RowParts:
         json.dumps(f.path_keys),
         json.dumps(f.warnings) if f.warnings else None,
         int(f.unreadable),
-        None if entry is None else db_text(entry),
+        entry,
         record.created,
     )
     idents = sorted({db_text(i) for i in cover_idents(f.id_keys)}, key=_sort_text)
