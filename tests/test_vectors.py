@@ -409,3 +409,34 @@ def test_nothing_is_dropped_while_the_embedder_is_down(
 
 
 RETRY_AFTER = 5.0
+
+
+def vector_indexes(root: Path) -> set[str]:
+    conn = sqlite3.connect(root / ".kiwi/state/index.db")
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_schema WHERE name LIKE 'files_%'")
+        return {r[0] for r in rows} & {"files_etag", "files_recall", "files_scope"}
+    finally:
+        conn.close()
+
+
+def test_the_vector_side_indexes_exist_only_while_vectors_are_on(
+    make_root: MakeRoot, model: Path
+) -> None:
+    root = make_root({"a.md": page("kiwi bird", scope="s"), "b.md": "the kiwi fruit"})
+    with Knowledge.open(root) as kb:
+        kb.search("kiwi")
+    assert vector_indexes(root) == set()  # a root that does not embed does not pay for them
+    (root / ".kiwi/config.toml").write_text(local_config(model))
+    with Knowledge.open(root) as kb:
+        assert paths(kb.semantic_search("bird", scope="s")) == ["a.md"]
+        assert vector_indexes(root) == {"files_etag", "files_recall", "files_scope"}
+        kb.reindex()  # a rebuild keeps the vectors, and so their indexes
+        assert vector_indexes(root) == {"files_etag", "files_recall", "files_scope"}
+        assert paths(kb.semantic_search("bird", scope="s")) == ["a.md"]
+    (root / ".kiwi/config.toml").unlink()
+    with Knowledge.open(root) as kb:
+        kb.search("kiwi")
+        with pytest.raises(Unavailable):
+            kb.semantic_search("kiwi")
+    assert vector_indexes(root) == set()

@@ -43,7 +43,7 @@ from .record import (
 )
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
-from .vectorschema import VECTOR_SCHEMA
+from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
 from .walk import FolderWalk, PendingWalk, start_walk
 
 SCHEMA_VERSION = 9
@@ -109,9 +109,6 @@ CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5(
     body, content = '', tokenize = 'porter unicode61 remove_diacritics 1'
 );
-CREATE INDEX files_etag ON files(etag);
-CREATE INDEX files_recall ON files(superseded, unreadable, etag, id);
-CREATE INDEX files_scope ON files(scope, superseded, unreadable, etag, id) WHERE scope IS NOT NULL;
 """
     + VECTOR_SCHEMA
 )
@@ -602,5 +599,7 @@ def _recreate(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.executescript(TIMELINE_SCHEMA)
+    if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
+        add_vector_indexes(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.commit()

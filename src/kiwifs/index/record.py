@@ -176,10 +176,13 @@ def frontmatter_json(data: dict[Any, Any], simple: bool = False) -> str:
     :func:`json_safe` makes would be the same, and is most of the cost."""
     if simple:
         try:
-            return json.dumps(data, ensure_ascii=False, allow_nan=False)
+            return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=_COMPACT)
         except ValueError:
             pass  # NaN or an infinity: json_safe writes its text
-    return json.dumps(json_safe(data), ensure_ascii=False, allow_nan=False)
+    return json.dumps(json_safe(data), ensure_ascii=False, allow_nan=False, separators=_COMPACT)
+
+
+_COMPACT = (",", ":")  # no spaces: 7 % of the stored JSON, which only SQL and json.loads read
 
 
 def created_time(value: Any) -> float | None:

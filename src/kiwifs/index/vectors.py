@@ -27,7 +27,13 @@ from .bodies import unpack
 from .chunking import Chunk, chunk_text
 from .db import Index, Progress
 from .embedders import Embedder, _numpy
-from .vectorschema import BUMP_VERSION, QUEUE_MISSING
+from .vectorschema import (
+    BUMP_VERSION,
+    QUEUE_MISSING,
+    add_vector_indexes,
+    drop_vector_indexes,
+    has_vector_indexes,
+)
 
 if TYPE_CHECKING:
     from .embedders import Matrix
@@ -110,6 +116,7 @@ def disable(index: Index) -> None:
     with index.transaction() as conn:
         conn.execute("UPDATE vec_meta SET value = '0' WHERE key = 'enabled'")
         conn.execute("DELETE FROM vec_queue")
+        drop_vector_indexes(conn)
 
 
 class VectorStore:
@@ -134,9 +141,11 @@ class VectorStore:
         """Make the database hold vectors of this embedder, queueing whatever lacks them."""
         with self.index.reader() as conn:
             found = dict(conn.execute("SELECT key, value FROM vec_meta"))
-        if found.get("identity") == self.identity and found.get("enabled") == "1":
+            indexed = has_vector_indexes(conn)
+        if found.get("identity") == self.identity and found.get("enabled") == "1" and indexed:
             return
         with self.index.transaction() as conn:
+            add_vector_indexes(conn)
             found = dict(conn.execute("SELECT key, value FROM vec_meta"))
             if found.get("identity") != self.identity:
                 _wipe(conn)

@@ -25,6 +25,8 @@ out-of-band edit, a rebuild — queues its embedding without knowing vectors exi
 
 from __future__ import annotations
 
+import sqlite3
+
 VECTOR_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec_chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -62,6 +64,35 @@ BEGIN
         AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
 END;
 """
+
+# Indexes of the file rows that only the vector side reads (the queue's joins by content, the
+# semantic candidates by filter): made when vectors are switched on, dropped when they are
+# switched off; 11 MB of a 100k-episode index that does not embed.
+VECTOR_FILE_INDEXES = {
+    "files_etag": "CREATE INDEX IF NOT EXISTS files_etag ON files(etag)",
+    "files_recall": "CREATE INDEX IF NOT EXISTS files_recall"
+    " ON files(superseded, unreadable, etag, id)",
+    "files_scope": "CREATE INDEX IF NOT EXISTS files_scope"
+    " ON files(scope, superseded, unreadable, etag, id) WHERE scope IS NOT NULL",
+}
+VECTORS_ENABLED = "SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1'"
+
+
+def add_vector_indexes(conn: sqlite3.Connection) -> None:
+    for sql in VECTOR_FILE_INDEXES.values():
+        conn.execute(sql)
+
+
+def drop_vector_indexes(conn: sqlite3.Connection) -> None:
+    for name in VECTOR_FILE_INDEXES:
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def has_vector_indexes(conn: sqlite3.Connection) -> bool:
+    marks = ",".join("?" * len(VECTOR_FILE_INDEXES))
+    sql = f"SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN ({marks})"
+    return bool(conn.execute(sql, tuple(VECTOR_FILE_INDEXES)).fetchone()[0] == 3)
+
 
 # Queue every readable file's content that has no vectors yet (vectors switched on, a new model).
 QUEUE_MISSING = (
