@@ -89,10 +89,10 @@ CREATE TABLE files (
     scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
 );
 CREATE INDEX files_class ON files(kind_class, key, covered, superseded);
-CREATE INDEX files_parent ON files(parent, sig, key);
+CREATE INDEX files_parent ON files(parent, sig);
 CREATE INDEX files_noid ON files(kind_class, key)
     WHERE episode_id = '' AND covered = 0 AND superseded = 0;
-CREATE INDEX files_eid ON files(eid, kind_class, key) WHERE eid IS NOT NULL;
+CREATE INDEX files_eid ON files(eid, kind_class) WHERE eid IS NOT NULL;
 CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
 CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
 CREATE INDEX files_age ON files(kind_class, covered, created, key) WHERE created IS NOT NULL;
