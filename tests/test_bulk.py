@@ -7,6 +7,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+import zstandard
+
+from kiwifs.index import bodies
 from kiwifs.index.bulk import parsed
 from kiwifs.index.db import Index
 from kiwifs.index.walk import start_walk
@@ -28,7 +31,6 @@ TABLES = {
     "files": "SELECT * FROM files ORDER BY id",
     "cover_ids": "SELECT ident, file_id FROM cover_ids ORDER BY 1, 2",
     "cover_paths": "SELECT target, file_id FROM cover_paths ORDER BY 1, 2",
-    "bodies": "SELECT id, text FROM bodies ORDER BY id",
     "words": "SELECT rowid FROM fts WHERE fts MATCH 'beta OR merged OR searchable' ORDER BY rowid",
     "dirs": "SELECT * FROM dirs ORDER BY key",
     "indexes": "SELECT name, sql FROM sqlite_schema WHERE type = 'index' ORDER BY name",
@@ -38,7 +40,10 @@ TABLES = {
 def tables(db: Path) -> dict[str, list[object]]:
     conn = sqlite3.connect(db)
     try:
-        return {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
+        found = {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
+        ids = [r[0] for r in conn.execute("SELECT id FROM bodies ORDER BY id")]
+        found["bodies"] = sorted(bodies.texts(conn, ids).items())  # the texts, not the bytes
+        return found
     finally:
         conn.close()
 
@@ -85,3 +90,36 @@ def test_reindex_progress_reaches_the_total(make_root: Callable[..., Path]) -> N
     finally:
         index.close()
     assert seen[-1] == (8, 8)
+
+
+def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly(
+    make_root: Callable[..., Path],
+) -> None:
+    files = {
+        f"episodes/{i:03}.md": f"---\nmemory_kind: episodic\nepisode_id: ep-{i}\ntags: [a, b]\n"
+        f"---\n# Run {i}\n\nThe deploy of run {i} timed out; retried. caf\u00e9 {i * 7}\n"
+        for i in range(300)
+    }
+    root = make_root(files)
+    db = root.parent / "dict.db"
+    index = Index(root, db)
+    try:
+        assert index.rebuild(workers=1) == 300
+        with index.reader() as conn:
+            (dict_id,) = conn.execute("SELECT id FROM body_dicts").fetchone()
+            blob = conn.execute("SELECT text FROM bodies WHERE id = 1").fetchone()[0]
+            assert zstandard.get_frame_parameters(blob).dict_id == dict_id != 0
+            stored = bodies.texts(conn, list(range(1, 301)))
+        assert sorted(stored.values()) == sorted(files.values())
+        # a later write is compressed with the same dictionary; the old words are deleted
+        (root / "episodes/007.md").write_text("---\nmemory_kind: episodic\n---\nkiwi only\n")
+        index.refresh(["episodes/007.md"])
+        with index.reader() as conn:
+            words = "SELECT count(*) FROM fts WHERE fts MATCH ?"
+            assert conn.execute(words, ("kiwi",)).fetchone()[0] == 1
+            assert conn.execute(words, ("deploy",)).fetchone()[0] == 299
+            row = conn.execute("SELECT id FROM files WHERE path = 'episodes/007.md'")
+            (file_id,) = row.fetchone()
+            assert bodies.texts(conn, [file_id])[file_id].endswith("kiwi only\n")
+    finally:
+        index.close()

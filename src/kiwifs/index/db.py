@@ -2,7 +2,7 @@
 
 One database per root (``.kiwi/state/index.db``, WAL). It holds, per file, the stat signature,
 ETag, frontmatter as JSON, the full text in a contentless FTS5 table with the text itself stored
-once, zlib-compressed, in ``bodies`` (:mod:`index.bodies`: a rewritten or deleted file really
+once, compressed, in ``bodies`` (:mod:`index.bodies`: a rewritten or deleted file really
 loses its old words, unlike KiwiFS's, because its old text is there to delete) and the memory
 facts, with the ``merged-from``
 keys split into two lookup tables so that "is this episode covered?" is kept in a ``covered``

@@ -1,7 +1,8 @@
 """How one file becomes rows of the index, and how ``covered`` is kept true as rows change.
 
-A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory facts and its report
-entry as printed; whether it was forgotten is the generated column ``superseded``), its words in
+A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory facts and, when the
+query cannot write it from the row, its report entry as printed (:func:`report.stored_entry`);
+whether it was forgotten is the generated column ``superseded``), its words in
 ``fts``, its text in ``bodies`` (:mod:`index.bodies`), and its ``merged-from`` keys in
 ``cover_ids`` (episode ids) and ``cover_paths`` (paths). ``files.covered`` says "some
 merged-from cites this episode"; every change records which ids and paths it touched
