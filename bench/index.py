@@ -114,8 +114,8 @@ def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) ->
         runs["base"] = []
     for _ in range(rounds):
         for mode in runs:
-            if mode == "base" and base is not None:
-                cmd = [PYTHON, str(base / "bench/index.py"), "--build-only", "bulk"]
+            if mode == "base" and base is not None:  # this benchmark, running the old code
+                cmd = [PYTHON, __file__, "--build-only", "bulk"]
                 env = {**os.environ, "PYTHONPATH": str(base / "src")}
             else:
                 cmd = [PYTHON, __file__, "--build-only", "bulk", *VARIANTS[mode]]

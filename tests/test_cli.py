@@ -413,3 +413,16 @@ def test_merge_into_broken_frontmatter_fails_and_leaves_the_file(tmp_path: Path)
     assert out.stderr.startswith("error: ")
     assert len(out.stderr.strip().splitlines()) == 1
     assert (root / "p.md").read_bytes() == content
+
+
+def test_the_reindex_bar_starts_no_thread_so_the_rebuild_can_fork() -> None:
+    import threading
+
+    from kiwifs.cli import _advance, progress_bar
+
+    before = threading.active_count()
+    with progress_bar() as bar:
+        task = bar.add_task("indexing", total=None, rate="")
+        _advance(bar, task, 10, 20, "files")
+        assert threading.active_count() == before  # no refresh thread: fork_is_safe holds
+        assert bar.tasks[0].completed == 10

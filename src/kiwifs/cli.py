@@ -563,19 +563,13 @@ def brief(
     click.echo(render_brief(pack), nl=False)
 
 
-def _advance(bar: Any, task: Any, done: int, total: int, unit: str) -> None:
-    """Move a progress bar and show its rate (rich computes the speed and the ETA)."""
-    bar.update(task, completed=done, total=total)
-    speed = next(t.speed for t in bar.tasks if t.id == task)
-    bar.update(task, rate=f"{speed:,.0f} {unit}/s" if speed else "")
+def progress_bar() -> Any:
+    """``reindex``'s bar: done/total, rate, elapsed time and ETA, on stderr.
 
-
-@cli.command()
-@root_option()
-@click.option("--fts-only", is_flag=True, help="Rebuild the text index only; keep the vectors.")
-@click.option("--vector", "vector_only", is_flag=True, help="Re-embed every page only.")
-def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
-    """Rebuild the search and memory index from the files, and the vectors when enabled."""
+    Redrawn by :func:`_advance`, by the thread doing the work: rich's own refresh thread would
+    make the process threaded, and a threaded process does not fork the rebuild's parsers
+    (:func:`kiwifs.forking.fork_is_safe`); ``reindex`` then parsed in one process.
+    """
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -586,21 +580,39 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
         TimeRemainingColumn,
     )
 
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        auto_refresh=False,
+    )
+
+
+def _advance(bar: Any, task: Any, done: int, total: int, unit: str) -> None:
+    """Move a progress bar, show its rate (rich computes the speed and the ETA), redraw it."""
+    bar.update(task, completed=done, total=total)
+    speed = next(t.speed for t in bar.tasks if t.id == task)
+    bar.update(task, rate=f"{speed:,.0f} {unit}/s" if speed else "")
+    bar.refresh()
+
+
+@cli.command()
+@root_option()
+@click.option("--fts-only", is_flag=True, help="Rebuild the text index only; keep the vectors.")
+@click.option("--vector", "vector_only", is_flag=True, help="Re-embed every page only.")
+def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
+    """Rebuild the search and memory index from the files, and the vectors when enabled."""
     if fts_only and vector_only:
         raise click.UsageError("--fts-only and --vector exclude each other")
     with Knowledge.open(root) as kb:
         vectors = kb.config.search.vector.enabled and not fts_only
         kb.prepare_vectors()  # a bad model fails here, before anything is rebuilt
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-        ) as bar:
+        with progress_bar() as bar:
             if not vector_only:
                 task = bar.add_task("indexing", total=None, rate="")
                 count = kb.reindex(lambda done, total: _advance(bar, task, done, total, "files"))
