@@ -14,6 +14,11 @@ from typing import Any
 SUBSCRIBER_BUFFER = 256
 MAX_SUBSCRIBERS = 256
 
+# Not a change of files: the background memory check stored a new result. The web dashboard
+# listens for it to redraw its problems; the API's event stream, a list of file changes, leaves
+# it out (:func:`is_file_change`).
+CHECK_STORED = "check"
+
 
 @dataclass(frozen=True)
 class Event:
@@ -39,6 +44,12 @@ class Event:
         if self.extra:
             out["extra"] = self.extra
         return out
+
+
+def is_file_change(event: Event) -> bool:
+    """True for the events of a mutation (``write``, ``delete``, ``bulk``, ``rename``,
+    ``merge``), False for the server's own notices such as :data:`CHECK_STORED`."""
+    return event.op != CHECK_STORED
 
 
 class Subscription:

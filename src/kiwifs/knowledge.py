@@ -20,7 +20,8 @@ from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
 from .errors import Conflict, InvalidPath, KiwiError, Locked, NotFound, RootNotFound, UsageError
-from .events import EventBus
+from .events import CHECK_STORED, Event, EventBus
+from .index.checkcache import CheckKeeper
 from .index.db import ReconcileStats
 from .index.filters import RecallFilter, parse_modified_after
 from .index.hybrid import HybridHit, HybridResults
@@ -42,10 +43,11 @@ from .memory.brief import (
     check_brief_args,
     pack,
 )
-from .memory.check import MemoryCheck, build_check
+from .memory.check import FirstAdded, MemoryCheck, build_check
 from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter
 from .memory.lineage import Lineage
 from .memory.overview import Overview, QueueItem, QueuePage
+from .memory.problems import Problem, problems_of
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.queue import ClaimBatch
 from .memory.rules import (
@@ -581,14 +583,32 @@ class Knowledge:
         """Integrity of consolidation (docs/memory.md): dangling ``merged-from`` entries,
         duplicate episode ids, double merges, the oldest unmerged episode, coverage per folder
         and per day. From the index when it answers reports, else by reading the files."""
+        return self._check(self.episodes_prefix(prefix), use_index, self._first_added)
+
+    def _check(self, prefix: str, use_index: bool, first_added: FirstAdded) -> MemoryCheck:
         from .index.check import scan_rows
 
-        prefix = self.episodes_prefix(prefix)
         rows = self.indexing.check_rows(prefix) if use_index else None
         episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
-        return build_check(
-            prefix, episodes, pages, existing.__contains__, self._first_added, time.time()
-        )
+        return build_check(prefix, episodes, pages, existing.__contains__, first_added, time.time())
+
+    def _problems_now(self) -> tuple[str, list[Problem]]:
+        """The check's problems for the configured prefix (what the dashboard caches). The
+        oldest episode's first commit is not looked up: the problems do not depend on it."""
+        prefix = self.episodes_prefix()
+        return prefix, problems_of(self._check(prefix, True, lambda _: {}))
+
+    def _checker(self) -> CheckKeeper:
+        return self.indexing.checker(self._problems_now, self._announce_check)
+
+    def _announce_check(self) -> None:
+        self.events.publish(Event(CHECK_STORED))
+
+    def start_checking(self) -> None:
+        """Keep the check behind :meth:`overview`'s problems current in the background (a
+        server): run again after files change, stored in the index, never on a request."""
+        self._checker()
+        self.indexing.start_checking()
 
     def _first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
         if self.git is None:
@@ -759,7 +779,9 @@ class Knowledge:
         oldest unmerged episode, superseded episodes and the history per day.
 
         The history is replayed from git into the index (only commits not replayed yet): in the
-        background when :meth:`start_timeline` runs, else here, before answering.
+        background when :meth:`start_timeline` runs, else here, before answering. The problems
+        of ``memory check`` are the last stored result (for the configured prefix only): kept by
+        the background loop of :meth:`start_checking`, else checked here when files changed.
         """
         prefix = self.episodes_prefix(prefix)
         head = self.git.head() if self.git is not None else None
@@ -768,7 +790,12 @@ class Knowledge:
             self.indexing.refresh_timeline(prefix)
             head = self.git.head() if self.git is not None else None
         found = self.indexing.overview(prefix, head, time.time())
-        return dataclasses.replace(found, claimed=self._claimed_count(prefix))
+        problems = None
+        if prefix == self.episodes_prefix():
+            self._checker()
+            self.indexing.refresh_check()  # only without the background loop (not a server)
+            problems = self.indexing.check_state(prefix)
+        return dataclasses.replace(found, claimed=self._claimed_count(prefix), problems=problems)
 
     def _claimed_count(self, prefix: str) -> int:
         """Unmerged episodes held by a live claim (the report's ``claimed_count``)."""

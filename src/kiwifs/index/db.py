@@ -46,7 +46,7 @@ from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -132,6 +132,19 @@ CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value TEXT NOT N
 """
 TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
 
+# The last ``memory check`` (index/checkcache.py): its problems, one row each, and when it ran.
+# Derived from the file rows by a background loop, never on a request.
+CHECK_SCHEMA = """
+CREATE TABLE IF NOT EXISTS check_problems (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    message TEXT NOT NULL,
+    related TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS check_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+"""
+
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
 RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
 
@@ -207,6 +220,9 @@ class Index:
         self._all_readers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self.generation = 0  # bumped by every commit made through this object
+        # bumped only when the file rows may have changed (not by the side tables: timeline,
+        # vectors, check cache), so that work derived from the rows knows when to run again
+        self.rows_generation = 0
         self._echo: dict[str, str] = {}
         self._writer = self._open_writer()
         self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
@@ -298,17 +314,19 @@ class Index:
             self.close()
             self._remove_files()
             self.generation += 1
+            self.rows_generation += 1
             self._writer = self._open_writer()
             self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
 
     # -- writing ----------------------------------------------------------------------------
 
     def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """A write transaction on the writer connection (for tables kept beside the file rows)."""
-        return self._transaction()
+        """A write transaction on the writer connection (for tables kept beside the file rows:
+        it moves :attr:`generation`, not :attr:`rows_generation`)."""
+        return self._transaction(rows=False)
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, rows: bool = True) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
@@ -319,6 +337,7 @@ class Index:
                 raise
             conn.commit()
             self.generation += 1
+            self.rows_generation += rows
 
     def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
         """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""
@@ -348,6 +367,7 @@ class Index:
             self._echo.clear()
             _recreate(self._writer)
             self.generation += 1
+            self.rows_generation += 1
             if bulk:
                 self._bulk_load(keys, walked.state, progress, workers)
         if not bulk:
@@ -444,13 +464,14 @@ class Index:
         rows = parsed(root, self.real_root, keys, walked.errors, workers, dictionary=dictionary)
         load(self._writer, rows, len(keys), progress, dictionary)
         self.generation += 1
+        self.rows_generation += 1
 
     def _store_digests(self, walked: FolderWalk, gone: Iterable[bytes]) -> None:
         """Record what the changed folders looked like when their rows were made to match.
 
         A folder with a racy row (``sig`` NULL) gets no digest, so it is compared again.
         """
-        with self._transaction() as conn:
+        with self._transaction(rows=False) as conn:
             conn.executemany("DELETE FROM dirs WHERE key = ?", ((k,) for k in gone))
             rows = []
             for folder in walked.changed:

@@ -31,14 +31,15 @@ from kiwifs.errors import Busy
 from kiwifs.memory.check import EpisodeRow, PageRow
 from kiwifs.memory.lineage import Lineage
 from kiwifs.memory.overview import Overview, QueuePage
+from kiwifs.memory.problems import NOT_YET, CheckState
 from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
 
 from . import check as indexed_check
+from . import checkcache, search
 from . import lineage as indexed_lineage
 from . import meta as meta_query
 from . import overview as indexed_overview
 from . import report as indexed_report
-from . import search
 from . import tasks as indexed_tasks
 from . import timeline as indexed_timeline
 from . import vectors as vector_store
@@ -91,6 +92,7 @@ class IndexKeeper:
         self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
         self._timeline: Timeline | None = None
         self._timeline_keeper: TimelineKeeper | None = None
+        self._checker: checkcache.CheckKeeper | None = None
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class IndexKeeper:
     def close(self) -> None:
         self.stop_watching()
         self.stop_timeline()
+        self.stop_checking()
         with self._lock:
             if self._timeline is not None:
                 self._timeline.close()
@@ -159,6 +162,23 @@ class IndexKeeper:
         recall = self._recall
         if recall is not None:
             recall.wake()
+        self._rows_moved()
+
+    def _rows_moved(self) -> None:
+        """Wake the loops whose work is derived from the file rows (the background check); each
+        looks whether the rows really changed before doing anything."""
+        checker = self._checker
+        if checker is not None and checker.running:
+            checker.wake()
+
+    def _then_rows_moved(self, action: Callable[..., T]) -> Callable[..., T]:
+        def run(*args: object) -> T:
+            try:
+                return action(*args)
+            finally:
+                self._rows_moved()
+
+        return run
 
     def _guarded(self, action: Callable[[Index], T]) -> T:
         """Run ``action`` on a current index; on corruption reset, refill and retry once.
@@ -222,6 +242,7 @@ class IndexKeeper:
             if recall is not None:
                 refresh, reconcile = recall.waking(refresh), recall.waking(reconcile)
                 recall.start_worker()
+            refresh, reconcile = self._then_rows_moved(refresh), self._then_rows_moved(reconcile)
             self._watcher = Watcher(self.root, refresh, reconcile, period)
             self._watcher.start()
 
@@ -428,6 +449,49 @@ class IndexKeeper:
     @property
     def timeline_keeper(self) -> TimelineKeeper | None:
         return self._timeline_keeper
+
+    # -- the background memory check ---------------------------------------------------------
+
+    def checker(
+        self, compute: checkcache.Compute, announce: Callable[[], None]
+    ) -> checkcache.CheckKeeper:
+        """The root's check keeper (made on first use; its thread runs after
+        :meth:`start_checking`, else :meth:`refresh_check` runs it in the caller's thread)."""
+        with self._lock:
+            if self._checker is None:
+                self._checker = checkcache.CheckKeeper(self._open, compute, announce)
+            return self._checker
+
+    def start_checking(self) -> None:
+        with self._lock:
+            if self._checker is not None:
+                self._checker.start()
+
+    def stop_checking(self) -> None:
+        checker = self._checker
+        if checker is not None:
+            checker.stop()
+
+    def refresh_check(self) -> None:
+        """Run the check now if the rows changed since it last ran, unless the background loop
+        keeps it (then a request never waits for it)."""
+        checker = self._checker
+        if checker is None or checker.running:
+            return
+        checker.run_once()
+
+    def check_state(self, prefix: str) -> CheckState:
+        """The stored check for ``prefix``, or :data:`NOT_YET` while none is stored."""
+        checker = self._checker
+
+        def run(index: Index) -> CheckState:
+            # without the loop the check ran in this very call (refresh_check): current
+            current = checker is not None and (checker.current or not checker.running)
+            with index.reader() as conn:
+                found = checkcache.read_state(conn, prefix, current)
+            return NOT_YET if found is None else found
+
+        return self._guarded(run)
 
     def overview(self, prefix: str, head: str | None, now: float) -> Overview:
         """The dashboard's facts; cached per index generation while a watcher keeps it current

@@ -12,6 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from .problems import CheckState
 from .rules import EpisodicFile, coverage_share
 from .timeline import TimelinePoint
 
@@ -75,8 +76,9 @@ class Overview:
     ``episodic`` and ``unmerged`` are the sums over :attr:`folders`, which partition the same
     episodes the report counts.
 
-    ``claimed`` and ``problems`` are ``None`` until the root can answer them (a claims store,
-    ``memory check``); a viewer shows those parts only when they are not ``None``.
+    ``claimed`` is ``None`` until the root can answer it (a claims store); ``problems`` is the
+    last stored ``memory check`` (``None`` for a prefix other than the configured one, which the
+    check is not kept for). A viewer shows those parts only when they are not ``None``.
     """
 
     prefix: str
@@ -89,7 +91,7 @@ class Overview:
     timeline_current: bool  # False while commits newer than the last point are being replayed
     computed_at: float
     claimed: int | None = None
-    problems: tuple[str, ...] | None = None
+    problems: CheckState | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -118,7 +120,7 @@ class Overview:
         if self.claimed is not None:
             out["claimed_count"] = self.claimed
         if self.problems is not None:
-            out["problems"] = list(self.problems)
+            out["check"] = self.problems.to_json()
         return out
 
 

@@ -21,6 +21,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.errors import KiwiError, UsageError
+from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 from kiwifs.pipeline import etag_list
@@ -96,6 +97,7 @@ def create_app(
         await run(kb.start_watching)
         if web:
             await run(kb.start_timeline)
+            await run(kb.start_checking)
         try:
             yield
         finally:
@@ -601,4 +603,4 @@ def _claim_routes(api: APIRouter, kb: Knowledge) -> None:
 def _event_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/events", responses=success("text/event-stream"))
     async def events(request: Request) -> StreamingResponse:
-        return event_stream(request, kb.events, lambda event: event.op)
+        return event_stream(request, kb.events, lambda event: event.op, is_file_change)

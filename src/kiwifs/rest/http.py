@@ -258,10 +258,14 @@ def optional_int(name: str, value: str | None) -> int | None:
 
 
 def event_stream(
-    request: Request, bus: EventBus, name_of: Callable[[Event], str]
+    request: Request,
+    bus: EventBus,
+    name_of: Callable[[Event], str],
+    keep: Callable[[Event], bool] = lambda _: True,
 ) -> StreamingResponse:
-    """Server-sent events: one ``event: <name_of(e)>`` with the event's JSON per change, a
-    keep-alive comment every 15 s, until the client goes away (503 when the bus is full)."""
+    """Server-sent events: one ``event: <name_of(e)>`` with the event's JSON per change that
+    ``keep`` keeps, a keep-alive comment every 15 s, until the client goes away (503 when the bus
+    is full)."""
     try:
         sub = bus.subscribe()
     except OverflowError:
@@ -280,6 +284,8 @@ def event_stream(
                         yield b":keep-alive\n\n"
                     continue
                 idle = 0.0
+                if not keep(event):
+                    continue
                 data = json.dumps(event.to_json(), ensure_ascii=False)
                 yield f"event: {name_of(event)}\ndata: {data}\n\n".encode()
         except asyncio.CancelledError:

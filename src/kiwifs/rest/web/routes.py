@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs import __version__
 from kiwifs.errors import InvalidQuery, KiwiError, NotFound, UsageError
+from kiwifs.events import CHECK_STORED, Event
 from kiwifs.index.record import json_safe
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
@@ -203,7 +204,7 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
 
     @app.get("/ui/events", dependencies=[Depends(auth.fragment)])
     async def events(request: Request) -> Response:
-        return event_stream(request, kb.events, lambda _: "change")
+        return event_stream(request, kb.events, event_name)
 
     @app.get("/warnings", dependencies=page)
     async def warnings(request: Request) -> HTMLResponse:
@@ -283,6 +284,12 @@ def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
             rev_to=rev_to,
             lines=render.diff_lines(text),
         )
+
+
+def event_name(event: Event) -> str:
+    """The dashboard's two kinds of event: ``check`` (a new stored check result: redraw the
+    problems) and ``change`` (anything else: redraw the numbers)."""
+    return CHECK_STORED if event.op == CHECK_STORED else "change"
 
 
 def page_number(value: str | None) -> int:

@@ -1,5 +1,6 @@
-// The dashboard's live update: on every change event from /ui/events, fetch the numbers from
-// /ui/overview.json and redraw them in place. Text only (textContent), never HTML.
+// The dashboard's live update: on every change event from /ui/events (a file changed, or the
+// background memory check stored a new result), fetch the numbers from /ui/overview.json and
+// redraw them in place. Text only (textContent), never HTML.
 (function () {
   "use strict";
   var cards = document.querySelector("[data-live]");
@@ -69,6 +70,49 @@
     setText("oldest-source", oldest.age_from);
   }
 
+  function fileLink(path, className) {
+    var link = document.createElement("a");
+    link.className = className;
+    link.href = "/file/" + path.split("/").map(encodeURIComponent).join("/");
+    link.textContent = path;
+    return link;
+  }
+
+  function checkStatus(check) {
+    if (!check.ready) { return "The first check is still running: its problems appear here when it ends."; }
+    return "Found by memory check at " + check.computed_at +
+      (check.current ? "" : "; files changed since, checking again") + ".";
+  }
+
+  function drawCheck(check) {
+    var box = document.getElementById("problems");
+    if (!box || !check) { return; }
+    box.setAttribute("data-state", check.ready ? "ready" : "pending");
+    setText("problem-count", check.ready ? String(check.total) : "\u2026");
+    setText("check-status", checkStatus(check));
+    var table = document.getElementById("problem-list");
+    var rows = check.shown.map(function (p) {
+      var tr = document.createElement("tr");
+      cell(tr, p.kind, false).className = "kind";
+      var where = document.createElement("td");
+      where.appendChild(fileLink(p.path, "problem-path"));
+      p.related.forEach(function (r) {
+        where.appendChild(document.createElement("br"));
+        where.appendChild(fileLink(r, "problem-related"));
+      });
+      tr.appendChild(where);
+      cell(tr, p.message, false).className = "message";
+      return tr;
+    });
+    var body = table.querySelector("tbody");
+    body.replaceChildren.apply(body, rows);
+    table.hidden = rows.length === 0;
+    var more = document.getElementById("problems-more");
+    more.hidden = check.total <= rows.length;
+    more.textContent = "The first " + rows.length + " of " + check.total +
+      " are shown; kiwifs memory check lists them all.";
+  }
+
   function draw(data) {
     document.querySelectorAll("[data-field]").forEach(function (el) {
       var value = data[el.getAttribute("data-field")];
@@ -77,6 +121,7 @@
     });
     drawFolders(data.folders || []);
     drawOldest(data.oldest_unmerged);
+    drawCheck(data.check);
     document.body.setAttribute("data-updated", String(Date.now()));
   }
 
@@ -102,4 +147,5 @@
     if (status) { status.setAttribute("data-state", "offline"); }
   });
   events.addEventListener("change", schedule);
+  events.addEventListener("check", schedule);  // a new memory check result was stored
 })();
