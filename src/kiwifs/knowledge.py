@@ -21,6 +21,7 @@ from .committer import CommitStatus
 from .config import Config, load_config
 from .errors import Conflict, InvalidPath, KiwiError, Locked, NotFound, RootNotFound, UsageError
 from .events import CHECK_STORED, Event, EventBus
+from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
 from .index.checkcache import CheckKeeper
 from .index.db import ReconcileStats
 from .index.filters import RecallFilter, parse_modified_after
@@ -604,11 +605,12 @@ class Knowledge:
     def _announce_check(self) -> None:
         self.events.publish(Event(CHECK_STORED))
 
-    def start_checking(self) -> None:
+    def start_checking(self, quiet: float = CHECK_QUIET_SECONDS) -> None:
         """Keep the check behind :meth:`overview`'s problems current in the background (a
-        server): run again after files change, stored in the index, never on a request."""
+        server): run again ``quiet`` seconds after files change, stored in the index, never on
+        a request."""
         self._checker()
-        self.indexing.start_checking()
+        self.indexing.start_checking(quiet)
 
     def _first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
         if self.git is None:

@@ -90,6 +90,7 @@ class CheckKeeper(BackgroundLoop):
         self._compute = compute
         self._announce = announce
         self.period = period
+        self.quiet = QUIET_SECONDS
         self._done: tuple[int, int] | None = None  # the rows' stamp the stored result is for
         self.last_seconds = 0.0
         self.computed = threading.Event()  # set after each run (for tests and waiting)
@@ -128,4 +129,4 @@ class CheckKeeper(BackgroundLoop):
             self.computed.set()
             self._wake.wait(self.period)
             self._wake.clear()
-            self._stop.wait(max(QUIET_SECONDS, self.last_seconds))
+            self._stop.wait(max(self.quiet, self.last_seconds))

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -145,6 +145,7 @@ CREATE TABLE IF NOT EXISTS check_problems (
 CREATE TABLE IF NOT EXISTS check_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
 
+CONTENT_CHUNK = 500  # keys per lookup when comparing records with their rows
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
 RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
 
@@ -220,8 +221,9 @@ class Index:
         self._all_readers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self.generation = 0  # bumped by every commit made through this object
-        # bumped only when the file rows may have changed (not by the side tables: timeline,
-        # vectors, check cache), so that work derived from the rows knows when to run again
+        # bumped only when a file's content (its blob id) or presence may have changed: not by
+        # the side tables (timeline, vectors, check cache), folder digests, or a racy row read
+        # again with the same content; work derived from the rows knows when to run again
         self.rows_generation = 0
         self._echo: dict[str, str] = {}
         self._writer = self._open_writer()
@@ -344,13 +346,15 @@ class Index:
         records = list(records)
         removed = list(removed)
         self._forget_echoes(records, bool(removed))
-        with self._transaction() as conn:
+        with self._transaction(rows=False) as conn:
+            moved = _content_moved(conn, records, removed)
             touched = Touched()
             for key in removed:
                 delete_row(conn, key, touched)
             for record in records:
                 upsert_row(conn, record, touched, fresh=False)
             touched.recompute(conn)
+        self.rows_generation += moved
 
     def rebuild(
         self, progress: Progress | None = None, bulk: bool = True, workers: int | None = None
@@ -499,7 +503,9 @@ class Index:
             records = [self._record(k, walked.errors.get(k)) for k in chunk]
             gone = [k for k, r in zip(chunk, records, strict=True) if r is None]
             self._forget_echoes(records, bool(gone))
-            with self._transaction() as conn:
+            with self._transaction(rows=False) as conn:
+                kept = [r for r in records if r is not None]
+                moved = fresh or _content_moved(conn, kept, gone)
                 touched = Touched(full=full)
                 for key in gone:
                     delete_row(conn, key, touched)
@@ -508,6 +514,7 @@ class Index:
                         upsert_row(conn, record, touched, fresh)
                 if not full:
                     touched.recompute(conn)
+            self.rows_generation += moved
             done += len(chunk)
             if progress:
                 progress(done, total)
@@ -612,6 +619,24 @@ def _close_all(*groups: list[sqlite3.Connection]) -> None:
     for group in groups:
         for conn in group:
             conn.close()
+
+
+def _content_moved(
+    conn: sqlite3.Connection, records: Sequence[FileRecord], removed: Sequence[bytes]
+) -> bool:
+    """False when every record holds the content its row already holds and nothing goes: a
+    racy row read again once it is old enough to trust changes no answer derived from the rows
+    (see :attr:`Index.rows_generation`)."""
+    if removed:
+        return True
+    for start in range(0, len(records), CONTENT_CHUNK):
+        chunk = records[start : start + CONTENT_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT key, etag FROM files WHERE key IN ({marks})"
+        stored = dict(conn.execute(sql, [r.key for r in chunk]))
+        if any(not r.etag or stored.get(r.key) != r.etag for r in chunk):
+            return True
+    return False
 
 
 def _recreate(conn: sqlite3.Connection) -> None:

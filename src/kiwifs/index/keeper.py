@@ -462,15 +462,21 @@ class IndexKeeper:
                 self._checker = checkcache.CheckKeeper(self._open, compute, announce)
             return self._checker
 
-    def start_checking(self) -> None:
+    def start_checking(self, quiet: float = checkcache.QUIET_SECONDS) -> None:
+        """Run the check keeper's loop (see :class:`~kiwifs.index.checkcache.CheckKeeper`)."""
         with self._lock:
             if self._checker is not None:
+                self._checker.quiet = quiet
                 self._checker.start()
 
     def stop_checking(self) -> None:
         checker = self._checker
         if checker is not None:
             checker.stop()
+
+    @property
+    def check_keeper(self) -> checkcache.CheckKeeper | None:
+        return self._checker
 
     def refresh_check(self) -> None:
         """Run the check now if the rows changed since it last ran, unless the background loop

@@ -1,0 +1,382 @@
+"""The dashboard's problems: the last ``memory check``, kept in the index by a background loop.
+
+What the dashboard shows equals ``kiwifs memory check --json`` on a root with every kind of
+problem; the loop runs after writes and announces each new result on the dashboard's event
+stream (never on the API's); a request only reads what the loop stored.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from gitrepo import git
+from kiwifs.events import CHECK_STORED, Event, is_file_change
+from kiwifs.knowledge import Knowledge
+from kiwifs.memory.overview import Overview
+from kiwifs.memory.problems import (
+    DANGLING,
+    DOUBLE_MERGE,
+    DUPLICATE_ID,
+    NOT_YET,
+    CheckState,
+    Problem,
+)
+from kiwifs.rest.app import create_app
+from kiwifs.rest.web.routes import templates
+
+KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
+
+
+def fm(*lines: str, body: str = "text\n") -> str:
+    return "\n".join(["---", *lines, "---", body])
+
+
+# every kind of problem: dangling entries of four sorts, a duplicate id, a double merge; and
+# what must not count: a forgotten episode, a page citing a known episode
+FILES = {
+    "episodes/2026/a.md": fm("episode_id: a", 'created: "2026-03-01T10:00:00Z"'),
+    "episodes/2026/b.md": fm("episode_id: b"),
+    "episodes/2026/c.md": fm("episode_id: dup"),
+    "episodes/2025/d.md": fm("episode_id: dup"),
+    "episodes/2025/old.md": fm("episode_id: old", "memory_status: superseded"),
+    "episodes/bad.md": "---\nepisode_id: [unclosed\n---\nbroken frontmatter\n",
+    "concepts/one.md": fm(
+        "memory_kind: semantic",
+        "merged-from:",
+        "  - {type: episode, id: a, note: first}",
+        "  - {type: episode, id: zz}",
+        "  - {type: episode, path: episodes/gone.md}",
+        "  - {id: a}",
+        "  - {type: note, id: a}",
+    ),
+    "concepts/two.md": fm(
+        "memory_kind: semantic", "merged-from:", "  - {type: episode, path: episodes/2026/a.md}"
+    ),
+    "concepts/fine.md": fm("memory_kind: semantic", "merged-from:", "  - {type: run, id: b}"),
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "kb"
+    Knowledge.init(folder, "blank")
+    for rel, text in FILES.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", "fixture")
+    return folder
+
+
+def cli_check(root: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [KIWIFS, "memory", "check", "--json", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def expected_rows(check: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...], str]]:
+    """(kind, file, related files, a text the message must hold) per problem of the check."""
+    rows = [(DANGLING, d["page"], (), d["why"]) for d in check["dangling"]]
+    rows += [
+        (DUPLICATE_ID, d["paths"][0], tuple(d["paths"][1:]), repr(d["id"]))
+        for d in check["duplicate_ids"]
+    ]
+    rows += [
+        (DOUBLE_MERGE, d["path"], tuple(d["pages"]), "merged by") for d in check["double_merges"]
+    ]
+    return rows
+
+
+def shown_rows(problems: list[dict[str, Any]]) -> list[tuple[str, str, tuple[str, ...], str]]:
+    return [(p["kind"], p["path"], tuple(p["related"]), p["message"]) for p in problems]
+
+
+def get(app: Any, url: str) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await c.get(url)
+
+    return anyio.run(go)
+
+
+def html_rows(page: str) -> list[tuple[str, str, tuple[str, ...], str]]:
+    """The problem rows of the dashboard's table, as the page shows them."""
+    body = page.split('id="problem-list"', 1)[1].split("</table>", 1)[0]
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>", 1)[1], re.S):
+        kind = re.search(r'class="kind">(.*?)<', row, re.S)
+        main = re.search(r'class="problem-path" href="([^"]*)">(.*?)<', row, re.S)
+        related = re.findall(r'class="problem-related" href="[^"]*">(.*?)<', row, re.S)
+        message = re.search(r'class="message">(.*?)<', row, re.S)
+        assert kind and main and message, row
+        assert main.group(1) == "/file/" + main.group(2)  # each problem links to its file
+        rows.append(
+            (
+                html.unescape(kind.group(1)),
+                html.unescape(main.group(2)),
+                tuple(html.unescape(r) for r in related),
+                html.unescape(message.group(1)),
+            )
+        )
+    return rows
+
+
+def same(shown: list[tuple[str, str, tuple[str, ...], str]], check: dict[str, Any]) -> None:
+    expected = expected_rows(check)
+    assert [r[:3] for r in shown] == [e[:3] for e in expected]
+    for row, want in zip(shown, expected, strict=True):
+        assert want[3] in row[3], (row, want)
+
+
+# -- what the dashboard shows -------------------------------------------------------------------
+
+
+def test_the_dashboard_shows_what_memory_check_json_finds(root: Path) -> None:
+    check = cli_check(root)
+    assert check["problems"] == 6  # four dangling entries, one duplicate id, one double merge
+    with Knowledge.open(root) as kb:
+        app = create_app(kb)
+        data = get(app, "/ui/overview.json").json()["check"]
+        page = get(app, "/").text
+    assert data["ready"] and data["current"] and data["total"] == check["problems"]
+    same(shown_rows(data["shown"]), check)
+    same(html_rows(page), check)
+    assert re.search(r'id="problem-count">\s*6\s*<', page)
+    assert f"Found by memory check at {data['computed_at']}" in page
+
+
+def test_many_problems_are_counted_and_the_first_ones_listed(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        entries = "".join(f"  - {{type: episode, id: missing-{i}}}\n" for i in range(150))
+        kb.write("concepts/many.md", f"---\nmerged-from:\n{entries}---\n")
+        check = kb.memory_check()
+        state = kb.overview().problems
+        page = get(create_app(kb), "/").text
+    assert state is not None and state.total == check.problems == 156
+    assert len(state.shown) == 100 and state.shown[0].kind == DANGLING
+    assert "The first 100 of 156 are shown" in page
+
+
+def test_the_dashboard_says_so_while_the_first_check_runs(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        view: Overview = kb.overview()
+    waiting = view.__class__(**{**view.__dict__, "problems": NOT_YET})
+    page = (
+        templates()
+        .get_template("dashboard.html")
+        .render(o=waiting, now=waiting.computed_at, chart="")
+    )
+    assert 'data-state="pending"' in page and "The first check is still running" in page
+    assert waiting.to_json()["check"] == {
+        "ready": False,
+        "computed_at": None,
+        "current": False,
+        "total": 0,
+        "shown": [],
+    }
+
+
+def test_another_prefix_shows_no_problems(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        assert kb.overview("concepts/").problems is None
+
+
+# -- the background loop ------------------------------------------------------------------------
+
+
+def wait_for_check(kb: Knowledge, sub: Any) -> None:
+    """Until the loop announces a stored result (a generous bound, only so a bug cannot hang)."""
+    while True:
+        event = sub.get(timeout=120)
+        assert event is not None, "no check result announced"
+        if event.op == CHECK_STORED:
+            return
+
+
+def settle(kb: Knowledge, sub: Any) -> CheckState:
+    """Until the stored result is for the rows as they are (the first runs race the watcher's
+    first reconcile, which fills the index)."""
+    while not (state := kb.indexing.check_state(kb.episodes_prefix())).current:
+        wait_for_check(kb, sub)
+    return state
+
+
+def test_the_loop_checks_after_a_write_and_announces_it(root: Path) -> None:
+    with Knowledge.open(root) as kb, kb.events.subscribe() as sub:
+        kb.start_watching()
+        kb.start_checking()
+        assert settle(kb, sub).total == 6
+        kb.write(
+            "concepts/new.md",
+            "---\nmerged-from:\n  - {type: episode, id: never-written}\n---\n",
+        )
+        while (state := kb.overview().problems) is not None and state.total == 6:
+            wait_for_check(kb, sub)
+        assert state is not None and state.total == 7 and state.current
+        assert (
+            Problem(
+                DANGLING,
+                "concepts/new.md",
+                "merged-from entry episode never-written cites nothing:"
+                " no episode has id 'never-written'",
+            )
+            in state.shown
+        )
+
+
+def test_a_request_reads_the_stored_result_and_never_runs_the_check(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        kb.start_watching()
+        while not kb.indexing.watching:  # the index is filled: the first check sees it all
+            time.sleep(0.05)
+        with kb.events.subscribe() as sub:
+            kb.start_checking(quiet=3600.0)  # runs at once, then an hour after each wake-up
+            wait_for_check(kb, sub)
+        first = kb.overview().problems
+        assert first is not None and first.current and first.total == 6
+        kb.write("concepts/new.md", "---\nmerged-from:\n  - {type: episode, id: nope}\n---\n")
+        later = kb.overview().problems
+        assert later is not None
+        assert (later.total, later.computed_at, later.current) == (6, first.computed_at, False)
+        assert kb.memory_check().problems == 7  # what the next run of the loop will store
+
+
+def test_the_stored_result_outlives_the_process(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        first = kb.overview().problems
+    with Knowledge.open(root) as kb:  # read as stored: nothing ran the check in this process
+        state = kb.indexing.check_state(kb.episodes_prefix())
+    assert first is not None and state.ready and not state.current
+    assert (state.total, state.shown, state.computed_at) == (
+        first.total,
+        first.shown,
+        first.computed_at,
+    )
+
+
+def test_check_events_are_the_dashboards_only() -> None:
+    assert not is_file_change(Event(CHECK_STORED))
+    assert all(is_file_change(Event(op)) for op in ("write", "delete", "bulk", "rename", "merge"))
+
+
+# -- a real server: the two event streams -------------------------------------------------------
+
+
+@dataclass
+class Served:
+    base: str
+    proc: subprocess.Popen[bytes]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def served(root: Path) -> Iterator[Served]:
+    port = free_port()
+    with open(root.parent / "serve.log", "wb") as log:
+        proc = subprocess.Popen(
+            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KIWIFS_WORKERS": "1"},
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield Served(base, proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@dataclass
+class Listener:
+    """One event stream read on a thread into ``frames`` (name, data) until :meth:`close`."""
+
+    base: str
+    path: str
+    frames: queue.Queue[tuple[str, str]] = field(default_factory=queue.Queue)
+    connected: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(base_url=self.base, timeout=None)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        name = ""
+        try:
+            with self.client.stream("GET", self.path) as resp:
+                for line in resp.iter_lines():
+                    if line.startswith(":"):
+                        self.connected.set()
+                    elif line.startswith("event: "):
+                        name = line[len("event: ") :]
+                    elif line.startswith("data: "):
+                        self.frames.put((name, line[len("data: ") :]))
+        except httpx.HTTPError:
+            pass  # closed by the test
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def test_the_dashboard_hears_check_results_and_the_api_stream_does_not(served: Served) -> None:
+    ui = Listener(served.base, "/ui/events")
+    api = Listener(served.base, "/api/kiwi/events")
+    try:
+        assert ui.connected.wait(60) and api.connected.wait(60)
+        with httpx.Client(base_url=served.base, timeout=60) as c:
+            body = "---\nmerged-from:\n  - {type: episode, id: ghost}\n---\n"
+            put = c.put("/api/kiwi/file", params={"path": "concepts/g.md"}, content=body)
+            assert put.is_success
+            seen = []
+            while ("check", json.dumps({"op": "check"})) not in seen:
+                seen.append(ui.frames.get(timeout=120))
+            assert seen[0][0] == "change" and "concepts/g.md" in seen[0][1]
+            data = c.get("/ui/overview.json").json()["check"]
+            assert any(
+                p["path"] == "concepts/g.md" and "ghost" in p["message"] for p in data["shown"]
+            )
+            # a sentinel write after the check result: the API stream up to it holds file changes
+            assert c.put("/api/kiwi/file", params={"path": "sentinel.md"}, content="x").is_success
+        ops = []
+        while not ops or json.loads(ops[-1][1]).get("path") != "sentinel.md":
+            ops.append(api.frames.get(timeout=60))
+        assert [name for name, _ in ops] == ["write", "write"]
+    finally:
+        ui.close()
+        api.close()
