@@ -249,6 +249,31 @@ def test_a_script_in_a_file_does_not_run(server: Server, tab: Tab) -> None:
     assert tab.dialogs == []
 
 
+def test_a_new_problem_appears_on_the_open_dashboard(server: Server, tab: Tab) -> None:
+    page = tab.page
+    page.goto(server.base + "/")
+    page.wait_for_selector("#live-status[data-state='live']")
+    page.wait_for_selector("#problems[data-state='ready']")  # the first background check ended
+    before = number(tab, "#problem-count")
+    page.evaluate("window.__sameDocument = true")
+    body = "---\nmerged-from:\n  - {type: episode, id: never-ran}\n---\n# Wishful\n"
+    with server.api() as api:
+        resp = api.put("/api/kiwi/file", params={"path": "concepts/wishful.md"}, content=body)
+        assert resp.status_code == 200
+    # the check runs in the background after a quiet second; the page hears its result
+    deadline = time.monotonic() + 30
+    while number(tab, "#problem-count") != before + 1:
+        assert time.monotonic() < deadline, "the problem did not appear on the dashboard"
+        page.wait_for_timeout(100)
+    row = page.locator("#problem-list tr", has_text="concepts/wishful.md")
+    assert "no episode has id 'never-ran'" in row.text_content()
+    assert row.locator("a.problem-path").get_attribute("href") == "/file/concepts/wishful.md"
+    assert page.evaluate("window.__sameDocument") is True  # no reload
+    row.locator("a.problem-path").click()
+    page.wait_for_url("**/file/concepts/wishful.md")
+    assert tab.errors == []
+
+
 PAGES = [
     "/",
     "/queue",

@@ -25,7 +25,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kiwifs import __version__
 from kiwifs.errors import InvalidQuery, KiwiError, NotFound, UsageError
 from kiwifs.events import CHECK_STORED, Event
+from kiwifs.index.hybrid import HybridResults
 from kiwifs.index.record import json_safe
+from kiwifs.index.search import SearchResults
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
 from kiwifs.rest.http import (
@@ -53,8 +55,9 @@ QUEUE_PAGE = 100
 SEARCH_PAGE = 20
 WARNINGS_SHOWN = 1000
 JSON_PATHS = ("/api/", "/ui/", "/mcp")  # paths under which a miss is answered in JSON
-# Search modes the search box offers, by name. Hybrid joins once the root has vectors.
+# Search modes the search box offers, by name; hybrid joins when the root has vectors on.
 SEARCH_MODES: dict[str, str] = {"keyword": "keyword (BM25)"}
+VECTOR_MODES: dict[str, str] = {"hybrid": "hybrid (keyword + meaning)"}
 
 # Pages show only this site's own files: no inline script, no outside fetch, no framing.
 CSP = (
@@ -325,19 +328,27 @@ def _browse_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
         request: Request,
         q: str = "",
         prefix: str = "",
-        mode: str = "keyword",
+        mode: str = "",
         page: str | None = None,
     ) -> HTMLResponse:
         number = page_number(page)
         if number < 1:
             raise UsageError("page must be 1 or more")
-        if mode not in SEARCH_MODES:
-            raise UsageError(f"unknown search mode {mode!r}")
-        results, problem = None, ""
+        modes = search_modes(kb)
+        mode = mode or next(iter(modes))
+        if mode not in modes:
+            raise UsageError(f"unknown search mode {mode!r} (this root offers {', '.join(modes)})")
+        results: SearchResults | HybridResults | None = None
+        problem = ""
         if q.strip():
+            offset = (number - 1) * SEARCH_PAGE
             try:
-                offset = (number - 1) * SEARCH_PAGE
-                results = await run(kb.search, q, SEARCH_PAGE, offset, prefix or None)
+                if mode == "hybrid":
+                    results = await run(
+                        kb.hybrid_search, q, SEARCH_PAGE, offset, None, prefix or None
+                    )
+                else:
+                    results = await run(kb.search, q, SEARCH_PAGE, offset, prefix or None)
             except InvalidQuery as exc:
                 problem = exc.message
         return show(
@@ -348,12 +359,20 @@ def _browse_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
             q=q,
             prefix=prefix,
             mode=mode,
-            modes=SEARCH_MODES,
+            modes=modes,
             results=results,
             problem=problem,
             page=number,
             page_size=SEARCH_PAGE,
         )
+
+
+def search_modes(kb: Knowledge) -> dict[str, str]:
+    """The modes the search box offers, the default first: hybrid when the root has vectors on
+    (keyword ranks fused with meaning; docs/search.md), keyword always."""
+    if kb.config.search.vector.enabled:
+        return {**VECTOR_MODES, **SEARCH_MODES}
+    return dict(SEARCH_MODES)
 
 
 def docs_html(title: str) -> HTMLResponse:
