@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gitrepo import git
 from kiwifs.errors import NotFound, UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory.overview import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
+from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
 from kiwifs.memory.rules import MergeEntry, build_report, file_facts
 from kiwifs.memory.timeline import CoverageState
 
@@ -163,21 +163,21 @@ def test_oldest_unmerged_by_created_then_first_commit_then_mtime(kb: Knowledge) 
     kb.write("episodes/old.md", episode("old", "created: 2020-05-01\n"))
     oldest = kb.overview().oldest
     assert oldest is not None and oldest.path == "episodes/old.md"
-    assert oldest.source == AGE_FROM_CREATED
+    assert oldest.age_from == AGE_FROM_CREATED
     assert oldest.since == dt.datetime(2020, 5, 1, tzinfo=dt.UTC).timestamp()
 
     kb.merge("p.md", [MergeEntry(id="old"), MergeEntry(id="new")])
     kb.write("episodes/undated.md", episode("undated"))
     oldest = kb.overview().oldest
     assert oldest is not None and oldest.path == "episodes/undated.md"
-    assert oldest.source == AGE_FROM_COMMIT
+    assert oldest.age_from == AGE_FROM_COMMIT
     head_time = int(git(kb.root, "log", "-1", "--format=%ct").strip())
     assert abs(oldest.since - head_time) <= 1
 
     (kb.root / "episodes/behind.md").write_text(episode("behind"))  # not committed
     os.utime(kb.root / "episodes/behind.md", (1000000000, 1000000000))
     oldest = kb.overview().oldest
-    assert oldest is not None and (oldest.path, oldest.source) == (
+    assert oldest is not None and (oldest.path, oldest.age_from) == (
         "episodes/behind.md",
         AGE_FROM_MTIME,
     )

@@ -9,15 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from kiwifs.memory.overview import (
-    AGE_FROM_COMMIT,
-    AGE_FROM_CREATED,
-    AGE_FROM_MTIME,
-    FolderCoverage,
-    OldestUnmerged,
-    QueueItem,
-    QueuePage,
-)
+from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME, Oldest
+from kiwifs.memory.overview import FolderCoverage, QueueItem, QueuePage
 from kiwifs.memory.rules import EpisodicFile
 
 from .record import key_to_rel, py_text
@@ -98,7 +91,7 @@ def _count(
     return episodic, unmerged
 
 
-def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> OldestUnmerged | None:
+def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> Oldest | None:
     """The unmerged episode that entered the root first (ties: walk order).
 
     Its time is its ``created`` (kept in the row at index time), else the first commit that
@@ -136,7 +129,7 @@ def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> OldestUnmerged | N
     if best is None:
         return None
     since, _key, path, episode_id, source = best
-    return OldestUnmerged(path, episode_id, since, source)
+    return Oldest(path, episode_id, since, source)
 
 
 Candidate = tuple[float, bytes, str, str, str]  # since, key, path, episode id, source

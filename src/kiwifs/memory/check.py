@@ -27,9 +27,11 @@ from typing import Any
 from .lineage import Entry, Lookups, entries, resolve
 from .rules import ID_TYPES, MERGED_FROM, as_id, file_facts
 
-AGE_FROM_CREATED = "created"
-AGE_FROM_COMMIT = "first commit"
-AGE_FROM_MTIME = "modified"
+# Where an episode's age is taken from, in order of preference (the check's and the
+# dashboard's one rule: :func:`_oldest` here, ``index/overview.oldest_unmerged`` in SQL).
+AGE_FROM_CREATED = "created"  # its frontmatter ``created`` (RFC 3339, or a date)
+AGE_FROM_COMMIT = "first commit"  # the first commit that added it
+AGE_FROM_MTIME = "modified"  # the file's modification time (no usable date, no history)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +86,16 @@ class DoubleMerge:
 
 @dataclass(frozen=True)
 class Oldest:
-    """The unmerged episode waiting longest and the instant it entered the root."""
+    """The unmerged episode waiting longest and the instant it entered the root (the check's
+    and the dashboard's)."""
 
     path: str
     episode_id: str
-    since: float
-    age_from: str
+    since: float  # POSIX seconds
+    age_from: str  # one of the AGE_FROM_* values
+
+    def age_seconds(self, now: float) -> float:
+        return max(0.0, now - self.since)
 
     def to_json(self, now: float) -> dict[str, Any]:
         return {

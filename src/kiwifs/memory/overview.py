@@ -8,18 +8,13 @@ disagree. Everything here is plain data with a ``to_json`` for any interface tha
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from .check import Oldest
 from .problems import CheckState
 from .rules import EpisodicFile, coverage_share
 from .timeline import TimelinePoint
-
-# Where an episode's age is taken from, in order of preference.
-AGE_FROM_CREATED = "created"  # its frontmatter ``created`` (RFC 3339)
-AGE_FROM_COMMIT = "first commit"  # the first commit that added it
-AGE_FROM_MTIME = "modified"  # the file's modification time (no usable date, no history)
 
 
 @dataclass(frozen=True)
@@ -49,28 +44,6 @@ class FolderCoverage:
 
 
 @dataclass(frozen=True)
-class OldestUnmerged:
-    """The unmerged episode waiting longest, with the time it entered the root."""
-
-    path: str
-    episode_id: str
-    since: float  # POSIX seconds
-    source: str  # one of the AGE_FROM_* values
-
-    def age_seconds(self, now: float) -> float:
-        return max(0.0, now - self.since)
-
-    def to_json(self, now: float) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "episode_id": self.episode_id,
-            "since": dt.datetime.fromtimestamp(self.since, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "age_seconds": int(self.age_seconds(now)),
-            "age_from": self.source,
-        }
-
-
-@dataclass(frozen=True)
 class Overview:
     """The dashboard's facts for one episodes prefix. The counts are the memory report's:
     ``episodic`` and ``unmerged`` are the sums over :attr:`folders`, which partition the same
@@ -86,7 +59,7 @@ class Overview:
     unmerged: int
     superseded: int
     folders: tuple[FolderCoverage, ...]
-    oldest: OldestUnmerged | None
+    oldest: Oldest | None
     timeline: tuple[TimelinePoint, ...]
     timeline_current: bool  # False while commits newer than the last point are being replayed
     computed_at: float
