@@ -12,11 +12,16 @@ has points to draw. Then a ``kiwifs serve`` runs on it and the benchmark measure
     generation), median and worst of ``--repeat``;
 (b) the dashboard right after a write (each write invalidates the figures, so every one is
     recomputed: the worst case a person sees), median, p90 and worst of ``--repeat``;
-(c) the same computation in-process right after a write, without HTTP and without other
-    requests (what the dashboard costs by itself);
+(c) how long a new problem (a page whose ``merged-from`` names a missing episode) takes to
+    appear in ``/ui/overview.json`` after its write: the background check's delay, end to end;
+(d) in-process, right after each write, without HTTP and without other requests, an A/B run
+    back to back: A is the dashboard as served (its problems read from the check the background
+    loop stored in the index), B is the dashboard computing ``memory check`` on the request (the
+    design the cache replaces); medians of ``--repeat`` pairs, interleaved;
 
-and checks that the dashboard's numbers equal ``kiwifs memory report --json``. It also reports how
-long the first replay of the history took (the timeline is built in the background at start-up).
+and checks that the dashboard's numbers equal ``kiwifs memory report --json`` and its problem
+count ``kiwifs memory check --json``. It also reports how long the first replay of the history
+and the first background check took.
 """
 
 from __future__ import annotations
@@ -129,6 +134,8 @@ def run(root: Path, base: str, repeat: int) -> None:
                 time.sleep(0.5)
         replay = wait_current(client)
         print(f"history replayed (in the background) {replay:.1f} s after the server answered")
+        checked = wait_checked(client)
+        print(f"first memory check stored (in the background) {checked:.1f} s after that")
         client.get("/")
         steady = [server_ms(client.get("/")) for _ in range(repeat)]
         after_write = []
@@ -138,7 +145,21 @@ def run(root: Path, base: str, repeat: int) -> None:
             put.raise_for_status()
             time.sleep(0.3)  # let the write's echo reach the watcher, as a person would
             after_write.append(server_ms(client.get("/")))
+        delays = [problem_delay(client, i) for i in range(3)]
+        print(f"a new problem on the dashboard after its write: {seconds(delays)}")
         page = client.get("/").text
+        shown = client.get("/ui/overview.json").json()["check"]["total"]
+    check = json.loads(
+        subprocess.run(
+            [KIWIFS, "memory", "check", "--json", "--root", str(root)],
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
+    print(
+        f"dashboard problems {shown}, memory check --json problems {check['problems']}:"
+        f" {'equal' if shown == check['problems'] else 'DIFFERENT'}"
+    )
     report = json.loads(
         subprocess.run(
             [KIWIFS, "memory", "report", "--json", "--limit", "0", "--root", str(root)],
@@ -155,6 +176,33 @@ def run(root: Path, base: str, repeat: int) -> None:
     print(f"dashboard numbers equal memory report --json: {'yes' if same else 'NO'}")
 
 
+def wait_checked(client: httpx.Client, timeout: float = 900.0) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        check = client.get("/ui/overview.json").json()["check"]
+        if check["ready"] and check["current"]:
+            return time.perf_counter() - start
+        time.sleep(0.2)
+    raise RuntimeError("the first check did not end")
+
+
+def problem_delay(client: httpx.Client, i: int) -> float:
+    """Seconds from writing a page with a dangling entry until the dashboard counts it."""
+    before = client.get("/ui/overview.json").json()["check"]["total"]
+    body = f"---\nmerged-from:\n  - {{type: episode, id: bench-missing-{i}-{time.time()}}}\n---\n"
+    start = time.perf_counter()
+    client.put("/api/kiwi/file", params={"path": f"concepts/bench-dangling-{i}.md"}, content=body)
+    while client.get("/ui/overview.json").json()["check"]["total"] == before:
+        if time.perf_counter() - start > 300:
+            raise RuntimeError("the problem never appeared")
+        time.sleep(0.05)
+    return time.perf_counter() - start
+
+
+def seconds(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f} s" for v in values) + f" (median {statistics.median(values):.2f} s)"
+
+
 def summary(values: list[float]) -> str:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
@@ -166,8 +214,8 @@ def summary(values: list[float]) -> str:
 
 
 def in_process(root: Path, repeat: int) -> None:
-    """The same figures computed in this process, without HTTP or other requests: what the
-    dashboard costs by itself right after a write."""
+    """The dashboard computed in this process right after a write, without HTTP or other
+    requests: A as served (the stored check), B computing ``memory check`` on the request."""
     from kiwifs.knowledge import Knowledge
 
     with Knowledge.open(root) as kb:
@@ -175,14 +223,22 @@ def in_process(root: Path, repeat: int) -> None:
         while not kb.indexing.watching:
             time.sleep(0.1)
         kb.start_timeline()
+        kb.start_checking()
         kb.overview()
-        costs = []
+        cached, computed = [], []
         for i in range(repeat):
-            kb.write("inbox/bench-web.md", f"---\nepisode_id: bench-web-in-{i}\n---\n")
-            start = time.perf_counter()
-            kb.overview()
-            costs.append((time.perf_counter() - start) * 1000)
-    print(f"overview computed in-process after a write: {summary(costs)}")
+            for variant, costs in (("A", cached), ("B", computed)):
+                kb.write("inbox/bench-web.md", f"---\nepisode_id: bench-web-{variant}{i}\n---\n")
+                start = time.perf_counter()
+                kb.overview()
+                if variant == "B":  # what the background loop runs (no git look-ups)
+                    kb._problems_now()
+                costs.append((time.perf_counter() - start) * 1000)
+        keeper = kb.indexing.check_keeper
+        took = keeper.last_seconds if keeper is not None else float("nan")
+    print(f"A: overview after a write, problems from the stored check: {summary(cached)}")
+    print(f"B: overview after a write, memory check on the request:   {summary(computed)}")
+    print(f"the background check's last run took {took:.2f} s")
 
 
 if __name__ == "__main__":
