@@ -4,8 +4,9 @@
 
 Builds a root of three weeks of agent runs (episodes written each day, consolidation pages merging
 some of them a day or two later, committed with those dates so the history chart has days to
-draw), serves it with ``kiwifs serve`` and photographs the dashboard and a consolidated page with
-headless Chromium (Playwright with Debian's browser).
+draw, and a hand-written page with two of the problems ``memory check`` finds), serves it with
+``kiwifs serve`` and photographs the dashboard and a consolidated page with headless Chromium
+(Playwright with Debian's browser).
 """
 
 from __future__ import annotations
@@ -86,6 +87,22 @@ def build(root: Path, days: int = 21, seed: int = 7) -> None:
         evening = dt.datetime(day.year, day.month, day.day, 23, tzinfo=dt.UTC)
         when = min(evening, dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
         git(root, "commit", "-qm", f"agent:runner: day {day}", when=when.isoformat())
+    add_a_hand_written_digest(root, start)
+
+
+def add_a_hand_written_digest(root: Path, start: dt.date) -> None:
+    """A page written by hand, as people do: one id mistyped (a dangling entry) and one episode
+    a nightly digest merged already (a double merge), for the dashboard's problems."""
+    day = start + dt.timedelta(days=1)
+    text = (
+        "---\nmemory_kind: semantic\ntitle: Incident review\nmerged-from:\n"
+        f"  - {{type: episode, id: run-{day:%m%d}-00, note: the first failure}}\n"
+        f"  - {{type: episode, id: run-{day:%m%d}-0, note: mistyped}}\n"
+        "---\n\n# Incident review\n\nWhat went wrong in the first week.\n"
+    )
+    (root / "concepts/incident-review.md").write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "incident review")
 
 
 def add_merges(page: Path, topic: str, batch: list[tuple[str, str, str]], day: dt.date) -> None:
@@ -140,6 +157,7 @@ def shoot(root: Path, out: Path, chromium: str) -> None:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.goto(base + "/")
             page.wait_for_selector("#live-status[data-state='live']")
+            page.wait_for_selector("#problems[data-state='ready']")
             page.screenshot(path=str(out / "dashboard.png"), full_page=True)
             page.goto(base + "/file/concepts/auth.md")
             page.screenshot(path=str(out / "file.png"), full_page=False)

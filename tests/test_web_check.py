@@ -29,6 +29,8 @@ import pytest
 
 from gitrepo import git
 from kiwifs.events import CHECK_STORED, Event, is_file_change
+from kiwifs.index.checkcache import CheckWorker
+from kiwifs.index.db import INDEX_FILE, STATE_DIR
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.overview import Overview
 from kiwifs.memory.problems import (
@@ -38,6 +40,7 @@ from kiwifs.memory.problems import (
     NOT_YET,
     CheckState,
     Problem,
+    problems_of,
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
@@ -277,6 +280,20 @@ def test_the_stored_result_outlives_the_process(root: Path) -> None:
         first.shown,
         first.computed_at,
     )
+
+
+def test_the_worker_process_finds_what_memory_check_finds(root: Path) -> None:
+    """The server runs the check in a worker process (away from its interpreter lock)."""
+    with Knowledge.open(root) as kb:
+        kb.reindex()
+        expected = problems_of(kb.memory_check())
+        worker = CheckWorker()
+        worker.enabled = True  # whatever this machine's CPUs: the process itself is tested
+        try:
+            found = worker.problems(str(root / STATE_DIR / INDEX_FILE), kb.episodes_prefix())
+        finally:
+            worker.close()
+    assert found == expected and len(found) == 6
 
 
 def test_check_events_are_the_dashboards_only() -> None:

@@ -44,11 +44,11 @@ from .memory.brief import (
     check_brief_args,
     pack,
 )
-from .memory.check import FirstAdded, MemoryCheck, build_check
+from .memory.check import MemoryCheck, build_check
 from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter
 from .memory.lineage import Lineage
 from .memory.overview import Overview, QueueItem, QueuePage
-from .memory.problems import Problem, problems_of
+from .memory.problems import Problem, problems_in
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.queue import ClaimBatch
 from .memory.rules import (
@@ -584,20 +584,24 @@ class Knowledge:
         """Integrity of consolidation (docs/memory.md): dangling ``merged-from`` entries,
         duplicate episode ids, double merges, the oldest unmerged episode, coverage per folder
         and per day. From the index when it answers reports, else by reading the files."""
-        return self._check(self.episodes_prefix(prefix), use_index, self._first_added)
-
-    def _check(self, prefix: str, use_index: bool, first_added: FirstAdded) -> MemoryCheck:
         from .index.check import scan_rows
 
+        prefix = self.episodes_prefix(prefix)
         rows = self.indexing.check_rows(prefix) if use_index else None
         episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
-        return build_check(prefix, episodes, pages, existing.__contains__, first_added, time.time())
+        return build_check(
+            prefix, episodes, pages, existing.__contains__, self._first_added, time.time()
+        )
 
     def _problems_now(self) -> tuple[str, list[Problem]]:
-        """The check's problems for the configured prefix (what the dashboard caches). The
-        oldest episode's first commit is not looked up: the problems do not depend on it."""
+        """The check's problems for the configured prefix (what the dashboard caches)."""
+        from .index.check import scan_rows
+
         prefix = self.episodes_prefix()
-        return prefix, problems_of(self._check(prefix, True, lambda _: {}))
+        found = self.indexing.check_problems(prefix)
+        if found is None:
+            found = problems_in(prefix, *scan_rows(self.root, prefix))
+        return prefix, found
 
     def _checker(self) -> CheckKeeper:
         return self.indexing.checker(self._problems_now, self._announce_check)

@@ -7,6 +7,12 @@ too slow for a dashboard that must answer in a few hundred milliseconds. So whil
 and the count in ``check_meta``. A request only reads those rows (:func:`read_state`): a few
 milliseconds, however many files or problems there are.
 
+The check is pure Python over 100,000 rows: run on a thread of the server, it would hold the
+interpreter lock for seconds and slow every request meanwhile. So when the machine has more than
+one CPU (and ``KIWIFS_WORKERS`` allows it) it runs in one worker process of its own
+(:class:`CheckWorker`, started fresh with ``spawn``, never forked from the threaded server), which
+reads the rows from the index file and hands back the problems.
+
 The table is derived, like the rest of the index: deleting the database loses nothing, and a
 result for another episodes prefix is never shown.
 """
@@ -15,15 +21,20 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
-from kiwifs.memory.problems import CheckState, Problem
+from kiwifs.forking import usable_cpus
+from kiwifs.memory.problems import CheckState, Problem, problems_in
 
 from .background import BackgroundLoop
-from .db import Index
+from .check import check_rows
+from .db import BUSY_TIMEOUT, Index
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +76,50 @@ def read_state(
 
 
 Compute = Callable[[], tuple[str, list[Problem]]]  # -> (episodes prefix, problems)
+
+
+def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
+    """The problems read from the index database at ``index_path`` (in the worker process)."""
+    conn = sqlite3.connect(index_path, timeout=BUSY_TIMEOUT)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        return problems_in(prefix, *check_rows(conn, prefix))
+    finally:
+        conn.close()
+
+
+class CheckWorker:
+    """One worker process that runs the check away from the server's interpreter lock; ``None``
+    from :meth:`problems` when it cannot (one CPU, or the process failed: the caller then runs the
+    check in its own thread)."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.enabled = usable_cpus() > 1
+
+    def problems(self, index_path: str, prefix: str) -> list[Problem] | None:
+        with self._lock:
+            if not self.enabled:
+                return None
+            if self._pool is None:
+                context = multiprocessing.get_context("spawn")
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+            pool = self._pool
+        try:
+            return pool.submit(problems_from_file, index_path, prefix).result()
+        except (BrokenProcessPool, OSError, RuntimeError):
+            log.warning("the check's worker process failed; checking in the server", exc_info=True)
+            self.close()
+            with self._lock:
+                self.enabled = False
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 class CheckKeeper(BackgroundLoop):

@@ -31,7 +31,7 @@ from kiwifs.errors import Busy
 from kiwifs.memory.check import EpisodeRow, PageRow
 from kiwifs.memory.lineage import Lineage
 from kiwifs.memory.overview import Overview, QueuePage
-from kiwifs.memory.problems import NOT_YET, CheckState
+from kiwifs.memory.problems import NOT_YET, CheckState, Problem, problems_in
 from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
 
 from . import check as indexed_check
@@ -93,6 +93,7 @@ class IndexKeeper:
         self._timeline: Timeline | None = None
         self._timeline_keeper: TimelineKeeper | None = None
         self._checker: checkcache.CheckKeeper | None = None
+        self._check_worker: checkcache.CheckWorker | None = None
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -466,6 +467,8 @@ class IndexKeeper:
         """Run the check keeper's loop (see :class:`~kiwifs.index.checkcache.CheckKeeper`)."""
         with self._lock:
             if self._checker is not None:
+                if self._check_worker is None:
+                    self._check_worker = checkcache.CheckWorker()
                 self._checker.quiet = quiet
                 self._checker.start()
 
@@ -473,6 +476,28 @@ class IndexKeeper:
         checker = self._checker
         if checker is not None:
             checker.stop()
+        with self._lock:
+            worker, self._check_worker = self._check_worker, None
+        if worker is not None:
+            worker.close()
+
+    def check_problems(self, prefix: str) -> list[Problem] | None:
+        """The problems of ``memory check`` from the index, in the check's worker process while
+        the background loop runs; ``None`` when the scan is the better answer (the same policy
+        as :meth:`memory_report`)."""
+        if not self._answers_reports():
+            return None
+        worker = self._check_worker
+
+        def run(index: Index) -> list[Problem]:
+            if worker is not None:
+                found = worker.problems(str(index.path), prefix)
+                if found is not None:
+                    return found
+            with index.reader() as conn:
+                return problems_in(prefix, *indexed_check.check_rows(conn, prefix))
+
+        return self._guarded(run)
 
     @property
     def check_keeper(self) -> checkcache.CheckKeeper | None:

@@ -13,7 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from .check import MemoryCheck
+from .check import EpisodeRow, MemoryCheck, PageRow, build_check
 from .render import entry_text
 
 DANGLING = "dangling"  # a merged-from entry that cites nothing
@@ -57,6 +57,15 @@ def problems_of(check: MemoryCheck) -> list[Problem]:
         for d in check.double_merges
     ]
     return out
+
+
+def problems_in(
+    prefix: str, episodes: list[EpisodeRow], pages: list[PageRow], existing: set[str]
+) -> list[Problem]:
+    """The problems of a root whose check rows are given (the oldest episode's first commit is
+    not looked up: no problem depends on it)."""
+    check = build_check(prefix, episodes, pages, existing.__contains__, lambda _: {}, 0.0)
+    return problems_of(check)
 
 
 @dataclass(frozen=True)
