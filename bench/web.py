@@ -189,14 +189,19 @@ def wait_checked(client: httpx.Client, timeout: float = 900.0) -> float:
 def problem_delay(client: httpx.Client, i: int) -> float:
     """Seconds from writing a page with a dangling entry until the dashboard counts it."""
     before = client.get("/ui/overview.json").json()["check"]["total"]
-    body = f"---\nmerged-from:\n  - {{type: episode, id: bench-missing-{i}-{time.time()}}}\n---\n"
+    path = f"concepts/bench-dangling-{i}.md"  # removed again below: the corpus stays as it was
+    body = f"---\nmerged-from:\n  - {{type: episode, id: bench-missing-{i}}}\n---\n"
     start = time.perf_counter()
-    client.put("/api/kiwi/file", params={"path": f"concepts/bench-dangling-{i}.md"}, content=body)
+    client.put("/api/kiwi/file", params={"path": path}, content=body).raise_for_status()
     while client.get("/ui/overview.json").json()["check"]["total"] == before:
         if time.perf_counter() - start > 300:
             raise RuntimeError("the problem never appeared")
         time.sleep(0.05)
-    return time.perf_counter() - start
+    took = time.perf_counter() - start
+    client.delete("/api/kiwi/file", params={"path": path}).raise_for_status()
+    while client.get("/ui/overview.json").json()["check"]["total"] != before:
+        time.sleep(0.1)
+    return took
 
 
 def seconds(values: list[float]) -> str:
