@@ -10,8 +10,8 @@ milliseconds, however many files or problems there are.
 The check is pure Python over 100,000 rows: run on a thread of the server, it would hold the
 interpreter lock for seconds and slow every request meanwhile. So when the machine has more than
 one CPU (and ``KIWIFS_WORKERS`` allows it) it runs in one worker process of its own
-(:class:`CheckWorker`, started fresh with ``spawn``, never forked from the threaded server), which
-reads the rows from the index file and hands back the problems.
+(:class:`CheckWorker`, started fresh with ``spawn``, never forked from the threaded server, at a
+lower priority), which reads the rows from the index file and hands back the problems.
 
 The table is derived, like the rest of the index: deleting the database loses nothing, and a
 result for another episodes prefix is never shown.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 import sqlite3
 import threading
 import time
@@ -88,6 +89,18 @@ def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
         conn.close()
 
 
+WORKER_NICENESS = 10
+
+
+def _yield_the_cpu() -> None:
+    """The worker process runs at a lower priority than the server: on a busy machine the CPU
+    goes to requests first, and the check (whose result may wait a few seconds) takes the rest."""
+    try:
+        os.nice(WORKER_NICENESS)
+    except OSError:  # not allowed here: the check then simply competes as an equal
+        pass
+
+
 class CheckWorker:
     """One worker process that runs the check away from the server's interpreter lock; ``None``
     from :meth:`problems` when it cannot (one CPU, or the process failed: the caller then runs the
@@ -104,7 +117,9 @@ class CheckWorker:
                 return None
             if self._pool is None:
                 context = multiprocessing.get_context("spawn")
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=context, initializer=_yield_the_cpu
+                )
             pool = self._pool
         try:
             return pool.submit(problems_from_file, index_path, prefix).result()
