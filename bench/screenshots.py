@@ -157,7 +157,7 @@ def shoot(root: Path, out: Path, chromium: str) -> None:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.goto(base + "/")
             page.wait_for_selector("#live-status[data-state='live']")
-            page.wait_for_selector("#problems[data-state='ready']")
+            page.wait_for_selector("#problems[data-current='true']")
             page.screenshot(path=str(out / "dashboard.png"), full_page=True)
             page.goto(base + "/file/concepts/auth.md")
             page.screenshot(path=str(out / "file.png"), full_page=False)

@@ -245,7 +245,7 @@ def test_the_loop_checks_after_a_write_and_announces_it(root: Path) -> None:
             Problem(
                 DANGLING,
                 "concepts/new.md",
-                "merged-from entry episode never-written cites nothing:"
+                "merged-from entry (episode never-written) cites nothing:"
                 " no episode has id 'never-written'",
             )
             in state.shown

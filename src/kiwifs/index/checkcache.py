@@ -154,9 +154,11 @@ class CheckKeeper(BackgroundLoop):
         index: Callable[[], Index],
         compute: Compute,
         announce: Callable[[], None],
+        ready: Callable[[], bool] = lambda: True,
         period: float = PERIOD,
     ) -> None:
         self._index = index
+        self._ready = ready
         self._compute = compute
         self._announce = announce
         self.period = period
@@ -176,7 +178,12 @@ class CheckKeeper(BackgroundLoop):
         return self._done is not None and self._done == self._stamp()
 
     def run_once(self) -> bool:
-        """Check and store now if the rows changed since the last run; True when it ran."""
+        """Check and store now if the rows changed since the last run; True when it ran.
+
+        Not before ``ready()``: a server's watcher first brings the index up to date with the
+        files, and a check of the rows before that would be stale at once."""
+        if not self._ready():
+            return False
         stamp = self._stamp()
         if stamp == self._done:
             return False

@@ -460,7 +460,9 @@ class IndexKeeper:
         :meth:`start_checking`, else :meth:`refresh_check` runs it in the caller's thread)."""
         with self._lock:
             if self._checker is None:
-                self._checker = checkcache.CheckKeeper(self._open, compute, announce)
+                self._checker = checkcache.CheckKeeper(
+                    self._open, compute, announce, self._watcher_ready
+                )
             return self._checker
 
     def start_checking(self, quiet: float = checkcache.QUIET_SECONDS) -> None:
@@ -498,6 +500,11 @@ class IndexKeeper:
                 return problems_in(prefix, *indexed_check.check_rows(conn, prefix))
 
         return self._guarded(run)
+
+    def _watcher_ready(self) -> bool:
+        """True unless a watcher was started and has not finished its first reconcile."""
+        watcher = self._watcher
+        return watcher is None or watcher.ready.is_set()
 
     @property
     def check_keeper(self) -> checkcache.CheckKeeper | None:

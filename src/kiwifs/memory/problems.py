@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .check import EpisodeRow, MemoryCheck, PageRow, build_check
-from .render import entry_text
+from .lineage import Entry
 
 DANGLING = "dangling"  # a merged-from entry that cites nothing
 DUPLICATE_ID = "duplicate id"  # one episode id on several episodes
@@ -44,7 +44,7 @@ def problems_of(check: MemoryCheck) -> list[Problem]:
     """The check's problems as one list: dangling entries, then duplicate ids, then double
     merges, each in the check's order."""
     out = [
-        Problem(DANGLING, d.page, f"merged-from entry {entry_text(d.entry)} cites nothing: {d.why}")
+        Problem(DANGLING, d.page, f"merged-from entry ({cited(d.entry)}) cites nothing: {d.why}")
         for d in check.dangling
     ]
     out += [
@@ -57,6 +57,11 @@ def problems_of(check: MemoryCheck) -> list[Problem]:
         for d in check.double_merges
     ]
     return out
+
+
+def cited(entry: Entry) -> str:
+    """What an entry names (type, id, path), without its date, actor and note."""
+    return " ".join(x for x in (entry.type or "(no type)", entry.id, entry.path) if x)
 
 
 def problems_in(

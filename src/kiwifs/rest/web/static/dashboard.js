@@ -88,6 +88,7 @@
     var box = document.getElementById("problems");
     if (!box || !check) { return; }
     box.setAttribute("data-state", check.ready ? "ready" : "pending");
+    box.setAttribute("data-current", check.current ? "true" : "false");
     setText("problem-count", check.ready ? String(check.total) : "\u2026");
     setText("check-status", checkStatus(check));
     var table = document.getElementById("problem-list");
