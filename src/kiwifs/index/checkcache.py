@@ -165,7 +165,6 @@ class CheckKeeper(BackgroundLoop):
         self.quiet = QUIET_SECONDS
         self._done: tuple[int, int] | None = None  # the rows' stamp the stored result is for
         self.last_seconds = 0.0
-        self.computed = threading.Event()  # set after each run (for tests and waiting)
         super().__init__()
 
     def _stamp(self) -> tuple[int, int]:
@@ -203,7 +202,6 @@ class CheckKeeper(BackgroundLoop):
                 self.run_once()
             except Exception:  # a background thread must not die; the next round retries
                 log.exception("memory check failed; retrying later")
-            self.computed.set()
             self._wake.wait(self.period)
             self._wake.clear()
             self._stop.wait(max(self.quiet, self.last_seconds))
