@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -246,10 +247,49 @@ def in_process(root: Path, repeat: int) -> None:
                 costs.append((time.perf_counter() - start) * 1000)
         keeper = kb.indexing.check_keeper
         took = keeper.last_seconds if keeper is not None else float("nan")
+        served_a, served_b = served_ab(kb, repeat)
     print(f"0: the figures alone after a write, no problems shown:    {summary(bare)}")
     print(f"A: overview after a write, problems from the stored check: {summary(cached)}")
     print(f"B: overview after a write, memory check on the request:   {summary(computed)}")
     print(f"the background check's last run took {took:.2f} s")
+    print(f"served A: GET / after a write, background check running: {summary(served_a)}")
+    print(f"served B: GET / after a write, the check in the request:  {summary(served_b)}")
+
+
+def served_ab(kb: Any, repeat: int) -> tuple[list[float], list[float]]:
+    """``GET /`` served from this process (uvicorn on a thread), right after a write, in pairs:
+    A with the background check running (the request reads the stored result), B with the loop
+    stopped, so that the request itself runs the check (the dashboard without the cache)."""
+    import threading
+
+    import uvicorn
+
+    from kiwifs.rest.app import create_app
+
+    port = free_port()
+    config = uvicorn.Config(create_app(kb), port=port, lifespan="off", log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    served_a: list[float] = []
+    served_b: list[float] = []
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600.0) as client:
+        while not server.started:
+            time.sleep(0.1)
+        client.get("/")
+        for i in range(repeat):
+            for variant, costs in (("A", served_a), ("B", served_b)):
+                if variant == "B":
+                    kb.indexing.stop_checking()
+                body = f"---\nepisode_id: bench-web-served-{variant}{i}\n---\n"
+                client.put("/api/kiwi/file", params={"path": "inbox/bench-web.md"}, content=body)
+                time.sleep(0.3)  # as above: the write's echo reaches the watcher
+                costs.append(server_ms(client.get("/")))
+                if variant == "B":
+                    kb.start_checking()
+    server.should_exit = True
+    thread.join(60)
+    return served_a, served_b
 
 
 if __name__ == "__main__":
