@@ -14,11 +14,14 @@ has points to draw. Then a ``kiwifs serve`` runs on it and the benchmark measure
     recomputed: the worst case a person sees), median, p90 and worst of ``--repeat``;
 (c) how long a new problem (a page whose ``merged-from`` names a missing episode) takes to
     appear in ``/ui/overview.json`` after its write: the background check's delay, end to end;
-(d) in-process, right after each write, without HTTP and without other requests, three variants
-    back to back: 0 is the dashboard's figures alone (the dashboard before it showed problems),
-    A the dashboard as served (its problems read from the check the background loop stored in
-    the index), B the dashboard computing ``memory check`` on the request (the design the cache
-    replaces); medians of ``--repeat`` rounds, interleaved;
+(d) in-process, right after each write, without HTTP and without other requests, four variants
+    back to back: - the dashboard's figures alone with no background check (the dashboard before
+    it showed problems), 0 the same while the background check runs (restarted just before, so
+    it is checking), A the dashboard as served (its problems read from the check the background
+    loop stored in the index), B the dashboard computing ``memory check`` on the request (the
+    design the cache replaces); medians of ``--repeat`` rounds, interleaved;
+(e) served by uvicorn in the bench process, ``GET /`` right after a write, in pairs: A with the
+    background check running, B with it stopped so that the request runs the check;
 
 and checks that the dashboard's numbers equal ``kiwifs memory report --json`` and its problem
 count ``kiwifs memory check --json``. It also reports how long the first replay of the history
@@ -222,7 +225,8 @@ def summary(values: list[float]) -> str:
 
 def in_process(root: Path, repeat: int) -> None:
     """The dashboard computed in this process right after a write, without HTTP or other
-    requests: 0 the figures alone (the dashboard before it showed problems), A as served (the
+    requests, in rounds: - the figures alone with no background check (the dashboard before it
+    showed problems), 0 the same while the background check runs, A as served (problems from the
     stored check), B computing ``memory check`` on the request."""
     from kiwifs.knowledge import Knowledge
 
@@ -233,12 +237,17 @@ def in_process(root: Path, repeat: int) -> None:
         kb.start_timeline()
         kb.start_checking()
         kb.overview()
-        bare, cached, computed = [], [], []
+        quiet, bare, cached, computed = [], [], [], []
+        rounds = (("-", quiet), ("0", bare), ("A", cached), ("B", computed))
         for i in range(repeat):
-            for variant, costs in (("0", bare), ("A", cached), ("B", computed)):
+            for variant, costs in rounds:
+                if variant == "-":  # no background check at all: the dashboard before it
+                    kb.indexing.stop_checking()
+                elif variant == "0":
+                    kb.start_checking()  # it checks at once: the rows moved while it was off
                 kb.write("inbox/bench-web.md", f"---\nepisode_id: bench-web-{variant}{i}\n---\n")
                 start = time.perf_counter()
-                if variant == "0":  # the figures alone: the dashboard before it showed problems
+                if variant in "-0":  # the figures alone
                     kb.indexing.overview(kb.episodes_prefix(), None, time.time())
                 else:
                     kb.overview()
@@ -248,7 +257,8 @@ def in_process(root: Path, repeat: int) -> None:
         keeper = kb.indexing.check_keeper
         took = keeper.last_seconds if keeper is not None else float("nan")
         served_a, served_b = served_ab(kb, repeat)
-    print(f"0: the figures alone after a write, no problems shown:    {summary(bare)}")
+    print(f"-: the figures alone after a write, no background check: {summary(quiet)}")
+    print(f"0: the figures alone after a write, the check running:    {summary(bare)}")
     print(f"A: overview after a write, problems from the stored check: {summary(cached)}")
     print(f"B: overview after a write, memory check on the request:   {summary(computed)}")
     print(f"the background check's last run took {took:.2f} s")
