@@ -645,6 +645,7 @@ def _recreate(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.executescript(TIMELINE_SCHEMA)
+    conn.executescript(CHECK_SCHEMA)
     if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
         add_vector_indexes(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
