@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,14 +86,38 @@ def test_close_commits_what_is_pending(root: Path) -> None:
     assert git(root, "show", "HEAD:after.md") == "x\n"
 
 
-def test_a_crash_before_the_commit_is_recovered_from_the_journal(kb: Knowledge, root: Path) -> None:
-    kb.write("journaled.md", "on disk\n", actor="dave")
+WRITE_THEN_DIE = """
+import os, signal, sys
+from kiwifs.knowledge import Knowledge
+kb = Knowledge.open(sys.argv[1])
+kb.enable_async_commit(window=30.0)
+kb.write("journaled.md", "on disk\\n", actor="dave")
+os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, not committed yet
+"""
+
+
+def test_a_crash_before_the_commit_is_recovered_from_the_journal(root: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", WRITE_THEN_DIE, str(root)], check=False)
+    assert done.returncode == -signal.SIGKILL
     assert "journaled.md" in (root / JOURNAL).read_text()
-    # another process opening the root after a crash commits what the journal names
+    # the next process opening the root commits what the journal names
     with Knowledge.open(root) as other:
         assert [v.message for v in other.versions("journaled.md")] == ["kiwifs: recommit 1 file(s)"]
-    kb.pipeline.flush()  # the original committer then finds nothing left to commit
     assert git(root, "status", "--porcelain", "--", "journaled.md") == ""
+
+
+def test_another_process_waits_for_pending_commits_instead_of_taking_them(
+    kb: Knowledge, root: Path
+) -> None:
+    """While this process has writes not yet committed it keeps the cross-process lock, so a
+    second opener neither commits them as its own nor writes between them and their commit."""
+    kb.pipeline.committer.window = 0.3  # type: ignore[union-attr]
+    kb.write("pending.md", "on disk\n", actor="dave")
+    with Knowledge.open(root) as other:  # waits for the batch, then finds nothing to repair
+        assert [v.message for v in other.versions("pending.md")] == ["dave: pending.md"]
+        other.write("pending.md", "rewritten\n", actor="erin")
+    assert git(root, "show", "HEAD:pending.md") == "rewritten\n"
+    assert git(root, "status", "--porcelain") == ""
 
 
 def test_batch_message_keeps_a_single_operation_message() -> None:
@@ -100,7 +127,15 @@ def test_batch_message_keeps_a_single_operation_message() -> None:
         PendingCommit(("a.md",), "eve", "eve: a.md", "Provenance: run:1"),
         PendingCommit(("a.md", "b.md"), "eve", "eve: bulk", "Provenance: run:1"),
     ]
-    assert batch_message(two) == ("eve: 2 files\n\na.md\nb.md", "Provenance: run:1")
+    message = "eve: 2 files\n\na.md\nbulk\n  a.md\n  b.md"
+    assert batch_message(two) == (message, "Provenance: run:1")
+    mixed = [
+        PendingCommit(("a.md",), "eve", "eve: a.md"),
+        PendingCommit(("b.md",), "eve", "delete: b.md"),
+        PendingCommit(("c.md", "d.md"), "eve", "eve: rename c.md \u2192 d.md"),
+    ]
+    text = "eve: 4 files\n\na.md\ndelete: b.md\nrename c.md \u2192 d.md"
+    assert batch_message(mixed) == (text, None)
 
 
 def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:

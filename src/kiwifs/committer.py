@@ -1,12 +1,20 @@
-"""Background, batched git commits: the write pipeline's asynchronous mode.
+"""Batched git commits in a thread: the write pipeline's group commit, synchronous or not.
 
 A commit costs a few milliseconds whatever the write, mostly for rewriting the tree objects of the
 folders on its path; a write that waits for its own commit is capped at a few hundred writes a
-second. In this mode (``kiwifs serve --async-commit``, or ``[versioning] async_commit = true``) a
-write returns once it is on disk and named in the crash journal, and this thread commits what
-has accumulated, as KiwiFS does: after ``window`` seconds, at ``max_paths`` paths, or as soon as
-the actor changes, so every commit still has one author. History reads call :meth:`flush` first,
-so they always see every write that returned.
+second, and writers queued behind one another's commits get no further. So writes hand their
+commit to this thread, which commits what has accumulated in one commit per run of one actor's
+operations (at most ``max_paths`` paths), so every commit still has one author:
+
+- **Synchronous (the default): group commit.** ``window`` is 0: the thread commits as soon as it
+  is free, taking every operation queued meanwhile. Each writer waits (:meth:`Committer.wait`,
+  its lock released) until a commit holding its operation is made, or an attempt at it failed.
+  One writer alone gets its own commit; concurrent writers share them.
+- **Asynchronous** (``kiwifs serve --async-commit``, or ``[versioning] async_commit = true``):
+  a write returns once it is on disk and named in the crash journal, and the thread commits
+  after ``window`` seconds, at ``max_paths`` paths, or as soon as the actor changes, as KiwiFS
+  does. History reads call :meth:`Committer.flush` first, so they always see every write that
+  returned.
 
 When git fails (a full disk, a broken repository) the thread keeps the batch and retries with a
 growing delay, since the trouble may pass. Meanwhile nothing waits forever: after
@@ -80,14 +88,40 @@ class CommitStatus:
         return out
 
 
+@dataclass(frozen=True)
+class Ticket:
+    """An operation's place in the queue, which :meth:`Committer.wait` waits on.
+
+    Batches are taken from the head of the queue, so operation ``seq`` (counted from 1) is
+    committed once ``seq`` operations are, and an attempt that failed with ``failed_through >=
+    seq`` held it. ``failures`` is the failed attempts counted when it was submitted: only a
+    later one is about it.
+    """
+
+    seq: int
+    failures: int
+
+
 def batch_message(batch: list[PendingCommit]) -> tuple[str, str | None]:
-    """The commit message and trailer of a batch (one operation keeps its own message)."""
+    """The commit message and trailer of a batch (one operation keeps its own message).
+
+    Several operations: ``<actor>: N files``, then a line per operation, its own message
+    without the ``<actor>: `` every line would repeat (``notes/a.md``, ``delete: notes/b.md``,
+    ``rename a.md → b.md``, a merge's message…), followed by the paths it wrote that the line
+    does not name (a bulk's), indented: the message still says what each one did.
+    """
     trailers = list(dict.fromkeys(c.trailer for c in batch if c.trailer))
     trailer = "\n".join(trailers) or None
     if len(batch) == 1:
         return batch[0].message, trailer
+    actor = batch[0].actor
     paths = list(dict.fromkeys(p for c in batch for p in c.paths))
-    return f"{batch[0].actor}: {len(paths)} files\n\n" + "\n".join(paths), trailer
+    lines: list[str] = []
+    for c in batch:
+        line = (c.message.splitlines() or [""])[0].removeprefix(f"{actor}: ")
+        lines.append(line)
+        lines.extend(f"  {p}" for p in c.paths if p not in line)
+    return f"{actor}: {len(paths)} files\n\n" + "\n".join(lines), trailer
 
 
 class Committer:
@@ -107,20 +141,48 @@ class Committer:
         self._queue: deque[PendingCommit] = deque()
         self._cond = threading.Condition()
         self._in_flight = 0
+        self._idling = False  # on_idle running: a flush waits for it too
         self._flushers = 0
         self._stopping = False
         self._attempts = 0  # commit attempts finished, failed or not
         self._failures = 0  # failed attempts in a row
         self._error: str | None = None
+        self._submitted = 0  # operations ever submitted (the last ticket's seq)
+        self._committed = 0  # operations ever committed: always a prefix of the submitted
+        self._failed_attempts = 0  # failed attempts ever
+        self._failed_through = 0  # the last operation the latest failed attempt held
         self._thread = threading.Thread(target=self._run, name="kiwifs-committer", daemon=True)
         self._thread.start()
 
-    def submit(self, commit: PendingCommit) -> None:
+    def submit(self, commit: PendingCommit) -> Ticket:
         with self._cond:
             if self._stopping:
                 raise RuntimeError("committer is closed")
             self._queue.append(commit)
+            self._submitted += 1
             self._cond.notify_all()
+            return Ticket(self._submitted, self._failed_attempts)
+
+    def wait(self, ticket: Ticket, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Wait until the ticket's operation is committed (group commit).
+
+        Raises :class:`StorageError` with git's error as soon as an attempt holding it fails
+        (the operation stays queued: it is on disk and in the journal, and is committed once
+        git works again, or by the next start), or when commits make no progress for
+        ``timeout`` seconds.
+        """
+        with self._cond:
+            deadline = time.monotonic() + timeout
+            done = self._committed
+            while self._committed < ticket.seq:
+                if self._failed_attempts > ticket.failures and self._failed_through >= ticket.seq:
+                    raise StorageError(self._error or "git commit failed")
+                if self._committed > done:  # progress: the bound is on a stall
+                    done, deadline = self._committed, time.monotonic() + timeout
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StorageError(f"git commits made no progress in {timeout:g} s")
+                self._cond.wait(remaining)
 
     @property
     def pending(self) -> int:
@@ -160,7 +222,7 @@ class Committer:
                 attempts = self._attempts
                 deadline = time.monotonic() + timeout
                 left = len(self._queue) + self._in_flight
-                while self._queue or self._in_flight:
+                while self._queue or self._in_flight or self._idling:
                     # failing, and an attempt made since this flush began failed as well
                     if self._failures >= FAILURES_BEFORE_ERROR and self._attempts > attempts:
                         raise self._failing_error()
@@ -211,6 +273,8 @@ class Committer:
                     self._in_flight = 0
                     self._attempts += 1
                     self._failures += 1
+                    self._failed_attempts += 1
+                    self._failed_through = self._committed + len(batch)
                     self._error = str(exc) or type(exc).__name__
                     self._cond.notify_all()  # waiting flushes learn of the failure
                     if self._stopping:
@@ -224,12 +288,15 @@ class Committer:
                     log.warning("background commits work again after %d failure(s)", self._failures)
                 self._in_flight = 0
                 self._attempts += 1
+                self._committed += len(batch)
                 self._failures, self._error = 0, None
-                drained = not self._queue
+                drained = self._idling = not self._queue
+                self._cond.notify_all()  # the writers waiting on this commit go on at once
             if drained:
                 self._safely(self.on_idle)
-            with self._cond:
-                self._cond.notify_all()
+                with self._cond:
+                    self._idling = False
+                    self._cond.notify_all()
 
     def _next_batch(self) -> list[PendingCommit] | None:
         """Wait for work, let the window fill, and take one actor's run of operations."""

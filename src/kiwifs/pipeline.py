@@ -6,11 +6,28 @@
 Writes to one root are serialised twice over: a lock per root inside this process and an
 ``flock`` on ``.kiwi/state/write.lock`` across processes (a ``kiwifs memory merge`` next to a
 running ``kiwifs serve``). Before touching the disk a write names its paths in
-``.kiwi/state/uncommitted.log``; after the commit the journal is emptied. Should the process die
-in between, :meth:`Pipeline.recover` commits what is on disk at the next start, so a write that
-reached the disk is never lost from history. A bulk write first records its whole content in
-``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`), so that a crash midway is finished or
-undone at the next start, never committed in part.
+``.kiwi/state/uncommitted.log``; once its commit is made the journal can be emptied. Should the
+process die in between, :meth:`Pipeline.recover` commits what is on disk at the next start, so
+a write that reached the disk is never lost from history. A bulk write first records its whole
+content in ``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`), so that a crash midway is
+finished or undone at the next start, never committed in part.
+
+**Group commit.** Only the disk writes are serialised: an operation journals its paths, writes
+its files and hands its commit to the :class:`~kiwifs.committer.Committer` under the lock, then
+releases the lock and waits until a commit holding it is made (synchronous, the default) or
+returns at once (``--async-commit``). Concurrent writers thus share commits instead of queueing
+behind each other's. Two rules keep history equal to the disk:
+
+- The process keeps the ``flock`` from its first write until *all* its writes are committed
+  (and only then empties the journal): another process's write cannot land between one of ours
+  on disk and its commit, where our later commit would put back what it overwrote. Under
+  unbroken load that moment may never come, so after :data:`HOLD_LIMIT` seconds the next writer
+  waits for the queue to drain and lets the ``flock`` go for a moment.
+- Operations that must commit alone under the lock (a bulk write, which is undone if its commit
+  fails) first wait for the queue to drain, so commits stay in the order of the disk writes.
+
+``KIWIFS_GROUP_COMMIT=0`` (environment) turns group commit off: each operation commits under the
+lock, as before; the benchmark's A/B switch.
 """
 
 from __future__ import annotations
@@ -21,12 +38,13 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import bulklog
-from .committer import CommitStatus, Committer, PendingCommit
+from .committer import CommitStatus, Committer, PendingCommit, Ticket
 from .errors import Conflict, KiwiError, NotFound, StorageError, UsageError
 from .events import Event, EventBus
 from .markdown import refuse_alias_bomb
@@ -39,6 +57,8 @@ STATE_DIR = ".kiwi/state"
 JOURNAL = "uncommitted.log"
 LOCK_FILE = "write.lock"
 MAX_APPEND_BYTES = 64 * 1024 * 1024
+HOLD_LIMIT = 1.0  # seconds write.lock may stay held across writes before others get a turn
+YIELD_PAUSE = 0.005  # seconds it is left free then: a waiting process wakes up and takes it
 CONFLICT_MESSAGE = "file modified since last read \u2014 re-fetch and retry"
 
 log = logging.getLogger(__name__)
@@ -85,6 +105,11 @@ def parse_if_match(value: str | None) -> list[str] | None:
     return tags
 
 
+def group_commit_enabled() -> bool:
+    """Whether synchronous writes share commits (``KIWIFS_GROUP_COMMIT=0`` turns it off)."""
+    return os.environ.get("KIWIFS_GROUP_COMMIT", "1").strip() not in ("0", "false", "no", "off")
+
+
 class Pipeline:
     """Serialised writes on one root, each one on disk and in git when it returns."""
 
@@ -97,8 +122,13 @@ class Pipeline:
         self.index_hook = index_hook
         self.root = storage.root
         self.committer: Committer | None = None
+        self.asynchronous = False
         self._lock = _lock_for(self.root)
         self.state = self.root / STATE_DIR
+        self._flock: int | None = None  # the descriptor holding write.lock, while held
+        self._inside = 0  # threads (nested: depth) inside locked()
+        self._held_since = 0.0
+        self._holding = threading.Lock()  # guards _flock and _inside
 
     # -- locking and journal ----------------------------------------------------------------
 
@@ -106,23 +136,68 @@ class Pipeline:
     def locked(self, settle: bool = True) -> Iterator[None]:
         """Hold the root's write lock (thread and process wide).
 
+        The ``flock`` is kept after leaving while some of this process's writes are still
+        waiting for their commit (see the module's docstring); :meth:`_release_if_idle` lets
+        it go, by whichever thread sees the last of them committed.
+
         With ``settle``, a bulk write left unfinished (by a crashed process, or by a failure that
         could not be undone) is finished or undone first, so that no later write can be
         overwritten when it is; while that is impossible every write fails.
         """
         with self._lock:
-            self.state.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            if self._held_too_long():
+                self._drain()
+                self._release_if_idle()
+                time.sleep(YIELD_PAUSE)
+            with self._holding:
+                self._inside += 1
+                held = self._flock is not None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not held:
+                    self._take_flock()
                 if settle and bulklog.exists(self.state):
                     from .recovery import finish_bulk
 
                     finish_bulk(self)
                 yield
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
+                with self._holding:
+                    self._inside -= 1
+                self._release_if_idle()
+
+    def _take_flock(self) -> None:
+        """Take write.lock across processes (the thread lock held: no other thread here)."""
+        self.state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._holding:
+            self._flock, self._held_since = fd, time.monotonic()
+
+    def _held_too_long(self) -> bool:
+        with self._holding:
+            since = time.monotonic() - self._held_since
+            return self._flock is not None and not self._inside and since > HOLD_LIMIT
+
+    def _release_if_idle(self) -> None:
+        """Let write.lock go once no thread is inside and every write is committed, emptying
+        the journal first (what it names is all in git). Called on leaving :meth:`locked` and
+        by the committer when it drains."""
+        with self._holding:
+            fd = self._flock
+            if fd is None or self._inside or self._pending():
+                return
+            if self.committer is not None:
+                self.clear_journal()  # else each operation empties it after its commit
+            self._flock = None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _pending(self) -> int:
+        return self.committer.pending if self.committer is not None else 0
 
     def _journal(self, paths: list[str]) -> None:
         """Name ``paths`` in the crash journal; every operation calls it before touching disk.
@@ -176,41 +251,74 @@ class Pipeline:
             raise Conflict(CONFLICT_MESSAGE, etag)
 
     def _commit(
-        self, written: dict[str, bytes | None], actor: str, message: str, prov: Provenance | None
-    ) -> None:
+        self,
+        written: dict[str, bytes | None],
+        actor: str,
+        message: str,
+        prov: Provenance | None,
+        alone: bool = False,
+    ) -> Ticket | None:
         """Commit what the operation wrote (``None``: deleted), the bytes themselves rather than
-        the disk: a background commit then never catches a later operation half done."""
+        the disk: a commit made later then never catches a later operation half done.
+
+        Returns the ticket to :meth:`_committed` on once the lock is released (group commit),
+        or ``None`` when there is nothing to wait for (committed here, or asynchronous).
+        ``alone``: commit now, in a commit of its own, after what is queued (lock held).
+        """
         trailer = _trailer(prov)
         paths = list(written)
-        if self.committer is not None:
-            self.committer.submit(PendingCommit(tuple(paths), actor, message, trailer, written))
+        committer = self._committer()
+        ticket = None
+        if committer is not None and not alone:
+            ticket = committer.submit(PendingCommit(tuple(paths), actor, message, trailer, written))
         else:
             if self.git is not None:
                 self.git.commit(paths, actor, message, trailer, written)
-            self.clear_journal()
+            if committer is None:
+                self.clear_journal()  # else once every queued write is committed too
         if self.index_hook is not None:
             self.index_hook(paths)
+        return None if self.asynchronous else ticket
+
+    def _committed(self, ticket: Ticket | None) -> None:
+        """Wait (lock released) until the operation's commit is made; StorageError if it
+        failed. Its files stay on disk and journaled: committed once git works again, or by
+        the next start."""
+        if ticket is not None and self.committer is not None:
+            self.committer.wait(ticket)
+
+    def _committer(self) -> Committer | None:
+        """The committer, started at the first commit (synchronous group commit)."""
+        if self.committer is None and self.git is not None and group_commit_enabled():
+            self.committer = Committer(self.git, self._release_if_idle, window=0.0)
+        return self.committer
+
+    def _drain(self) -> None:
+        """Lock held: wait until every queued commit is made (before committing alone)."""
+        if self.committer is not None and self._pending():
+            self.committer.flush()
 
     # -- asynchronous commits ---------------------------------------------------------------
 
     def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
         """Commit in the background, in batches (see :mod:`kiwifs.committer`)."""
-        if self.git is None or self.committer is not None:
+        if self.git is None or self.asynchronous:
             return
-        self.committer = Committer(self.git, self._clear_journal_if_idle, window, max_paths)
-
-    def _clear_journal_if_idle(self) -> None:
-        # writers journal and submit under this lock, so "nothing pending" is stable here
         with self.locked():
-            if self.committer is None or self.committer.pending == 0:
-                self.clear_journal()
+            self._drain()
+            if self.committer is None:
+                self.committer = Committer(self.git, self._release_if_idle, window, max_paths)
+            else:
+                self.committer.window, self.committer.max_paths = window, max_paths
+            self.asynchronous = True
 
     def flush(self) -> None:
-        """Wait until every write that returned is committed (a no-op when synchronous).
+        """Wait until every write that returned is committed: with ``--async-commit`` only,
+        since a synchronous write returns once committed.
 
         Raises :class:`~kiwifs.errors.StorageError` when background commits are failing.
         """
-        if self.committer is not None:
+        if self.committer is not None and self.asynchronous:
             self.committer.flush()
 
     def commit_status(self) -> CommitStatus:
@@ -219,10 +327,17 @@ class Pipeline:
         return committer.status() if committer is not None else CommitStatus()
 
     def close(self) -> None:
-        """Commit what is pending and stop the background committer."""
-        committer, self.committer = self.committer, None
+        """Commit what is pending and stop the committer (what it cannot commit stays in the
+        journal for the next start), letting write.lock go."""
+        committer = self.committer
         if committer is not None:
             committer.close()
+        with self._holding:
+            self.committer, self.asynchronous = None, False
+            fd, self._flock = self._flock, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     def write(
         self,
@@ -247,7 +362,8 @@ class Pipeline:
             refuse_alias_bomb(data)
             self._journal([rel])
             self.storage.write(rel, data)
-            self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
+            ticket = self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
+        self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
         return WriteResult(rel, etag)
@@ -266,6 +382,8 @@ class Pipeline:
         ``guard`` is entered under the lock before the file is read and left after the commit
         (or the decision to write nothing), with the exception if anything failed: bookkeeping
         that must not interleave with other writers, such as the claims a merge checks and ends.
+        With a guard the commit is waited for before the guard is left, so the guard learns
+        whether it was made.
         """
         rel = canonical(path)
         with self.locked(), guard if guard is not None else contextlib.nullcontext():
@@ -279,7 +397,11 @@ class Pipeline:
             refuse_alias_bomb(data)
             self._journal([rel])
             self.storage.write(rel, data)
-            self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
+            ticket = self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
+            if guard is not None:
+                self._committed(ticket)
+                ticket = None
+        self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
         return WriteResult(rel, etag)
@@ -308,7 +430,8 @@ class Pipeline:
             self._check_if_match(rel, if_match)
             self._journal([rel])
             self.storage.delete(rel)
-            self._commit({rel: None}, actor, f"delete: {rel}", None)
+            ticket = self._commit({rel: None}, actor, f"delete: {rel}", None)
+        self._committed(ticket)
         self.events.publish(Event("delete", path=rel, actor=actor))
         return rel
 
@@ -319,7 +442,11 @@ class Pipeline:
         provenance: Provenance | None = None,
         message: str | None = None,
     ) -> list[WriteResult]:
-        """Write every file in one commit, or none of them."""
+        """Write every file in one commit, or none of them.
+
+        Synchronous: committed alone, under the lock, after what is queued, so that a failed
+        commit can still put the previous contents back (no later write can have touched them).
+        """
         if not files:
             raise UsageError("files must not be empty")
         rels = [canonical(p) for p, _ in files]
@@ -339,6 +466,8 @@ class Pipeline:
                 tuple(bulklog.BulkFile(rel, data, before[rel]) for rel, data in prepared),
             )
             self._journal(rels)  # may refuse the write: before the bulk is journaled
+            if not self.asynchronous:
+                self._drain()  # may fail too, before anything is written
             try:
                 bulklog.write(self.state, intent)  # before the first target is touched
             except OSError as exc:
@@ -346,13 +475,13 @@ class Pipeline:
             try:
                 for rel, data in prepared:
                     self.storage.write(rel, data)
-                self._commit(dict(prepared), actor, text, provenance)
+                self._commit(dict(prepared), actor, text, provenance, alone=not self.asynchronous)
             except BaseException:
                 if self.restore(before):
                     bulklog.discard(self.state)
                 # else the journal stays, and the next write (or open) finishes or undoes it
                 if self.committer is None:
-                    self.clear_journal()  # asynchronous: other writes may still be pending
+                    self.clear_journal()  # else emptied once nothing is pending
                 raise
             bulklog.discard(self.state)
         results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
@@ -387,7 +516,10 @@ class Pipeline:
             self._journal([old, new])
             self.storage.write(new, data)
             self.storage.delete(old)
-            self._commit({old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None)
+            ticket = self._commit(
+                {old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None
+            )
+        self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=new, actor=actor, etag=etag))
         self.events.publish(Event("delete", path=old, actor=actor))
