@@ -8,14 +8,18 @@ when commits are not shared), that ``git status`` is clean and that ``git fsck``
 
 The modes (``--modes``, run in this order, then reversed, for ``--rounds`` rounds):
 
-- ``per-write``: ``serve --sync-commit`` with ``KIWIFS_GROUP_COMMIT=0``, each write committed
-  alone under the write lock (the A side of the A/B);
+- ``per-write``: ``serve --sync-commit`` with ``KIWIFS_GROUP_COMMIT=0 KIWIFS_FSYNC=strict``:
+  each write committed alone under the write lock, journal, file and folder fsynced under it
+  (the code before group commit: the A side of the A/B);
 - ``group``: ``serve --sync-commit``, the default: each write waits for a commit that holds it,
-  concurrent writers share commits (group commit);
-- ``async``: ``serve --async-commit``: a write returns once on disk and journaled.
+  concurrent writers share commits (group commit), the file fsynced outside the lock;
+- ``async-strict``: ``serve --async-commit`` with ``KIWIFS_FSYNC=strict`` (async before);
+- ``async``: ``serve --async-commit``: a write returns once on disk and journaled;
+- ``group-strict`` and ``per-write-late`` separate the two changes: group commit with the
+  fsyncs under the lock, and per-write commits with the file fsynced outside it.
 
     python bench/write_throughput.py [--writes 2000] [--clients 4] [--rounds 3]
-                                     [--modes per-write,group,async] [--keep]
+                                     [--modes per-write,group,async-strict,async] [--keep]
 
 Goals (issue): group commit ≥ 150 writes/s from one client and ≥ 400 from four; async ≥ 300
 from one client; every acknowledged write in git.
@@ -37,7 +41,15 @@ from pathlib import Path
 
 import httpx
 
-MODES = ("per-write", "group", "async")
+MODES = {  # mode: (serve flag, KIWIFS_GROUP_COMMIT, KIWIFS_FSYNC)
+    "per-write": ("--sync-commit", "0", "strict"),
+    "group": ("--sync-commit", "1", ""),
+    "async-strict": ("--async-commit", "1", "strict"),
+    "async": ("--async-commit", "1", ""),
+    "group-strict": ("--sync-commit", "1", "strict"),
+    "per-write-late": ("--sync-commit", "0", ""),
+}
+DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}  # (1 client, N clients) writes/s
 
 
@@ -143,7 +155,8 @@ def run_mode(mode: str, writes: int, clients: int, keep: bool) -> tuple[bool, Fi
     gitconfig = tmp / "gitconfig"
     gitconfig.write_text("")
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    env["KIWIFS_GROUP_COMMIT"] = "0" if mode == "per-write" else "1"
+    flag, group, fsync = MODES[mode]
+    env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     subprocess.run(
         [*kiwifs_command(), "init", "--root", str(root)],
@@ -155,11 +168,10 @@ def run_mode(mode: str, writes: int, clients: int, keep: bool) -> tuple[bool, Fi
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    flag = "--async-commit" if mode == "async" else "--sync-commit"
     proc = subprocess.Popen(
         [*kiwifs_command(), "serve", "--root", str(root), "--port", str(port), flag], env=env
     )
-    print(f"== {mode} commits ({flag})")
+    print(f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}")
     try:
         wait_ready(base, proc)
         one, fail1 = run_single(base, writes)
@@ -181,7 +193,7 @@ def run_mode(mode: str, writes: int, clients: int, keep: bool) -> tuple[bool, Fi
     expected = 2 * writes - failures
     committed = {line for line in git(root, "log", "--format=", "--name-only").splitlines() if line}
     missing = [p for p in written_paths(writes, clients) if p not in committed]
-    if mode == "per-write":
+    if group == "0":
         print(f"commits: {commits} (one per write: {expected})")
         ok = ok and commits == expected
     else:
@@ -218,7 +230,7 @@ def main() -> int:
     parser.add_argument("--writes", type=int, default=2000, help="PUTs per run (default 2000)")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
     parser.add_argument(
-        "--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}"
+        "--modes", default=DEFAULT_MODES, help=f"comma-separated, of {', '.join(MODES)}"
     )
     parser.add_argument("--rounds", type=int, default=1, help="rounds (order reversed each)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")

@@ -26,8 +26,17 @@ behind each other's. Two rules keep history equal to the disk:
 - Operations that must commit alone under the lock (a bulk write, which is undone if its commit
   fails) first wait for the queue to drain, so commits stay in the order of the disk writes.
 
-``KIWIFS_GROUP_COMMIT=0`` (environment) turns group commit off: each operation commits under the
-lock, as before; the benchmark's A/B switch.
+**Durability.** A write's file is written and renamed under the lock without fsync; the writer
+fsyncs it after leaving the lock (:meth:`~kiwifs.storage.Storage.sync`, one fsync that also
+makes the rename durable), before it is acknowledged, so concurrent writers' fsyncs overlap with
+each other and with the commit instead of queueing under the lock. The journal is not fsynced:
+like git's own objects (libgit2 does not fsync them) it serves the crash of a process, which the
+page cache survives; after a power cut every acknowledged file is there, the newest history may
+not be. A bulk write, a delete and the bulk journal keep their fsyncs under the lock.
+
+Switches, for the benchmark's A/B: ``KIWIFS_GROUP_COMMIT=0`` commits each operation under the
+lock, ``KIWIFS_FSYNC=strict`` fsyncs the journal, the file and its folder under the lock, both as
+before.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from .events import Event, EventBus
 from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .provenance import Provenance, inject_provenance
-from .storage import Storage, os_error_text
+from .storage import Storage, Unsynced, os_error_text
 from .versioning import Git, blob_id, commit_subject
 
 STATE_DIR = ".kiwi/state"
@@ -110,6 +119,11 @@ def group_commit_enabled() -> bool:
     return os.environ.get("KIWIFS_GROUP_COMMIT", "1").strip() not in ("0", "false", "no", "off")
 
 
+def strict_fsync() -> bool:
+    """``KIWIFS_FSYNC=strict``: fsync journal, file and folder under the lock (the A side)."""
+    return os.environ.get("KIWIFS_FSYNC", "").strip() == "strict"
+
+
 class Pipeline:
     """Serialised writes on one root, each one on disk and in git when it returns."""
 
@@ -128,6 +142,7 @@ class Pipeline:
         self._flock: int | None = None  # the descriptor holding write.lock, while held
         self._inside = 0  # threads (nested: depth) inside locked()
         self._held_since = 0.0
+        self._strict = strict_fsync()
         self._holding = threading.Lock()  # guards _flock and _inside
 
     # -- locking and journal ----------------------------------------------------------------
@@ -211,8 +226,9 @@ class Pipeline:
             return
         with open(self.state / JOURNAL, "a", encoding="utf-8") as fh:
             fh.write("".join(p + "\n" for p in paths))
-            fh.flush()
-            os.fsync(fh.fileno())
+            if self._strict:
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def clear_journal(self) -> None:
         if self.git is None:
@@ -279,6 +295,24 @@ class Pipeline:
         if self.index_hook is not None:
             self.index_hook(paths)
         return None if self.asynchronous else ticket
+
+    @contextlib.contextmanager
+    def _unsynced(self, rel: str, data: bytes) -> Iterator[Unsynced | None]:
+        """Write ``rel`` (lock held) and yield it for :meth:`_sync` after the lock; fsynced
+        here already under ``KIWIFS_FSYNC=strict``. Closed unsynced if the block fails."""
+        unsynced = self.storage.write(rel, data, durable=self._strict)
+        try:
+            yield unsynced
+        except BaseException:
+            if unsynced is not None:
+                unsynced.close()
+            raise
+
+    @staticmethod
+    def _sync(unsynced: Unsynced | None) -> None:
+        """After the lock, before the acknowledgement: make the file just written durable."""
+        if unsynced is not None:
+            unsynced.sync()
 
     def _committed(self, ticket: Ticket | None) -> None:
         """Wait (lock released) until the operation's commit is made; StorageError if it
@@ -361,8 +395,9 @@ class Pipeline:
             data = inject_provenance(content, provenance, actor)
             refuse_alias_bomb(data)
             self._journal([rel])
-            self.storage.write(rel, data)
-            ticket = self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
+            with self._unsynced(rel, data) as unsynced:
+                ticket = self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
+        self._sync(unsynced)
         self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
@@ -396,11 +431,13 @@ class Pipeline:
                 return WriteResult(rel, blob_id(current))
             refuse_alias_bomb(data)
             self._journal([rel])
-            self.storage.write(rel, data)
-            ticket = self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
+            with self._unsynced(rel, data) as unsynced:
+                ticket = self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
             if guard is not None:
+                self._sync(unsynced)
                 self._committed(ticket)
-                ticket = None
+                unsynced, ticket = None, None
+        self._sync(unsynced)
         self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
@@ -514,11 +551,12 @@ class Pipeline:
             if self.storage.exists(new):
                 raise Conflict(f"target already exists: {new}")
             self._journal([old, new])
-            self.storage.write(new, data)
-            self.storage.delete(old)
-            ticket = self._commit(
-                {old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None
-            )
+            with self._unsynced(new, data) as unsynced:
+                self.storage.delete(old)
+                ticket = self._commit(
+                    {old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None
+                )
+        self._sync(unsynced)
         self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=new, actor=actor, etag=etag))

@@ -269,13 +269,16 @@ class Storage:
     def exists(self, rel: str) -> bool:
         return os.path.isfile(self.abspath(rel))  # False, never an error, for any bad name
 
-    def write(self, rel: str, data: bytes) -> None:
+    def write(self, rel: str, data: bytes, durable: bool = True) -> Unsynced | None:
         """Atomically replace ``rel`` with ``data`` (temp file, fsync, rename, fsync folder).
 
         The temp file is created and renamed relative to the parent folder's descriptor,
         which :func:`open_parent` checked. What ``rel`` names now must be absent or a regular
         file: a FIFO is refused, not replaced. (A symlink is replaced by the file, as ``git``
         checking out a file over a link would.)
+
+        ``durable=False`` leaves out both fsyncs and returns the file, still open, for the
+        caller to make durable later (:meth:`Unsynced.sync`), outside its lock.
         """
         path = self.abspath(rel)
         _check_length(self.real_root(), rel)
@@ -285,7 +288,8 @@ class Storage:
             raise _refused(rel, exc) or os_failure(exc, "write", rel) from exc
         try:
             _check_replaceable(folder, path.name, rel)
-            _write_in(folder, path.name, data)
+            fd = _write_in(folder, path.name, data, durable)
+            return None if fd is None else Unsynced(fd, rel)
         except OSError as exc:
             raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
         finally:
@@ -353,8 +357,37 @@ def _check_replaceable(folder: int, name: str, rel: str) -> None:
         raise InvalidPath(f"{NOT_REGULAR_FILE}: {rel}")
 
 
-def _write_in(folder: int, name: str, data: bytes) -> None:
-    """Write ``data`` to a temp file in ``folder``, fsync it, rename it to ``name``."""
+class Unsynced:
+    """A file written and renamed into place, not yet fsynced; its descriptor stays open."""
+
+    def __init__(self, fd: int, rel: str) -> None:
+        self.fd: int | None = fd
+        self.rel = rel
+
+    def sync(self) -> None:
+        """Make the content and the name survive a power cut: one fsync of the file.
+
+        The rename changed the file's inode in the same filesystem transaction as its folder
+        entry, and an fsync of the file commits that transaction on the journaling
+        filesystems Linux uses (ext4, xfs, btrfs): the folder needs no fsync of its own.
+        """
+        try:
+            if self.fd is not None:
+                os.fsync(self.fd)
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.rel}: {os_error_text(exc)}") from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _write_in(folder: int, name: str, data: bytes, durable: bool = True) -> int | None:
+    """Write ``data`` to a temp file in ``folder``, fsync it, rename it to ``name`` and fsync
+    the folder; ``durable=False``: no fsync, and the file's descriptor is returned open."""
     tmp = f"{TEMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags, 0o644, dir_fd=folder)
@@ -364,16 +397,22 @@ def _write_in(folder: int, name: str, data: bytes) -> None:
             while view:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, 0o644)  # whatever the umask: files are world-readable
-            os.fsync(fd)
-        finally:
+            if durable:
+                os.fsync(fd)
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
             os.close(fd)
-        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            raise
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=folder)
         raise
+    if not durable:
+        return fd
+    os.close(fd)
     with contextlib.suppress(OSError):
         os.fsync(folder)
+    return None
 
 
 def temp_files(root: Path) -> list[Path]:
