@@ -143,6 +143,7 @@ class Pipeline:
         self._inside = 0  # threads (nested: depth) inside locked()
         self._held_since = 0.0
         self._strict = strict_fsync()
+        self._local = threading.local()  # per thread: locked() depth, announced to committer
         self._holding = threading.Lock()  # guards _flock and _inside
 
     # -- locking and journal ----------------------------------------------------------------
@@ -159,6 +160,23 @@ class Pipeline:
         could not be undone) is finished or undone first, so that no later write can be
         overwritten when it is; while that is impossible every write fails.
         """
+        local = self._local
+        outermost = not getattr(local, "depth", 0)
+        if outermost and self.committer is not None:
+            self.committer.announce()  # a group commit starting now may wait for this one
+            local.announced = self.committer
+        local.depth = getattr(local, "depth", 0) + 1
+        try:
+            with self._locked(settle):
+                yield
+        finally:
+            local.depth -= 1
+            announced, local.announced = getattr(local, "announced", None), None
+            if outermost and announced is not None:
+                announced.withdraw()
+
+    @contextlib.contextmanager
+    def _locked(self, settle: bool) -> Iterator[None]:
         with self._lock:
             if self._held_too_long():
                 self._drain()
@@ -285,15 +303,18 @@ class Pipeline:
         paths = list(written)
         committer = self._committer()
         ticket = None
+        if self.index_hook is not None:
+            self.index_hook(paths)
         if committer is not None and not alone:
-            ticket = committer.submit(PendingCommit(tuple(paths), actor, message, trailer, written))
+            announced = getattr(self._local, "announced", None) is committer
+            self._local.announced = None
+            pending = PendingCommit(tuple(paths), actor, message, trailer, written)
+            ticket = committer.submit(pending, announced)
         else:
             if self.git is not None:
                 self.git.commit(paths, actor, message, trailer, written)
             if committer is None:
                 self.clear_journal()  # else once every queued write is committed too
-        if self.index_hook is not None:
-            self.index_hook(paths)
         return None if self.asynchronous else ticket
 
     @contextlib.contextmanager

@@ -1,0 +1,304 @@
+"""Group commit, the default: concurrent writers share commits, each returns once committed.
+
+To make the sharing certain rather than likely, a test holds ``.kiwi/state/git.lock`` (the
+``flock`` every kiwifs commit takes, as another process's commit would): the first commit then
+waits, the writes that come meanwhile queue up behind it, and once the lock is released they are
+committed together. Real threads, a real repository and a real ``kiwifs serve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gitrepo import commit_count, git
+from kiwifs.errors import KiwiError, StorageError
+from kiwifs.gitindex import LOCK_FILE
+from kiwifs.knowledge import Knowledge
+from kiwifs.versioning import blob_id
+
+KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
+HANG_GUARD = 120.0  # seconds: turns a hang (the bug) into a failure; the waits take far less
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "kb"
+    Knowledge.init(path, "blank")
+    return path
+
+
+@pytest.fixture
+def kb(root: Path) -> Iterator[Knowledge]:
+    with Knowledge.open(root) as k:
+        yield k
+
+
+@contextlib.contextmanager
+def git_lock_held(root: Path) -> Iterator[None]:
+    """Hold the commit lock, as another process committing would: kiwifs commits wait."""
+    (root / LOCK_FILE).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.005)
+
+
+def head_files(root: Path) -> set[str]:
+    return set(git(root, "ls-tree", "-r", "--name-only", "HEAD").splitlines())
+
+
+def commits_since(root: Path, before: int) -> list[tuple[str, list[str]]]:
+    """(author, paths) of each commit made since there were ``before`` commits, oldest first."""
+    out = git(root, "log", f"-{commit_count(root) - before}", "--format=%x00%an", "--name-only")
+    commits = []
+    for record in out.split("\0")[1:]:
+        author, *paths = [line for line in record.splitlines() if line]
+        commits.append((author, paths))
+    return commits[::-1]
+
+
+class Writers:
+    """Threads writing one file each through the core, recording what each call did."""
+
+    def __init__(self, kb: Knowledge, root: Path) -> None:
+        self.kb, self.root = kb, root
+        self.threads: list[threading.Thread] = []
+        self.outcome: dict[str, BaseException | bool] = {}
+
+    def start(self, path: str, content: bytes | str, actor: str, provenance: bool = True) -> None:
+        def run() -> None:
+            try:
+                prov = f"run:{actor}" if provenance else None  # it adds a line to the file
+                self.kb.write(path, content, actor=actor, provenance=prov)
+            except KiwiError as exc:
+                self.outcome[path] = exc
+                return
+            # acknowledged: already in HEAD (nothing here deletes)
+            self.outcome[path] = path in head_files(self.root)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(HANG_GUARD)
+        assert len(self.outcome) == len(self.threads), "a write never returned"
+
+
+def pending(kb: Knowledge) -> int:
+    return kb.commit_status().pending
+
+
+def test_concurrent_writers_share_commits_and_return_committed(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    writers = Writers(kb, root)
+    with git_lock_held(root):
+        for i in range(6):
+            writers.start(f"notes/n{i}.md", f"# note {i}\n", "alice")
+        wait_until(lambda: pending(kb) == 6)  # the first commit waits, the rest queue up
+        assert writers.outcome == {}  # no write returns before its commit
+    writers.join()
+    assert writers.outcome == {f"notes/n{i}.md": True for i in range(6)}
+    commits = commits_since(root, before)
+    assert len(commits) <= 2  # the one that was waiting, then everything queued behind it
+    assert {p for _, paths in commits for p in paths} == {f"notes/n{i}.md" for i in range(6)}
+    shared = git(root, "log", "-1", "--format=%B")
+    assert shared.startswith("alice: ") and "Provenance: run:alice" in shared
+    assert (root / ".kiwi/state/uncommitted.log").read_text() == ""  # emptied once idle
+
+
+def test_each_shared_commit_has_the_author_of_its_writes(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    writers = Writers(kb, root)
+    actors = {}
+    with git_lock_held(root):
+        for round_, actor in enumerate(["alice", "bob", "alice"]):
+            for i in range(3):
+                path = f"{actor}/r{round_}-{i}.md"
+                actors[path] = actor
+                writers.start(path, f"by {actor}\n", actor)
+            wait_until(lambda n=3 * (round_ + 1): pending(kb) == n)  # type: ignore[misc]
+    writers.join()
+    assert all(ok is True for ok in writers.outcome.values()), writers.outcome
+    commits = commits_since(root, before)
+    assert len(commits) < len(actors)  # shared...
+    for author, paths in commits:  # ...but never across authors
+        assert {actors[p] for p in paths} == {author}
+    assert sorted(p for _, paths in commits for p in paths) == sorted(actors)
+
+
+def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
+    """Make git unable to store ``data``'s blob (its fan-out folder becomes a file); deleting
+    the returned file repairs it. ``data`` is varied until its folder holds no object yet."""
+    content, n = data, 0
+    while (root / ".git" / "objects" / blob_id(content)[:2]).exists():
+        n += 1
+        content = data + f"<!-- {n} -->\n".encode()
+    fan = root / ".git" / "objects" / blob_id(content)[:2]
+    fan.write_text("not a folder")
+    return fan, content
+
+
+def test_a_git_failure_fails_every_writer_of_the_group(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    fan, doomed = break_object_store_for(root, b"# git cannot store this\n")
+    writers = Writers(kb, root)
+    with git_lock_held(root):
+        for i in range(4):  # the same bytes: every commit holding one of them fails
+            writers.start(f"doomed/d{i}.md", doomed, "carol", provenance=False)
+        wait_until(lambda: pending(kb) == 4)
+    writers.join()
+    for path, outcome in writers.outcome.items():
+        assert isinstance(outcome, StorageError), (path, outcome)
+        assert "git commit failed" in outcome.message
+        assert (root / path).read_bytes() == doomed  # on disk, and journaled...
+        assert path in (root / ".kiwi/state/uncommitted.log").read_text()
+    assert commit_count(root) == before
+    fan.unlink()  # ...so once git works again they are committed after all
+    kb.pipeline.committer.flush()  # type: ignore[union-attr]
+    assert {f"doomed/d{i}.md" for i in range(4)} <= head_files(root)
+    assert kb.git is not None and kb.git.sync_index()  # else done after 1 s without commits
+    assert git(root, "status", "--porcelain") == ""
+
+
+def test_a_bulk_write_waits_for_the_queue_and_commits_alone(kb: Knowledge, root: Path) -> None:
+    """A bulk commits under the lock (to undo itself if git fails): what was queued before it is
+    committed first, so history keeps the order of the disk writes."""
+    before = commit_count(root)
+    writers = Writers(kb, root)
+    bulk_done: list[int] = []
+    with git_lock_held(root):
+        writers.start("shared.md", "by a single write\n", "alice")
+        wait_until(lambda: pending(kb) == 1)
+        bulk = threading.Thread(
+            target=lambda: bulk_done.append(
+                len(kb.bulk_write([("shared.md", "by the bulk\n"), ("b.md", "b\n")], actor="bob"))
+            ),
+            daemon=True,
+        )
+        bulk.start()
+    writers.join()
+    bulk.join(HANG_GUARD)
+    assert bulk_done == [2]
+    assert (
+        git(root, "show", "HEAD:shared.md") == "by the bulk\n" == (root / "shared.md").read_text()
+    )
+    assert [author for author, _ in commits_since(root, before)] == ["alice", "bob"]
+
+
+# -- through a real server ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def served(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    log = root.parent / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: proc.poll() is None and answers(base))
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(60)
+
+
+def answers(base: str) -> bool:
+    try:
+        return httpx.get(base + "/health", timeout=2.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def server_pending(base: str) -> int:
+    return int(httpx.get(base + "/health", timeout=10.0).json()["commits"]["pending"])
+
+
+def put_in_threads(base: str, paths: list[str]) -> tuple[list[threading.Thread], dict[str, int]]:
+    statuses: dict[str, int] = {}
+
+    def put(path: str) -> None:
+        try:
+            with httpx.Client(base_url=base, timeout=HANG_GUARD) as client:
+                resp = client.put("/api/kiwi/file", params={"path": path}, content=f"# {path}\n")
+            statuses[path] = resp.status_code
+        except httpx.TransportError:
+            statuses[path] = 0  # the server went away: not acknowledged
+
+    threads = [threading.Thread(target=put, args=(p,), daemon=True) for p in paths]
+    for thread in threads:
+        thread.start()
+    return threads, statuses
+
+
+def test_concurrent_puts_to_a_real_server_share_commits(root: Path) -> None:
+    paths = [f"served/s{i}.md" for i in range(6)]
+    with served(root) as (base, _):
+        before = commit_count(root)
+        with git_lock_held(root):
+            threads, statuses = put_in_threads(base, paths)
+            wait_until(lambda: server_pending(base) == len(paths))
+            assert statuses == {}
+        for thread in threads:
+            thread.join(HANG_GUARD)
+        assert statuses == dict.fromkeys(paths, 200)
+        assert 1 <= commit_count(root) - before <= 2
+        for path in paths:
+            assert git(root, "show", f"HEAD:{path}") == (root / path).read_text() == f"# {path}\n"
+
+
+def test_kill_9_while_writers_wait_for_a_group_commit(root: Path) -> None:
+    """Writes on disk and journaled, their commit not made, none acknowledged: the next start
+    commits them, and git status is clean."""
+    paths = [f"waiting/w{i}.md" for i in range(5)]
+    with served(root) as (base, proc):
+        with git_lock_held(root):
+            threads, statuses = put_in_threads(base, paths)
+            wait_until(lambda: server_pending(base) == len(paths))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(60)
+        for thread in threads:
+            thread.join(HANG_GUARD)
+    assert statuses == dict.fromkeys(paths, 0)  # nobody was told the write was done
+    with Knowledge.open(root) as kb:
+        assert set(paths) <= head_files(root)
+        assert [v.message for v in kb.versions(paths[0])] == ["kiwifs: recommit 5 file(s)"]
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
