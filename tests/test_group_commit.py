@@ -249,7 +249,7 @@ def answers(base: str) -> bool:
 
 
 def server_pending(base: str) -> int:
-    return int(httpx.get(base + "/health", timeout=10.0).json()["commits"]["pending"])
+    return int(httpx.get(base + "/health", timeout=HANG_GUARD).json()["commits"]["pending"])
 
 
 def put_in_threads(base: str, paths: list[str]) -> tuple[list[threading.Thread], dict[str, int]]:

@@ -19,10 +19,7 @@ returns at once (``--async-commit``). Concurrent writers thus share commits inst
 behind each other's. Two rules keep history equal to the disk:
 
 - The process keeps the ``flock`` from its first write until *all* its writes are committed
-  (and only then empties the journal): another process's write cannot land between one of ours
-  on disk and its commit, where our later commit would put back what it overwrote. Under
-  unbroken load that moment may never come, so after :data:`HOLD_LIMIT` seconds the next writer
-  waits for the queue to drain and lets the ``flock`` go for a moment.
+  (and only then empties the journal): see :mod:`kiwifs.writelock`.
 - Operations that must commit alone under the lock (a bulk write, which is undone if its commit
   fails) first wait for the queue to drain, so commits stay in the order of the disk writes.
 
@@ -42,15 +39,12 @@ before.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import bulklog
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
@@ -61,26 +55,15 @@ from .paths import canonical
 from .provenance import Provenance, inject_provenance
 from .storage import Storage, Unsynced, os_error_text
 from .versioning import Git, blob_id, commit_subject
+from .writelock import WriteLock
 
 STATE_DIR = ".kiwi/state"
 JOURNAL = "uncommitted.log"
-LOCK_FILE = "write.lock"
 MAX_APPEND_BYTES = 64 * 1024 * 1024
-HOLD_LIMIT = 1.0  # seconds write.lock may stay held across writes before others get a turn
-YIELD_PAUSE = 0.005  # seconds it is left free then: a waiting process wakes up and takes it
 CONFLICT_MESSAGE = "file modified since last read \u2014 re-fetch and retry"
 
 log = logging.getLogger(__name__)
 IndexHook = Callable[[list[str]], None]
-
-_root_locks: dict[str, threading.RLock] = {}
-_root_locks_guard = threading.Lock()
-
-
-def _lock_for(root: Path) -> threading.RLock:
-    key = os.path.realpath(root)
-    with _root_locks_guard:
-        return _root_locks.setdefault(key, threading.RLock())
 
 
 @dataclass(frozen=True)
@@ -137,14 +120,12 @@ class Pipeline:
         self.root = storage.root
         self.committer: Committer | None = None
         self.asynchronous = False
-        self._lock = _lock_for(self.root)
         self.state = self.root / STATE_DIR
-        self._flock: int | None = None  # the descriptor holding write.lock, while held
-        self._inside = 0  # threads (nested: depth) inside locked()
-        self._held_since = 0.0
+        self._write_lock = WriteLock(
+            self.root, self.state, self._pending, self._drain, self._on_release
+        )
         self._strict = strict_fsync()
         self._local = threading.local()  # per thread: locked() depth, announced to committer
-        self._holding = threading.Lock()  # guards _flock and _inside
 
     # -- locking and journal ----------------------------------------------------------------
 
@@ -153,8 +134,7 @@ class Pipeline:
         """Hold the root's write lock (thread and process wide).
 
         The ``flock`` is kept after leaving while some of this process's writes are still
-        waiting for their commit (see the module's docstring); :meth:`_release_if_idle` lets
-        it go, by whichever thread sees the last of them committed.
+        waiting for their commit (see :mod:`kiwifs.writelock`).
 
         With ``settle``, a bulk write left unfinished (by a crashed process, or by a failure that
         could not be undone) is finished or undone first, so that no later write can be
@@ -162,75 +142,32 @@ class Pipeline:
         """
         local = self._local
         outermost = not getattr(local, "depth", 0)
-        if outermost and self.committer is not None:
-            self.committer.announce()  # a group commit starting now may wait for this one
+        if outermost:
             local.announced = self.committer
+            if self.committer is not None:
+                self.committer.announce()  # a group commit starting now may wait for this one
         local.depth = getattr(local, "depth", 0) + 1
         try:
-            with self._locked(settle):
-                yield
-        finally:
-            local.depth -= 1
-            announced, local.announced = getattr(local, "announced", None), None
-            if outermost and announced is not None:
-                announced.withdraw()
-
-    @contextlib.contextmanager
-    def _locked(self, settle: bool) -> Iterator[None]:
-        with self._lock:
-            if self._held_too_long():
-                self._drain()
-                self._release_if_idle()
-                time.sleep(YIELD_PAUSE)
-            with self._holding:
-                self._inside += 1
-                held = self._flock is not None
-            try:
-                if not held:
-                    self._take_flock()
+            with self._write_lock.held():
                 if settle and bulklog.exists(self.state):
                     from .recovery import finish_bulk
 
                     finish_bulk(self)
                 yield
-            finally:
-                with self._holding:
-                    self._inside -= 1
-                self._release_if_idle()
-
-    def _take_flock(self) -> None:
-        """Take write.lock across processes (the thread lock held: no other thread here)."""
-        self.state.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        with self._holding:
-            self._flock, self._held_since = fd, time.monotonic()
-
-    def _held_too_long(self) -> bool:
-        with self._holding:
-            since = time.monotonic() - self._held_since
-            return self._flock is not None and not self._inside and since > HOLD_LIMIT
-
-    def _release_if_idle(self) -> None:
-        """Let write.lock go once no thread is inside and every write is committed, emptying
-        the journal first (what it names is all in git). Called on leaving :meth:`locked` and
-        by the committer when it drains."""
-        with self._holding:
-            fd = self._flock
-            if fd is None or self._inside or self._pending():
-                return
-            if self.committer is not None:
-                self.clear_journal()  # else each operation empties it after its commit
-            self._flock = None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        finally:
+            local.depth -= 1
+            if outermost:
+                announced, local.announced = local.announced, None
+                if announced is not None:
+                    announced.withdraw()  # it submitted nothing
 
     def _pending(self) -> int:
         return self.committer.pending if self.committer is not None else 0
+
+    def _on_release(self) -> None:
+        """write.lock about to go, nothing pending: what the journal names is committed."""
+        if self.committer is not None:
+            self.clear_journal()  # else each operation empties it after its commit
 
     def _journal(self, paths: list[str]) -> None:
         """Name ``paths`` in the crash journal; every operation calls it before touching disk.
@@ -302,20 +239,21 @@ class Pipeline:
         trailer = _trailer(prov)
         paths = list(written)
         committer = self._committer()
-        ticket = None
-        if self.index_hook is not None:
-            self.index_hook(paths)
         if committer is not None and not alone:
+            if self.index_hook is not None:
+                self.index_hook(paths)  # first: submitting is the last step under the lock
             announced = getattr(self._local, "announced", None) is committer
             self._local.announced = None
             pending = PendingCommit(tuple(paths), actor, message, trailer, written)
             ticket = committer.submit(pending, announced)
-        else:
-            if self.git is not None:
-                self.git.commit(paths, actor, message, trailer, written)
-            if committer is None:
-                self.clear_journal()  # else once every queued write is committed too
-        return None if self.asynchronous else ticket
+            return None if self.asynchronous else ticket
+        if self.git is not None:
+            self.git.commit(paths, actor, message, trailer, written)
+        if committer is None:
+            self.clear_journal()  # else once every queued write is committed too
+        if self.index_hook is not None:
+            self.index_hook(paths)
+        return None
 
     @contextlib.contextmanager
     def _unsynced(self, rel: str, data: bytes) -> Iterator[Unsynced | None]:
@@ -345,7 +283,7 @@ class Pipeline:
     def _committer(self) -> Committer | None:
         """The committer, started at the first commit (synchronous group commit)."""
         if self.committer is None and self.git is not None and group_commit_enabled():
-            self.committer = Committer(self.git, self._release_if_idle, window=0.0)
+            self.committer = Committer(self.git, self._write_lock.release_if_idle, window=0.0)
         return self.committer
 
     def _drain(self) -> None:
@@ -362,7 +300,8 @@ class Pipeline:
         with self.locked():
             self._drain()
             if self.committer is None:
-                self.committer = Committer(self.git, self._release_if_idle, window, max_paths)
+                idle = self._write_lock.release_if_idle
+                self.committer = Committer(self.git, idle, window, max_paths)
             else:
                 self.committer.window, self.committer.max_paths = window, max_paths
             self.asynchronous = True
@@ -387,12 +326,8 @@ class Pipeline:
         committer = self.committer
         if committer is not None:
             committer.close()
-        with self._holding:
-            self.committer, self.asynchronous = None, False
-            fd, self._flock = self._flock, None
-        if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        self.committer, self.asynchronous = None, False
+        self._write_lock.close()
 
     def write(
         self,
