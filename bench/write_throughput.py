@@ -20,6 +20,10 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
 
     python bench/write_throughput.py [--writes 2000] [--clients 4] [--rounds 3]
                                      [--modes per-write,group,async-strict,async] [--keep]
+                                     [--core]
+
+``--core`` leaves HTTP out: a child process opens the root with ``Knowledge.open`` and writes
+from one thread, then from ``--clients`` threads (what the core can do; the same checks after).
 
 Goals (issue): group commit ≥ 150 writes/s from one client and ≥ 400 from four; async ≥ 300
 from one client; every acknowledged write in git.
@@ -147,7 +151,60 @@ def run_concurrent(base: str, writes: int, clients: int) -> tuple[Figures, int]:
     return figures, sum(failures)
 
 
-def run_mode(mode: str, writes: int, clients: int, keep: bool) -> tuple[bool, Figures, Figures]:
+def core_writes(root: str, asynchronous: bool, writes: int, clients: int) -> None:
+    """The ``--core`` child: the same writes through ``Knowledge.write`` in threads."""
+    import json
+
+    from kiwifs.knowledge import Knowledge
+
+    kb = Knowledge.open(root)
+    if asynchronous:
+        kb.enable_async_commit()
+
+    def run(per_client: list[list[str]], run_id: str, label: str) -> Figures:
+        latencies: list[float] = []
+
+        def worker(c: int) -> None:
+            for i, path in enumerate(per_client[c]):
+                t0 = time.perf_counter()
+                body = f"# {path}\n\nwrite {i} of run {run_id}-{c}\n"
+                kb.write(path, body, actor="bench", provenance=f"run:{run_id}-{c}")
+                latencies.append(time.perf_counter() - t0)
+
+        threads = [threading.Thread(target=worker, args=(c,)) for c in range(len(per_client))]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return report(label, writes, time.perf_counter() - t0, latencies)
+
+    one = run([[f"bench/one/file-{i:05d}.md" for i in range(writes)]], "bench-1", "1 thread")
+    many = run(
+        [
+            [f"bench/many/c{c}/file-{i:05d}.md" for i in range(c, writes, clients)]
+            for c in range(clients)
+        ],
+        f"bench-{clients}",
+        f"{clients} threads",
+    )
+    kb.close()
+    print("FIGURES " + json.dumps([one, many]))
+
+
+def run_core(cmd: list[str], env: dict[str, str]) -> tuple[Figures, Figures]:
+    import json
+
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    figures = json.loads(out.rsplit("FIGURES ", 1)[1])
+    print(out.rsplit("FIGURES ", 1)[0], end="")
+    one, many = (tuple(f) for f in figures)
+    return one, many
+
+
+def run_mode(
+    mode: str, writes: int, clients: int, keep: bool, core: bool = False
+) -> tuple[bool, Figures, Figures]:
     """A fresh root served in ``mode`` (see :data:`MODES`); True if the checks pass."""
     tmp = Path(tempfile.mkdtemp(prefix="kiwifs-bench-"))
     root = tmp / "root"
@@ -166,6 +223,11 @@ def run_mode(mode: str, writes: int, clients: int, keep: bool) -> tuple[bool, Fi
     )
     commits_before = int(git(root, "rev-list", "--count", "HEAD"))
 
+    if core:
+        print(f"== {mode} (core): KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}")
+        child = [sys.executable, __file__, "--core-child", str(root), flag]
+        one, many = run_core([*child, str(writes), str(clients)], env)
+        return check(mode, root, tmp, commits_before, writes, clients, 0, keep, one, many)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
@@ -183,9 +245,25 @@ def run_mode(mode: str, writes: int, clients: int, keep: bool) -> tuple[bool, Fi
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-    ok = True
     failures = fail1 + fail_n
+    return check(mode, root, tmp, commits_before, writes, clients, failures, keep, one, many)
+
+
+def check(
+    mode: str,
+    root: Path,
+    tmp: Path,
+    commits_before: int,
+    writes: int,
+    clients: int,
+    failures: int,
+    keep: bool,
+    one: Figures,
+    many: Figures,
+) -> tuple[bool, Figures, Figures]:
+    """Every write in git, ``git status`` and ``git fsck`` clean; the root removed."""
+    ok = True
+    group = MODES[mode][1]
     if failures:
         print(f"FAIL: {failures} PUTs did not return 200")
         ok = False
@@ -234,6 +312,11 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=1, help="rounds (order reversed each)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
+    parser.add_argument("--core", action="store_true", help="through the core, no HTTP")
+    if len(sys.argv) == 6 and sys.argv[1] == "--core-child":
+        root, flag, writes, clients = sys.argv[2:]
+        core_writes(root, flag == "--async-commit", int(writes), int(clients))
+        return 0
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MODES]:
@@ -242,7 +325,7 @@ def main() -> int:
     ok = True
     for r in range(args.rounds):
         for mode in modes if r % 2 == 0 else modes[::-1]:
-            passed, one, many = run_mode(mode, args.writes, args.clients, args.keep)
+            passed, one, many = run_mode(mode, args.writes, args.clients, args.keep, args.core)
             ok = ok and passed
             runs[mode].append((one, many))
     print(f"\n== medians of {args.rounds} round(s), load average {os.getloadavg()[0]:.1f}")
