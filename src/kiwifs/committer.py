@@ -28,6 +28,7 @@ close is committed by the next start.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -43,7 +44,9 @@ MAX_RETRY_DELAY = 5.0
 FAILURES_BEFORE_ERROR = 3  # failed attempts in a row before waiters are told (~0.2 s)
 FLUSH_TIMEOUT = 60.0  # seconds a flush waits for commits that neither succeed nor fail
 CLOSE_TIMEOUT = 30.0
-GROUP_WAIT = 0.002  # seconds a group commit waits for operations announced but not submitted
+# seconds a group commit waits for operations announced but not submitted yet;
+# KIWIFS_GROUP_WAIT_MS=0 turns the wait off (the benchmark's A/B switch)
+GROUP_WAIT = float(os.environ.get("KIWIFS_GROUP_WAIT_MS", "2")) / 1000
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,7 @@ class Committer:
                 if self._stopping:
                     return None
                 self._cond.wait()
-            deadline = time.monotonic() + (self.window or GROUP_WAIT)
+            deadline = time.monotonic() + (self.window or max(GROUP_WAIT, 0.0))
             while not (self._stopping or self._flushers or self._full()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (not self.window and not self._coming):
