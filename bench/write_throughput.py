@@ -16,7 +16,9 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
 - ``async-strict``: ``serve --async-commit`` with ``KIWIFS_FSYNC=strict`` (async before);
 - ``async``: ``serve --async-commit``: a write returns once on disk and journaled;
 - ``group-strict`` and ``per-write-late`` separate the two changes: group commit with the
-  fsyncs under the lock, and per-write commits with the file fsynced outside it.
+  fsyncs under the lock, and per-write commits with the file fsynced outside it;
+  ``group-nowait``: group commit without the 2 ms wait for writers on their way
+  (``KIWIFS_GROUP_WAIT_MS=0``).
 
     python bench/write_throughput.py [--writes 2000] [--clients 4] [--rounds 3]
                                      [--modes per-write,group,async-strict,async] [--keep]
@@ -45,13 +47,14 @@ from pathlib import Path
 
 import httpx
 
-MODES = {  # mode: (serve flag, KIWIFS_GROUP_COMMIT, KIWIFS_FSYNC)
-    "per-write": ("--sync-commit", "0", "strict"),
-    "group": ("--sync-commit", "1", ""),
-    "async-strict": ("--async-commit", "1", "strict"),
-    "async": ("--async-commit", "1", ""),
-    "group-strict": ("--sync-commit", "1", "strict"),
-    "per-write-late": ("--sync-commit", "0", ""),
+MODES = {  # mode: (serve flag, KIWIFS_GROUP_COMMIT, KIWIFS_FSYNC, KIWIFS_GROUP_WAIT_MS)
+    "per-write": ("--sync-commit", "0", "strict", "2"),
+    "group": ("--sync-commit", "1", "", "2"),
+    "async-strict": ("--async-commit", "1", "strict", "2"),
+    "async": ("--async-commit", "1", "", "2"),
+    "group-strict": ("--sync-commit", "1", "strict", "2"),
+    "per-write-late": ("--sync-commit", "0", "", "2"),
+    "group-nowait": ("--sync-commit", "1", "", "0"),
 }
 DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}  # (1 client, N clients) writes/s
@@ -212,8 +215,8 @@ def run_mode(
     gitconfig = tmp / "gitconfig"
     gitconfig.write_text("")
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    flag, group, fsync = MODES[mode]
-    env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync)
+    flag, group, fsync, wait = MODES[mode]
+    env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     subprocess.run(
         [*kiwifs_command(), "init", "--root", str(root)],

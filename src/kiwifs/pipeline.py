@@ -42,6 +42,7 @@ import contextlib
 import functools
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -124,6 +125,7 @@ class Pipeline:
             self.root, self.state, self._pending, self._drain, self._on_release
         )
         self._strict = strict_fsync()
+        self._local = threading.local()  # per thread: locked() depth, announced to committer
 
     # -- locking and journal ----------------------------------------------------------------
 
@@ -138,12 +140,26 @@ class Pipeline:
         could not be undone) is finished or undone first, so that no later write can be
         overwritten when it is; while that is impossible every write fails.
         """
-        with self._write_lock.held():
-            if settle and bulklog.exists(self.state):
-                from .recovery import finish_bulk
+        local = self._local
+        outermost = not getattr(local, "depth", 0)
+        if outermost:
+            local.announced = self.committer
+            if self.committer is not None:
+                self.committer.announce()  # a group commit starting now may wait for this one
+        local.depth = getattr(local, "depth", 0) + 1
+        try:
+            with self._write_lock.held():
+                if settle and bulklog.exists(self.state):
+                    from .recovery import finish_bulk
 
-                finish_bulk(self)
-            yield
+                    finish_bulk(self)
+                yield
+        finally:
+            local.depth -= 1
+            if outermost:
+                announced, local.announced = local.announced, None
+                if announced is not None:
+                    announced.withdraw()  # it submitted nothing
 
     def _pending(self) -> int:
         return self.committer.pending if self.committer is not None else 0
@@ -226,8 +242,10 @@ class Pipeline:
         if committer is not None and not alone:
             if self.index_hook is not None:
                 self.index_hook(paths)  # first: submitting is the last step under the lock
+            announced = getattr(self._local, "announced", None) is committer
+            self._local.announced = None
             pending = PendingCommit(tuple(paths), actor, message, trailer, written)
-            ticket = committer.submit(pending)
+            ticket = committer.submit(pending, announced)
             return None if self.asynchronous else ticket
         if self.git is not None:
             self.git.commit(paths, actor, message, trailer, written)
