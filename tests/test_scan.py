@@ -78,9 +78,11 @@ def assert_fast_agrees(text: bytes) -> dict[str, Any] | None:
     fast = frontmatter_keys.relevant_frontmatter(text)
     if fast is None:
         return None
-    assert whole is not None, text  # the same subset
     plain = parse_yaml(text)
     assert plain.problem is None, (text, plain.problem)
+    # the same subset, except that the whole-block reader leaves a key PyYAML does not read as
+    # text (``on:`` is True) to PyYAML, while the report's reader only needs its own keys
+    assert whole is not None or any(not isinstance(k, str) for k in plain.data), text
     assert relevant_view(fast) == relevant_view(plain.data), text
     assert file_facts("p.md", fast) == file_facts("p.md", plain.data, plain.problem), text
     return fast
