@@ -14,7 +14,8 @@ from kiwifs import errors
 from kiwifs.errors import KiwiError, UsageError
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.requests import BulkRequest, MergeRequest, RenameRequest, field_name, parse
-from kiwifs.rest.http import STATUS, kiwi_error_response, optional_int
+from kiwifs.rest.answers import STATUS
+from kiwifs.rest.http import kiwi_error_response, optional_int
 
 # the server's own trouble: 500, no details (cannot_listen stops a server before it serves)
 SERVER_FAULTS = {"error", "config", "cannot_listen"}

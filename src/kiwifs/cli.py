@@ -670,11 +670,13 @@ def serve(
     """Serve the REST API, MCP at /mcp and the web interface at / for a knowledge root."""
     import uvicorn
 
-    from .mcp.lazy import lazy_mount_mcp  # the MCP SDK itself loads after start-up
-    from .rest.app import create_app
+    from .auth import LOOPBACK_HOSTS, api_key_for
+    from .rest.probes import Probes
+    from .rest.starting import StartingApp  # FastAPI and the routes load once it listens
 
     kb = Knowledge.open(root, sweep=True)
     kb.acquire_server_lock()
+    key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
     bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, bind_port)
     kb.ensure_versioned()
@@ -683,10 +685,25 @@ def serve(
     if async_commit if async_commit is not None else versioning.async_commit:
         window = (batch_window or versioning.batch_window_ms) / 1000
         kb.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
-    app = create_app(kb, api_key=api_key or None, extra_mounts=lazy_mount_mcp(kb, host), host=host)
+
+    def build(probes: Probes) -> Any:
+        from .mcp.lazy import lazy_mount_mcp  # the MCP SDK itself loads later still
+        from .rest.app import create_app
+
+        mcp = lazy_mount_mcp(kb, host)
+        return create_app(kb, api_key=key, extra_mounts=mcp, host=host, probes=probes)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    app = StartingApp(kb, build, loopback=host in LOOPBACK_HOSTS, on_failure=stop)
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    # no WebSocket route exists: "none" also spares importing a WebSocket library
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none")
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if app.error:
+        raise KiwiError(app.error)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

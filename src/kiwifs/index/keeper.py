@@ -184,14 +184,16 @@ class IndexKeeper:
     def _guarded(self, action: Callable[[Index], T]) -> T:
         """Run ``action`` on a current index; on corruption reset, refill and retry once.
 
-        Current means: a live watcher keeps it so, or a reconcile runs first (overlapping with
-        ``action`` when the walk runs in worker processes, see :meth:`Index.reconcile_then`).
+        Current means: a live watcher keeps it so (while its first reconcile runs, a server's
+        start-up, ``action`` waits for it rather than walking the root a second time), or a
+        reconcile runs first (overlapping with ``action`` when the walk runs in worker
+        processes, see :meth:`Index.reconcile_then`).
         """
         index = self._open()
 
         def current() -> T:
             watcher = self._watcher
-            if watcher is not None and watcher.ready.is_set():
+            if watcher is not None and watcher.wait_ready():
                 return action(index)
             return index.reconcile_then(lambda: action(index))
 

@@ -2,14 +2,12 @@
 
 Each route parses its query, headers and body, makes one call on ``Knowledge`` in a worker thread
 (the core is synchronous) and formats the answer. Errors from the core are mapped to HTTP in one
-table, :data:`rest.http.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+table, :data:`rest.answers.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
@@ -20,7 +18,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
-from kiwifs.errors import KiwiError, UsageError
+from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
@@ -69,6 +67,7 @@ from .openapi import (
     raw_body,
     success,
 )
+from .probes import Probes
 from .recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
@@ -81,12 +80,15 @@ def create_app(
     extra_mounts: Callable[[FastAPI, Callable[[Request], Awaitable[None]]], None] | None = None,
     web: bool = True,
     host: str | None = None,
+    probes: Probes | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
     interface's sign-in); ``web`` serves the web interface at ``/``.
 
     ``host`` is the address the server binds: on a loopback address, requests must also name a
     loopback host (see :func:`kiwifs.auth.check_browser`); ``None`` (in-process use) skips that.
+    ``probes``: the health probes of a server that already answered them while this app was
+    built (:mod:`kiwifs.rest.starting`), so that ``/healthz`` counts the uptime from its start.
     """
     key = api_key_for(kb.config, api_key)
     auth = auth_dependency(key)
@@ -119,7 +121,7 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BrowserGuard, loopback=host in LOOPBACK_HOSTS)
     install_openapi(app, described, keyed=key is not None)
-    _health_routes(app, kb)
+    _health_routes(app, probes or Probes(kb))
 
     api = APIRouter(
         prefix=API_PREFIX, dependencies=[Depends(auth)], responses=errors(401, 403, 500, 503)
@@ -145,32 +147,22 @@ def create_app(
 # health (unauthenticated: they say whether the server is up, never what it holds)
 
 
-def _health_routes(app: FastAPI, kb: Knowledge) -> None:
-    started = time.monotonic()
-
+def _health_routes(app: FastAPI, probes: Probes) -> None:
     @app.get("/health", tags=["health"], responses=HEALTH_RESPONSES)
     async def health() -> KiwiJSONResponse:
-        commits = kb.commit_status()
-        status = "degraded" if commits.failing else "ok"
-        try:
-            vectors = (await run(kb.vector_status)).to_json()
-        except KiwiError as exc:
-            vectors = {"enabled": True, "error": exc.message}
-        body = {"status": status, "commits": commits.to_json(), "vectors": vectors}
-        return KiwiJSONResponse(body, status_code=503 if commits.failing else 200)
+        status, body = await run(probes.health)
+        return KiwiJSONResponse(body, status_code=status)
 
     @app.get("/healthz", tags=["health"], responses=errors(403))
     async def healthz() -> dict[str, str]:
         """Alive: the process answers (KiwiFS's liveness probe)."""
-        uptime = dt.timedelta(seconds=int(time.monotonic() - started))
-        return {"status": "ok", "uptime": str(uptime), "version": __version__}
+        return probes.alive()
 
     @app.get("/readyz", tags=["health"], responses=PROBE_RESPONSES)
     async def readyz() -> KiwiJSONResponse:
         """Ready: the root is there and the index has caught up with it (503 until then)."""
-        if await run(kb.ready):
-            return KiwiJSONResponse({"status": "ready"})
-        return KiwiJSONResponse({"status": "not-ready"}, status_code=503)
+        status, body = await run(probes.ready)
+        return KiwiJSONResponse(body, status_code=status)
 
 
 # ---------------------------------------------------------------------------------------------

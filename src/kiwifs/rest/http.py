@@ -1,9 +1,10 @@
 """Request and response plumbing of the REST adapter, kept apart from the routes.
 
-The one table mapping core error codes to HTTP statuses (:data:`STATUS`) with KiwiFS's
-``{"error": "…"}`` body, the exception handlers that use it, bounded body reading, JSON body
-validated against the shared request models (:mod:`kiwifs.requests`), query numbers where empty
-means "not given", and the bearer-auth dependency.
+Error responses by the one table mapping core error codes to HTTP statuses
+(:data:`kiwifs.rest.answers.STATUS`) with KiwiFS's ``{"error": "…"}`` body, the exception
+handlers that use it, bounded body reading, JSON body validated against the shared request models
+(:mod:`kiwifs.requests`), query numbers where empty means "not given", and the bearer-auth
+dependency.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from kiwifs.events import Event, EventBus
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
 from kiwifs.requests import field_name, parse
-from kiwifs.text import valid_unicode
+
+from .answers import STATUS, json_bytes
 
 log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")
@@ -40,35 +42,12 @@ KEEPALIVE_SECONDS = 15.0
 MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_JSON_BYTES = 110 * 1024 * 1024
 
-STATUS: dict[str, int] = {
-    "usage": 400,
-    "invalid_path": 400,
-    "invalid_provenance": 400,
-    "invalid_query": 400,
-    "invalid_frontmatter": 400,
-    "root_not_found": 404,
-    "not_found": 404,
-    "conflict": 409,
-    "too_large": 413,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "locked": 423,
-    "busy": 503,
-    "storage": 503,
-    "unavailable": 503,
-}
-
 
 class KiwiJSONResponse(JSONResponse):
-    """JSON whose text is always valid UTF-8.
-
-    A name on disk that is not UTF-8 reaches Python as lone surrogates, which the UTF-8 encoder
-    refuses: listing such a file would fail the whole answer. They are sent as U+FFFD instead.
-    """
+    """JSON whose text is always valid UTF-8 (:func:`~kiwifs.rest.answers.json_bytes`)."""
 
     def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return valid_unicode(text).encode("utf-8")
+        return json_bytes(content)
 
 
 def error_response(status: int, message: str) -> JSONResponse:

@@ -30,8 +30,8 @@ from kiwifs.index.record import json_safe
 from kiwifs.index.search import SearchResults
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
+from kiwifs.rest.answers import STATUS
 from kiwifs.rest.http import (
-    STATUS,
     error_response,
     event_stream,
     kiwi_error_response,

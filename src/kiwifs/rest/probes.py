@@ -1,0 +1,56 @@
+"""The health probes' answers: ``/health``, ``/healthz`` and ``/readyz``.
+
+One definition for the two places that answer them: the FastAPI routes, and the start-up app
+(:mod:`kiwifs.rest.starting`) that answers them while the routes are still being built. They
+say whether the server is up, never what the root holds, so they need no key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+from kiwifs import __version__
+from kiwifs.errors import KiwiError
+from kiwifs.knowledge import Knowledge
+
+Answer = tuple[int, dict[str, Any]]
+
+
+class Probes:
+    """The probes of one server; ``started`` is when it began (``/healthz`` shows the uptime).
+
+    ``health`` and ``ready`` touch the disk (the index when vectors are on, the root), so
+    callers run them off the event loop.
+    """
+
+    def __init__(self, kb: Knowledge) -> None:
+        self.kb = kb
+        self.started = time.monotonic()
+
+    def health(self) -> Answer:
+        """Up, with the background commits' state and the vectors' counts; 503 while commits
+        keep failing."""
+        commits = self.kb.commit_status()
+        try:
+            vectors = self.kb.vector_status().to_json()
+        except KiwiError as exc:
+            vectors = {"enabled": True, "error": exc.message}
+        body = {
+            "status": "degraded" if commits.failing else "ok",
+            "commits": commits.to_json(),
+            "vectors": vectors,
+        }
+        return 503 if commits.failing else 200, body
+
+    def alive(self) -> dict[str, str]:
+        """Alive: the process answers (KiwiFS's liveness probe)."""
+        uptime = dt.timedelta(seconds=int(time.monotonic() - self.started))
+        return {"status": "ok", "uptime": str(uptime), "version": __version__}
+
+    def ready(self) -> Answer:
+        """Ready: the root is there and the index has caught up with it (503 until then)."""
+        if self.kb.ready():
+            return 200, {"status": "ready"}
+        return 503, {"status": "not-ready"}
