@@ -133,7 +133,10 @@ def main() -> None:
         "serve_before": ([PYTHON, "-c", MAIN], before_env),
         "serve_mcp_eager": ([PYTHON, "-c", EAGER], None),
     }
-    reports = {"memory_report": ([KIWIFS], None), "memory_report_before": ([PYTHON, "-c", MAIN], before_env)}
+    reports = {
+        "memory_report": ([KIWIFS], None),
+        "memory_report_before": ([PYTHON, "-c", MAIN], before_env),
+    }
     outputs = {name: report(cmd, env)[1] for name, (cmd, env) in reports.items()}  # warm, current
     assert len(set(outputs.values())) == 1, "the reports differ"
     for cmd, env in serves.values():
