@@ -1,6 +1,6 @@
 """Each fast path against the plain way of doing the same, both measured in this one run.
 
-    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,json]
+    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,json,entries]
 
 Sections (``--only`` picks some):
 
@@ -12,6 +12,9 @@ Sections (``--only`` picks some):
 * ``json`` -- the answer of the index-backed report and its printing, in this process (no
   walk). A: the stored entry text of each episode (``files.entry``), joined; B: an object per
   episode; both printed by ``printed_json.dumps`` (orjson), B also by ``json.dumps(indent=2)``.
+* ``entries`` -- the two lists of that document, in this process. A: the stored entry text taken
+  as it is from the rows (``report.entry_lists``); B: path and text made per row, as a report
+  with claims to mark still does.
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
 is shared and its load drifts, and each measured run waits (up to ``--idle-wait`` seconds) until
@@ -190,6 +193,32 @@ def json_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
         index.close()
 
 
+def entries_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
+    """The two lists of the report document, as their stored entry text (no claims)."""
+    index = Index(root)
+    lo, hi = indexed.prefix_range(PREFIX)
+
+    def as_is(out: Hashing) -> None:
+        with index.reader() as conn:
+            files, unmerged = indexed.entry_lists(conn, lo, hi, None, 0)
+        out.write("".join(files) + "".join(unmerged))
+
+    def per_row(out: Hashing) -> None:
+        with index.reader() as conn:
+            columns = f"path, {indexed.ENTRY_SQL}"
+            rows = indexed._lists(conn, lo, hi, None, 0, columns, indexed._path_and_entry)
+        out.write("".join(e for _, e in rows[0]) + "".join(e for _, e in rows[1]))
+
+    variants = {
+        "A: text as it is": in_process(as_is),
+        "B: path and text per row": in_process(per_row),
+    }
+    try:
+        return interleaved(variants, repeat, idle_wait)
+    finally:
+        index.close()
+
+
 def _autogroup() -> str:
     try:
         with open("/proc/self/autogroup") as fh:
@@ -203,7 +232,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=9, help="measured runs of each variant")
-    ap.add_argument("--only", default="walk,scan,json", help="sections, comma-separated")
+    ap.add_argument("--only", default="walk,scan,json,entries", help="sections, comma-separated")
     ap.add_argument("--idle-wait", type=float, default=60, help="seconds to wait for idle CPUs")
     args = ap.parse_args()
     root = corpus(args.episodes, args.seed)
@@ -219,6 +248,8 @@ def main() -> None:
             out["scan"] = cli_ab(root, ["--no-index"], args.repeat, args.idle_wait)
         elif section == "json":
             out["json"] = json_ab(root, args.repeat, args.idle_wait)
+        elif section == "entries":
+            out["entries"] = entries_ab(root, args.repeat, args.idle_wait)
         else:
             sys.exit(f"unknown section {section!r}")
     out["load_after"] = os.getloadavg()

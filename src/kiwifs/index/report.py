@@ -308,14 +308,40 @@ def report_document(
     claims = claims or {}
     with snapshot(conn):
         totals = _totals(conn, lo, hi)
-        columns = f"path, {ENTRY_SQL}"
-        files, unmerged = _lists(conn, lo, hi, limit, offset, columns, _path_and_entry)
+        if claims:
+            columns = f"path, {ENTRY_SQL}"
+            files, unmerged = _lists(conn, lo, hi, limit, offset, columns, _path_and_entry)
+            entries = [entry for _, entry in files]
+            marked = [_with_claim(path, entry, claims.get(path)) for path, entry in unmerged]
+        else:
+            entries, marked = entry_lists(conn, lo, hi, limit, offset)
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     document = totals.report(prefix, limit, offset, claimed_count=claimed).to_json()
-    document["episodic_files"] = _joined([entry for _, entry in files])
-    marked = [_with_claim(path, entry, claims.get(path)) for path, entry in unmerged]
+    document["episodic_files"] = _joined(entries)
     document["unmerged"] = _joined(marked)
     return document, totals.unmerged_count
+
+
+def entry_lists(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, limit: int | None, offset: int
+) -> tuple[list[str], list[str]]:
+    """The two lists as their entry text (:data:`ENTRY_SQL`), in report order, when no claim
+    marks one.
+
+    Unpaged, the rows' text is taken as SQLite gives it, without a call per row and without the
+    paths (``bench/fast_paths.py``, ``entries``).
+    """
+    if limit is not None:
+        return _lists(conn, lo, hi, limit, offset, ENTRY_SQL, py_text)
+    cols = f"key, covered OR superseded, {ENTRY_SQL}"
+    sql = _EPISODES.format(cols=cols, extra="") + " ORDER BY 1"
+    rows = conn.execute(sql, (lo, hi)).fetchall()
+    files = [row[2] for row in rows]
+    unmerged = [row[2] for row in rows if not row[1]]
+    if files and set(map(type, files)) != {str}:  # a lone surrogate's text is stored as bytes
+        files = [py_text(entry) for entry in files]
+        unmerged = [py_text(entry) for entry in unmerged]
+    return files[offset:], unmerged[offset:]
 
 
 def _joined(entries: list[str]) -> RawJSON:
