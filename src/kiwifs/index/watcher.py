@@ -43,7 +43,8 @@ class Watcher:
         self.period = period
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # a reconcile succeeded: the index is current
+        self._first_pass = threading.Event()  # the first reconcile ended, well or not
 
     def start(self) -> None:
         if self._thread is not None:
@@ -65,32 +66,41 @@ class Watcher:
         return self._thread is not None and self._thread.is_alive()
 
     def wait_ready(self, poll: float = 0.5) -> bool:
-        """Wait for the first reconcile; False when the watcher stops before it is done."""
-        while not self.ready.wait(poll):
+        """Wait for the first reconcile; True when the index is current.
+
+        False when that reconcile failed (a busy or damaged database: the caller reconciles
+        itself, and gets the error or the repair) or the watcher stopped before it ended.
+        """
+        while not self._first_pass.wait(poll):
             if not self.running:
-                return self.ready.is_set()
-        return True
+                break
+        return self.ready.is_set()
 
     def _run(self) -> None:
         changes = self._listen()
         if self._stop.is_set():
             return
-        self._safely(self._reconcile)
+        self._reconciled()
+        self._first_pass.set()
         last = time.monotonic()
-        self.ready.set()
         try:
             for batch in changes or ():
                 if batch:
                     self._safely(functools.partial(self._on_changes, batch))
                 if time.monotonic() - last >= self.period:
-                    self._safely(self._reconcile)
+                    self._reconciled()
                     last = time.monotonic()
         except Exception:  # the watcher dies; the periodic loop below keeps the index right
             log.exception("file watcher failed; falling back to periodic reconcile")
             changes = None
         if changes is None:
             while not self._stop.wait(self.period):
-                self._safely(self._reconcile)
+                self._reconciled()
+
+    def _reconciled(self) -> None:
+        """Reconcile; the index is current (``ready``) from the first one that succeeds."""
+        if self._safely(self._reconcile):
+            self.ready.set()
 
     def _listen(self) -> Iterator[set[tuple[watchfiles.Change, str]]] | None:
         """File events from here on, or ``None`` when they cannot be had (periodic only).
@@ -145,8 +155,10 @@ class Watcher:
         if rels:
             self._refresh(sorted(set(rels)))
 
-    def _safely(self, action: Callable[[], object]) -> None:
+    def _safely(self, action: Callable[[], object]) -> bool:
         try:
             action()
         except Exception:
             log.exception("index update failed")
+            return False
+        return True
