@@ -1,7 +1,7 @@
 """Start-up: how soon ``kiwifs serve`` answers ``/health`` (and ``/readyz``), and the one-shot
 CLI report.
 
-    python bench/startup.py [--episodes 100000] [--rounds 5] [--baseline REV]
+    python bench/startup.py [--episodes 100000] [--rounds 5] [--baseline REV] [--bytecode]
 
 On the 100k-episode corpus of ``bench/index.py`` (index built and current, root versioned),
 interleaved rounds (A, B, C, …, then the next round in reverse order):
@@ -17,6 +17,10 @@ interleaved rounds (A, B, C, …, then the next round in reverse order):
   (the index watcher's first reconcile done: requests needing the index answer from then on);
 * ``memory_report``: ``kiwifs memory report --json`` wall time (goal ≤ 0.5 s), and
   ``memory_report_before`` with the baseline's source.
+
+``--bytecode`` lets Python cache byte-code, as an installed package has it: where
+``PYTHONDONTWRITEBYTECODE`` is set (as on the project's machine) an editable checkout recompiles
+kiwifs's own modules at every start, ~0.1 s more per command.
 
 Give it the CPUs on a shared machine (see ``bench/fast_paths.py``)::
 
@@ -125,16 +129,24 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--baseline", default="78fbe9b", help="git revision measured as 'before'")
+    ap.add_argument(
+        "--bytecode",
+        action="store_true",
+        help="cache byte-code as an installed package does (PYTHONDONTWRITEBYTECODE unset)",
+    )
     args = ap.parse_args()
     ROOT = str(corpus(args.episodes, args.seed))
-    before_env = {**os.environ, "PYTHONPATH": str(baseline_source(args.baseline))}
+    env = dict(os.environ)
+    if args.bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    before_env = {**env, "PYTHONPATH": str(baseline_source(args.baseline))}
     serves = {
-        "serve": ([KIWIFS], None),
+        "serve": ([KIWIFS], env),
         "serve_before": ([PYTHON, "-c", MAIN], before_env),
-        "serve_mcp_eager": ([PYTHON, "-c", EAGER], None),
+        "serve_mcp_eager": ([PYTHON, "-c", EAGER], env),
     }
     reports = {
-        "memory_report": ([KIWIFS], None),
+        "memory_report": ([KIWIFS], env),
         "memory_report_before": ([PYTHON, "-c", MAIN], before_env),
     }
     outputs = {name: report(cmd, env)[1] for name, (cmd, env) in reports.items()}  # warm, current
@@ -156,6 +168,7 @@ def main() -> None:
     medians = {k: round(statistics.median(v), 3) for k, v in runs.items()}
     out = {
         "baseline": args.baseline,
+        "bytecode_cached": "PYTHONDONTWRITEBYTECODE" not in env,
         "load_average": os.getloadavg(),
         "runs": {k: [round(x, 3) for x in v] for k, v in runs.items()},
         "median_s": medians,

@@ -707,7 +707,8 @@ async def test_http_transport(root: Path, tmp_path: Path) -> None:
 async def test_mcp_mounted_in_serve_behind_auth(root: Path, tmp_path: Path) -> None:
     port = free_port()
     args = ["serve", "--root", str(root), "--port", str(port), "--api-key", "s3cret"]
-    with running(args, port, tmp_path / "serve.log") as base:
+    # /readyz: the routes are built (/health answers while they are, see docs/rest.md)
+    with running(args, port, tmp_path / "serve.log", "/readyz") as base:
         refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert refused.status_code == 401 and "error" in refused.json()
         auth = {"Authorization": "Bearer s3cret"}

@@ -297,7 +297,7 @@ def free_port() -> int:
 
 @contextmanager
 def serving(root: Path, log: Path) -> Iterator[str]:
-    """``kiwifs serve`` on a free port until the block ends (bounded wait for /health)."""
+    """``kiwifs serve`` on a free port until the block ends (bounded wait for /readyz)."""
     port = free_port()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -310,10 +310,12 @@ def serving(root: Path, log: Path) -> Iterator[str]:
         for _ in range(600):
             assert proc.poll() is None, log.read_text()
             try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
+                # ready: the routes built and the index current (/health answers before that)
+                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         yield base
     finally:
         proc.terminate()

@@ -94,10 +94,12 @@ def start(root: Path, *args: str) -> Server:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if httpx.get(server.base + "/health", timeout=1).status_code == 200:
+            # ready: the routes built and the index current (/health answers before that)
+            if httpx.get(server.base + "/readyz", timeout=1).status_code == 200:
                 return server
         except httpx.HTTPError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     proc.kill()
     raise RuntimeError((root.parent / f"serve-{port}.log").read_text())
 

@@ -85,8 +85,9 @@ class Watcher:
         last = time.monotonic()
         try:
             for batch in changes or ():
-                if batch:
-                    self._safely(functools.partial(self._on_changes, batch))
+                wanted = [(change, path) for change, path in batch if self._wanted(change, path)]
+                if wanted:
+                    self._safely(functools.partial(self._on_changes, wanted))
                 if time.monotonic() - last >= self.period:
                     self._reconciled()
                     last = time.monotonic()
@@ -111,9 +112,12 @@ class Watcher:
         """
         import watchfiles  # here, not at the top: one-shot commands never watch
 
+        # every change is yielded, hidden ones too (filtered by the loop): with a filter here the
+        # generator would not yield while only hidden files change (the index database being
+        # written, git), so neither this first step nor the periodic reconcile would come
         changes = watchfiles.watch(
             self.root,
-            watch_filter=self._wanted,
+            watch_filter=None,
             stop_event=self._stop,
             rust_timeout=TICK_MS,
             yield_on_timeout=True,
