@@ -223,8 +223,8 @@ class Knowledge:
         return self.pipeline.commit_status()
 
     def ready(self) -> bool:
-        """True once a server answers from a current index: the root is there and the index
-        watcher has finished its first reconcile (what ``/readyz`` reports)."""
+        """True once a server answers from a current index: the root is there and a reconcile
+        of the index watcher has succeeded (what ``/readyz`` reports)."""
         return self.root.is_dir() and self.indexing.watching
 
     def acquire_server_lock(self) -> int:
