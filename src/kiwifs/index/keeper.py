@@ -504,7 +504,7 @@ class IndexKeeper:
         return self._guarded(run)
 
     def _watcher_ready(self) -> bool:
-        """True unless a watcher was started and has not finished its first reconcile."""
+        """True unless a watcher was started and none of its reconciles has succeeded yet."""
         watcher = self._watcher
         return watcher is None or watcher.ready.is_set()
 
