@@ -24,9 +24,10 @@ behind each other's. Two rules keep history equal to the disk:
   fails) first wait for the queue to drain, so commits stay in the order of the disk writes.
 
 **Durability.** A write's file is written and renamed under the lock without fsync; the writer
-fsyncs it after leaving the lock (:meth:`~kiwifs.storage.Storage.sync`, one fsync that also
-makes the rename durable), before it is acknowledged, so concurrent writers' fsyncs overlap with
-each other and with the commit instead of queueing under the lock. The journal is not fsynced:
+fsyncs it and then its folder after leaving the lock (:meth:`~kiwifs.storage.Unsynced.sync`,
+the folder's fsync makes the rename durable), before it is acknowledged, so concurrent writers'
+fsyncs overlap with each other and with the commit instead of queueing under the lock.
+The journal is not fsynced:
 like git's own objects (libgit2 does not fsync them) it serves the crash of a process, which the
 page cache survives; after a power cut every acknowledged file is there, the newest history may
 not be. A bulk write, a delete and the bulk journal keep their fsyncs under the lock.
