@@ -38,7 +38,6 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("KIWIFS_SHARED", "/work/shared")) / "bench"
 PYTHON = sys.executable
 KIWIFS = str(Path(PYTHON).with_name("kiwifs"))
-WORDS = ["run", "episode", "error", "timeout", "deploy", "agent", "memory", "merge", "fox", "data"]
 
 
 def corpus(episodes: int, seed: int) -> Path:
@@ -198,35 +197,104 @@ def serve_bench(root: Path, requests: int) -> dict[str, object]:
     }
 
 
-def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> dict[str, object]:
-    """(c): ``n`` queries of one or two common words, ``path_prefix`` on, each run with the
-    top-k window and with the full ranking (the A/B switch ``search.TOP_K``), interleaved."""
+COMMON = ["run", "episode", "error", "timeout", "deploy", "agent", "memory", "merge", "cache"]
+COMMON += ["latency", "schema", "pipeline", "retry", "session", "config", "index", "release"]
+MODES = {  # search.COLUMNS, search.TOP_K, search.PICK_HINT
+    "columns": (True, True, True),
+    "window": (False, True, True),
+    "window, pick by index scan": (False, True, False),
+    "full": (False, False, True),
+}
+
+
+def rare_words(root: Path, rng: random.Random, count: int) -> list[str]:
+    """Words found in a handful of files: the hash part of sampled episode ids."""
+    files = sorted((root / "episodes").rglob("*.md"))
+    found = []
+    for path in rng.sample(files, count):
+        for line in path.read_text().splitlines():
+            if line.startswith("episode_id:"):
+                found.append(line.rsplit("-", 1)[-1].strip().strip("\"'"))
+                break
+    return found
+
+
+def search_queries(root: Path, n: int, seed: int) -> list[tuple[str, str, str | None]]:
+    """``n`` queries as ``(class, query, scope)``: one to three common words (most queries an
+    agent sends here: nearly every word of this corpus is in most files), a common word with a
+    rare one, a rare word alone, an episode id (a phrase), FTS5 syntax, and a few queries
+    scoped to a scope no page has (the filter must answer fast and empty)."""
     rng = random.Random(seed)
-    queries = [" ".join(rng.sample(WORDS, rng.choice((1, 1, 2)))) for _ in range(n)]
-    times: dict[str, list[float]] = {"top_k": [], "full": []}
+    rare = rare_words(root, rng, n)
+    classes = [("1 common", 30), ("2 common", 25), ("3 common", 5), ("common+rare", 15)]
+    classes += [("rare", 5), ("id phrase", 5), ("syntax", 5), ("scoped", 10)]
+    out: list[tuple[str, str, str | None]] = []
+    for name, share in classes:
+        for _ in range(round(n * share / 100)):
+            words = rng.sample(COMMON, 3)
+            if name == "common+rare":
+                query = f"{words[0]} {rare.pop()}"
+            elif name == "rare":
+                query = rare.pop()
+            elif name == "id phrase":
+                query = f"run-{rare.pop()}"
+            elif name == "syntax":
+                query = rng.choice([f"{words[0][:4]}*", f'"{words[0]} {words[1]}"'])
+            else:
+                query = " ".join(words[: {"2 common": 2, "3 common": 3}.get(name, 1)])
+                if name == "scoped":
+                    query = " ".join(words[: rng.choice((1, 2))])
+            out.append((name, query, "ops" if name == "scoped" else None))
+    rng.shuffle(out)
+    return out[:n]
+
+
+def percentiles(spent: list[float]) -> dict[str, float]:
+    spent = sorted(spent)
+    return {
+        "p50_ms": round(spent[len(spent) // 2] * 1000, 1),
+        "p99_ms": round(spent[int(0.99 * (len(spent) - 1))] * 1000, 1),
+    }
+
+
+def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> dict[str, object]:
+    """(c): ``n`` realistic queries (:func:`search_queries`), ``path_prefix`` and the superseded
+    filter on (a scope on some), limit 20, each run in four modes interleaved (the A/B
+    switches ``search.COLUMNS``, ``search.TOP_K``, ``search.PICK_HINT``): the term columns,
+    the BM25 window, the window picking its rows by an index scan, and the full ranking. The
+    first run of each query (which makes the term columns of its words, once per process) is
+    timed apart; answers must be identical in every mode."""
+    queries = search_queries(root, n, seed)
+    times: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
+    cold: list[float] = []
     same = True
     with Knowledge.open(root) as kb:
         kb.start_watching()  # as in `serve`: no reconcile per query
         while not kb.indexing.watching:
             time.sleep(0.05)
-        kb.search(queries[0])
-        for q in queries:
+        for _, query, scope in queries:
+            start = time.perf_counter()
+            kb.search(query, limit=20, path_prefix=prefix, scope=scope)
+            cold.append(time.perf_counter() - start)
+        for turn, (name, query, scope) in enumerate(queries):
             answers = []
-            for mode in ("top_k", "full"):
-                search_module.TOP_K = mode == "top_k"
+            order = list(MODES)[turn % len(MODES) :] + list(MODES)[: turn % len(MODES)]
+            for mode in order:
+                search_module.COLUMNS, search_module.TOP_K, search_module.PICK_HINT = MODES[mode]
                 start = time.perf_counter()
-                answers.append(kb.search(q, limit=20, path_prefix=prefix).to_json())
-                times[mode].append(time.perf_counter() - start)
-            same = same and answers[0] == answers[1]
-        search_module.TOP_K = True
+                found = kb.search(query, limit=20, path_prefix=prefix, scope=scope)
+                answers.append(found.to_json())
+                times[mode].setdefault(name, []).append(time.perf_counter() - start)
+            same = same and all(a == answers[0] for a in answers)
+        search_module.COLUMNS, search_module.TOP_K, search_module.PICK_HINT = True, True, True
         kb.stop_watching()
-    out: dict[str, object] = {"identical": same, "path_prefix": prefix}
-    for mode, spent in times.items():
-        spent.sort()
-        out[mode] = {
-            "p50_ms": round(spent[len(spent) // 2] * 1000, 1),
-            "p99_ms": round(spent[int(0.99 * (len(spent) - 1))] * 1000, 1),
-        }
+    out: dict[str, object] = {"identical": same, "path_prefix": prefix, "queries": len(queries)}
+    out["first_run_ms"] = {"max": round(max(cold) * 1000, 1), "sum": round(sum(cold) * 1000)}
+    for mode, by_class in times.items():
+        out[mode] = {"all": percentiles([t for spent in by_class.values() for t in spent])}
+        plain = [t for name, spent in by_class.items() if name != "syntax" for t in spent]
+        out[mode]["all but syntax"] = percentiles(plain)
+        out[mode].update({name: percentiles(spent) for name, spent in by_class.items()})
     return out
 
 

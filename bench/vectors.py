@@ -7,8 +7,10 @@ Measures, in one run:
 (a) embedding throughput: ``Knowledge.reindex_vectors`` over every page (pages/s, chunks/s;
     the tokenizer may use every core);
 (b) the index size on disk without and with vectors;
-(c) semantic and hybrid query latency p50 / p99 inside a running server (the watcher keeps
-    the index current, so answers skip the reconcile; HTTP excluded);
+(c) semantic, hybrid and brief latency p50 / p99 inside a running server (the watcher keeps
+    the index current, so answers skip the reconcile; HTTP excluded), hybrid and brief for
+    queries of topic words and of common words, each with the term columns on and off
+    (``search.COLUMNS``, interleaved);
 (d) exact recall of scoped queries: for ``--scoped`` queries each restricted to a scope,
     kiwifs's top 10 against a brute-force scan of that scope computed here from the files
     with model2vec directly; and, for contrast, the recall of filtering after a cut of the 200
@@ -34,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kiwifs import knowledge as knowledge_module
+from kiwifs.index import search as search_module
 from kiwifs.index.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
 
@@ -92,6 +96,7 @@ def build_corpus(root: Path, pages: int, vocab: list[str], rng: random.Random) -
 
 def configure(root: Path, model: Path) -> None:
     (root / ".kiwi").mkdir(exist_ok=True)
+    (root / ".kiwi/config.toml").unlink(missing_ok=True)  # a new file: never write a hard link
     (root / ".kiwi/config.toml").write_text(
         "[search.vector]\nenabled = true\n"
         f'[search.vector.embedder]\nprovider = "local"\nmodel = "{model}"\n'
@@ -129,13 +134,70 @@ def brute_force(root: Path, model: Path, queries: list[tuple[str, str]]) -> list
     return out
 
 
+def existing(root: Path, queries: int, seed: int) -> None:
+    """Hybrid and brief latency on another corpus (``bench/index.py``'s 100k episodes: make a
+    hard-link copy first, its config is replaced, never written through), with a random model
+    over the corpus's own words, vectors built, queries of one to three of its common words,
+    term columns on and off interleaved."""
+    import re
+
+    from index import COMMON  # bench/index.py
+
+    # the model's vocabulary is the corpus's own words (a vocabulary of other words would map
+    # every page to the unknown token: one vector, every score tied)
+    counts: dict[str, int] = {}
+    for path in random.Random(seed).sample(sorted(root.rglob("*.md")), 3000):
+        for word in re.findall(r"[a-z0-9]+", path.read_text().lower()):
+            counts[word] = counts.get(word, 0) + 1
+    vocab = sorted(sorted(counts, key=lambda w: -counts[w])[: VOCAB - 2])
+    model = build_model(HERE / ".corpora" / f"m2v-{root.name}", vocab)
+    configure(root, model)
+    with Knowledge.open(root) as kb:
+        kb.reindex()
+        kb.prepare_vectors()
+        started = time.perf_counter()
+        done = kb.reindex_vectors()
+        print(f"vectors: {done.embedded} pages in {time.perf_counter() - started:.0f} s")
+    rng = random.Random(seed)
+    texts = [" ".join(rng.sample(COMMON, rng.randint(1, 3))) for _ in range(queries)]
+    with Knowledge.open(root) as kb:
+        kb.start_watching()
+        while not kb.indexing.watching:
+            time.sleep(0.05)
+        for text in texts:
+            kb.brief(text, path_prefix="episodes/")
+        calls = {
+            "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
+            "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
+        }
+        for name, call in calls.items():
+            spent: dict[bool, list[float]] = {True: [], False: []}
+            for turn, text in enumerate(texts):
+                for columns in (turn % 2 == 0, turn % 2 == 1):
+                    search_module.COLUMNS = columns
+                    started = time.perf_counter()
+                    call(text)
+                    spent[columns].append((time.perf_counter() - started) * 1000)
+            search_module.COLUMNS = True
+            print(
+                f"{name}, common words: p50 {pct(spent[True], 50):.1f} ms, p99"
+                f" {pct(spent[True], 99):.1f} ms; term columns off: p50"
+                f" {pct(spent[False], 50):.1f} ms, p99 {pct(spent[False], 99):.1f} ms"
+            )
+        kb.stop_watching()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--scoped", type=int, default=50)
+    ap.add_argument("--existing", type=Path, help="only hybrid and brief, on this root")
     args = ap.parse_args()
+    if args.existing:
+        existing(args.existing, args.queries, args.seed)
+        return
     rng = random.Random(args.seed)
     vocab = words(rng)
     base = HERE / ".corpora"
@@ -171,23 +233,47 @@ def main() -> None:
     def query() -> str:
         return " ".join(query_rng.choice(vocab[300:]) for _ in range(query_rng.randint(2, 5)))
 
+    def common_query() -> str:  # words most pages hold: FTS5 would score most of the corpus
+        return " ".join(query_rng.choice(vocab[:300]) for _ in range(query_rng.randint(1, 3)))
+
     with Knowledge.open(root) as kb:
         kb.start_watching()
         while not kb.indexing.watching:
             time.sleep(0.05)
         kb.semantic_search(query())  # loads the model and the matrix once
-        for mode in ("semantic", "hybrid"):
-            search = kb.semantic_search if mode == "semantic" else kb.hybrid_search
-            times = []
-            for _ in range(args.queries):
-                text = query()
-                started = time.perf_counter()
-                search(text, limit=10)
-                times.append((time.perf_counter() - started) * 1000)
-            print(
-                f"{mode}: p50 {pct(times, 50):.1f} ms, p99 {pct(times, 99):.1f} ms"
-                f" ({args.queries} queries, limit 10)"
-            )
+        times = []
+        for _ in range(args.queries):
+            text = query()
+            started = time.perf_counter()
+            kb.semantic_search(text, limit=10)
+            times.append((time.perf_counter() - started) * 1000)
+        print(f"semantic: p50 {pct(times, 50):.1f} ms, p99 {pct(times, 99):.1f} ms")
+        calls = {"hybrid": lambda t: kb.hybrid_search(t, limit=10), "brief": kb.brief}
+        modes = {  # (term columns, snippets cut for the brief)
+            "new": (True, False),
+            "columns off": (False, False),
+            "brief snippets on": (True, True),
+        }
+        for kind, make in (("topic words", query), ("common words", common_query)):
+            texts = [make() for _ in range(args.queries)]
+            for text in texts:  # each word's term column is made once, on first use
+                kb.brief(text)
+            for name, call in calls.items():
+                spent: dict[str, list[float]] = {mode: [] for mode in modes}
+                for turn, text in enumerate(texts):  # interleaved, the order rotating
+                    order = list(modes)[turn % 3 :] + list(modes)[: turn % 3]
+                    for mode in [m for m in order if name == "brief" or m != "brief snippets on"]:
+                        search_module.COLUMNS, knowledge_module.BRIEF_SNIPPETS = modes[mode]
+                        started = time.perf_counter()
+                        call(text)
+                        spent[mode].append((time.perf_counter() - started) * 1000)
+                search_module.COLUMNS, knowledge_module.BRIEF_SNIPPETS = True, False
+                figures = ", ".join(
+                    f"{mode}: p50 {pct(ms, 50):.1f} ms p99 {pct(ms, 99):.1f} ms"
+                    for mode, ms in spent.items()
+                    if ms
+                )
+                print(f"{name}, {kind}: {figures}")
         sizes: dict[str, int] = {}
         for path in root.glob("pages/*/*.md"):
             head = path.read_text().split("---\n")[1]

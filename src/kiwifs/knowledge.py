@@ -139,6 +139,9 @@ class StatusResult:
         }
 
 
+BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
+
+
 class Knowledge:
     """A knowledge root: its files, history, memory report and change events."""
 
@@ -480,9 +483,10 @@ class Knowledge:
     ) -> Sequence[SearchHit | HybridHit]:
         """The pages a brief packs, best first, filtered before ranking: hybrid search (keyword
         and semantic fused) when vectors are enabled, else keyword search (BM25)."""
+        snippets = BRIEF_SNIPPETS  # none by default: the pages are read whole
         if self.config.search.vector.enabled:
-            return self.indexing.hybrid(query, limit, 0, where).results
-        return self.indexing.search(query, limit, 0, None, where).results
+            return self.indexing.hybrid(query, limit, 0, where, snippets=snippets).results
+        return self.indexing.search(query, limit, 0, None, where, snippets=snippets).results
 
     def _candidate(self, hit: SearchHit | HybridHit) -> Candidate | None:
         """A ranked page read whole (its ETag is of the text packed); one that is gone or can no

@@ -27,6 +27,16 @@ LEVEL = 3  # zstd's default; level 19 saves ~14 % more for fifty times the time
 DICT_BYTES = 64 * 1024
 DICT_SAMPLES = 1000  # texts sampled to train it (~0.15 s); more samples gain under 1 %
 MIN_SAMPLES = 100  # below this, a dictionary learns too little to pay for itself
+LOG_KEEP = 50_000  # entries of ``fts_log`` kept (readers behind the oldest start afresh)
+LOG_SCHEMA = "CREATE TABLE fts_log (seq INTEGER PRIMARY KEY, doc INTEGER NOT NULL);\n"
+
+
+def logged(conn: sqlite3.Connection, doc: int) -> None:
+    """Note in ``fts_log`` that ``doc``'s words changed, in the caller's write transaction:
+    the in-memory term columns of every process catch up from it (:mod:`index.termcolumns`)."""
+    seq = conn.execute("INSERT INTO fts_log (doc) VALUES (?)", (doc,)).lastrowid or 0
+    if seq % 1000 == 0 and seq > LOG_KEEP:
+        conn.execute("DELETE FROM fts_log WHERE seq <= ?", (seq - LOG_KEEP,))
 
 
 class Codec:
@@ -130,6 +140,7 @@ def store(conn: sqlite3.Connection, file_id: int, text: str) -> None:
     """Index ``text`` as the file's words and keep it for the next delete."""
     conn.execute("INSERT INTO bodies (id, text) VALUES (?, ?)", (file_id, _codec(conn).pack(text)))
     conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, text))
+    logged(conn, file_id)
 
 
 def forget(conn: sqlite3.Connection, file_id: int) -> None:
@@ -141,6 +152,7 @@ def forget(conn: sqlite3.Connection, file_id: int) -> None:
         "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)",
         (file_id, unpack(conn, row[0])),
     )
+    logged(conn, file_id)
     conn.execute("DELETE FROM bodies WHERE id = ?", (file_id,))
 
 

@@ -32,6 +32,7 @@ from typing import TypeVar
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
+from .bodies import LOG_SCHEMA
 from .filters import superseded_sql
 from .folders import WalkState, abs_path, probe
 from .record import (
@@ -43,10 +44,11 @@ from .record import (
 )
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
+from .termcolumns import TermColumns
 from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -110,6 +112,7 @@ CREATE VIRTUAL TABLE fts USING fts5(
     body, content = '', tokenize = 'porter unicode61 remove_diacritics 1'
 );
 """
+    + LOG_SCHEMA
     + VECTOR_SCHEMA
 )
 
@@ -225,6 +228,7 @@ class Index:
         # the side tables (timeline, vectors, check cache), folder digests, or a racy row read
         # again with the same content; work derived from the rows knows when to run again
         self.rows_generation = 0
+        self.columns = TermColumns()  # keyword search's in-memory word counts
         self._echo: dict[str, str] = {}
         self._writer = self._open_writer()
         self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
@@ -315,6 +319,7 @@ class Index:
             self._echo.clear()
             self.close()
             self._remove_files()
+            self.columns.clear()  # a new file: its row ids mean other documents
             self.generation += 1
             self.rows_generation += 1
             self._writer = self._open_writer()
@@ -369,6 +374,7 @@ class Index:
         keys = sorted(walked.state.sigs)
         with self._lock:
             self._echo.clear()
+            self.columns.clear()
             _recreate(self._writer)
             self.generation += 1
             self.rows_generation += 1
@@ -641,7 +647,8 @@ def _content_moved(
 
 def _recreate(conn: sqlite3.Connection) -> None:
     """Create the schema, dropping our tables first (the file may be shared by open readers)."""
-    for table in ("fts", "bodies", "body_dicts", "dirs", "cover_paths", "cover_ids", "files"):
+    tables = ("fts", "bodies", "body_dicts", "dirs", "cover_paths", "cover_ids", "files", "fts_log")
+    for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.executescript(TIMELINE_SCHEMA)

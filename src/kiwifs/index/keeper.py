@@ -59,6 +59,7 @@ from .hybrid import HybridResults
 from .meta import Filter, MetaResults
 from .search import SearchResults
 from .semantic import SemanticResults
+from .termcolumns import TermColumns
 from .timeline import Timeline, TimelineKeeper
 from .vectors import VectorStatus
 from .watcher import DEFAULT_PERIOD, Watcher
@@ -316,10 +317,21 @@ class IndexKeeper:
         path_prefix: str | None,
         where: RecallFilter | None = None,
         recency_weight: float | None = None,
+        snippets: bool = True,
     ) -> SearchResults:
         def run(index: Index) -> SearchResults:
             with index.reader() as conn:
-                return search.search(conn, query, limit, offset, path_prefix, where, recency_weight)
+                return search.search(
+                    conn,
+                    query,
+                    limit,
+                    offset,
+                    path_prefix,
+                    where,
+                    recency_weight,
+                    self._columns(index),
+                    snippets,
+                )
 
         return self._guarded(run)
 
@@ -382,16 +394,30 @@ class IndexKeeper:
             lambda index: recall.semantic(query, limit, offset, threshold, where, self.watching)
         )
 
+    def _columns(self, index: Index) -> TermColumns | None:
+        """The term columns, in a process that keeps running (a server): making a word's column
+        costs about one plain query, which a one-shot command would never win back."""
+        return index.columns if self.watching else None
+
     def hybrid(
-        self, query: str, limit: int | None, offset: int, where: RecallFilter
+        self,
+        query: str,
+        limit: int | None,
+        offset: int,
+        where: RecallFilter,
+        snippets: bool = True,
     ) -> HybridResults:
         from .recall import keyword_only
 
         if not self.vector.enabled:
-            return self._guarded(lambda index: keyword_only(index, query, limit, offset, where))
+            return self._guarded(
+                lambda index: keyword_only(
+                    index, query, limit, offset, where, snippets, self._columns(index)
+                )
+            )
         recall = self.recall()
         return self._guarded(
-            lambda index: recall.hybrid(query, limit, offset, where, self.watching)
+            lambda index: recall.hybrid(query, limit, offset, where, self.watching, snippets)
         )
 
     def vector_status(self) -> VectorStatus:

@@ -35,6 +35,7 @@ from .semantic import (
     rank,
     semantic_search,
 )
+from .termcolumns import TermColumns
 from .vectors import VectorStore
 
 if TYPE_CHECKING:
@@ -118,9 +119,16 @@ class Recall:
         return SemanticResults(query, lim, off, hits)
 
     def hybrid(
-        self, query: str, limit: int | None, offset: int | None, where: RecallFilter, watched: bool
+        self,
+        query: str,
+        limit: int | None,
+        offset: int | None,
+        where: RecallFilter,
+        watched: bool,
+        snippets: bool = True,
     ) -> HybridResults:
-        """Keyword and semantic ranks fused (reciprocal rank fusion), each result attributed."""
+        """Keyword and semantic ranks fused (reciprocal rank fusion), each result attributed;
+        ``snippets=False`` leaves them empty (a brief shows none: it reads the pages)."""
         lim, off = search.check_limits(DEFAULT_LIMIT if limit is None else limit, offset)
         text = query.strip()
         if search.is_blank(text) or lim == 0:
@@ -130,12 +138,16 @@ class Recall:
         vector = self._embed_query(text)
         wanted = depth(lim, off)
         with self.store.index.reader() as conn:
-            keyword = search.search(conn, text, wanted, 0, None, where).results
+            columns = self.store.index.columns if watched else None  # see IndexKeeper
+            keyword = search.search(
+                conn, text, wanted, 0, None, where, columns=columns, snippets=snippets
+            ).results
             matrix = self.matrix.get(conn)
             ranked = rank(conn, matrix, vector, where, wanted)
             semantic = [(path, "") for _, path, _, _ in ranked]
             hits = fuse([(h.path, h.snippet) for h in keyword], semantic, lim, off)
-            hits = _with_semantic_snippets(conn, hits, ranked, matrix, vector)
+            if snippets:
+                hits = _with_semantic_snippets(conn, hits, ranked, matrix, vector)
         return HybridResults(query, lim, off, True, hits)
 
     def _embed_query(self, text: str) -> Matrix:
@@ -148,7 +160,13 @@ class Recall:
 
 
 def keyword_only(
-    index: Index, query: str, limit: int | None, offset: int | None, where: RecallFilter
+    index: Index,
+    query: str,
+    limit: int | None,
+    offset: int | None,
+    where: RecallFilter,
+    snippets: bool = True,
+    columns: TermColumns | None = None,
 ) -> HybridResults:
     """Hybrid search with vectors off: the keyword ranking, every result ``keyword only``."""
     lim, off = search.check_limits(DEFAULT_LIMIT if limit is None else limit, offset)
@@ -156,8 +174,11 @@ def keyword_only(
     if search.is_blank(text) or lim == 0:
         return HybridResults(query, lim, off, False, [])
     with index.reader() as conn:
-        found = search.search(conn, text, off + lim, 0, None, where).results
-    hits = fuse([(h.path, h.snippet) for h in found], [], lim, off)
+        found = search.search(
+            conn, text, off + lim, 0, None, where, columns=columns, snippets=snippets
+        )
+    found_hits = found.results
+    hits = fuse([(h.path, h.snippet) for h in found_hits], [], lim, off)
     return HybridResults(query, lim, off, False, hits)
 
 

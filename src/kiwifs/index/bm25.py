@@ -1,0 +1,111 @@
+"""FTS5's BM25, reproduced outside FTS5 to the last bit, and FTS5's own word counting.
+
+FTS5's ``bm25()`` of a document for a query of phrases ``p`` is ``-Σ idf(p) · f·(k1+1) / (f +
+k1·(1 − b + b·dl/avgdl))`` with ``k1 = 1.2``, ``b = 0.75``, ``f`` the phrase's occurrences in
+the document, ``dl`` its length in words, ``avgdl`` the table's total words over its rows, and
+``idf = log((N − n + 0.5) / (n + 0.5))`` (``1e-6`` when that is not positive: a word in more
+than half the documents). The functions here evaluate it with the same operations in the same
+order, so IEEE doubles give the very same numbers (the tests compare them with ``bm25()``).
+
+Words are counted by FTS5 itself (:class:`Tokenizer`: the index's tokenizer in a private
+in-memory database), so a count never disagrees with the index about what a word is.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+TOKENIZE = "porter unicode61 remove_diacritics 1"
+K1 = 1.2
+B = 0.75
+
+
+def term_score(tf: float, dl: float, avgdl: float) -> float:
+    """One phrase's factor, written as FTS5's C code computes it."""
+    return (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * dl / avgdl))
+
+
+def idf(nrows: int, nhit: int) -> float:
+    value = math.log((nrows - nhit + 0.5) / (nhit + 0.5))
+    return value if value > 0.0 else 1e-6
+
+
+def varint(blob: bytes, at: int = 0) -> tuple[int, int]:
+    """SQLite's variable-length integer at ``at``: ``(value, next offset)``."""
+    value = 0
+    for i in range(9):
+        byte = blob[at]
+        at += 1
+        if i == 8:
+            return (value << 8) | byte, at
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            break
+    return value, at
+
+
+def totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The ``fts`` table's row count and word count (its "averages" record), as BM25 reads them."""
+    row = conn.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    nrows, at = varint(row[0])
+    return nrows, varint(row[0], at)[0]
+
+
+class Tokenizer:
+    """FTS5's tokenizer on a private in-memory database: the words of a text, as FTS5 sees them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._conn.execute(
+            f"CREATE VIRTUAL TABLE tok USING fts5(body, content = '', tokenize = '{TOKENIZE}')"
+        )
+        self._conn.execute("CREATE VIRTUAL TABLE tokv USING fts5vocab('tok', 'instance')")
+
+    def counts(
+        self, texts: Sequence[str], terms: Sequence[str] | None = None
+    ) -> list[tuple[Counter[str], int]]:
+        """Per text, how often each word occurs (only ``terms`` when given: far cheaper than
+        listing every word) and its length in words."""
+        out: list[tuple[Counter[str], int]] = [(Counter(), 0) for _ in texts]
+        if not texts:
+            return out
+        sql = "SELECT doc, term, count(*) FROM tokv"
+        params: tuple[str, ...] = ()
+        if terms is not None:
+            sql += f" WHERE term IN ({','.join('?' * len(terms))})"
+            params = tuple(terms)
+        with self._lock:
+            conn = self._conn
+            conn.executemany("INSERT INTO tok (rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+            for doc, term, n in conn.execute(sql + " GROUP BY 1, 2", params):
+                out[doc][0][term] = n
+            sizes = conn.execute("SELECT id, sz FROM tok_docsize").fetchall()
+            conn.execute("INSERT INTO tok (tok) VALUES ('delete-all')")
+            conn.commit()
+        for doc, size in sizes:
+            out[doc] = (out[doc][0], varint(size)[0])
+        return out
+
+
+TOKENIZER = Tokenizer()
+
+
+def query_words(text: str) -> list[tuple[str, str]] | None:
+    """``(indexed word, token as written)`` for each whitespace token of a plain query, or
+    ``None`` when a token is not exactly one word (``run-249`` is a phrase of two; ``++`` is
+    none). The token is what to give FTS5: its stemmer is not idempotent (``release`` is
+    indexed as ``releas``, and ``releas`` would be looked up as ``relea``)."""
+    tokens = text.split()
+    words: list[tuple[str, str]] = []
+    for token, (found, length) in zip(tokens, TOKENIZER.counts(tokens), strict=True):
+        if len(found) != 1 or length != 1:
+            return None
+        words.append((next(iter(found)), token))
+    return words or None

@@ -1,0 +1,244 @@
+"""Term columns: a search of common words answers exactly what FTS5's ranking of every match
+answers — same hits, same order, same scores to the last bit — before and after writes.
+
+A word gets a column here from 20 documents (``MIN_DF``), so a few hundred files exercise
+every branch: one to three words, repeated words, a rare word (no column: FTS5 answers), exact
+ties (copied texts) broken by path, filters that keep few, and pages deep into the ranking.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kiwifs.index import bm25, search, termcolumns
+from kiwifs.index.bodies import Codec
+from kiwifs.knowledge import Knowledge
+
+QUERIES = ["fox", "river", "fox river", "stone fox", "river stone fox", "fox fox", "meadow fox"]
+QUERIES += ["releases fox"]  # indexed as "releas", which FTS5 would look up as "relea"
+PAGES = [(10, 0), (20, 30), (3, 0), (200, 0), (5, 150)]
+FILTERS: list[dict[str, Any]] = [
+    {},
+    {"path_prefix": "a/"},
+    {"path_prefix": "b/p000"},
+    {"scope": "small"},
+    {"scope": "wide"},
+    {"include_superseded": True},
+    {"path_prefix": "b/", "scope": "wide"},
+]
+
+
+def corpus(seed: int, count: int = 400) -> dict[str, str]:
+    """``fox`` in every file, ``river`` in most, ``stone`` and ``release`` in fewer, ``meadow`` in
+    a few; the lengths and counts vary, and one text in eight is a copy of another (ties)."""
+    rng = random.Random(seed)
+    pages: dict[str, str] = {}
+    texts: list[str] = []
+    for i in range(count):
+        if texts and rng.random() < 0.125:
+            body = rng.choice(texts)
+        else:
+            words = ["fox"] * rng.randint(1, 4) + ["filler"] * rng.randint(0, 30)
+            words += ["river"] * (rng.randint(1, 3) if rng.random() < 0.7 else 0)
+            words += ["stone"] * (rng.randint(1, 2) if rng.random() < 0.4 else 0)
+            words += ["meadow"] if rng.random() < 0.04 else []
+            words += ["release"] if rng.random() < 0.5 else []
+            rng.shuffle(words)
+            body = " ".join(words)
+            texts.append(body)
+        head = [f"n: {i}"]
+        if i % 37 == 0:
+            head.append("scope: small")
+        elif i % 3 == 0:
+            head.append("scope: wide")
+        if i % 11 == 0:
+            head.append("memory_status: superseded")
+        folder = "a" if i % 4 else "b"
+        pages[f"{folder}/p{i:04}.md"] = "---\n" + "\n".join(head) + f"\n---\n{body}\n"
+    return pages
+
+
+@contextmanager
+def watched(root: Path) -> Iterator[Knowledge]:
+    """A knowledge root as a server holds it (the term columns serve long-lived processes)."""
+    with Knowledge(root) as kb:
+        kb.start_watching()
+        while not kb.indexing.watching:
+            time.sleep(0.01)
+        try:
+            yield kb
+        finally:
+            kb.stop_watching()
+
+
+@pytest.fixture(autouse=True)
+def small_columns(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(termcolumns, "MIN_DF", 20)
+    yield
+
+
+def log_end(kb: Knowledge) -> int:
+    with kb.indexing._open().reader() as conn:
+        return int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
+
+
+def both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> list[Any]:
+    """One search with the columns and one ranked by FTS5, over the same index state: the
+    watcher re-reads files written less than 2 s ago, so a pair it raced is asked again."""
+    for _ in range(50):
+        start = log_end(kb)
+        pair = []
+        for fast in (True, False):
+            monkeypatch.setattr(search, "COLUMNS", fast)
+            monkeypatch.setattr(search, "TOP_K", fast)
+            pair.append(kb.search(**kwargs).to_json())
+        if log_end(kb) == start:
+            return pair
+        time.sleep(0.1)
+    raise AssertionError("the index never stood still")
+
+
+def assert_same(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = 0
+    for query in QUERIES:
+        for limit, offset in PAGES:
+            for filters in FILTERS:
+                case = {"query": query, "limit": limit, "offset": offset, **filters}
+                fast, plain = both_ways(kb, monkeypatch, **case)
+                assert fast == plain, case
+                found += bool(plain["results"])
+    assert found > len(QUERIES) * len(PAGES) * len(FILTERS) // 2
+
+
+def from_columns(kb: Knowledge, query: str, limit: int, offset: int = 0) -> list[Any] | None:
+    """What the term columns alone answer (``None``: they leave it to FTS5)."""
+    kb.search(query, limit=1)  # brings the index up to date with the files
+    index = kb.indexing._open()
+    words = bm25.query_words(query)
+    assert words is not None
+    with index.reader() as conn:
+        conn.execute("BEGIN")
+        try:
+            return index.columns.ranked(conn, words, "", (), None, limit, offset)
+        finally:
+            conn.rollback()
+
+
+def test_columns_answer_as_fts5_ranks(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with watched(make_root(corpus(1))) as kb:
+        assert_same(kb, monkeypatch)
+        assert from_columns(kb, "fox river", 10) is not None
+        assert from_columns(kb, "meadow fox", 10) is None  # meadow is rare: FTS5 ranks it
+        assert sorted(kb.indexing._open().columns._tf) == ["fox", "releas", "river", "stone"]
+
+
+def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> None:
+    with watched(make_root(corpus(2))) as kb:
+        mine = from_columns(kb, "river stone fox river", 400)
+        assert mine
+        with kb.indexing._open().reader() as conn:
+            plain = conn.execute(
+                "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ?",
+                ('"river" "stone" "fox" "river"',),
+            )
+            exact = dict(plain.fetchall())
+        assert len(mine) == len(exact)
+        assert all(score == exact[i] for _, score, i, _ in mine)
+
+
+def test_writes_are_caught_up(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_root(corpus(3))
+    with watched(root) as kb:
+        assert from_columns(kb, "fox river stone", 5) is not None
+        columns = kb.indexing._open().columns
+        rng = random.Random(9)
+        for i in range(40):  # new files (some better than any before)
+            kb.write(f"c/new{i}.md", "fox " * rng.randint(1, 9) + "river stone" * (i % 2))
+        assert_same(kb, monkeypatch)
+        made = {word: id(column) for word, column in columns._tf.items()}
+        for path in sorted(root.glob("a/p00[0-4]*.md"))[:20]:  # rewrites and deletes
+            kb.write(str(path.relative_to(root)), "fox fox fox river\n")
+        for path in sorted(root.glob("b/p01*.md"))[:20]:
+            kb.delete(str(path.relative_to(root)))
+        assert_same(kb, monkeypatch)
+        assert {w: id(c) for w, c in columns._tf.items()} == made  # caught up, not remade
+
+
+def test_text_indexed_without_the_log_starts_afresh(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text indexed by a path that does not log (here: SQL, as the bulk load does) makes the
+    totals disagree; the columns are then remade from FTS5, and answers stay exact. So does a
+    log cut past what the columns have seen."""
+    with watched(make_root(corpus(4))) as kb:
+        assert from_columns(kb, "fox", 10) is not None
+        index = kb.indexing._open()
+        with index.transaction() as conn:
+            conn.execute("INSERT INTO fts (rowid, body) VALUES (99999, 'fox fox fox fox')")
+            conn.execute(
+                "INSERT INTO bodies (id, text) VALUES (99999, ?)", (Codec().pack("fox " * 4),)
+            )
+        assert_same(kb, monkeypatch)  # (the text has no file row: no hit either way)
+        columns = index.columns
+        assert columns._present is not None and columns._present[99999]
+        with index.transaction() as conn:
+            forget = "INSERT INTO fts (fts, rowid, body) VALUES ('delete', 99999, ?)"
+            conn.execute(forget, ("fox " * 4,))
+            conn.execute("DELETE FROM bodies WHERE id = 99999")
+            conn.execute("DELETE FROM fts_log")
+            conn.execute("INSERT INTO fts_log (seq, doc) VALUES (1000000, 99999)")
+        assert_same(kb, monkeypatch)
+        present = columns._present
+        assert present is not None and (len(present) <= 99999 or not present[99999])
+
+
+def test_a_rolled_back_write_leaves_the_columns_right(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with watched(make_root(corpus(5))) as kb:
+        before = from_columns(kb, "fox river", 10)
+        index = kb.indexing._open()
+        with pytest.raises(RuntimeError), index.transaction() as conn:
+            conn.execute("INSERT INTO fts (rowid, body) VALUES (99998, 'fox fox river river')")
+            conn.execute("INSERT INTO fts_log (doc) VALUES (99998)")
+            raise RuntimeError("roll back")
+        assert from_columns(kb, "fox river", 10) == before
+
+
+def test_a_rebuild_starts_the_columns_afresh(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild gives every file a new row id: columns of the old ids must not survive it."""
+    root = make_root(corpus(7))
+    with watched(root) as kb:
+        assert from_columns(kb, "fox river", 10) is not None
+        for path in sorted(root.glob("a/p00*.md"))[:40]:
+            path.unlink()  # behind kiwifs's back: the rebuild numbers the rest anew
+        kb.reindex()
+        assert_same(kb, monkeypatch)
+
+
+def test_a_one_shot_process_ranks_with_fts5(make_root: Callable[..., Path]) -> None:
+    """Making a column costs about one plain query: only a long-lived process makes them."""
+    with Knowledge(make_root(corpus(6))) as kb:
+        assert kb.search("fox river", limit=5).results
+        assert not kb.indexing._open().columns._tf
+
+
+def test_query_words_are_fts5s_words() -> None:
+    found = bm25.query_words("Running FOXES café release")
+    assert found == [("run", "Running"), ("fox", "FOXES"), ("cafe", "café"), ("releas", "release")]
+    assert bm25.query_words("run-249") is None  # one token, two words: a phrase
+    assert bm25.query_words("C++ x") == [("c", "C++"), ("x", "x")]
+    assert bm25.query_words("++") is None
