@@ -99,6 +99,7 @@ CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
 CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
 CREATE INDEX files_age ON files(kind_class, covered, created, key) WHERE created IS NOT NULL;
 CREATE INDEX files_undated ON files(kind_class, key) WHERE created IS NULL AND covered = 0;
+CREATE INDEX files_scoped ON files(scope) WHERE scope IS NOT NULL;  -- keyword search's scope
 CREATE TABLE cover_ids (ident TEXT NOT NULL, file_id INTEGER NOT NULL);
 CREATE INDEX cover_ids_ident ON cover_ids(ident);
 CREATE INDEX cover_ids_file ON cover_ids(file_id);
