@@ -673,6 +673,7 @@ def serve(
     from .auth import LOOPBACK_HOSTS, api_key_for
     from .rest.probes import Probes
     from .rest.starting import StartingApp  # FastAPI and the routes load once it listens
+    from .rest.stopping import SHUTDOWN_GRACE, StoppingServer
 
     kb = Knowledge.open(root, sweep=True)
     kb.acquire_server_lock()
@@ -698,9 +699,12 @@ def serve(
 
     app = StartingApp(kb, build, loopback=host in LOOPBACK_HOSTS, on_failure=stop)
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
-    # no WebSocket route exists: "none" also spares importing a WebSocket library
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none")
-    server = uvicorn.Server(config)
+    # no WebSocket route exists: "none" also spares importing a WebSocket library; requests
+    # still running SHUTDOWN_GRACE seconds after SIGTERM/SIGINT are cancelled
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", ws="none", timeout_graceful_shutdown=SHUTDOWN_GRACE
+    )
+    server = StoppingServer(config, kb.events)
     server.run(sockets=[sock])
     if app.error:
         raise KiwiError(app.error)

@@ -92,9 +92,17 @@ class EventBus:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subscribers: list[Subscription] = []
+        self.closed = False
+
+    def close(self) -> None:
+        """The server is stopping: open streams end at their next poll, so that a client that
+        keeps a stream open (a dashboard, ``curl -N``) cannot hold the shutdown up."""
+        self.closed = True
 
     def subscribe(self) -> Subscription:
         with self._lock:
+            if self.closed:
+                raise OverflowError("the server is stopping")
             if len(self._subscribers) >= MAX_SUBSCRIBERS:
                 raise OverflowError("too many event subscribers")
             sub = Subscription(self)

@@ -244,17 +244,17 @@ def event_stream(
 ) -> StreamingResponse:
     """Server-sent events: one ``event: <name_of(e)>`` with the event's JSON per change that
     ``keep`` keeps, a keep-alive comment every 15 s, until the client goes away (503 when the bus
-    is full)."""
+    is full or the server is stopping), or until the server stops (:meth:`EventBus.close`)."""
     try:
         sub = bus.subscribe()
-    except OverflowError:
-        return error_response(503, "too many event subscribers")  # type: ignore[return-value]
+    except OverflowError as exc:
+        return error_response(503, str(exc))  # type: ignore[return-value]
 
     async def stream() -> AsyncIterator[bytes]:
         try:
             yield b": connected\n\n"
             idle = 0.0
-            while not await request.is_disconnected():
+            while not bus.closed and not await request.is_disconnected():
                 event = await run(sub.get, 0.5)
                 if event is None:
                     idle += 0.5
