@@ -11,8 +11,9 @@ Measures, in one run and on the same corpus:
 (c) search latency p50 / p99 over ``--queries`` queries;
 (d) the time to build the index from scratch and its size on disk.
 
-Corpora are generated with ``/work/shared/bench/gen_corpus.py`` into
-``bench/.corpora/ep<N>-seed<S>`` only when missing (``bench/memory_report.py`` shares them).
+Corpora are generated with the corpus generator (``gen_corpus.py`` in ``$KIWIFS_SHARED/bench``,
+by default ``shared/bench`` beside the repository) into ``bench/.corpora/ep<N>-seed<S>`` only
+when missing (``bench/memory_report.py`` shares them).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from kiwifs.index import search as search_module
 from kiwifs.knowledge import Knowledge
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("KIWIFS_SHARED", "/work/shared")) / "bench"
+SHARED = Path(os.environ.get("KIWIFS_SHARED", HERE.parent.parent / "shared")) / "bench"
 PYTHON = sys.executable
 KIWIFS = str(Path(PYTHON).with_name("kiwifs"))
 
