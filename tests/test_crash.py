@@ -14,7 +14,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from kiwifs.gitindex import STALE_MARKER, WRITING_MARKER
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 from kiwifs.storage import TEMP_PREFIX
+from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -278,12 +278,6 @@ def test_orphaned_temp_files_are_removed(root: Path, tmp_path: Path) -> None:
 
 KILLS = 6
 BULK_FILES = 40
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

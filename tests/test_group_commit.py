@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import realserver
 from gitrepo import commit_count, git
 from kiwifs.errors import KiwiError, StorageError
 from kiwifs.gitindex import LOCK_FILE
@@ -213,39 +214,10 @@ def test_a_bulk_write_waits_for_the_queue_and_commits_alone(kb: Knowledge, root:
 # -- through a real server ----------------------------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def served(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
-    log = root.parent / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: proc.poll() is None and answers(base))
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(60)
-
-
-def answers(base: str) -> bool:
-    try:
-        return httpx.get(base + "/health", timeout=2.0).status_code == 200
-    except httpx.TransportError:
-        return False
+    with realserver.serving(root, probe="/health") as pair:
+        yield pair
 
 
 def server_pending(base: str) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
+from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -596,12 +596,6 @@ async def test_two_thousand_files_added_at_once_are_seen_everywhere(tmp_path: Pa
 
 # ---------------------------------------------------------------------------------------------
 # a real server: a FIFO does not stop SIGTERM from stopping it
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_real_server_answers_around_a_fifo_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server, http_app
 from kiwifs.versioning import blob_id
+from realserver import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -641,13 +641,6 @@ def test_mcp_command_flags(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # streamable HTTP: kiwifs mcp --http, and /mcp inside kiwifs serve
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextmanager

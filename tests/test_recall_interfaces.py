@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from mcp import Client
 from mcp.types import TextContent
 from starlette.testclient import TestClient
 
+import realserver
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server
@@ -289,37 +289,11 @@ def anyio_backend() -> str:
 # -- real processes -----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving(root: Path, log: Path) -> Iterator[str]:
     """``kiwifs serve`` on a free port until the block ends (bounded wait for /readyz)."""
-    port = free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            assert proc.poll() is None, log.read_text()
-            try:
-                # ready: the routes built and the index current (/health answers before that)
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+    with realserver.serving(root, log) as (base, _):
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def poll(check: Callable[[], bool], what: str, attempts: int = 300) -> None:

@@ -38,6 +38,7 @@ from gitrepo import commit_count, git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.versioning import blob_id
+from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -1238,12 +1239,6 @@ class Server:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> Server:

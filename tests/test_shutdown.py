@@ -6,28 +6,15 @@ before the fix one open ``/ui/events`` (a dashboard left open) kept the server u
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.stopping import SHUTDOWN_GRACE
-
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from realserver import serving
 
 
 def hold_stream(url: str, connected: threading.Event) -> None:
@@ -44,22 +31,7 @@ def hold_stream(url: str, connected: threading.Event) -> None:
 def test_sigterm_stops_the_server_while_event_streams_are_open(tmp_path: Path) -> None:
     root = tmp_path / "root"
     Knowledge.init(root)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "KIWIFS_WORKERS": "1"},
-    )
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+    with serving(root, env={"KIWIFS_WORKERS": "1"}) as (base, proc):
         streams = []
         for path in ("/api/kiwi/events", "/ui/events"):
             connected = threading.Event()
@@ -75,7 +47,3 @@ def test_sigterm_stops_the_server_while_event_streams_are_open(tmp_path: Path) -
         for thread in streams:
             thread.join(timeout=10)
             assert not thread.is_alive()  # the server ended the stream
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()

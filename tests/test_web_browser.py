@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 CHROMIUM = os.environ.get("KIWIFS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -57,12 +58,6 @@ pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 
 # -- the server ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -13,7 +13,6 @@ import os
 import queue
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -44,6 +43,7 @@ from kiwifs.memory.problems import (
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
+from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 
@@ -308,12 +308,6 @@ def test_check_events_are_the_dashboards_only() -> None:
 class Served:
     base: str
     proc: subprocess.Popen[bytes]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -29,6 +28,7 @@ from kiwifs.client import KiwiClient
 from kiwifs.errors import Conflict, ConsolidationFailed, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.worker import CommandStep, Episode, PagePlan, TagRule, Worker, parse_plan
+from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -40,12 +40,6 @@ class Server:
     root: Path
     url: str
     proc: subprocess.Popen[bytes]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def episode_text(prefix: str, n: int) -> str:
