@@ -67,13 +67,15 @@ END;
 
 # Indexes of the file rows that only the vector side reads (the queue's joins by content, the
 # semantic candidates by filter): made when vectors are switched on, dropped when they are
-# switched off; 11 MB of a 100k-episode index that does not embed.
+# switched off; 11 MB of a 100k-episode index that does not embed. The candidate indexes carry
+# the path so that a path prefix is tested in the index: without it every candidate row is read
+# from the table (the candidate query at 100k with ``episodes/``: 320 ms, with it 40 ms).
 VECTOR_FILE_INDEXES = {
     "files_etag": "CREATE INDEX IF NOT EXISTS files_etag ON files(etag)",
     "files_recall": "CREATE INDEX IF NOT EXISTS files_recall"
-    " ON files(superseded, unreadable, etag, id)",
+    " ON files(superseded, unreadable, etag, id, path)",
     "files_scope": "CREATE INDEX IF NOT EXISTS files_scope"
-    " ON files(scope, superseded, unreadable, etag, id) WHERE scope IS NOT NULL",
+    " ON files(scope, superseded, unreadable, etag, id, path) WHERE scope IS NOT NULL",
 }
 VECTORS_ENABLED = "SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1'"
 
