@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -140,6 +140,17 @@ SPECS: tuple[ToolSpec, ...] = (
 
 # Argument names that are Python keywords: the schema says ``from``/``or``, the methods ``from_``.
 ALIASES = {"from": "from_", "or": "or_"}
+
+
+class Answer(Protocol):
+    def to_json(self) -> Any: ...
+
+
+def in_format(value: Answer, format: str, text: Callable[[], str]) -> str:  # noqa: A002
+    """A tool's answer as the client asked: ``json`` (the value's JSON, indented) or the text."""
+    if format == "json":
+        return json.dumps(value.to_json(), indent=2, ensure_ascii=False)
+    return text()
 
 
 def _check_range(name: str, value: int, low: int, high: int | None = None) -> int:
@@ -413,9 +424,7 @@ class Tools:
         """The consolidation queue: episodic files that no page's merged-from cites yet.
         Consolidate them into a concept page, then record it with kiwi_memory_merge."""
         report = self.kb.memory_report(episodes_prefix or None, limit, offset)
-        if format == "json":
-            return json.dumps(report.to_json(), indent=2, ensure_ascii=False)
-        return render_mcp(report)
+        return in_format(report, format, lambda: render_mcp(report))
 
     def kiwi_memory_merge(
         self,
@@ -512,9 +521,8 @@ class Tools:
         brief = self.kb.brief(
             query, budget_tokens, max_pages, path_prefix, scope, include_superseded
         )
-        if format == "json":
-            return json.dumps(brief.to_json(), indent=2, ensure_ascii=False)
-        return render_brief(brief, "read them with kiwi_read if needed")
+        hint = "read them with kiwi_read if needed"
+        return in_format(brief, format, lambda: render_brief(brief, hint))
 
     # -- the consolidation queue ------------------------------------------------------------
 
@@ -538,9 +546,7 @@ class Tools:
         them. Claiming again renews your lease. Consolidate them into a page, then record it
         with kiwi_memory_merge passing the same worker (that ends your claims)."""
         batch = self.kb.claim_episodes(worker, limit, lease, episodes_prefix or None, with_content)
-        if format == "json":
-            return json.dumps(batch.to_json(), indent=2, ensure_ascii=False)
-        return render_batch(batch)
+        return in_format(batch, format, lambda: render_batch(batch))
 
     def kiwi_memory_release(
         self,
@@ -565,9 +571,7 @@ class Tools:
         """Check consolidation: merged-from entries that cite nothing, duplicate episode ids,
         episodes merged by more than one page, the oldest unmerged episode, coverage."""
         check = self.kb.memory_check(episodes_prefix or None)
-        if format == "json":
-            return json.dumps(check.to_json(), indent=2, ensure_ascii=False)
-        return render_check(check)
+        return in_format(check, format, lambda: render_check(check))
 
     def kiwi_memory_lineage(
         self,
@@ -589,9 +593,7 @@ class Tools:
             lineage = self.kb.lineage(path, episodes_prefix or None)
         else:
             lineage = self.kb.episode_lineage(episode_id or "", episodes_prefix or None)
-        if format == "json":
-            return json.dumps(lineage.to_json(), indent=2, ensure_ascii=False)
-        return render_lineage(lineage)
+        return in_format(lineage, format, lambda: render_lineage(lineage))
 
     # -- generic claims (KiwiFS's) ----------------------------------------------------------
 
