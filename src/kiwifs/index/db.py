@@ -40,6 +40,7 @@ from .record import (
     error_record,
     key_to_rel,
     path_key,
+    raw_sig,
     read_record,
 )
 from .report import snapshot
@@ -353,6 +354,7 @@ class Index:
         removed = list(removed)
         self._forget_echoes(records, bool(removed))
         with self._transaction(rows=False) as conn:
+            records, removed = self._settled(records, removed)
             moved = _content_moved(conn, records, removed)
             touched = Touched()
             for key in removed:
@@ -512,13 +514,14 @@ class Index:
             self._forget_echoes(records, bool(gone))
             with self._transaction(rows=False) as conn:
                 kept = [r for r in records if r is not None]
+                if not fresh:
+                    kept, gone = self._settled(kept, gone)
                 moved = fresh or _content_moved(conn, kept, gone)
                 touched = Touched(full=full)
                 for key in gone:
                     delete_row(conn, key, touched)
-                for record in records:
-                    if record is not None:
-                        upsert_row(conn, record, touched, fresh)
+                for record in kept:
+                    upsert_row(conn, record, touched, fresh)
                 if not full:
                     touched.recompute(conn)
             self.rows_generation += moved
@@ -528,6 +531,52 @@ class Index:
         if full:
             with self._transaction() as conn:
                 conn.execute(COVER_SQL)
+
+    def _settled(
+        self, records: list[FileRecord], removed: list[bytes]
+    ) -> tuple[list[FileRecord], list[bytes]]:
+        """The rows to store, checked against the files as they are now (writer lock held).
+
+        Files are read before the lock is taken, so a reconcile (or a slower refresh) may hold
+        a record read just before a write whose own refresh has stored the newer row since.
+        Storing the older record after it would leave the index stale until the next
+        reconcile. Every file write is followed by its refresh, so it is enough that no store
+        puts down a record the file no longer matches: a record whose file's stat moved since
+        it was read is read again here, and a removal whose file is back becomes its record.
+        Costs one ``stat`` per record; the re-reads happen only in a race.
+        """
+        kept: list[FileRecord] = []
+        gone: list[bytes] = []
+        for record in records:
+            if record.stamp is None or self._still(record):
+                kept.append(record)
+            elif (again := self._read_now(record.key)) is not None:
+                kept.append(again)
+            else:
+                gone.append(record.key)
+        for key in removed:
+            if (back := self._read_now(key)) is not None:
+                kept.append(back)
+            else:
+                gone.append(key)
+        return kept, gone
+
+    def _still(self, record: FileRecord) -> bool:
+        """True when the file of ``record`` has the stat it had when it was read."""
+        try:
+            return raw_sig(os.stat(abs_path(self.root, record.key))) == record.stamp
+        except OSError:
+            return False
+
+    def _read_now(self, key: bytes) -> FileRecord | None:
+        """The record of the file at ``key`` as it is now; ``None`` when it is no knowledge
+        file any more (gone, under a symlinked folder, a folder now)."""
+        found = probe(self.root, key_to_rel(key))
+        if found is None or not found.exists:
+            return None
+        if found.error is not None:
+            return error_record(found.key, found.rel, found.error)
+        return read_record(found.key, found.rel, abs_path(self.root, found.key), self.real_root)
 
     def _record(self, key: bytes, error: str | None) -> FileRecord | None:
         rel = key_to_rel(key)
@@ -540,22 +589,14 @@ class Index:
         records: list[FileRecord] = []
         removed: list[bytes] = []
         for rel in rels:
-            found = probe(self.root, rel)
-            if found is None:
-                key = path_key(rel)
-                if key is not None:
-                    removed.append(key)
+            key = path_key(rel)
+            if key is None:
                 continue
-            if not found.exists:
-                removed.append(found.key)
-            elif found.error is not None:
-                records.append(error_record(found.key, rel, found.error))
+            record = self._read_now(key)
+            if record is None:
+                removed.append(key)
             else:
-                record = read_record(found.key, rel, abs_path(self.root, found.key), self.real_root)
-                if record is None:
-                    removed.append(found.key)
-                else:
-                    records.append(record)
+                records.append(record)
         if records or removed:
             self.apply(records, removed)
         for record in records:

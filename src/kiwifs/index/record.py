@@ -107,6 +107,10 @@ class FileRecord:
     frontmatter: str = "{}"
     text: str = ""
     created: float | None = None  # the frontmatter's ``created`` as POSIX seconds
+    # the raw stat signature of the file as read (even when racy): what :meth:`Index.apply`
+    # compares with the file under the writer lock, so a record read before a newer write never
+    # replaces that write's row. ``None`` for records that are no read of a file.
+    stamp: int | None = None
 
 
 def error_record(key: bytes, rel: str, error: str) -> FileRecord:
@@ -135,10 +139,9 @@ def read_record(
     try:
         data = read_all(fd)
     except OSError as exc:
-        return FileRecord(
-            key, unreadable_facts(rel, os_error_text(exc)), sig, st.st_size, st.st_mtime_ns
-        )
-    return record_of_bytes(key, rel, data, sig, st.st_mtime_ns)
+        facts = unreadable_facts(rel, os_error_text(exc))
+        return FileRecord(key, facts, sig, st.st_size, st.st_mtime_ns, stamp=raw_sig(st))
+    return record_of_bytes(key, rel, data, sig, st.st_mtime_ns, raw_sig(st))
 
 
 def _unreadable_record(key: bytes, rel: str, path: str | bytes, exc: OSError) -> FileRecord:
@@ -149,11 +152,11 @@ def _unreadable_record(key: bytes, rel: str, path: str | bytes, exc: OSError) ->
     except OSError:
         return error_record(key, rel, os_error_text(exc))
     facts = unreadable_facts(rel, os_error_text(exc))
-    return FileRecord(key, facts, stat_sig(st), st.st_size, st.st_mtime_ns)
+    return FileRecord(key, facts, stat_sig(st), st.st_size, st.st_mtime_ns, stamp=raw_sig(st))
 
 
 def record_of_bytes(
-    key: bytes, rel: str, data: bytes, sig: int | None, mtime_ns: int = 0
+    key: bytes, rel: str, data: bytes, sig: int | None, mtime_ns: int = 0, stamp: int | None = None
 ) -> FileRecord:
     """Parse ``data`` once into frontmatter JSON, memory facts and searchable text."""
     fm, simple = read_simple_first(data) if SIMPLE_FRONTMATTER else (read_frontmatter(data), False)
@@ -167,6 +170,7 @@ def record_of_bytes(
         frontmatter=frontmatter_json(fm.data, simple),
         text=data.decode("utf-8", errors="replace"),
         created=created_time(fm.data.get("created")),
+        stamp=stamp,
     )
 
 
