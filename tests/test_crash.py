@@ -27,9 +27,11 @@ import httpx
 import pytest
 
 from gitrepo import git
+from kiwifs.errors import StorageError
 from kiwifs.gitindex import STALE_MARKER, WRITING_MARKER
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
+from kiwifs.reflock import MARKER as REF_MARKER
 from kiwifs.storage import TEMP_PREFIX
 from realserver import free_port
 
@@ -126,6 +128,32 @@ def test_a_user_index_lock_is_not_touched(root: Path) -> None:
     (root / ".git/index.lock").unlink()
     with Knowledge.open(root):
         assert status(root) == ""
+
+
+def test_a_ref_lock_left_by_a_killed_commit_is_removed(root: Path) -> None:
+    """``kill -9`` while a commit moves HEAD leaves ``refs/heads/main.lock``; with kiwifs's
+    marker beside it the next commit removes it instead of failing forever."""
+    run_and_get_killed(WRITE_THREE_THEN_DIE, str(root), "sync")
+    branch = (root / ".git/HEAD").read_text().split("ref: ")[1].strip()
+    (root / f".git/{branch}.lock").write_text("0" * 40 + "\n")
+    (root / REF_MARKER).touch()
+    with Knowledge.open(root) as kb:
+        kb.write("notes/after.md", "# after\n", actor="alice")
+        assert not (root / f".git/{branch}.lock").exists()
+        assert not (root / REF_MARKER).exists()
+    assert "notes/after.md" in head_files(root)
+
+
+def test_a_user_ref_lock_is_not_touched(root: Path) -> None:
+    branch = (root / ".git/HEAD").read_text().split("ref: ")[1].strip()
+    (root / f".git/{branch}.lock").write_text("a git command at work\n")
+    with Knowledge.open(root) as kb:
+        with pytest.raises(StorageError, match="git commit failed"):
+            kb.write("notes/blocked.md", "# blocked\n", actor="alice")
+        assert (root / f".git/{branch}.lock").exists()
+        (root / f".git/{branch}.lock").unlink()
+        kb.write("notes/later.md", "# later\n", actor="alice")
+    assert "notes/blocked.md" in head_files(root)  # the failed commit's write, committed later
 
 
 # -- bulk writes across a crash ------------------------------------------------------------------

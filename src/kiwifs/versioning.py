@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from . import reflock
 from .errors import NotFound, StorageError, UsageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .paths import NotRegularFile, open_regular, read_all
@@ -152,6 +153,7 @@ class Git:
         git2 = _git2()
         with self._lock, self._index_file.locked():
             try:
+                reflock.clear_abandoned(self.root)
                 oid = self._commit(paths, actor, message, trailer, contents)
             except (git2.GitError, OSError) as exc:
                 raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
@@ -184,7 +186,8 @@ class Git:
         full = message if trailer is None else f"{message}\n\n{trailer}"
         parents = [head.id] if head is not None else []
         self._index_file.mark_stale()  # before HEAD moves: a crash from here on is repaired
-        return str(repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents))
+        with reflock.moving_head(self.root):
+            return str(repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents))
 
     def _relative(self, exc: BaseException) -> str:
         """An error's text with the root's absolute path left out (it reaches API clients)."""
