@@ -200,12 +200,19 @@ def serve_bench(root: Path, requests: int) -> dict[str, object]:
 
 COMMON = ["run", "episode", "error", "timeout", "deploy", "agent", "memory", "merge", "cache"]
 COMMON += ["latency", "schema", "pipeline", "retry", "session", "config", "index", "release"]
-MODES = {  # search.COLUMNS, search.TOP_K, search.PICK_HINT
-    "columns": (True, True, True),
-    "window": (False, True, True),
-    "window, pick by index scan": (False, True, False),
-    "full": (False, False, True),
+MODES = {  # search.COLUMNS, search.TOP_K, search.PICK_HINT, search.PHRASES
+    "columns": (True, True, True, True),
+    "columns, phrases by FTS5": (True, True, True, False),
+    "window": (False, True, True, True),
+    "window, pick by index scan": (False, True, False, True),
+    "full": (False, False, True, True),
 }
+SWITCHES = ("COLUMNS", "TOP_K", "PICK_HINT", "PHRASES")
+
+
+def switch(values: tuple[bool, ...]) -> None:
+    for name, value in zip(SWITCHES, values, strict=True):
+        setattr(search_module, name, value)
 
 
 def rare_words(root: Path, rng: random.Random, count: int) -> list[str]:
@@ -260,9 +267,10 @@ def percentiles(spent: list[float]) -> dict[str, float]:
 
 def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> dict[str, object]:
     """(c): ``n`` realistic queries (:func:`search_queries`), ``path_prefix`` and the superseded
-    filter on (a scope on some), limit 20, each run in four modes interleaved (the A/B
-    switches ``search.COLUMNS``, ``search.TOP_K``, ``search.PICK_HINT``): the term columns,
-    the BM25 window, the window picking its rows by an index scan, and the full ranking. The
+    filter on (a scope on some), limit 20, each run in five modes interleaved (the A/B
+    switches ``search.COLUMNS``, ``search.TOP_K``, ``search.PICK_HINT``, ``search.PHRASES``):
+    the term columns, the columns leaving FTS5 syntax to FTS5, the BM25 window, the window
+    picking its rows by an index scan, and the full ranking. The
     first run of each query (which makes the term columns of its words, once per process) is
     timed apart; answers must be identical in every mode."""
     queries = search_queries(root, n, seed)
@@ -281,13 +289,13 @@ def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> di
             answers = []
             order = list(MODES)[turn % len(MODES) :] + list(MODES)[: turn % len(MODES)]
             for mode in order:
-                search_module.COLUMNS, search_module.TOP_K, search_module.PICK_HINT = MODES[mode]
+                switch(MODES[mode])
                 start = time.perf_counter()
                 found = kb.search(query, limit=20, path_prefix=prefix, scope=scope)
                 answers.append(found.to_json())
                 times[mode].setdefault(name, []).append(time.perf_counter() - start)
             same = same and all(a == answers[0] for a in answers)
-        search_module.COLUMNS, search_module.TOP_K, search_module.PICK_HINT = True, True, True
+        switch(MODES["columns"])
         kb.stop_watching()
     out: dict[str, object] = {"identical": same, "path_prefix": prefix, "queries": len(queries)}
     out["first_run_ms"] = {"max": round(max(cold) * 1000, 1), "sum": round(sum(cold) * 1000)}

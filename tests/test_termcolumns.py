@@ -23,6 +23,9 @@ from kiwifs.knowledge import Knowledge
 
 QUERIES = ["fox", "river", "fox river", "stone fox", "river stone fox", "fox fox", "meadow fox"]
 QUERIES += ["releases fox"]  # indexed as "releas", which FTS5 would look up as "relea"
+# FTS5 syntax of AND-ed phrases and prefixes: a column per phrase as written
+QUERIES += ['"fox river"', "riv*", '"river fox" sto*', 'fox AND "river stone"', '"fox fox"']
+QUERIES += ["rele* fox", '"stone river"*', "mead*"]
 PAGES = [(10, 0), (20, 30), (3, 0), (200, 0), (5, 150)]
 FILTERS: list[dict[str, Any]] = [
     {},
@@ -138,7 +141,42 @@ def test_columns_answer_as_fts5_ranks(
         assert_same(kb, monkeypatch)
         assert from_columns(kb, "fox river", 10) is not None
         assert from_columns(kb, "meadow fox", 10) is None  # meadow is rare: FTS5 ranks it
-        assert sorted(kb.indexing._open().columns._tf) == ["fox", "releas", "river", "stone"]
+        made = kb.indexing._open().columns._tf
+        words = sorted(k for k in made if not k.startswith(termcolumns.PHRASE))
+        assert words == ["fox", "releas", "river", "stone"]
+        phrases = {k[1:] for k in made if k.startswith(termcolumns.PHRASE)}
+        assert {'"fox river"', "riv*", "mead*", "rele*"} <= phrases  # mead* is rare: a column
+
+
+def test_syntax_that_is_not_and_ed_phrases_is_left_to_fts5() -> None:
+    assert search.syntax_phrases('"a b" memo* AND c') == [
+        (termcolumns.PHRASE + '"a b"', '"a b"'),
+        (termcolumns.PHRASE + "memo*", "memo*"),
+        (termcolumns.PHRASE + "c", "c"),
+    ]
+    for query in ["a OR b", "NOT a", "NEAR(a b)", "a AND", "AND a", "a AND AND b", "x:y", "^a"]:
+        assert search.syntax_phrases(query) is None, query
+    for query in ['"a"b', "a+b", "foo-bar", '"abc', "a * b", '""', '"_"', "(a b)", "a - b"]:
+        assert search.syntax_phrases(query) is None, query
+
+
+def test_phrase_columns_score_as_fts5(make_root: Callable[..., Path]) -> None:
+    """A prefix (many words summed) and a phrase, each a column: FTS5's scores, bit for bit."""
+    with watched(make_root(corpus(8))) as kb:
+        kb.search("fox", limit=1)
+        index = kb.indexing._open()
+        query = '"river fox" f* sto*'
+        phrases = search.syntax_phrases(query)
+        with index.reader() as conn:
+            conn.execute("BEGIN")
+            try:
+                mine = index.columns.ranked(conn, phrases or [], "", (), None, 400, 0)
+            finally:
+                conn.rollback()
+            plain = conn.execute("SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ?", (query,))
+            exact = dict(plain.fetchall())
+        assert mine and len(mine) == len(exact)
+        assert all(score == exact[i] for _, score, i, _ in mine)
 
 
 def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> None:

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 TOKENIZE = "porter unicode61 remove_diacritics 1"
 K1 = 1.2
@@ -46,6 +47,21 @@ def varint(blob: bytes, at: int = 0) -> tuple[int, int]:
         if byte < 0x80:
             break
     return value, at
+
+
+def solve(np: Any, fts: Any, dl: Any, nrows: int, nhit: int, ntokens: int) -> Any:
+    """Each document's frequency of a one-phrase query from FTS5's ``bm25()`` of it (``fts``,
+    the documents' lengths ``dl``, the table's totals and the phrase's document count), or
+    ``None`` unless the frequencies, scored again, give back every score to the last bit."""
+    weight = idf(nrows, nhit)
+    avgdl = ntokens / nrows
+    shape = K1 * (1 - B + B * dl.astype(np.float64) / avgdl)
+    score = -fts
+    tf = np.rint(score * shape / ((K1 + 1.0) * weight - score))
+    again = -1.0 * (0.0 + weight * ((tf * (K1 + 1.0)) / (tf + shape)))
+    if len(fts) and (tf.min() < 1 or not np.array_equal(again, fts)):
+        return None
+    return tf
 
 
 def totals(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -91,6 +107,40 @@ class Tokenizer:
             conn.commit()
         for doc, size in sizes:
             out[doc] = (out[doc][0], varint(size)[0])
+        return out
+
+    def phrase_counts(
+        self, texts: Sequence[str], phrases: Sequence[str]
+    ) -> list[dict[int, int]] | None:
+        """Per FTS5 phrase (``"a b"``, ``memo*``), its number of instances in each text that
+        holds it (by the text's position), solved from FTS5's own BM25 of the phrase over these
+        texts; ``None`` when a score does not solve exactly."""
+        import numpy as np
+
+        out: list[dict[int, int]] = []
+        with self._lock:
+            conn = self._conn
+            conn.executemany("INSERT INTO tok (rowid, body) VALUES (?, ?)", list(enumerate(texts)))
+            try:
+                sizes = conn.execute("SELECT id, sz FROM tok_docsize").fetchall()
+                dl = np.zeros(len(texts), dtype=np.int64)
+                for doc, size in sizes:
+                    dl[doc] = varint(size)[0]
+                # the table holds these texts alone (its totals record is written at commit)
+                nrows, ntokens = len(texts), int(dl.sum())
+                for phrase in phrases:
+                    rows = conn.execute(
+                        "SELECT rowid, bm25(tok) FROM tok WHERE tok MATCH ?", (phrase,)
+                    ).fetchall()
+                    found = np.array(rows, dtype=np.float64).reshape(-1, 2)
+                    ids = found[:, 0].astype(np.int64)
+                    tf = solve(np, found[:, 1], dl[ids], nrows, len(ids), ntokens)
+                    if tf is None:
+                        return None
+                    out.append({int(d): int(n) for d, n in zip(ids, tf, strict=True)})
+            finally:
+                conn.execute("INSERT INTO tok (tok) VALUES ('delete-all')")
+                conn.commit()
         return out
 
 

@@ -31,11 +31,11 @@ from kiwifs.errors import InvalidQuery, UsageError
 from kiwifs.memory.rules import check_paging
 from kiwifs.text import check_text
 
-from .bm25 import query_words
+from .bm25 import TOKENIZER, query_words
 from .bodies import texts
 from .filters import RecallFilter
 from .record import py_text
-from .termcolumns import TermColumns
+from .termcolumns import PHRASE, TermColumns
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -45,6 +45,9 @@ _RETRYABLE_ONLY = set("*^:")
 _OPERATORS = {"AND", "OR", "NOT", "NEAR"}
 _WORD = re.compile(r"\w+")
 _MARKED = re.compile(r"<mark>(.*?)</mark>", re.DOTALL)
+# one FTS5 phrase: a string ("" is a quote inside it) or a bareword (ASCII letters, digits,
+# "_", U+001A and every non-ASCII character), either one perhaps a prefix (*)
+_PHRASE_TOKEN = re.compile(r'(?:"(?:[^"]|"")*"|[A-Za-z0-9_\x1a\x80-\U0010ffff]+)\*?')
 RECENCY_HALF_LIFE_DAYS = 30.0
 _NS_PER_DAY = 86_400 * 10**9
 
@@ -127,6 +130,7 @@ FIRST_WINDOW = 64  # matches ranked by the first top-k round (grown ×8 while th
 MAX_WINDOW = 4096  # beyond this the filters are too selective: the full query answers
 TOP_K = True  # the benchmark's A/B switch; False always runs the full query
 COLUMNS = True  # the benchmark's A/B switch for the term columns (index/termcolumns.py)
+PHRASES = True  # the A/B switch for phrase and prefix columns (FTS5 syntax of AND-ed phrases)
 
 
 def check_recency_weight(value: float | None) -> float:
@@ -178,9 +182,13 @@ def search(
     match = text if has_syntax(text) else quoted(text)
     window = (recency_window(lim, off), 0) if weight else (lim, off)
     rows = None
+    scope = where.scope if where is not None else None
     if COLUMNS and not weight and match != text:  # plain words: never an FTS5 syntax error
-        scope = where.scope if where is not None else None
-        rows = _from_columns(conn, text, condition, extra, scope, columns, *window)
+        words = query_words(text) if columns is not None else None
+        rows = _from_columns(conn, words, condition, extra, scope, columns, *window)
+    elif COLUMNS and PHRASES and not weight and columns is not None:
+        phrases = syntax_phrases(text)
+        rows = _from_columns(conn, phrases, condition, extra, scope, columns, *window)
     try:
         if rows is None:
             rows = _ranked(conn, match, condition, extra, *window)
@@ -221,9 +229,37 @@ def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
     return [row for _, _, row in scored]
 
 
+def syntax_phrases(text: str) -> list[tuple[str, str]] | None:
+    """A query of FTS5 syntax that is only phrases AND-ed (``"a b" memo* AND run``) as term
+    column keys and phrases (see :mod:`index.termcolumns`); ``None`` for anything else
+    (``OR``, ``NOT``, ``NEAR``, groups, column filters, ``^``, ``+``, a phrase of no word):
+    FTS5 ranks those, and reports their syntax errors."""
+    phrases: list[tuple[str, str]] = []
+    pos = 0
+    joined = False  # the last token was AND: a phrase must follow
+    for found in _PHRASE_TOKEN.finditer(text):
+        start, token = found.start(), found.group()
+        if text[pos:start].strip() or (start and not text[start - 1].isspace()):
+            return None  # anything but whitespace between phrases
+        pos = found.end()
+        if token == "AND" and phrases and not joined:
+            joined = True
+            continue
+        if token.rstrip("*") in _OPERATORS:
+            return None
+        joined = False
+        phrases.append((PHRASE + token, token))
+    if joined or not phrases or text[pos:].strip():
+        return None
+    inner = [p.rstrip("*").strip('"').replace('""', '"') for _, p in phrases]
+    if any(length == 0 for _, length in TOKENIZER.counts(inner)):
+        return None  # an empty phrase: left to FTS5
+    return phrases
+
+
 def _from_columns(
     conn: sqlite3.Connection,
-    text: str,
+    words: list[tuple[str, str]] | None,
     condition: str,
     extra: tuple[Any, ...],
     scope: str | None,
@@ -232,7 +268,6 @@ def _from_columns(
     off: int,
 ) -> list[tuple[Any, float, int, int]] | None:
     """The page from the term columns, read in one snapshot; ``None``: the plain query."""
-    words = query_words(text) if columns is not None else None
     if columns is None or words is None:
         return None
     conn.execute("BEGIN")

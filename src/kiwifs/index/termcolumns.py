@@ -24,6 +24,16 @@ away and remade when they cannot be caught up: the log was cut past them (it kee
 ``bodies.LOG_KEEP`` entries), the schema changed (a rebuild), or the totals disagree with
 FTS5's (text indexed by a path that does not log, such as the bulk load into an empty index).
 
+**Phrases and prefixes.** A query of FTS5 syntax that is only AND-ed phrases (``"a b"``,
+``memo*``, ``"a b"*``, barewords) is ranked the same way: FTS5's BM25 treats each phrase as a
+term whose frequency is its number of instances in the document and whose document count is the
+number of documents holding it, so each phrase gets a column (key :data:`PHRASE` + the phrase as
+written) made from FTS5's ranking of that phrase alone, whatever its document count (the cost
+of such a query is FTS5 matching the common words it is made of, not the phrase's rarity). A
+changed document's phrase counts are solved from FTS5's BM25 of the phrase over the changed
+texts in the private tokenizer table (:meth:`bm25.Tokenizer.phrase_counts`), checked to the
+last bit like a column's making; a phrase column that cannot be caught up is dropped.
+
 numpy is imported on the first such query; without numpy, queries take the plain path.
 """
 
@@ -44,6 +54,7 @@ if TYPE_CHECKING:
 MIN_DF = 2000  # fewer matches than this: FTS5 ranks them in ~2 ms, no column needed
 MAX_COLUMNS = 256  # columns kept (least recently used dropped): ~27 MB at 100k documents
 FIRST_CUT = 64  # candidates filtered in the first round (×8 while too few pass)
+PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
 
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
 
@@ -84,8 +95,10 @@ class TermColumns:
         off: int,
     ) -> list[Row] | None:
         """Hits ``off`` to ``off + lim`` in (BM25, key) order, as the plain query gives them,
-        or ``None`` (a rare word, no numpy, a column that could not be made). Call inside a
-        read transaction: the log, the totals and the rows must come from one snapshot."""
+        or ``None`` (a rare word, no numpy, a column that could not be made). ``words`` are
+        ``(key, token)``: an indexed word and its token as written, or :data:`PHRASE` + an
+        FTS5 phrase and that phrase. Call inside a read transaction: the log, the totals and
+        the rows must come from one snapshot."""
         np = _numpy()
         if np is None or len(dict(words)) > MAX_COLUMNS:
             return None
@@ -176,13 +189,29 @@ class TermColumns:
         if not self._tf:
             return
         bodies = texts(conn, [d for d in docs if d in sizes])
-        counted = bm25.TOKENIZER.counts([bodies[d] for d in bodies], sorted(self._tf))
+        words = sorted(k for k in self._tf if not k.startswith(PHRASE))
+        counted = bm25.TOKENIZER.counts([bodies[d] for d in bodies], words)
         for doc, (found, length) in zip(bodies, counted, strict=True):
             if length != sizes[doc]:  # the stored text is not what FTS5 indexed
                 self._tf.clear()  # remade from FTS5 itself on demand
                 return
             for word, n in found.items():
                 self._store(np, word, doc, n)
+        self._recount_phrases(np, bodies)
+
+    def _recount_phrases(self, np: Any, bodies: dict[int, str]) -> None:
+        phrases = [k for k in self._tf if k.startswith(PHRASE)]
+        if not phrases or not bodies:
+            return
+        docs = list(bodies)
+        counted = bm25.TOKENIZER.phrase_counts([bodies[d] for d in docs], [k[1:] for k in phrases])
+        if counted is None:  # FTS5 did not score as expected: remade from FTS5 on demand
+            for key in phrases:
+                del self._tf[key]
+            return
+        for key, found in zip(phrases, counted, strict=True):
+            for at, n in found.items():
+                self._store(np, key, docs[at], n)
 
     def _store(self, np: Any, word: str, doc: int, n: int) -> None:
         column = self._tf[word]
@@ -197,11 +226,12 @@ class TermColumns:
         checked to the last bit; False: none."""
         if word in self._failed:
             return False
-        match = '"' + token.replace('"', '""') + '"'
+        phrase = word.startswith(PHRASE)
+        match = token if phrase else '"' + token.replace('"', '""') + '"'
         nhit = int(
             conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)).fetchone()[0]
         )
-        if nhit < MIN_DF:
+        if nhit < MIN_DF and not phrase:
             return False
         rows = conn.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?", (match,))
         found = np.array(rows.fetchall(), dtype=np.float64).reshape(-1, 2)
@@ -211,13 +241,8 @@ class TermColumns:
         if len(ids) != nhit or (len(ids) and ids.max() >= len(self._dl)):
             self._failed.add(word)
             return False
-        weight = bm25.idf(nrows, nhit)
-        avgdl = ntokens / nrows
-        shape = bm25.K1 * (1 - bm25.B + bm25.B * self._dl[ids].astype(np.float64) / avgdl)
-        score = -fts
-        tf = np.rint(score * shape / ((bm25.K1 + 1.0) * weight - score))
-        again = -1.0 * (0.0 + weight * ((tf * (bm25.K1 + 1.0)) / (tf + shape)))
-        if len(ids) and (tf.min() < 1 or not np.array_equal(again, fts)):
+        tf = bm25.solve(np, fts, self._dl[ids], nrows, nhit, ntokens)
+        if tf is None:
             self._failed.add(word)
             return False  # FTS5 did not score as expected: never guess
         dtype = np.uint8 if not len(ids) or tf.max() <= 255 else np.int32
