@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from kiwifs import knowledge as knowledge_module
+from kiwifs.index import recall as recall_module
 from kiwifs.index import search as search_module
 from kiwifs.index.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
@@ -134,11 +135,11 @@ def brute_force(root: Path, model: Path, queries: list[tuple[str, str]]) -> list
     return out
 
 
-def existing(root: Path, queries: int, seed: int) -> None:
+def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
     """Hybrid and brief latency on another corpus (``bench/index.py``'s 100k episodes: make a
     hard-link copy first, its config is replaced, never written through), with a random model
     over the corpus's own words, vectors built, queries of one to three of its common words,
-    term columns on and off interleaved."""
+    the A/B modes interleaved: term columns on and off, candidates cached or not."""
     import re
 
     from index import COMMON  # bench/index.py
@@ -151,13 +152,16 @@ def existing(root: Path, queries: int, seed: int) -> None:
             counts[word] = counts.get(word, 0) + 1
     vocab = sorted(sorted(counts, key=lambda w: -counts[w])[: VOCAB - 2])
     model = build_model(HERE / ".corpora" / f"m2v-{root.name}", vocab)
-    configure(root, model)
-    with Knowledge.open(root) as kb:
-        kb.reindex()
-        kb.prepare_vectors()
-        started = time.perf_counter()
-        done = kb.reindex_vectors()
-        print(f"vectors: {done.embedded} pages in {time.perf_counter() - started:.0f} s")
+    built = root / ".kiwi" / "bench-vectors.done"  # --reuse: vectors of an earlier run
+    if not (reuse and built.is_file()):
+        configure(root, model)
+        with Knowledge.open(root) as kb:
+            kb.reindex()
+            kb.prepare_vectors()
+            started = time.perf_counter()
+            done = kb.reindex_vectors()
+            print(f"vectors: {done.embedded} pages in {time.perf_counter() - started:.0f} s")
+        built.write_text("")
     rng = random.Random(seed)
     texts = [" ".join(rng.sample(COMMON, rng.randint(1, 3))) for _ in range(queries)]
     with Knowledge.open(root) as kb:
@@ -170,19 +174,27 @@ def existing(root: Path, queries: int, seed: int) -> None:
             "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
             "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
         }
+        modes = {  # search.COLUMNS, recall.CANDIDATES
+            "final": (True, True),
+            "candidates not cached": (True, False),
+            "term columns off": (False, True),
+        }
         for name, call in calls.items():
-            spent: dict[bool, list[float]] = {True: [], False: []}
+            spent: dict[str, list[float]] = {mode: [] for mode in modes}
             for turn, text in enumerate(texts):
-                for columns in (turn % 2 == 0, turn % 2 == 1):
-                    search_module.COLUMNS = columns
+                order = list(modes)[turn % len(modes) :] + list(modes)[: turn % len(modes)]
+                for mode in order:
+                    search_module.COLUMNS, recall_module.CANDIDATES = modes[mode]
                     started = time.perf_counter()
                     call(text)
-                    spent[columns].append((time.perf_counter() - started) * 1000)
-            search_module.COLUMNS = True
+                    spent[mode].append((time.perf_counter() - started) * 1000)
+            search_module.COLUMNS, recall_module.CANDIDATES = True, True
             print(
-                f"{name}, common words: p50 {pct(spent[True], 50):.1f} ms, p99"
-                f" {pct(spent[True], 99):.1f} ms; term columns off: p50"
-                f" {pct(spent[False], 50):.1f} ms, p99 {pct(spent[False], 99):.1f} ms"
+                f"{name}, common words: "
+                + "; ".join(
+                    f"{mode}: p50 {pct(spent[mode], 50):.1f} ms, p99 {pct(spent[mode], 99):.1f} ms"
+                    for mode in modes
+                )
             )
         kb.stop_watching()
 
@@ -194,9 +206,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--scoped", type=int, default=50)
     ap.add_argument("--existing", type=Path, help="only hybrid and brief, on this root")
+    ap.add_argument("--reuse", action="store_true", help="--existing: keep its built vectors")
     args = ap.parse_args()
     if args.existing:
-        existing(args.existing, args.queries, args.seed)
+        existing(args.existing, args.queries, args.seed, args.reuse)
         return
     rng = random.Random(args.seed)
     vocab = words(rng)

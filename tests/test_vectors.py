@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -440,3 +441,105 @@ def test_the_vector_side_indexes_exist_only_while_vectors_are_on(
         with pytest.raises(Unavailable):
             kb.semantic_search("kiwi")
     assert vector_indexes(root) == set()
+
+
+# -- the cached candidates of a long-lived process --------------------------------------------
+
+
+def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: Any) -> list[Any]:
+    """Semantic and hybrid answers with the candidates cached and ties ordered by path rank,
+    then uncached with ties ordered by reading every tied path, over one index state (asked
+    again when a write landed in between)."""
+    from kiwifs.index import recall, semantic
+
+    def log_end() -> tuple[int, str]:
+        with kb.indexing._open().reader() as conn:
+            seq = conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0
+            row = conn.execute("SELECT value FROM vec_meta WHERE key = 'version'").fetchone()
+        return int(seq), str(row[0] if row else "")
+
+    for _ in range(50):
+        start = log_end()
+        pair = []
+        for fast in (True, False):
+            monkeypatch.setattr(recall, "CANDIDATES", fast)
+            monkeypatch.setattr(semantic, "TIES_BY_RANK", 0 if fast else 10**9)
+            pair.append(
+                (
+                    kb.semantic_search(**case).to_json(),
+                    kb.hybrid_search(**case).to_json(),
+                )
+            )
+        if log_end() == start:
+            return pair
+        time.sleep(0.1)
+    raise AssertionError("the index never stood still")
+
+
+def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
+    open_kb: Callable[..., Knowledge], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = flock(60, 6)
+    for i in range(12):  # copies: the same vectors, tied scores broken by path
+        files[f"copies/c-{i:02}.md"] = page("kiwi bird nest egg", scope="other-1")
+    files["other/old.md"] = page("kiwi bird nest egg", memory_status="superseded")
+    kb = open_kb(files)
+    kb.start_watching()
+    try:
+        while not kb.indexing.watching:
+            time.sleep(0.01)
+        filters: list[dict[str, Any]] = [
+            {},
+            {"include_superseded": True},
+            {"path_prefix": "copies/"},
+            {"scope": "other-1"},
+            {"path_prefix": "flock/", "scope": "flock-7"},
+        ]
+
+        def check() -> None:
+            for query in ("kiwi bird nest egg", "rain snow weather"):
+                for kwargs in filters:
+                    for limit, offset in ((5, 0), (10, 4)):
+                        case = {"query": query, "limit": limit, "offset": offset, **kwargs}
+                        fast, plain = answers_both_ways(kb, monkeypatch, **case)
+                        assert fast == plain, case
+                        assert plain[0]["results"] or kwargs, case
+
+        kb.indexing.recall().store.embed_all()  # (no worker here: a server runs one)
+        check()
+        cache = kb.indexing.recall().candidates
+        assert cache._found  # the answers above came from it
+        kb.rename("copies/c-01.md", "other/c-01.md")  # no new vectors: only the rows move
+        check()
+        kb.delete("copies/c-02.md")
+        check()
+        kb.write("copies/new.md", page("kiwi bird nest egg", scope="other-1"))
+        kb.delete("copies/c-03.md")
+        kb.rename("copies/c-04.md", "other/c-04.md")
+        kb.write("copies/c-05.md", page("kiwi bird nest egg", memory_status="superseded"))
+        kb.write("copies/c-06.md", page("kiwi bird nest egg", scope="other-2"))
+        kb.indexing.recall().store.embed_all()
+        check()
+        # another process writes the index (and its vectors) without this one's watcher
+        with Knowledge.open(kb.root) as other:
+            other.write("copies/c-07.md", page("kiwi bird nest egg", memory_status="superseded"))
+            other.write("copies/other.md", page("rain snow weather", scope="other-1"))
+            other.semantic_search("rain", limit=1)  # embeds what it queued
+        check()
+    finally:
+        kb.stop_watching()
+
+
+def test_many_ties_at_the_cut_are_ordered_by_path_as_before(
+    open_kb: Callable[..., Knowledge], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path-rank order of thousands of tied pages is the order of their paths."""
+    files = {f"t/{name}.md": page("kiwi bird nest egg") for name in ("b", "a", "é", "Z", "a0")}
+    files.update({f"t/n{i:03}.md": page("kiwi bird nest egg") for i in range(40)})
+    kb = open_kb(files)
+    found = kb.semantic_search("kiwi", limit=30, offset=3)
+    from kiwifs.index import semantic
+
+    monkeypatch.setattr(semantic, "TIES_BY_RANK", 0)
+    assert kb.semantic_search("kiwi", limit=30, offset=3).to_json() == found.to_json()
+    assert paths(found) == sorted(f[:-3] + ".md" for f in files)[3:33]

@@ -27,6 +27,7 @@ from .embedworker import EmbedWorker
 from .filters import RecallFilter
 from .hybrid import DEFAULT_LIMIT, HybridHit, HybridResults, depth, fuse
 from .semantic import (
+    CandidateCache,
     MatrixCache,
     SemanticResults,
     VectorMatrix,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .embedders import Matrix
 
 T = TypeVar("T")
+CANDIDATES = True  # the benchmark's A/B switch for the cached candidates (semantic.CandidateCache)
 
 
 class Recall:
@@ -50,6 +52,7 @@ class Recall:
     def __init__(self, store: VectorStore) -> None:
         self.store = store
         self.matrix = MatrixCache()
+        self.candidates = CandidateCache()
         self._worker: EmbedWorker | None = None
 
     @classmethod
@@ -115,7 +118,8 @@ class Recall:
         vector = self._embed_query(text)
         with self.store.index.reader() as conn:
             matrix = self.matrix.get(conn)
-            hits = semantic_search(conn, matrix, vector, where, lim, off, threshold)
+            cache = self._cache(watched)
+            hits = semantic_search(conn, matrix, vector, where, lim, off, threshold, cache)
         return SemanticResults(query, lim, off, hits)
 
     def hybrid(
@@ -143,12 +147,16 @@ class Recall:
                 conn, text, wanted, 0, None, where, columns=columns, snippets=snippets
             ).results
             matrix = self.matrix.get(conn)
-            ranked = rank(conn, matrix, vector, where, wanted)
+            ranked = rank(conn, matrix, vector, where, wanted, None, self._cache(watched))
             semantic = [(path, "") for _, path, _, _ in ranked]
             hits = fuse([(h.path, h.snippet) for h in keyword], semantic, lim, off)
             if snippets:
                 hits = _with_semantic_snippets(conn, hits, ranked, matrix, vector)
         return HybridResults(query, lim, off, True, hits)
+
+    def _cache(self, watched: bool) -> CandidateCache | None:
+        """The candidates' cache, in a long-lived process (a one-shot command asks once)."""
+        return self.candidates if watched and CANDIDATES else None
 
     def _embed_query(self, text: str) -> Matrix:
         try:
