@@ -39,6 +39,7 @@ import numpy as np
 from kiwifs import knowledge as knowledge_module
 from kiwifs.index import recall as recall_module
 from kiwifs.index import search as search_module
+from kiwifs.index import semantic as semantic_module
 from kiwifs.index.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
 
@@ -174,21 +175,29 @@ def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
             "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
             "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
         }
-        modes = {  # search.COLUMNS, recall.CANDIDATES
-            "final": (True, True),
-            "candidates not cached": (True, False),
-            "term columns off": (False, True),
+        ties = semantic_module.TIES_BY_RANK
+        modes = {  # search.COLUMNS, recall.CANDIDATES, semantic.TIES_BY_RANK, BRIEF_READ_MANY
+            "final": (True, True, ties, True),
+            "candidates not cached": (True, False, ties, True),
+            "ties by reading paths": (True, True, 10**9, True),
+            "brief reads one by one": (True, True, ties, False),
+            "term columns off": (False, True, ties, True),
         }
         for name, call in calls.items():
             spent: dict[str, list[float]] = {mode: [] for mode in modes}
             for turn, text in enumerate(texts):
                 order = list(modes)[turn % len(modes) :] + list(modes)[: turn % len(modes)]
                 for mode in order:
-                    search_module.COLUMNS, recall_module.CANDIDATES = modes[mode]
+                    switches = modes[mode]
+                    search_module.COLUMNS, recall_module.CANDIDATES = switches[:2]
+                    semantic_module.TIES_BY_RANK = switches[2]
+                    knowledge_module.BRIEF_READ_MANY = switches[3]
                     started = time.perf_counter()
                     call(text)
                     spent[mode].append((time.perf_counter() - started) * 1000)
             search_module.COLUMNS, recall_module.CANDIDATES = True, True
+            semantic_module.TIES_BY_RANK = ties
+            knowledge_module.BRIEF_READ_MANY = True
             print(
                 f"{name}, common words: "
                 + "; ".join(

@@ -149,3 +149,23 @@ def test_open_parent_checks_every_folder_it_opens(root: Path) -> None:
         os.close(fd)
     with pytest.raises(FileNotFoundError):
         open_parent(real_root, "absent/x.md", create=False)
+
+
+def test_read_many_reads_what_read_reads_and_nothing_else(root: Path, tmp_path: Path) -> None:
+    """A brief reads its pages in one call: the same bytes as one read each, and ``None`` for
+    every path one read refuses (a FIFO, a folder, links into ``.git`` or out of the root, a
+    missing file), never an error."""
+    (tmp_path / "outside.md").write_text("secret\n")
+    os.symlink(tmp_path / "outside.md", root / "out.md")
+    os.symlink("../outside.md", root / "notes" / "up.md")
+    (root / "empty.md").write_text("")
+    (root / "dir.md").mkdir()
+    rels = ["notes/a.md", "alias.md", "empty.md", "leak.md", "gitlink/config", "out.md"]
+    rels += ["notes/up.md", "pipe.md", "dir.md", "missing.md", "notes/missing/x.md"]
+    storage = Storage(root)
+    with fifo_valve(root / "pipe.md"):
+        many = storage.read_many(rels)
+        one_by_one = [storage._read_or_none(rel) for rel in rels]
+    assert many == one_by_one
+    assert many[:3] == [b"a\n", b"a\n", b""]
+    assert many[3:] == [None] * (len(rels) - 3)

@@ -140,6 +140,12 @@ class StatusResult:
 
 
 BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
+BRIEF_READ_MANY = True  # the benchmark's A/B switch: the pages read by Storage.read_many
+
+
+def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:
+    """A ranked page as read whole (its ETag is of the text packed)."""
+    return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))
 
 
 class Knowledge:
@@ -475,7 +481,12 @@ class Knowledge:
             raise UsageError("query is required")
         where = _recall_filter(scope, path_prefix, None, include_superseded)
         ranked = self._brief_ranking(query, pages + EXTRA_CANDIDATES, where)
-        candidates = [c for hit in ranked if (c := self._candidate(hit)) is not None]
+        if BRIEF_READ_MANY:
+            texts = self.storage.read_many(hit.path for hit in ranked)
+            found = [(h, data) for h, data in zip(ranked, texts, strict=True) if data is not None]
+            candidates = [_candidate(hit, data) for hit, data in found]
+        else:
+            candidates = [c for hit in ranked if (c := self._candidate(hit)) is not None]
         return pack(query, candidates, budget, pages)
 
     def _brief_ranking(
@@ -495,7 +506,7 @@ class Knowledge:
             data = self.storage.read(hit.path)
         except KiwiError:
             return None
-        return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))
+        return _candidate(hit, data)
 
     def semantic_search(
         self,

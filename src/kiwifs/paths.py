@@ -174,6 +174,7 @@ elif sys.platform == "darwin":
 else:  # no way to ask: the path layer's check before opening is the only one
     fd_path = _fd_path_unknown
 fd_path.__doc__ = "Where an open descriptor really is (symlinks resolved), if the OS can say."
+FD_PATH_KNOWN = fd_path is not _fd_path_unknown  # descriptors can be checked after opening
 
 
 def check_descriptor(fd: int, real_root: str) -> None:
