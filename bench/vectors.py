@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from kiwifs import knowledge as knowledge_module
+from kiwifs.index import candidates as candidates_module
 from kiwifs.index import recall as recall_module
 from kiwifs.index import search as search_module
 from kiwifs.index import semantic as semantic_module
@@ -205,7 +206,40 @@ def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
                     for mode in modes
                 )
             )
+        after_writes(kb, root, texts)
         kb.stop_watching()
+
+
+def after_writes(kb: Knowledge, root: Path, texts: list[str]) -> None:
+    """A brief right after an agent's write, as in an agent's loop: a new page written behind
+    kiwifs's back, indexed by the watcher, then the brief (the page is not embedded yet: no
+    worker runs here). The candidate cache catches up from the log, or (A/B) queries again."""
+    folder = root / "bench-writes"
+    folder.mkdir(exist_ok=True)
+    index = kb.indexing._open()
+
+    def log_end() -> int:
+        with index.reader() as conn:
+            return int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
+
+    spent: dict[bool, list[float]] = {True: [], False: []}
+    for turn, text in enumerate(texts):
+        for catch_up in (turn % 2 == 0, turn % 2 == 1):
+            start = log_end()
+            (folder / f"w{turn}-{catch_up}.md").write_text(f"---\nscope: bench\n---\n{text}\n")
+            while log_end() == start:
+                time.sleep(0.005)
+            candidates_module.CATCH_UP = catch_up
+            started = time.perf_counter()
+            kb.brief(text, path_prefix="episodes/")
+            spent[catch_up].append((time.perf_counter() - started) * 1000)
+    candidates_module.CATCH_UP = True
+    print(
+        f"brief after a write: candidates caught up p50 {pct(spent[True], 50):.1f} ms, p99"
+        f" {pct(spent[True], 99):.1f} ms; queried again p50 {pct(spent[False], 50):.1f} ms,"
+        f" p99 {pct(spent[False], 99):.1f} ms"
+    )
+    shutil.rmtree(folder)
 
 
 def main() -> None:

@@ -484,6 +484,16 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
         files[f"copies/c-{i:02}.md"] = page("kiwi bird nest egg", scope="other-1")
     files["other/old.md"] = page("kiwi bird nest egg", memory_status="superseded")
     kb = open_kb(files)
+    from kiwifs.index import candidates
+
+    caught_up = []
+    original = candidates.CandidateCache._caught_up
+
+    def counted(self: Any, *args: Any) -> Any:
+        caught_up.append(args[-1])
+        return original(self, *args)
+
+    monkeypatch.setattr(candidates.CandidateCache, "_caught_up", counted)
     kb.start_watching()
     try:
         while not kb.indexing.watching:
@@ -508,7 +518,8 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
         kb.indexing.recall().store.embed_all()  # (no worker here: a server runs one)
         check()
         cache = kb.indexing.recall().candidates
-        assert cache._found  # the answers above came from it
+        assert cache._entries  # the answers above came from it
+        assert not caught_up
         kb.rename("copies/c-01.md", "other/c-01.md")  # no new vectors: only the rows move
         check()
         kb.delete("copies/c-02.md")
@@ -526,6 +537,7 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
             other.write("copies/other.md", page("rain snow weather", scope="other-1"))
             other.semantic_search("rain", limit=1)  # embeds what it queued
         check()
+        assert caught_up  # the writes were patched in, not queried again
     finally:
         kb.stop_watching()
 

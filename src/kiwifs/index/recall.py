@@ -21,13 +21,13 @@ from kiwifs.config import VectorConfig
 from kiwifs.errors import KiwiError, Unavailable, UsageError
 
 from . import search
+from .candidates import CandidateCache
 from .db import Index
 from .embedders import make_embedder
 from .embedworker import EmbedWorker
 from .filters import RecallFilter
 from .hybrid import DEFAULT_LIMIT, HybridHit, HybridResults, depth, fuse
 from .semantic import (
-    CandidateCache,
     MatrixCache,
     SemanticResults,
     VectorMatrix,

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import Unavailable
 
 from .bodies import texts
+from .candidates import ETAG_CHARS, CandidateCache, candidates, paths_of
 from .embedders import _numpy
 from .filters import RecallFilter
-from .record import py_text
 from .search import SNIPPET_BYTES, check_limits
 
 if TYPE_CHECKING:
@@ -34,7 +32,6 @@ if TYPE_CHECKING:
 
     from .embedders import Matrix
 
-ETAG_CHARS = 40  # a git blob id in hex
 DEFAULT_TOP_K = 10
 MAX_TOP_K = 200
 TIES_BY_RANK = 1000  # more pages than this at or above the cut: ties ordered by path rank
@@ -144,91 +141,6 @@ def semantic_search(
     return [_hit(conn, vectors, query_vector, entry) for entry in ranked[offset:]]
 
 
-class Candidates:
-    """The embedded pages passing a filter: file ids and vector groups, and (made on demand,
-    once per set) each page's place in path order, so that thousands of pages tied at the cut
-    are ordered without reading their paths at every query."""
-
-    def __init__(self, ids: NDArray[np.int64], groups: NDArray[np.int64]) -> None:
-        self.ids = ids
-        self.groups = groups
-        self._ranks: NDArray[np.int64] | None = None
-        self._lock = threading.Lock()
-
-    def path_ranks(self, conn: sqlite3.Connection) -> NDArray[np.int64]:
-        """Position ``i``: the rank of page ``i``'s path in Python's string order (the order
-        ties are broken in), read in ``conn``, which must see the rows these came from."""
-        np = _numpy()
-        with self._lock:
-            if self._ranks is None:
-                paths = _paths(conn, [int(i) for i in self.ids])
-                order = sorted(range(len(self.ids)), key=lambda i: paths[int(self.ids[i])])
-                ranks = np.empty(len(self.ids), dtype=np.int64)
-                ranks[np.array(order, dtype=np.int64)] = np.arange(len(self.ids))
-                self._ranks = ranks
-            return self._ranks
-
-
-def candidates(conn: sqlite3.Connection, vectors: VectorMatrix, recall: RecallFilter) -> Candidates:
-    """The embedded pages passing ``recall``, with their vector groups.
-
-    One covering index answers, as two concatenated strings (no Python object per page), and
-    the pages are matched to their vector groups with one sorted search."""
-    np = _numpy()
-    where, params = recall.sql("f")
-    count, id_text, etag_text = conn.execute(
-        "SELECT count(*), group_concat(f.id), group_concat(f.etag, '') FROM files f"
-        f" WHERE f.unreadable = 0 AND length(f.etag) = {ETAG_CHARS}{where}",
-        params,
-    ).fetchone()
-    if not count:
-        return Candidates(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    ids = np.array(id_text.split(","), dtype=np.int64)
-    wanted = np.frombuffer(etag_text.encode("ascii"), dtype=f"S{ETAG_CHARS}")
-    groups = np.searchsorted(vectors.etags, wanted).clip(0, len(vectors.etags) - 1)
-    embedded = vectors.etags[groups] == wanted  # a page not embedded yet has no group
-    return Candidates(ids[embedded], groups[embedded])
-
-
-class CandidateCache:
-    """The candidates (:func:`candidates`) of the last few filters, for a process that asks
-    again and again with the same scope and path prefix (a server: the candidate query costs
-    ~40 ms at 100,000 pages, the cached arrays nothing).
-
-    An entry is valid while the schema version, the last ``fts_log`` entry and the vectors'
-    version hold, all read in the query's own connection before the candidates: every change
-    of a readable file's row (its content, so its scope and superseded flag, a rename, a
-    delete, a file becoming unreadable) rewrites its text and logs it in the same transaction,
-    whatever process made it, and a rebuild changes the schema. A time filter is not cached:
-    its value moves with the clock.
-    """
-
-    def __init__(self, size: int = 16) -> None:
-        self._lock = threading.Lock()
-        self._size = size
-        self._found: OrderedDict[Hashable, Candidates] = OrderedDict()
-
-    def get(
-        self, conn: sqlite3.Connection, vectors: VectorMatrix, recall: RecallFilter
-    ) -> Candidates:
-        if recall.modified_after_ns is not None:
-            return candidates(conn, vectors, recall)
-        schema = conn.execute("PRAGMA schema_version").fetchone()[0]
-        last = conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0]
-        key = (schema, last, vectors.version, recall)
-        with self._lock:
-            found = self._found.get(key)
-            if found is not None:
-                self._found.move_to_end(key)
-                return found
-        found = candidates(conn, vectors, recall)
-        with self._lock:
-            self._found[key] = found
-            while len(self._found) > self._size:
-                self._found.popitem(last=False)
-        return found
-
-
 def rank(
     conn: sqlite3.Connection,
     vectors: VectorMatrix,
@@ -270,22 +182,12 @@ def rank(
     if len(chosen) > TIES_BY_RANK:  # many pages tied at the cut: order them by path rank
         ranks = found.path_ranks(conn)[chosen]
         chosen = chosen[np.lexsort((ranks, -page_scores[chosen]))[:depth]]
-    paths = _paths(conn, [int(i) for i in ids[chosen]])
+    paths = paths_of(conn, [int(i) for i in ids[chosen]])
     ranked = [
         (float(page_scores[i]), paths[int(ids[i])], int(ids[i]), int(groups[i])) for i in chosen
     ]
     ranked.sort(key=lambda e: (-e[0], e[1]))
     return ranked[:depth]
-
-
-def _paths(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
-    found: dict[int, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id, path FROM files WHERE id IN ({marks})"
-        found.update((i, py_text(p)) for i, p in conn.execute(sql, chunk))
-    return found
 
 
 def _hit(
