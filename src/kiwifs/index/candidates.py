@@ -100,21 +100,25 @@ def passing(
     return ids, np.frombuffer(etag_text.encode("ascii"), dtype=f"S{ETAG_CHARS}")
 
 
-def embedded(
-    ids: NDArray[np.int64], etags: NDArray[np.bytes_], vectors: VectorMatrix
-) -> Candidates:
-    """The pages whose content has vectors, with their groups (one sorted search)."""
+def groups_of(etags: NDArray[np.bytes_], vectors: VectorMatrix) -> NDArray[np.int64]:
+    """Each content's vector group, ``-1`` for content not embedded (one sorted search)."""
     np = _numpy()
-    if not len(ids) or not len(vectors.etags):
-        return Candidates(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if not len(etags) or not len(vectors.etags):
+        return np.full(len(etags), -1, dtype=np.int64)  # type: ignore[no-any-return]
     groups = np.searchsorted(vectors.etags, etags).clip(0, len(vectors.etags) - 1)
-    found = vectors.etags[groups] == etags  # a page not embedded yet has no group
+    return np.where(vectors.etags[groups] == etags, groups, -1)  # type: ignore[no-any-return]
+
+
+def embedded(ids: NDArray[np.int64], groups: NDArray[np.int64]) -> Candidates:
+    """The pages whose content has vectors (group ``-1``: not embedded yet)."""
+    found = groups >= 0
     return Candidates(ids[found], groups[found])
 
 
 def candidates(conn: sqlite3.Connection, vectors: VectorMatrix, recall: RecallFilter) -> Candidates:
     """The embedded pages passing ``recall``, with their vector groups (no cache)."""
-    return embedded(*passing(conn, recall), vectors)
+    ids, etags = passing(conn, recall)
+    return embedded(ids, groups_of(etags, vectors))
 
 
 @dataclass
@@ -123,7 +127,8 @@ class _Entry:
     seq: int  # the last fts_log entry the pages reflect
     ids: Any  # NDArray[np.int64]: every passing page, embedded or not
     etags: Any  # NDArray[np.bytes_]
-    version: str  # the vectors' version ``found`` was matched against
+    version: str  # the vectors' version ``groups`` were matched against
+    groups: Any  # NDArray[np.int64]: each page's vector group, -1 if none
     found: Candidates
 
 
@@ -151,8 +156,7 @@ class CandidateCache:
         elif entry.seq < last:
             entry = self._caught_up(conn, vectors, recall, entry, last)
         elif entry.version != vectors.version:
-            found = embedded(entry.ids, entry.etags, vectors)
-            entry = _Entry(schema, last, entry.ids, entry.etags, vectors.version, found)
+            entry = _entry(schema, last, entry.ids, entry.etags, vectors)
         with self._lock:
             self._entries[recall] = entry
             self._entries.move_to_end(recall)
@@ -168,8 +172,7 @@ class CandidateCache:
         schema: int,
         last: int,
     ) -> _Entry:
-        ids, etags = passing(conn, recall)
-        return _Entry(schema, last, ids, etags, vectors.version, embedded(ids, etags, vectors))
+        return _entry(schema, last, *passing(conn, recall), vectors)
 
     def _caught_up(
         self,
@@ -192,5 +195,13 @@ class CandidateCache:
         new_ids, new_etags = passing(conn, recall, changed)
         ids = np.concatenate([entry.ids[kept], new_ids])
         etags = np.concatenate([entry.etags[kept], new_etags])
-        found = embedded(ids, etags, vectors)
-        return _Entry(entry.schema, last, ids, etags, vectors.version, found)
+        if entry.version != vectors.version:  # the groups moved: match every page again
+            return _entry(entry.schema, last, ids, etags, vectors)
+        groups = np.concatenate([entry.groups[kept], groups_of(new_etags, vectors)])
+        found = embedded(ids, groups)
+        return _Entry(entry.schema, last, ids, etags, vectors.version, groups, found)
+
+
+def _entry(schema: int, last: int, ids: Any, etags: Any, vectors: VectorMatrix) -> _Entry:
+    groups = groups_of(etags, vectors)
+    return _Entry(schema, last, ids, etags, vectors.version, groups, embedded(ids, groups))
