@@ -188,7 +188,10 @@ def search(
         rows = _from_columns(conn, words, condition, extra, scope, columns, *window)
     elif COLUMNS and PHRASES and not weight and columns is not None:
         phrases = syntax_phrases(text)
-        rows = _from_columns(conn, phrases, condition, extra, scope, columns, *window)
+        try:
+            rows = _from_columns(conn, phrases, condition, extra, scope, columns, *window)
+        except sqlite3.OperationalError:
+            rows = None  # FTS5 refused a phrase: the plain query below reports it
     try:
         if rows is None:
             rows = _ranked(conn, match, condition, extra, *window)
