@@ -97,12 +97,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    """A real root laid out by ``kiwifs init`` (knowledge template, git repository)."""
+    """A real root laid out as ``kiwifs init`` lays it out (knowledge template, git repository),
+    in process: the command itself is tested in test_cli.py, and a subprocess per test here cost
+    0.4 CPU-s each."""
     folder = tmp_path / "kb"
-    result = subprocess.run(
-        [KIWIFS, "init", "--root", str(folder)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
+    Knowledge.init(folder)
     return folder
 
 
