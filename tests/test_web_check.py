@@ -296,6 +296,48 @@ def test_the_worker_process_finds_what_memory_check_finds(root: Path) -> None:
     assert found == expected and len(found) == 6
 
 
+KILLED_WITH_A_WORKER = """
+import os, signal, sys
+from kiwifs.index.checkcache import CheckWorker
+worker = CheckWorker()
+worker.enabled = True
+assert worker.problems(sys.argv[1], "") is not None
+me = os.getpid()
+with open(f"/proc/{me}/task/{me}/children") as children:
+    print(children.read(), flush=True)
+os.kill(me, signal.SIGKILL)  # a server killed: no chance to shut its pool down
+"""
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` runs (an exited process not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_the_worker_process_leaves_when_its_server_is_killed(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        kb.reindex()
+    out = root.parent / "children.txt"  # a file, not a pipe: a stuck worker would hold a pipe open
+    with out.open("w") as stdout:
+        code = subprocess.run(
+            [sys.executable, "-c", KILLED_WITH_A_WORKER, str(root / STATE_DIR / INDEX_FILE)],
+            stdout=stdout,
+            check=False,
+        ).returncode
+    assert code == -9
+    children = [int(pid) for pid in out.read_text().split()]
+    assert children  # the worker (and multiprocessing's resource tracker)
+    deadline = time.monotonic() + 60
+    while any(running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in children if running(pid)]
+
+
 def test_check_events_are_the_dashboards_only() -> None:
     assert not is_file_change(Event(CHECK_STORED))
     assert all(is_file_change(Event(op)) for op in ("write", "delete", "bulk", "rename", "merge"))

@@ -90,6 +90,13 @@ def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
 
 
 WORKER_NICENESS = 10
+PARENT_POLL_SECONDS = 1.0
+
+
+def _start_worker() -> None:
+    """The worker process's initializer: lower its priority and tie its life to the server's."""
+    _yield_the_cpu()
+    _leave_with_the_parent(os.getppid())
 
 
 def _yield_the_cpu() -> None:
@@ -99,6 +106,23 @@ def _yield_the_cpu() -> None:
         os.nice(WORKER_NICENESS)
     except OSError:  # not allowed here: the check then simply competes as an equal
         pass
+
+
+def _leave_with_the_parent(parent: int) -> None:
+    """Exit once the server that started this worker is gone.
+
+    A server stopped cleanly shuts the pool down; one killed (``kill -9``, a crash) cannot, and
+    the worker then waits forever on its task queue, whose write end it holds itself, so it never
+    sees the end of it: every killed server left a ~35 MB process behind. A thread that sees the
+    worker reparented ends it instead.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="kiwifs-check-parent", daemon=True).start()
 
 
 class CheckWorker:
@@ -118,7 +142,7 @@ class CheckWorker:
             if self._pool is None:
                 context = multiprocessing.get_context("spawn")
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=context, initializer=_yield_the_cpu
+                    max_workers=1, mp_context=context, initializer=_start_worker
                 )
             pool = self._pool
         try:
