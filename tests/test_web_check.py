@@ -297,15 +297,14 @@ def test_the_worker_process_finds_what_memory_check_finds(root: Path) -> None:
 
 
 KILLED_WITH_A_WORKER = """
-import os, signal, sys
+import glob, os, signal, sys
 from kiwifs.index.checkcache import CheckWorker
 worker = CheckWorker()
 worker.enabled = True
 assert worker.problems(sys.argv[1], "") is not None
-me = os.getpid()
-with open(f"/proc/{me}/task/{me}/children") as children:
-    print(children.read(), flush=True)
-os.kill(me, signal.SIGKILL)  # a server killed: no chance to shut its pool down
+tasks = glob.glob(f"/proc/{os.getpid()}/task/*/children")
+print(" ".join(pid for task in tasks for pid in open(task).read().split()), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # a server killed: no chance to shut its pool down
 """
 
 
@@ -324,18 +323,34 @@ def test_the_worker_process_leaves_when_its_server_is_killed(root: Path) -> None
         kb.reindex()
     out = root.parent / "children.txt"  # a file, not a pipe: a stuck worker would hold a pipe open
     with out.open("w") as stdout:
-        code = subprocess.run(
-            [sys.executable, "-c", KILLED_WITH_A_WORKER, str(root / STATE_DIR / INDEX_FILE)],
-            stdout=stdout,
-            check=False,
-        ).returncode
+        index = str(root / STATE_DIR / INDEX_FILE)
+        command = [sys.executable, "-c", KILLED_WITH_A_WORKER, index]
+        code = subprocess.run(command, stdout=stdout, check=False).returncode
     assert code == -9
     children = [int(pid) for pid in out.read_text().split()]
-    assert children  # the worker (and multiprocessing's resource tracker)
+    assert len(children) == 2  # the worker and multiprocessing's resource tracker
     deadline = time.monotonic() + 60
     while any(running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in children if running(pid)]
+
+
+STARTED_TOO_LATE = """
+import sys, time
+from kiwifs.index.checkcache import _start_worker
+_start_worker(int(sys.argv[1]))  # the pid of a server that is no longer our parent
+time.sleep(600)
+"""
+
+
+def test_a_worker_whose_server_died_while_it_started_leaves_at_once() -> None:
+    """A server killed while its worker was still importing has already left the worker to
+    another parent when the worker's initializer runs: the server's pid, passed in, decides, not
+    whichever parent the worker has by then."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    done = subprocess.run([sys.executable, "-c", STARTED_TOO_LATE, str(dead.pid)], timeout=120)
+    assert done.returncode == 0
 
 
 def test_check_events_are_the_dashboards_only() -> None:

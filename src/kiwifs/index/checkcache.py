@@ -93,10 +93,12 @@ WORKER_NICENESS = 10
 PARENT_POLL_SECONDS = 1.0
 
 
-def _start_worker() -> None:
-    """The worker process's initializer: lower its priority and tie its life to the server's."""
+def _start_worker(server: int) -> None:
+    """The worker process's initializer: lower its priority and tie its life to ``server``'s
+    (the pid is the server's own, passed in: a server killed while the worker was still starting
+    has already left it to another parent)."""
     _yield_the_cpu()
-    _leave_with_the_parent(os.getppid())
+    _leave_with_the_parent(server)
 
 
 def _yield_the_cpu() -> None:
@@ -142,7 +144,10 @@ class CheckWorker:
             if self._pool is None:
                 context = multiprocessing.get_context("spawn")
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=context, initializer=_start_worker
+                    max_workers=1,
+                    mp_context=context,
+                    initializer=_start_worker,
+                    initargs=(os.getpid(),),
                 )
             pool = self._pool
         try:
