@@ -19,12 +19,14 @@ when missing (``bench/memory_report.py`` shares them).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import resource
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -79,6 +81,8 @@ VARIANTS = {
     "pyyaml": ["--plain-frontmatter"],  # every frontmatter block through PyYAML
     "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
+    "inline": ["--no-text-builder"],  # this process inserts the texts into FTS5 itself
+    "smallhash": ["--fts-hash", "0"],  # the text builder with FTS5's default 1 MiB hash
 }
 
 
@@ -97,6 +101,7 @@ def build(root: Path, bulk: bool = True) -> dict[str, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     workers = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
+        "answers": answers_digest(state / "index.db"),
         "seconds": round(seconds, 2),
         "size_mb": round(size / 1e6, 1),
         "cpu_main_s": round(own.ru_utime + own.ru_stime, 2),
@@ -104,6 +109,27 @@ def build(root: Path, bulk: bool = True) -> dict[str, float]:
         "peak_rss_mb": round(own.ru_maxrss / 1024, 1),
         "worker_peak_rss_mb": round(workers.ru_maxrss / 1024, 1),
     }
+
+
+CHECK_QUERIES = ["run", "memory cache", "timeout*", '"deploy error"', "schema OR latency"]
+
+
+def answers_digest(db: Path) -> str:
+    """A digest of what the text index answers (ids, BM25 scores, counts) and of the file
+    rows: every variant of a build must give the same."""
+    digest = hashlib.sha1()
+    conn = sqlite3.connect(db)
+    try:
+        for query in CHECK_QUERIES:
+            sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY 2, 1 LIMIT 200"
+            digest.update(repr(conn.execute(sql, (query,)).fetchall()).encode())
+            count = "SELECT count(*) FROM fts WHERE fts MATCH ?"
+            digest.update(repr(conn.execute(count, (query,)).fetchall()).encode())
+        for row in conn.execute("SELECT * FROM files ORDER BY id"):
+            digest.update(repr(row).encode())
+    finally:
+        conn.close()
+    return digest.hexdigest()[:16]
 
 
 def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) -> dict[str, object]:
@@ -123,13 +149,14 @@ def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) ->
             cmd += ["--root", str(root)]
             out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout
             runs[mode].append(json.loads(out))
+    answers = {str(r.pop("answers")) for m in runs for r in runs[m]}
     medians = {m: {k: statistics.median(r[k] for r in runs[m]) for k in runs[m][0]} for m in runs}
-    return {"runs": runs, "medians": medians}
+    return {"identical_answers": len(answers) == 1, "runs": runs, "medians": medians}
 
 
 def switches(args: argparse.Namespace) -> None:
     """Turn off what the variant's flags name (module constants the build reads)."""
-    from kiwifs.index import bodies, db, record
+    from kiwifs.index import bodies, bulk, db, record, textbuild
 
     if args.plain_frontmatter:
         record.SIMPLE_FRONTMATTER = False
@@ -137,6 +164,10 @@ def switches(args: argparse.Namespace) -> None:
         bodies.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
     if args.page_size:
         db.PAGE_SIZE = args.page_size
+    if args.no_text_builder:
+        bulk.TEXT_BUILDER = False
+    if args.fts_hash is not None:
+        textbuild.HASH_BYTES = args.fts_hash or None
 
 
 def free_port() -> int:
@@ -329,6 +360,8 @@ def main() -> None:
     ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--no-text-builder", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--fts-hash", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:

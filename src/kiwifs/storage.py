@@ -252,7 +252,7 @@ class Storage:
         path = self.abspath(rel)
         try:
             fd, st = open_regular(path, self.real_root())
-            return read_all(fd), st
+            return read_all(fd, st.st_size), st
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFound(f"file not found: {rel}") from exc
         except IsADirectoryError as exc:

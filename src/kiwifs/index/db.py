@@ -475,7 +475,7 @@ class Index:
         root = os.fspath(self.root)
         dictionary = sample_dictionary(root, self.real_root, keys)
         rows = parsed(root, self.real_root, keys, walked.errors, workers, dictionary=dictionary)
-        load(self._writer, rows, len(keys), progress, dictionary)
+        load(self._writer, rows, len(keys), progress, dictionary, str(self.path) + "-text")
         self.generation += 1
         self.rows_generation += 1
 
@@ -644,8 +644,8 @@ class Index:
         if not etag:
             return False
         try:
-            fd, _ = open_regular(self.root / rel, self.real_root)
-            return blob_id(read_all(fd)) == etag
+            fd, st = open_regular(self.root / rel, self.real_root)
+            return blob_id(read_all(fd, st.st_size)) == etag
         except OSError:
             return False
 

@@ -137,7 +137,7 @@ def read_record(
         return _unreadable_record(key, rel, path, exc)
     sig = stat_sig(st)
     try:
-        data = read_all(fd)
+        data = read_all(fd, st.st_size)
     except OSError as exc:
         facts = unreadable_facts(rel, os_error_text(exc))
         return FileRecord(key, facts, sig, st.st_size, st.st_mtime_ns, stamp=raw_sig(st))
