@@ -83,6 +83,9 @@ VARIANTS = {
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
     "inline": ["--no-text-builder"],  # this process inserts the texts into FTS5 itself
     "smallhash": ["--fts-hash", "0"],  # the text builder with FTS5's default 1 MiB hash
+    "buffered": ["--buffered-read"],  # files read through a buffered file object
+    "stdjson": ["--std-json"],  # JSON written by the standard library, not orjson
+    "plainparse": ["--buffered-read", "--std-json"],  # both
 }
 
 
@@ -155,18 +158,33 @@ def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) ->
 
 
 def switches(args: argparse.Namespace) -> None:
-    """Turn off what the variant's flags name (module constants the build reads)."""
-    from kiwifs.index import bodies, bulk, db, record, textbuild
+    """Turn off what the variant's flags name (module constants the build reads); each module
+    is imported only when asked for, so an older source tree (``--base``) runs too."""
+    from kiwifs.index import record
 
     if args.plain_frontmatter:
         record.SIMPLE_FRONTMATTER = False
     if args.no_dictionary:
+        from kiwifs.index import bodies
+
         bodies.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
     if args.page_size:
+        from kiwifs.index import db
+
         db.PAGE_SIZE = args.page_size
+    if args.buffered_read:
+        from kiwifs import paths
+
+        paths.RAW_READ = False
+    if args.std_json:
+        record.FAST_JSON = False
     if args.no_text_builder:
+        from kiwifs.index import bulk
+
         bulk.TEXT_BUILDER = False
     if args.fts_hash is not None:
+        from kiwifs.index import textbuild
+
         textbuild.HASH_BYTES = args.fts_hash or None
 
 
@@ -361,6 +379,8 @@ def main() -> None:
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--no-text-builder", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--buffered-read", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--std-json", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--fts-hash", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -175,6 +175,15 @@ print(len(copied), int(any(os.path.exists(p) for p in copied)))
 """
 
 
+def stable(db: Path) -> dict[str, list[object]]:
+    """:func:`tables` without what depends on when the files were read: a file read within
+    2 s of its last change gets no stat signature (and its folder no digest)."""
+    found = tables(db)
+    found["files"] = [row[:4] + row[5:] for row in found["files"]]  # type: ignore[index]
+    del found["dirs"]
+    return found
+
+
 def rebuilt(root: Path, mode: str) -> tuple[Path, str]:
     db = root.parent / f"{mode}.db"
     code = [sys.executable, "-c", REBUILD, str(root), str(db), mode]
@@ -189,7 +198,7 @@ def test_text_index_built_by_its_own_process_equals_the_one_built_here(
     here, _ = rebuilt(root, "here")
     own, copied = rebuilt(root, "own")
     assert copied == "1 0", "the builder built the table, and its scratch file is gone"
-    assert tables(own) == tables(here)
+    assert stable(own) == stable(here)
     assert _scored(own) == _scored(here)
     conn = sqlite3.connect(own)
     try:  # FTS5's own check, and the builder's hash size not copied
@@ -218,6 +227,6 @@ def test_a_builder_that_fails_or_dies_leaves_the_same_index(
     for mode in ("failed", "died"):
         db, copied = rebuilt(root, mode)
         assert copied == "0 0", mode
-        assert tables(db) == tables(here), mode
+        assert stable(db) == stable(here), mode
         assert _scored(db) == _scored(here), mode
     assert not list(root.parent.glob("*-text*"))

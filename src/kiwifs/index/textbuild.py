@@ -37,6 +37,7 @@ HASH_BYTES: int | None = 32 << 20  # FTS5's pending-terms hash; None: FTS5's def
 SHADOWS = ("data", "idx", "docsize", "config")  # FTS5's tables of a contentless table
 FTS_TABLE = "fts"
 INSERT_TEXT = f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (?, ?)"
+PARENT_CHECK = 1.0  # seconds between checks that the rebuilding process still runs
 COPY_BATCH = 2000  # texts per executemany when the caller indexes them itself
 
 Texts = list[tuple[int, str]]
@@ -122,6 +123,7 @@ def _build(
     path: str, ddl: str, hash_bytes: int | None, texts: Connection, answer: Connection
 ) -> None:
     """The builder's loop: one transaction, no journal (a scratch file: a crash discards it)."""
+    parent = os.getppid()
     try:
         conn = sqlite3.connect(path, isolation_level=None)
         conn.execute("PRAGMA journal_mode = OFF")
@@ -133,7 +135,7 @@ def _build(
                 (hash_bytes,),
             )
         conn.execute("BEGIN")
-        while (batch := texts.recv()) is not None:
+        while (batch := _next(texts, parent)) is not None:
             conn.executemany(INSERT_TEXT, batch)
         conn.execute("COMMIT")
         conn.close()
@@ -141,6 +143,16 @@ def _build(
     except BaseException:  # noqa: BLE001 - the parent falls back; it needs only to know
         with contextlib.suppress(OSError):
             answer.send(traceback.format_exc())
+
+
+def _next(texts: Connection, parent: int) -> Texts | None:
+    """The next batch; the end when the parent is gone (killed: other children it forked may
+    still hold the pipe open, so its end of file may never come)."""
+    while not texts.poll(PARENT_CHECK):
+        if os.getppid() != parent:
+            raise EOFError("the rebuilding process is gone")
+    batch: Texts | None = texts.recv()
+    return batch
 
 
 def copy_into(conn: sqlite3.Connection, path: str) -> None:
