@@ -128,8 +128,9 @@ def answers_digest(db: Path) -> str:
             digest.update(repr(conn.execute(sql, (query,)).fetchall()).encode())
             count = "SELECT count(*) FROM fts WHERE fts MATCH ?"
             digest.update(repr(conn.execute(count, (query,)).fetchall()).encode())
-        for row in conn.execute("SELECT * FROM files ORDER BY id"):
-            digest.update(repr(row).encode())
+        for row in conn.execute("SELECT * FROM files ORDER BY id"):  # JSON columns as values
+            values = [json.loads(v) if isinstance(v, str) and v[:1] in "[{" else v for v in row]
+            digest.update(repr(values).encode())
     finally:
         conn.close()
     return digest.hexdigest()[:16]

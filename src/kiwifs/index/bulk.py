@@ -194,11 +194,13 @@ def load(
     built there by a process of its own (:mod:`index.textbuild`). Call it before ``rows``
     starts its workers: the builder is forked first, from a process with one thread."""
     wanted = scratch is not None and TEXT_BUILDER and total >= TEXT_BUILDER_FILES
-    builder = textbuild.start(conn, scratch) if scratch is not None and wanted else None
+    builder: TextBuilder | None = None
     conn.execute("PRAGMA synchronous = OFF")  # one commit at the end; a crash rebuilds anyway
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # forked holding the write lock: no other rebuild of this index uses the scratch
+            builder = textbuild.start(conn, scratch) if scratch is not None and wanted else None
             save_dictionary(conn, dictionary)
             _load(conn, rows, total, progress, builder)
             builder = None

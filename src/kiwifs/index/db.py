@@ -286,7 +286,7 @@ class Index:
         return conn
 
     def _remove_files(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm", "-text"):  # -text: a rebuild's scratch text index
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(str(self.path) + suffix)
 
