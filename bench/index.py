@@ -114,6 +114,7 @@ def build(root: Path, bulk: bool = True) -> dict[str, float]:
     }
 
 
+JSON_COLUMNS = {"frontmatter", "id_keys", "path_keys", "warnings"}
 CHECK_QUERIES = ["run", "memory cache", "timeout*", '"deploy error"', "schema OR latency"]
 
 
@@ -128,8 +129,13 @@ def answers_digest(db: Path) -> str:
             digest.update(repr(conn.execute(sql, (query,)).fetchall()).encode())
             count = "SELECT count(*) FROM fts WHERE fts MATCH ?"
             digest.update(repr(conn.execute(count, (query,)).fetchall()).encode())
-        for row in conn.execute("SELECT * FROM files ORDER BY id"):  # JSON columns as values
-            values = [json.loads(v) if isinstance(v, str) and v[:1] in "[{" else v for v in row]
+        rows = conn.execute("SELECT * FROM files ORDER BY id")
+        names = [d[0] for d in rows.description]
+        for row in rows:  # JSON columns as values (their text may be written differently)
+            values = [
+                json.loads(v) if name in JSON_COLUMNS and v is not None else v
+                for name, v in zip(names, row, strict=True)
+            ]
             digest.update(repr(values).encode())
     finally:
         conn.close()
