@@ -6,13 +6,14 @@ forks a builder that fills an FTS5 table of the *same definition* (read from the
 in a scratch database beside the index, fed the texts through a pipe, while the loading process
 writes the file rows, texts and coverage. At the end the builder's finished FTS5 storage (its
 shadow tables: segments, segment index, document sizes, configuration) is copied row for row
-into the index's empty table, inside the rebuild's one transaction: the result is the table a
-direct insert of the same texts in the same order makes, so answers, scores and later updates
-are the same.
+into the index's empty table, inside the rebuild's one transaction: the same documents, words
+and statistics as inserting the same texts there (only the segments' layout differs), so
+answers, scores and later updates are the same.
 
 The builder also gives FTS5 a larger in-memory hash (:data:`HASH_BYTES`): fewer, larger
-segments to flush and merge make tokenising ~20 % cheaper. The setting is not copied: the
-index's table keeps FTS5's default for the small writes that follow.
+segments to flush and merge make its tokenising a fifth cheaper. (In the loading process the
+hash never filled: a statement on any other table makes FTS5 flush its pending terms.) The
+setting is not copied: the index's table keeps FTS5's default for the small writes that follow.
 
 Anything unusual (no safe fork, a builder that dies or reports an error) makes the caller index
 the texts itself from ``bodies``: slower, same result.
@@ -34,7 +35,6 @@ from kiwifs.forking import fork_is_safe
 from .bodies import unpack
 
 HASH_BYTES: int | None = 32 << 20  # FTS5's pending-terms hash; None: FTS5's default (1 MiB)
-SHADOWS = ("data", "idx", "docsize", "config")  # FTS5's tables of a contentless table
 FTS_TABLE = "fts"
 INSERT_TEXT = f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (?, ?)"
 PARENT_CHECK = 1.0  # seconds between checks that the rebuilding process still runs
@@ -158,20 +158,24 @@ def _next(texts: Connection, parent: int) -> Texts | None:
 def copy_into(conn: sqlite3.Connection, path: str) -> None:
     """Replace the (empty) full-text table of ``conn`` with the one built in ``path``.
 
-    Inside the caller's transaction. The builder's hash size is left out of the copied
-    configuration, so the index's table keeps FTS5's default.
+    Inside the caller's transaction. Every shadow table the builder's FTS5 made is copied
+    (whatever the definition makes: data, idx, docsize, config, content); the builder's hash
+    size is left out of the configuration, so the index's table keeps FTS5's default.
     """
     built = sqlite3.connect(path)
     try:
-        for shadow in SHADOWS:
-            table = f"{FTS_TABLE}_{shadow}"
-            conn.execute(f"DELETE FROM {table}")
-            width = len(built.execute(f"SELECT * FROM {table} LIMIT 0").description)
+        shadows = built.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE ? ESCAPE '\\'",
+            (FTS_TABLE + "\\_%",),
+        ).fetchall()
+        for (table,) in shadows:
+            conn.execute(f'DELETE FROM "{table}"')
+            width = len(built.execute(f'SELECT * FROM "{table}" LIMIT 0').description)
             marks = ", ".join("?" * width)
-            where = " WHERE k <> 'hashsize'" if shadow == "config" else ""
+            where = " WHERE k <> 'hashsize'" if table == f"{FTS_TABLE}_config" else ""
             conn.executemany(
-                f"INSERT INTO {table} VALUES ({marks})",
-                built.execute(f"SELECT * FROM {table}{where}"),
+                f'INSERT INTO "{table}" VALUES ({marks})',
+                built.execute(f'SELECT * FROM "{table}"{where}'),
             )
     finally:
         built.close()
