@@ -273,8 +273,8 @@ class Storage:
         found: list[bytes | None] = []
         for rel in rels:
             try:
-                fd, _ = open_regular(os.path.join(real_root, rel), real_root)
-                found.append(read_all(fd))
+                fd, st = open_regular(os.path.join(real_root, rel), real_root)
+                found.append(read_all(fd, st.st_size))
             except OSError:
                 found.append(None)
         return found
