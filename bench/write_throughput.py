@@ -34,6 +34,8 @@ from one client; every acknowledged write in git.
 from __future__ import annotations
 
 import argparse
+import http.client
+import multiprocessing
 import os
 import shutil
 import socket
@@ -43,7 +45,9 @@ import sys
 import tempfile
 import threading
 import time
+from multiprocessing import Queue
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 
@@ -92,7 +96,7 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) 
 
 
 def put_many(base: str, paths: list[str], run_id: str, latencies: list[float]) -> int:
-    """PUT each path once on one keep-alive connection; returns the number of failures."""
+    """PUT each path once on one keep-alive httpx connection; returns the number of failures."""
     failures = 0
     with httpx.Client(base_url=base, timeout=30.0) as client:
         for i, path in enumerate(paths):
@@ -110,48 +114,123 @@ def put_many(base: str, paths: list[str], run_id: str, latencies: list[float]) -
     return failures
 
 
-Figures = tuple[float, float, float]  # writes/s, p50 ms, p99 ms
+def put_raw(
+    port: int, paths: list[str], run_id: str, out: Queue[tuple[list[float], int, float]]
+) -> None:
+    """The ``raw`` client: the same PUTs on one keep-alive ``http.client`` connection, in a
+    process of its own; puts (latencies, failures, CPU seconds) on ``out``."""
+    cpu0 = sum(os.times()[:2])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30.0)
+    latencies: list[float] = []
+    failures = 0
+    headers = {"X-Provenance": f"run:{run_id}", "X-Actor": "bench"}
+    for i, path in enumerate(paths):
+        body = f"# {path}\n\nwrite {i} of run {run_id}\n".encode()
+        t0 = time.perf_counter()
+        conn.request("PUT", "/api/kiwi/file?" + urlencode({"path": path}), body, headers)
+        resp = conn.getresponse()
+        resp.read()
+        latencies.append(time.perf_counter() - t0)
+        failures += resp.status != 200
+    conn.close()
+    out.put((latencies, failures, sum(os.times()[:2]) - cpu0))
 
 
-def report(label: str, count: int, elapsed: float, latencies: list[float]) -> Figures:
+Figures = tuple[float, float, float, float]  # writes/s, p50 ms, p99 ms, server CPU ms/write
+
+
+def report(
+    label: str, count: int, elapsed: float, latencies: list[float], cpu: float = 0.0
+) -> Figures:
+    """Print and return a run's figures; ``cpu``: the server's CPU seconds in the run."""
     rate = count / elapsed
     ordered = sorted(latencies)
     p50 = statistics.median(ordered) * 1000
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+    per_write = cpu / count * 1000
     print(
         f"{label:<12} {count:>6} writes in {elapsed:6.2f} s  {rate:8.1f} writes/s  "
-        f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms"
+        f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  server CPU {per_write:.2f} ms/write"
     )
-    return rate, p50, p99
+    return rate, p50, p99, per_write
 
 
-def run_single(base: str, writes: int) -> tuple[Figures, int]:
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its live children (the commit
+    process of ``serve``), from ``/proc``; 0 where there is no ``/proc``."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            children = [int(c) for c in fh.read().split()]
+    except (OSError, ValueError, IndexError):
+        return total
+    return total + sum(process_cpu(child) for child in children)
+
+
+def run_clients(
+    base: str, per_client: list[list[str]], run_id: str, label: str, client: str, server: int
+) -> tuple[Figures, int]:
+    """The PUTs of ``per_client`` from one client each, all at once; ``client`` is ``raw``
+    (a process per client, ``http.client``) or ``httpx`` (a thread per client, httpx)."""
     latencies: list[float] = []
-    paths = [f"bench/one/file-{i:05d}.md" for i in range(writes)]
+    failures = 0
+    cpu0 = process_cpu(server)
     t0 = time.perf_counter()
-    failures = put_many(base, paths, "bench-1", latencies)
-    return report("1 client", writes, time.perf_counter() - t0, latencies), failures
+    if client == "raw":
+        port = int(base.rsplit(":", 1)[1])
+        out: Queue[tuple[list[float], int, float]] = multiprocessing.Queue()
+        procs = [
+            multiprocessing.Process(target=put_raw, args=(port, paths, f"{run_id}-{c}", out))
+            for c, paths in enumerate(per_client)
+        ]
+        for p in procs:
+            p.start()
+        client_cpu = 0.0
+        for _ in procs:
+            lat, failed, cpu = out.get()
+            latencies.extend(lat)
+            failures += failed
+            client_cpu += cpu
+        for p in procs:
+            p.join()
+    else:
+        counts = [0] * len(per_client)
+
+        def worker(c: int) -> None:
+            counts[c] = put_many(base, per_client[c], f"{run_id}-{c}", latencies)
+
+        threads = [threading.Thread(target=worker, args=(c,)) for c in range(len(per_client))]
+        before = sum(os.times()[:2])
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        client_cpu = sum(os.times()[:2]) - before
+        failures = sum(counts)
+    elapsed = time.perf_counter() - t0
+    writes = sum(len(p) for p in per_client)
+    figures = report(label, writes, elapsed, latencies, process_cpu(server) - cpu0)
+    print(f"{'':<12} clients' own CPU {client_cpu / writes * 1000:.2f} ms/write ({client})")
+    return figures, failures
 
 
-def run_concurrent(base: str, writes: int, clients: int) -> tuple[Figures, int]:
-    latencies: list[float] = []
-    failures = [0] * clients
+def run_single(base: str, writes: int, client: str, server: int) -> tuple[Figures, int]:
+    paths = [f"bench/one/file-{i:05d}.md" for i in range(writes)]
+    return run_clients(base, [paths], "bench-1", "1 client", client, server)
+
+
+def run_concurrent(
+    base: str, writes: int, clients: int, client: str, server: int
+) -> tuple[Figures, int]:
     per_client = [
         [f"bench/many/c{c}/file-{i:05d}.md" for i in range(c, writes, clients)]
         for c in range(clients)
     ]
-
-    def worker(c: int) -> None:
-        failures[c] = put_many(base, per_client[c], f"bench-{clients}-{c}", latencies)
-
-    threads = [threading.Thread(target=worker, args=(c,)) for c in range(clients)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    figures = report(f"{clients} clients", writes, time.perf_counter() - t0, latencies)
-    return figures, sum(failures)
+    return run_clients(base, per_client, f"bench-{clients}", f"{clients} clients", client, server)
 
 
 def core_writes(root: str, asynchronous: bool, writes: int, clients: int) -> None:
@@ -175,12 +254,14 @@ def core_writes(root: str, asynchronous: bool, writes: int, clients: int) -> Non
                 latencies.append(time.perf_counter() - t0)
 
         threads = [threading.Thread(target=worker, args=(c,)) for c in range(len(per_client))]
+        cpu0 = sum(os.times()[:2])
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        return report(label, writes, time.perf_counter() - t0, latencies)
+        cpu = sum(os.times()[:2]) - cpu0
+        return report(label, writes, time.perf_counter() - t0, latencies, cpu)
 
     one = run([[f"bench/one/file-{i:05d}.md" for i in range(writes)]], "bench-1", "1 thread")
     many = run(
@@ -206,7 +287,7 @@ def run_core(cmd: list[str], env: dict[str, str]) -> tuple[Figures, Figures]:
 
 
 def run_mode(
-    mode: str, writes: int, clients: int, keep: bool, core: bool = False
+    mode: str, writes: int, clients: int, keep: bool, core: bool = False, client: str = "raw"
 ) -> tuple[bool, Figures, Figures]:
     """A fresh root served in ``mode`` (see :data:`MODES`); True if the checks pass."""
     tmp = Path(tempfile.mkdtemp(prefix="kiwifs-bench-"))
@@ -239,8 +320,8 @@ def run_mode(
     print(f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}")
     try:
         wait_ready(base, proc)
-        one, fail1 = run_single(base, writes)
-        many, fail_n = run_concurrent(base, writes, clients)
+        one, fail1 = run_single(base, writes, client, proc.pid)
+        many, fail_n = run_concurrent(base, writes, clients, client, proc.pid)
     finally:
         proc.terminate()
         try:
@@ -316,6 +397,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="rounds (order reversed each)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
     parser.add_argument("--core", action="store_true", help="through the core, no HTTP")
+    parser.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="raw: a process per client, http.client (default); httpx: a thread per client",
+    )
     if len(sys.argv) == 6 and sys.argv[1] == "--core-child":
         root, flag, writes, clients = sys.argv[2:]
         core_writes(root, flag == "--async-commit", int(writes), int(clients))
@@ -328,13 +415,15 @@ def main() -> int:
     ok = True
     for r in range(args.rounds):
         for mode in modes if r % 2 == 0 else modes[::-1]:
-            passed, one, many = run_mode(mode, args.writes, args.clients, args.keep, args.core)
+            passed, one, many = run_mode(
+                mode, args.writes, args.clients, args.keep, args.core, args.client
+            )
             ok = ok and passed
             runs[mode].append((one, many))
     print(f"\n== medians of {args.rounds} round(s), load average {os.getloadavg()[0]:.1f}")
     for mode, figures in runs.items():
-        med1 = [statistics.median(f[0][i] for f in figures) for i in range(3)]
-        med_n = [statistics.median(f[1][i] for f in figures) for i in range(3)]
+        med1 = [statistics.median(f[0][i] for f in figures) for i in range(4)]
+        med_n = [statistics.median(f[1][i] for f in figures) for i in range(4)]
         goal1, goal_n = GOALS.get(mode, (0.0, 0.0))
         verdict = "" if not goal1 else (" meets" if med1[0] >= goal1 else " BELOW") + " the goals"
         if goal1 and goal_n and (med1[0] < goal1 or med_n[0] < goal_n):
@@ -342,7 +431,7 @@ def main() -> int:
         print(
             f"{mode:<10} 1 client {med1[0]:6.1f} writes/s (p50 {med1[1]:.2f} ms, p99 {med1[2]:.2f}"
             f" ms); {args.clients} clients {med_n[0]:6.1f} writes/s (p50 {med_n[1]:.2f} ms, p99"
-            f" {med_n[2]:.2f} ms){verdict}"
+            f" {med_n[2]:.2f} ms){verdict}; server CPU {med1[3]:.2f} / {med_n[3]:.2f} ms/write"
         )
     return 0 if ok else 1
 
