@@ -51,17 +51,22 @@ from urllib.parse import urlencode
 
 import httpx
 
-MODES = {  # mode: (serve flag, KIWIFS_GROUP_COMMIT, KIWIFS_FSYNC, KIWIFS_GROUP_WAIT_MS)
-    "per-write": ("--sync-commit", "0", "strict", "2"),
-    "group": ("--sync-commit", "1", "", "2"),
-    "async-strict": ("--async-commit", "1", "strict", "2"),
-    "async": ("--async-commit", "1", "", "2"),
-    "group-strict": ("--sync-commit", "1", "strict", "2"),
-    "per-write-late": ("--sync-commit", "0", "", "2"),
-    "group-nowait": ("--sync-commit", "1", "", "0"),
+MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
+    "per-write": ("--sync-commit", "0", "strict", "2", "1"),
+    "group": ("--sync-commit", "1", "", "2", "1"),
+    "async-strict": ("--async-commit", "1", "strict", "2", "1"),
+    "async": ("--async-commit", "1", "", "2", "1"),
+    "group-strict": ("--sync-commit", "1", "strict", "2", "1"),
+    "per-write-late": ("--sync-commit", "0", "", "2", "1"),
+    "group-nowait": ("--sync-commit", "1", "", "0", "1"),
+    "group-inproc": ("--sync-commit", "1", "", "2", "0"),
+    "async-inproc": ("--async-commit", "1", "", "2", "0"),
 }
 DEFAULT_MODES = "per-write,group,async-strict,async"
-GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}  # (1 client, N clients) writes/s
+GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}
+GOALS.update(
+    {"group-inproc": GOALS["group"], "async-inproc": GOALS["async"]}
+)  # (1 client, N clients) writes/s
 
 
 def free_port() -> int:
@@ -296,8 +301,9 @@ def run_mode(
     gitconfig = tmp / "gitconfig"
     gitconfig.write_text("")
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    flag, group, fsync, wait = MODES[mode]
+    flag, group, fsync, wait, process = MODES[mode]
     env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
+    env.update(KIWIFS_COMMIT_PROCESS=process)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     subprocess.run(
         [*kiwifs_command(), "init", "--root", str(root)],
@@ -317,7 +323,10 @@ def run_mode(
     proc = subprocess.Popen(
         [*kiwifs_command(), "serve", "--root", str(root), "--port", str(port), flag], env=env
     )
-    print(f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}")
+    print(
+        f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
+        f" KIWIFS_COMMIT_PROCESS={process}"
+    )
     try:
         wait_ready(base, proc)
         one, fail1 = run_single(base, writes, client, proc.pid)

@@ -681,6 +681,7 @@ def serve(
     bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, bind_port)
     kb.ensure_versioned()
+    kb.start_commit_process()
     kb.prepare_vectors()
     versioning = kb.config.versioning
     if async_commit if async_commit is not None else versioning.async_commit:

@@ -215,6 +215,15 @@ class Knowledge:
         self.git = git
         self.pipeline.git = git
 
+    def start_commit_process(self) -> None:
+        """Make git commits in a child process from now on, so that a server's threads go on
+        while one is made (see :mod:`kiwifs.commitproc`); ``KIWIFS_COMMIT_PROCESS=0`` keeps
+        them in this process."""
+        from .commitproc import enabled
+
+        if self.git is not None and enabled():
+            self.git.start_commit_process()
+
     def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
         """Commit in background batches; a write returns once on disk and journaled.
 

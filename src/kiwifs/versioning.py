@@ -54,6 +54,8 @@ _NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 if TYPE_CHECKING:
     import pygit2
 
+    from .commitproc import CommitProcess
+
 # Git file modes (tree entry modes), as libgit2 and git define them.
 MODE_BLOB, MODE_EXECUTABLE, MODE_LINK, MODE_TREE = 0o100644, 0o100755, 0o120000, 0o040000
 
@@ -106,6 +108,7 @@ class Git:
         self._index_file = IndexFile(self.root, lambda: self.repo)
         self._index_stale = False
         self._index_syncer = BackgroundSync(self.sync_index)
+        self._process: CommitProcess | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -150,19 +153,43 @@ class Git:
         index file is brought up to date afterwards, off the write path (:meth:`sync_index`,
         :mod:`kiwifs.gitindex`).
         """
-        git2 = _git2()
-        with self._lock, self._index_file.locked():
-            try:
-                reflock.clear_abandoned(self.root)
-                oid = self._commit(paths, actor, message, trailer, contents)
-            except (git2.GitError, OSError) as exc:
-                raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
-            if oid is None:
-                return None
+        process = self._process
+        if process is None:
+            oid = self.commit_objects(paths, actor, message, trailer, contents)
+        else:
+            oid = process.commit(paths, actor, message, trailer, contents)
+        if oid is None:
+            return None
+        with self._lock:
             self._index_stale = True
         if not self._index_syncer.poke():
             self.sync_index()  # closed: no background thread any more, sync now
         return oid
+
+    def commit_objects(
+        self,
+        paths: list[str],
+        actor: str,
+        message: str,
+        trailer: str | None = None,
+        contents: Mapping[str, bytes | None] | None = None,
+        wanted: Callable[[], bool] | None = None,
+    ) -> str | None:
+        """The commit itself, under the git lock, without the index file's upkeep: what
+        :meth:`commit` does here, or the commit process (:mod:`kiwifs.commitproc`) for it.
+
+        ``wanted`` is asked once the lock is held; False makes no commit (StorageError): the
+        commit process asks whether its server still lives.
+        """
+        git2 = _git2()
+        with self._lock, self._index_file.locked():
+            if wanted is not None and not wanted():
+                raise StorageError("git commit not made: the server asking for it is gone")
+            try:
+                reflock.clear_abandoned(self.root)
+                return self._commit(paths, actor, message, trailer, contents)
+            except (git2.GitError, OSError) as exc:
+                raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
 
     def _commit(
         self,
@@ -267,8 +294,19 @@ class Git:
                 self._index_syncer.poke()
             return True
 
+    def start_commit_process(self) -> None:
+        """Make commits in a child process from now on (see :mod:`kiwifs.commitproc`)."""
+        from .commitproc import CommitProcess
+
+        if self._process is None:
+            self._process = CommitProcess(self.root)
+            self._process.start()
+
     def close(self) -> None:
-        """Stop the background index syncer after a last sync."""
+        """Stop the commit process and the background index syncer after a last sync."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.close()
         self._index_syncer.stop()
         self.sync_index()
         with self._lock:

@@ -1,0 +1,133 @@
+"""Commits made in a child process (``kiwifs serve``): the same commits, threads left free."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitrepo import commit_count, git, git_line
+from kiwifs import commitproc
+from kiwifs.errors import StorageError
+from kiwifs.knowledge import Knowledge
+from kiwifs.pipeline import JOURNAL, STATE_DIR
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "kb"
+    Knowledge.init(path, "blank")
+    return path
+
+
+@pytest.fixture
+def kb(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Knowledge]:
+    monkeypatch.delenv("KIWIFS_COMMIT_PROCESS", raising=False)
+    with Knowledge.open(root) as k:
+        k.start_commit_process()
+        yield k
+
+
+def child_pid(kb: Knowledge) -> int:
+    assert kb.git is not None and kb.git._process is not None
+    proc = kb.git._process._proc
+    assert proc is not None
+    return proc.pid
+
+
+def test_writes_are_committed_by_the_child_with_author_and_provenance(
+    kb: Knowledge, root: Path
+) -> None:
+    before = commit_count(root)
+    kb.write("notes/a.md", "# A\n", actor="alice", provenance="run:1")
+    assert child_pid(kb) != os.getpid()
+    assert commit_count(root) == before + 1
+    assert git_line(root, "log", "-1", "--format=%an") == "alice"
+    assert "Provenance: run:1" in git(root, "log", "-1", "--format=%B")
+    assert [v.author for v in kb.versions("notes/a.md")] == ["alice"]
+    assert (root / STATE_DIR / JOURNAL).read_text() == ""
+
+
+def test_concurrent_writers_share_commits_made_by_the_child(kb: Knowledge, root: Path) -> None:
+    before = commit_count(root)
+    paths = [f"many/w{i}.md" for i in range(40)]
+    threads = [
+        threading.Thread(target=kb.write, args=(p, f"# {p}\n"), kwargs={"actor": "bob"})
+        for p in paths
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    committed = set(git(root, "log", "--format=", "--name-only").split())
+    assert set(paths) <= committed
+    assert 1 <= commit_count(root) - before <= len(paths)
+    kb.close()
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_a_child_killed_between_commits_is_replaced(kb: Knowledge, root: Path) -> None:
+    kb.write("a.md", "a\n", actor="alice")
+    first = child_pid(kb)
+    os.kill(first, signal.SIGKILL)  # the next commit finds it dead, or its pipe broken
+    kb.write("b.md", "b\n", actor="alice")
+    assert child_pid(kb) != first
+    assert {"a.md", "b.md"} <= set(git(root, "ls-tree", "--name-only", "HEAD").split())
+
+
+def test_a_failed_commit_in_the_child_is_a_storage_error_and_git_recovers(
+    kb: Knowledge, root: Path
+) -> None:
+    kb.write("a.md", "a\n", actor="alice")
+    lock = root / ".git" / "refs" / "heads" / "main.lock"  # a user's git at work (no marker)
+    lock.write_text("")
+    with pytest.raises(StorageError, match="git commit failed"):
+        kb.write("b.md", "b\n", actor="alice")
+    assert (root / "b.md").exists()  # on disk and journaled: committed once git works
+    lock.unlink()
+    kb.write("c.md", "c\n", actor="alice")
+    assert {"a.md", "b.md", "c.md"} <= set(git(root, "ls-tree", "--name-only", "HEAD").split())
+
+
+def test_the_child_commits_nothing_once_its_server_is_gone(root: Path) -> None:
+    """A request still queued when the server died: no commit (the journal has it)."""
+    before = commit_count(root)
+    (root / "late.md").write_text("late\n")
+    requests = io.BytesIO()
+    commitproc._send(requests, (["late.md"], "alice", "alice: late.md", None, None))
+    requests.seek(0)
+    answers = io.BytesIO()
+    not_our_parent = os.getpid()  # the child's parent is compared with the server's pid
+    commitproc.serve(root, not_our_parent, requests, answers)
+    assert answers.getvalue() == b""
+    assert commit_count(root) == before
+
+
+def test_the_child_answers_each_request_then_stops_at_the_end_of_its_pipe(root: Path) -> None:
+    (root / "x.md").write_text("x\n")
+    requests = io.BytesIO()
+    commitproc._send(requests, (["x.md"], "alice", "alice: x.md", "Provenance: t", None))
+    commitproc._send(requests, (["x.md"], "alice", "alice: x.md", None, None))  # no change
+    requests.seek(0)
+    answers = io.BytesIO()
+    commitproc.serve(root, os.getppid(), requests, answers)
+    answers.seek(0)
+    ok, oid = commitproc._receive(answers)
+    assert ok and oid == git_line(root, "rev-parse", "HEAD")
+    assert commitproc._receive(answers) == (True, None)  # nothing changed: no commit
+    with pytest.raises(EOFError):
+        commitproc._receive(answers)
+
+
+def test_the_switch_keeps_commits_in_process(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIWIFS_COMMIT_PROCESS", "0")
+    with Knowledge.open(root) as kb:
+        kb.start_commit_process()
+        assert kb.git is not None and kb.git._process is None
+        kb.write("a.md", "a\n", actor="alice")
+    assert git_line(root, "log", "-1", "--format=%an") == "alice"
