@@ -61,6 +61,8 @@ MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCE
     "group-nowait": ("--sync-commit", "1", "", "0", "1"),
     "group-inproc": ("--sync-commit", "1", "", "2", "0"),
     "async-inproc": ("--async-commit", "1", "", "2", "0"),
+    "group-serial": ("--sync-commit", "1", "serial", "2", "1"),
+    "async-serial": ("--async-commit", "1", "serial", "2", "1"),
 }
 DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}

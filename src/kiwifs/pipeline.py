@@ -24,9 +24,11 @@ behind each other's. Two rules keep history equal to the disk:
   fails) first wait for the queue to drain, so commits stay in the order of the disk writes.
 
 **Durability.** A write's file is written and renamed under the lock without fsync; the writer
-fsyncs it and then its folder after leaving the lock (:meth:`~kiwifs.storage.Unsynced.sync`,
+fsyncs it and its folder after leaving the lock (:meth:`~kiwifs.storage.Unsynced.sync`,
 the folder's fsync makes the rename durable), before it is acknowledged, so concurrent writers'
-fsyncs overlap with each other and with the commit instead of queueing under the lock.
+fsyncs overlap with each other and with the commit instead of queueing under the lock. The two
+fsyncs run at the same time, and writers of one folder share its fsync
+(:mod:`kiwifs.foldersync`).
 The journal is not fsynced:
 like git's own objects (libgit2 does not fsync them) it serves the crash of a process, which the
 page cache survives; after a power cut every acknowledged file is there, the newest history may
@@ -34,7 +36,7 @@ not be. A bulk write, a delete and the bulk journal keep their fsyncs under the 
 
 Switches, for the benchmark's A/B: ``KIWIFS_GROUP_COMMIT=0`` commits each operation under the
 lock, ``KIWIFS_FSYNC=strict`` fsyncs the journal, the file and its folder under the lock, both as
-before.
+before; ``KIWIFS_FSYNC=serial`` fsyncs the folder after the file, each writer its own.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class Pipeline:
             self.root, self.state, self._pending, self._drain, self._on_release
         )
         self._strict = strict_fsync()
+        self._serial = os.environ.get("KIWIFS_FSYNC", "").strip() == "serial"
         self._local = threading.local()  # per thread: locked() depth, announced to committer
 
     # -- locking and journal ----------------------------------------------------------------
@@ -268,11 +271,10 @@ class Pipeline:
                 unsynced.close()
             raise
 
-    @staticmethod
-    def _sync(unsynced: Unsynced | None) -> None:
+    def _sync(self, unsynced: Unsynced | None) -> None:
         """After the lock, before the acknowledgement: make the file just written durable."""
         if unsynced is not None:
-            unsynced.sync()
+            unsynced.sync(together=not self._serial)
 
     def _committed(self, ticket: Ticket | None) -> None:
         """Wait (lock released) until the operation's commit is made; StorageError if it

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AnyStr, Generic
 
+from . import foldersync
 from .errors import InvalidPath, KiwiError, NotFound, StorageError
 from .paths import (
     FD_PATH_KNOWN,
@@ -392,18 +393,25 @@ class Unsynced:
         self.folder: int | None = folder
         self.rel = rel
 
-    def sync(self) -> None:
-        """Make the content and the name survive a power cut: fsync the file, then its folder.
+    def sync(self, together: bool = True) -> None:
+        """Make the content and the name survive a power cut: fsync the file and its folder.
 
-        On ext4 the file's fsync usually commits the rename with it and the folder's costs
-        little, but the folder's fsync is what makes the name durable on every filesystem
-        (ext4 fast commits, others), so it stays; both run outside the write lock.
+        On ext4 the file's fsync usually commits the rename with it, but the folder's fsync is
+        what makes the name durable on every filesystem (ext4 fast commits, others), so it
+        stays. ``together``: the folder's runs beside the file's, shared with other writers of
+        the folder (:mod:`kiwifs.foldersync`); else after it, as before (the A/B switch).
         """
         try:
+            folder_done = None
+            if together and self.folder is not None:
+                folder_done = foldersync.submit(self.folder)
             if self.fd is not None:
                 os.fsync(self.fd)
-            if self.folder is not None:
+            if folder_done is not None:
                 with contextlib.suppress(OSError):  # some filesystems cannot fsync a folder
+                    folder_done.result()
+            elif self.folder is not None:
+                with contextlib.suppress(OSError):
                     os.fsync(self.folder)
         except OSError as exc:
             raise StorageError(f"cannot write {self.rel}: {os_error_text(exc)}") from exc
