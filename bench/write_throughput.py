@@ -63,9 +63,12 @@ MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCE
     "async-inproc": ("--async-commit", "1", "", "2", "0"),
     "group-serial": ("--sync-commit", "1", "serial", "2", "1"),
     "async-serial": ("--async-commit", "1", "serial", "2", "1"),
+    "group-main": ("--sync-commit", "1", "serial", "2", "0"),
+    "async-main": ("--async-commit", "1", "serial", "2", "0"),
 }
 DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}
+WARM_UP = 20  # writes before the timed ones
 GOALS.update(
     {"group-inproc": GOALS["group"], "async-inproc": GOALS["async"]}
 )  # (1 client, N clients) writes/s
@@ -86,6 +89,44 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
     ).stdout
+
+
+def fsync_probe(folder: Path, count: int = 20) -> float:
+    """The disk's state now: median ms of a new small file's fsync (the floor of a durable
+    write's latency; other jobs' writes on the same disk move it)."""
+    times = []
+    for i in range(count):
+        path = folder / f".probe-{i}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"probe\n")
+            t0 = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - t0)
+        finally:
+            os.close(fd)
+            path.unlink()
+    return statistics.median(times) * 1000
+
+
+def warm_up(base: str, server: int, timeout: float = 60.0) -> None:
+    """Let the server finish starting before anything is timed: its index built (``/readyz``),
+    :data:`WARM_UP` writes made (the commit process started, the first commit's objects
+    read), then quiet until its CPU use stays under 10 % for a second (the background
+    reconcile and replays that the first writes woke done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(base + "/readyz", timeout=5.0).status_code == 200:
+            break
+        time.sleep(0.1)
+    with httpx.Client(base_url=base, timeout=30.0) as client:
+        for i in range(WARM_UP):
+            client.put("/api/kiwi/file", params={"path": f"bench/warm/w{i}.md"}, content=b"w\n")
+    while time.monotonic() < deadline:
+        before = process_cpu(server)
+        time.sleep(1.0)
+        if process_cpu(server) - before < 0.1:
+            return
 
 
 def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -331,6 +372,9 @@ def run_mode(
     )
     try:
         wait_ready(base, proc)
+        warm_up(base, proc.pid)
+        print(f"disk: a small file's fsync takes {fsync_probe(tmp):.2f} ms (median of 20)")
+        commits_before = int(git(root, "rev-list", "--count", "HEAD"))
         one, fail1 = run_single(base, writes, client, proc.pid)
         many, fail_n = run_concurrent(base, writes, clients, client, proc.pid)
     finally:
