@@ -1,8 +1,8 @@
 """Write throughput of ``kiwifs serve``: PUTs with ``X-Provenance``, each committed on return.
 
 Starts ``kiwifs serve`` on a fresh ``kiwifs init`` root in a temporary folder, then does
-``--writes`` PUTs from one client (httpx, keep-alive) and the same number from ``--clients``
-concurrent clients (one thread each), printing writes/s and p50/p99 latency for each run.
+``--writes`` PUTs from one client (keep-alive) and the same number from ``--clients``
+concurrent clients, printing writes/s and p50/p99 latency for each run.
 Afterwards it checks that every write is in git (every path in ``git log``; one commit per PUT
 when commits are not shared), that ``git status`` is clean and that ``git fsck`` is clean.
 
@@ -18,11 +18,22 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
 - ``group-strict`` and ``per-write-late`` separate the two changes: group commit with the
   fsyncs under the lock, and per-write commits with the file fsynced outside it;
   ``group-nowait``: group commit without the 2 ms wait for writers on their way
-  (``KIWIFS_GROUP_WAIT_MS=0``).
+  (``KIWIFS_GROUP_WAIT_MS=0``);
+- ``group-inproc`` / ``async-inproc``: commits made in the server's process
+  (``KIWIFS_COMMIT_PROCESS=0``) instead of its commit process; ``group-serial`` /
+  ``async-serial``: a write's folder fsynced after its file, each writer its own
+  (``KIWIFS_FSYNC=serial``) instead of beside it and shared; ``group-main`` / ``async-main``:
+  both (the code before these two changes).
+
+Before timing, each server finishes starting (``/readyz``, 20 writes, its CPU quiet); each run
+prints the server's CPU per write (``serve`` and its commit process, from ``/proc``), the
+clients' own, and a probe of the disk (the median fsync of a new small file). The clients
+(``--client``): ``raw`` (default), one process each on one keep-alive ``http.client``
+connection; ``httpx``, one thread each in this process, with httpx (as before).
 
     python bench/write_throughput.py [--writes 2000] [--clients 4] [--rounds 3]
                                      [--modes per-write,group,async-strict,async] [--keep]
-                                     [--core]
+                                     [--core] [--client raw|httpx]
 
 ``--core`` leaves HTTP out: a child process opens the root with ``Knowledge.open`` and writes
 from one thread, then from ``--clients`` threads (what the core can do; the same checks after).
