@@ -681,7 +681,6 @@ def serve(
     bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, bind_port)
     kb.ensure_versioned()
-    kb.start_commit_process()
     kb.prepare_vectors()
     versioning = kb.config.versioning
     if async_commit if async_commit is not None else versioning.async_commit:
@@ -692,6 +691,8 @@ def serve(
         from .mcp.lazy import lazy_mount_mcp  # the MCP SDK itself loads later still
         from .rest.app import create_app
 
+        # the commit process imports pygit2 while the routes are built, once /health answers
+        kb.start_commit_process()
         mcp = lazy_mount_mcp(kb, host)
         return create_app(kb, api_key=key, extra_mounts=mcp, host=host, probes=probes)
 

@@ -61,6 +61,15 @@ class FolderSyncs:
 _shared = FolderSyncs()
 
 
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's pool threads: it starts its own when needed."""
+    global _shared
+    _shared = FolderSyncs()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def submit(folder: int) -> Future[None]:
     """:meth:`FolderSyncs.submit` on the process's one pool."""
     return _shared.submit(folder)
