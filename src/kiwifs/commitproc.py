@@ -128,7 +128,10 @@ class CommitProcess:
 
     def _child(self) -> subprocess.Popen[bytes]:
         proc = self._proc
-        if proc is None or proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
+            self._stop(kill=False)  # died meanwhile: its pipes closed, a new one started
+            proc = None
+        if proc is None:
             proc = self._proc = subprocess.Popen(
                 [sys.executable, "-m", "kiwifs.commitproc", os.fspath(self.root), str(os.getpid())],
                 stdin=subprocess.PIPE,
