@@ -455,7 +455,7 @@ def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: An
     def log_end() -> tuple[int, str]:
         with kb.indexing._open().reader() as conn:
             seq = conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0
-            row = conn.execute("SELECT value FROM vec_meta WHERE key = 'version'").fetchone()
+            row = conn.execute("SELECT max(seq) FROM vec_log").fetchone()
         return int(seq), str(row[0] if row else "")
 
     for _ in range(50):

@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from .embedders import _numpy
 from .filters import RecallFilter
+from .matrix import ETAG_CHARS
 from .record import py_text
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from .semantic import VectorMatrix
+    from .matrix import VectorMatrix
 
-ETAG_CHARS = 40  # a git blob id in hex
 CACHED_FILTERS = 16  # filters whose candidates are kept (least recently used dropped)
 CATCH_UP_MAX = 5000  # more changed files than this since the cached position: query again
 
@@ -103,10 +103,34 @@ def passing(
 def groups_of(etags: NDArray[np.bytes_], vectors: VectorMatrix) -> NDArray[np.int64]:
     """Each content's vector group, ``-1`` for content not embedded (one sorted search)."""
     np = _numpy()
-    if not len(etags) or not len(vectors.etags):
+    if not len(etags) or vectors.empty:
         return np.full(len(etags), -1, dtype=np.int64)  # type: ignore[no-any-return]
-    groups = np.searchsorted(vectors.etags, etags).clip(0, len(vectors.etags) - 1)
-    return np.where(vectors.etags[groups] == etags, groups, -1)  # type: ignore[no-any-return]
+    at = np.searchsorted(vectors.keys, etags).clip(0, len(vectors.keys) - 1)
+    found = vectors.keys[at] == etags
+    return np.where(found, vectors.key_groups[at], -1)  # type: ignore[no-any-return]
+
+
+def regrouped(
+    etags: NDArray[np.bytes_],
+    groups: NDArray[np.int64],
+    version: tuple[int, int],
+    vectors: VectorMatrix,
+) -> NDArray[np.int64]:
+    """``groups`` (matched against the matrix of ``version``) matched to ``vectors``: when
+    ``vectors`` was caught up from that matrix, only the pages whose group died or that had
+    none are searched again (a page's group lives while its content's vectors are unchanged)."""
+    if version == vectors.version:
+        return groups
+    lineage, seq = version
+    if not REGROUP or lineage != vectors.lineage or seq > vectors.seq:
+        return groups_of(etags, vectors)
+    stale = groups < 0
+    stale[~stale] = ~vectors.alive[groups[~stale]]
+    if not stale.any():
+        return groups
+    out = groups.copy()
+    out[stale] = groups_of(etags[stale], vectors)
+    return out
 
 
 def embedded(ids: NDArray[np.int64], groups: NDArray[np.int64]) -> Candidates:
@@ -127,12 +151,13 @@ class _Entry:
     seq: int  # the last fts_log entry the pages reflect
     ids: Any  # NDArray[np.int64]: every passing page, embedded or not
     etags: Any  # NDArray[np.bytes_]
-    version: str  # the vectors' version ``groups`` were matched against
+    version: tuple[int, int]  # the vectors' version ``groups`` were matched against
     groups: Any  # NDArray[np.int64]: each page's vector group, -1 if none
     found: Candidates
 
 
 CATCH_UP = True  # the benchmark's A/B switch: False queries again after every change
+REGROUP = True  # the benchmark's A/B switch: False matches every page to a new matrix again
 
 
 class CandidateCache:
@@ -156,7 +181,9 @@ class CandidateCache:
         elif entry.seq < last:
             entry = self._caught_up(conn, vectors, recall, entry, last)
         elif entry.version != vectors.version:
-            entry = _entry(schema, last, entry.ids, entry.etags, vectors)
+            groups = regrouped(entry.etags, entry.groups, entry.version, vectors)
+            found = embedded(entry.ids, groups)
+            entry = _Entry(schema, last, entry.ids, entry.etags, vectors.version, groups, found)
         with self._lock:
             self._entries[recall] = entry
             self._entries.move_to_end(recall)
@@ -195,9 +222,12 @@ class CandidateCache:
         new_ids, new_etags = passing(conn, recall, changed)
         ids = np.concatenate([entry.ids[kept], new_ids])
         etags = np.concatenate([entry.etags[kept], new_etags])
-        if entry.version != vectors.version:  # the groups moved: match every page again
-            return _entry(entry.schema, last, ids, etags, vectors)
-        groups = np.concatenate([entry.groups[kept], groups_of(new_etags, vectors)])
+        groups = np.concatenate(
+            [
+                regrouped(entry.etags[kept], entry.groups[kept], entry.version, vectors),
+                groups_of(new_etags, vectors),
+            ]
+        )
         found = embedded(ids, groups)
         return _Entry(entry.schema, last, ids, etags, vectors.version, groups, found)
 

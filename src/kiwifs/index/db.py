@@ -49,7 +49,7 @@ from .termcolumns import TermColumns
 from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock

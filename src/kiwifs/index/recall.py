@@ -27,10 +27,9 @@ from .embedders import make_embedder
 from .embedworker import EmbedWorker
 from .filters import RecallFilter
 from .hybrid import DEFAULT_LIMIT, HybridHit, HybridResults, depth, fuse
+from .matrix import MatrixCache, VectorMatrix
 from .semantic import (
-    MatrixCache,
     SemanticResults,
-    VectorMatrix,
     best_chunk_text,
     check_top_k,
     rank,

@@ -7,29 +7,26 @@ scope, path prefix, modification time — and only then are they ranked and the 
 filtered query returns exactly what a brute-force scan of the filtered set would (ties broken
 by path). ``threshold`` drops pages scoring below it, also before the cut.
 
-The chunk vectors are held in memory as one matrix, reloaded when ``vec_meta.version`` says
-the stored vectors changed (any process may have changed them).
+The chunk vectors are held in memory as one matrix (:mod:`index.matrix`), caught up from the
+vector change log when any process changed them.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import Unavailable
 
 from .bodies import texts
-from .candidates import ETAG_CHARS, CandidateCache, candidates, paths_of
+from .candidates import CandidateCache, candidates, paths_of
 from .embedders import _numpy
 from .filters import RecallFilter
+from .matrix import VectorMatrix
 from .search import SNIPPET_BYTES, check_limits
 
 if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
-
     from .embedders import Matrix
 
 DEFAULT_TOP_K = 10
@@ -61,61 +58,6 @@ class SemanticResults:
             "offset": self.offset,
             "results": [h.to_json() for h in self.results],
         }
-
-
-@dataclass(frozen=True)
-class VectorMatrix:
-    """Every stored chunk vector, grouped by content: rows ``starts[g]:ends[g]`` are group g."""
-
-    version: str
-    matrix: Matrix
-    spans: NDArray[np.int64]
-    starts: NDArray[np.int64]
-    ends: NDArray[np.int64]
-    etags: NDArray[np.bytes_]  # sorted: group g holds the chunks of content etags[g]
-
-
-class MatrixCache:
-    """The in-memory matrix of one index, reloaded when the stored vectors change."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._current: VectorMatrix | None = None
-
-    def get(self, conn: sqlite3.Connection) -> VectorMatrix:
-        row = conn.execute("SELECT value FROM vec_meta WHERE key = 'version'").fetchone()
-        version = row[0] if row else "0"
-        with self._lock:
-            current = self._current
-            if current is None or current.version != version:
-                current = self._current = _load(conn, version)
-            return current
-
-
-def _load(conn: sqlite3.Connection, version: str) -> VectorMatrix:
-    np = _numpy()
-    rows = conn.execute(
-        "SELECT etag, start, end, vector FROM vec_chunks ORDER BY etag, seq"
-    ).fetchall()
-    etags: list[str] = []
-    starts: list[int] = []
-    for i, (etag, _, _, _) in enumerate(rows):
-        if not etags or etags[-1] != etag:
-            etags.append(etag)
-            starts.append(i)
-    sizes = {len(r[3]) for r in rows}
-    if len(sizes) > 1:
-        raise Unavailable(
-            "stored vectors have different sizes (the embedder changed its output);"
-            " run 'kiwifs reindex --vector'"
-        )
-    width = sizes.pop() // 4 if sizes else 0
-    matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), width)
-    spans = np.array([(r[1], r[2]) for r in rows], dtype=np.int64).reshape(len(rows), 2)
-    start_arr = np.array(starts, dtype=np.int64)
-    ends = np.append(start_arr[1:], len(rows)).astype(np.int64)
-    keys = np.array([e.encode("ascii") for e in etags], dtype=f"S{ETAG_CHARS}")
-    return VectorMatrix(version, matrix, spans, start_arr, ends, keys)
 
 
 def check_top_k(
@@ -157,7 +99,7 @@ def rank(
     a few array operations, whatever the number of pages.
     """
     np = _numpy()
-    if depth <= 0 or not len(vectors.etags):
+    if depth <= 0 or vectors.empty:
         return []
     if query_vector.shape[-1] != vectors.matrix.shape[1]:
         raise Unavailable(

@@ -28,11 +28,12 @@ from .chunking import Chunk, chunk_text
 from .db import Index, Progress
 from .embedders import Embedder, _numpy
 from .vectorschema import (
-    BUMP_VERSION,
+    NEW_GENERATION,
     QUEUE_MISSING,
     add_vector_indexes,
     drop_vector_indexes,
     has_vector_indexes,
+    log_changed,
 )
 
 if TYPE_CHECKING:
@@ -169,11 +170,13 @@ class VectorStore:
         """Drop vectors of content no file has any more; returns the chunks removed."""
         with self.index.transaction() as conn:
             gone = "etag NOT IN (SELECT etag FROM files)"
+            etags = [
+                e for (e,) in conn.execute(f"SELECT DISTINCT etag FROM vec_chunks WHERE {gone}")
+            ]
             removed = conn.execute(f"DELETE FROM vec_chunks WHERE {gone}").rowcount
             conn.execute(f"DELETE FROM vec_done WHERE {gone}")
             conn.execute(f"DELETE FROM vec_queue WHERE {gone}")
-            if removed:
-                conn.execute(BUMP_VERSION)
+            log_changed(conn, etags)
         return removed
 
     # -- embedding --------------------------------------------------------------------------
@@ -297,7 +300,7 @@ class VectorStore:
                 "INSERT OR REPLACE INTO vec_done (etag, chunks) VALUES (?, ?)", (etag, len(chunks))
             )
             conn.execute("DELETE FROM vec_queue WHERE etag = ?", (etag,))
-        conn.execute(BUMP_VERSION)
+        log_changed(conn, [etag for etag, _, _ in stored])
 
     # -- reporting --------------------------------------------------------------------------
 
@@ -334,7 +337,8 @@ def _wipe(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM vec_chunks")
     conn.execute("DELETE FROM vec_done")
     conn.execute("DELETE FROM vec_queue")
-    conn.execute(BUMP_VERSION)
+    conn.execute("DELETE FROM vec_log")
+    conn.execute(NEW_GENERATION)
 
 
 def _error_text(exc: BaseException) -> str:

@@ -11,9 +11,12 @@ rows, so chunks of content that no longer exists never surface (they are collect
 * ``vec_queue`` — ETags waiting to be embedded, with their failed attempts and next try.
   A failed embedding stays here, retried with backoff and counted; nothing leaves the queue
   except by being embedded or by no file having that content any more.
+* ``vec_log`` — the ETags whose chunks were stored or removed, in order (``seq`` only grows):
+  a process's in-memory matrix reads again only the contents named after its position.
 * ``vec_meta`` — ``enabled`` (does this root embed?), ``identity`` (embedder and chunking the
-  stored vectors were made with), ``version`` (bumped at every change of ``vec_chunks``, so a
-  reader knows when its in-memory matrix is stale) and ``failures`` (failed attempts, ever).
+  stored vectors were made with), ``generation`` (a random token, new whenever every vector is
+  thrown away: an in-memory matrix of another generation is loaded afresh) and ``failures``
+  (failed attempts, ever).
 
 The triggers test for an existing entry rather than ``INSERT OR IGNORE``: inside a trigger the
 outer statement's conflict policy (the row upsert's ABORT) would override the IGNORE.
@@ -47,6 +50,7 @@ CREATE TABLE IF NOT EXISTS vec_queue (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS vec_queue_due ON vec_queue(next_try);
 CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vec_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, etag TEXT NOT NULL);
 CREATE TRIGGER IF NOT EXISTS vec_queue_on_insert AFTER INSERT ON files
 WHEN NEW.unreadable = 0
     AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
@@ -101,7 +105,19 @@ QUEUE_MISSING = (
     "INSERT OR IGNORE INTO vec_queue (etag) SELECT DISTINCT f.etag FROM files f"
     " WHERE f.unreadable = 0 AND NOT EXISTS (SELECT 1 FROM vec_done d WHERE d.etag = f.etag)"
 )
-BUMP_VERSION = (
-    "INSERT INTO vec_meta (key, value) VALUES ('version', '1') ON CONFLICT (key)"
-    " DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+# A new generation of the stored vectors (all thrown away): a random token, so that a cache of
+# the vectors of another database file (an index deleted and made again) never matches.
+NEW_GENERATION = (
+    "INSERT OR REPLACE INTO vec_meta (key, value) VALUES ('generation', lower(hex(randomblob(8))))"
 )
+LOG_KEEP = 50_000  # entries of ``vec_log`` kept (a reader behind the oldest loads afresh)
+
+
+def log_changed(conn: sqlite3.Connection, etags: list[str]) -> None:
+    """Note in ``vec_log`` that these contents' vectors were stored or removed, in the caller's
+    write transaction: every process's in-memory matrix catches up from it (:mod:`index.matrix`)."""
+    seq = 0
+    for etag in etags:
+        seq = conn.execute("INSERT INTO vec_log (etag) VALUES (?)", (etag,)).lastrowid or 0
+    if seq > LOG_KEEP and (seq // 1000) != ((seq - len(etags)) // 1000):
+        conn.execute("DELETE FROM vec_log WHERE seq <= ?", (seq - LOG_KEEP,))
