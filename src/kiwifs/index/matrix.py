@@ -232,7 +232,7 @@ def _patched(
             new_etags.append(etag)
             new_starts.append(n + i)
     added_starts = np.array(new_starts, dtype=np.int64)
-    added_ends = np.append(added_starts[1:], total).astype(np.int64)
+    added_ends = np.append(added_starts[1:], total)[: len(added_starts)].astype(np.int64)
     first_group = len(current.starts)
     added_groups = np.arange(first_group, first_group + len(new_etags), dtype=np.int64)
     added_keys = np.array([e.encode("ascii") for e in new_etags], dtype=f"S{ETAG_CHARS}")

@@ -27,10 +27,14 @@ from .matrix import VectorMatrix
 from .search import SNIPPET_BYTES, check_limits
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from .embedders import Matrix
 
 DEFAULT_TOP_K = 10
 MAX_TOP_K = 200
+EXACT = True  # pages near the cut scored again row by row (see exact_scores); False: not
 TIES_BY_RANK = 1000  # more pages than this at or above the cut: ties ordered by path rank
 
 
@@ -110,26 +114,68 @@ def rank(
     ids, groups = found.ids, found.groups
     if not len(ids):
         return []
-    scores = vectors.matrix @ query_vector.reshape(-1)
-    page_scores = np.maximum.reduceat(scores, vectors.starts)[groups]
+    query = query_vector.reshape(-1)
+    # the product ranks fast but its last bits depend on where a row sits in the matrix (BLAS
+    # kernels); pages within ``margin`` of the cut are scored again exactly (see exact_scores)
+    page_scores = np.maximum.reduceat(vectors.matrix @ query, vectors.starts)[groups]
+    margin = _margin(query) if EXACT else 0.0
     keep = np.ones(len(ids), dtype=bool)
     if threshold is not None:
         # compared as float64: a threshold past float32's range (1e308) must not overflow
-        keep &= page_scores >= np.float64(threshold)
+        keep &= page_scores >= np.float64(threshold) - margin
     if int(keep.sum()) > depth:
         # every page scoring at least the depth-th best score, ties included, then exact sort
         cut = np.partition(page_scores[keep], -depth)[-depth]
-        keep &= page_scores >= cut
+        keep &= page_scores >= cut - margin
     chosen = np.flatnonzero(keep)
+    scores = exact_scores(vectors, query, groups[chosen]) if margin else page_scores[chosen]
+    if margin:
+        keep = np.ones(len(chosen), dtype=bool)
+        if threshold is not None:
+            keep &= scores >= np.float64(threshold)
+        if int(keep.sum()) > depth:
+            keep &= scores >= np.partition(scores[keep], -depth)[-depth]
+        chosen, scores = chosen[keep], scores[keep]
     if len(chosen) > TIES_BY_RANK:  # many pages tied at the cut: order them by path rank
         ranks = found.path_ranks(conn)[chosen]
-        chosen = chosen[np.lexsort((ranks, -page_scores[chosen]))[:depth]]
+        order = np.lexsort((ranks, -scores))[:depth]
+        chosen, scores = chosen[order], scores[order]
     paths = paths_of(conn, [int(i) for i in ids[chosen]])
     ranked = [
-        (float(page_scores[i]), paths[int(ids[i])], int(ids[i]), int(groups[i])) for i in chosen
+        (float(score), paths[int(ids[i])], int(ids[i]), int(groups[i]))
+        for i, score in zip(chosen, scores, strict=True)
     ]
     ranked.sort(key=lambda e: (-e[0], e[1]))
     return ranked[:depth]
+
+
+def _margin(query: NDArray[np.float32]) -> float:
+    """A bound, with room to spare, on how far the product's score of a row may be from its
+    exact score: a few rounding errors per dimension (vectors of norm 1); 0 for a query of
+    zeros, whose every product is exactly 0."""
+    return 4.0 * len(query) * 2.0**-24 if query.any() else 0.0
+
+
+def exact_scores(
+    vectors: VectorMatrix, query: NDArray[np.float32], groups: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """The pages' scores (their best row's) computed row by row by ``einsum``, which gives a
+    row the same bits wherever it sits: a matrix caught up in place (rows in the order they
+    were stored) answers exactly as a fresh load (rows in ETag order) does, and equal contents
+    tie exactly (broken by path, as the rule says)."""
+    np = _numpy()
+    if not len(groups):
+        return np.zeros(0, dtype=np.float32)  # type: ignore[no-any-return]
+    starts, ends = vectors.starts[groups], vectors.ends[groups]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total * 2 > len(vectors.matrix):  # most of the matrix: score it all, in place
+        every = np.einsum("ij,j->i", vectors.matrix, query)
+        return np.maximum.reduceat(every, vectors.starts)[groups]  # type: ignore[no-any-return]
+    offsets = np.cumsum(lengths) - lengths
+    rows = np.repeat(starts - offsets, lengths) + np.arange(total)
+    scores = np.einsum("ij,j->i", vectors.matrix[rows], query)
+    return np.maximum.reduceat(scores, offsets)  # type: ignore[no-any-return]
 
 
 def _hit(
@@ -147,7 +193,7 @@ def best_chunk_text(
 ) -> str:
     """The page's best chunk, on one line, cut at 160 bytes: the snippet of a semantic hit."""
     begin, end = int(vectors.starts[group]), int(vectors.ends[group])
-    scores = vectors.matrix[begin:end] @ query_vector.reshape(-1)
+    scores = _numpy().einsum("ij,j->i", vectors.matrix[begin:end], query_vector.reshape(-1))
     row = begin + int(scores.argmax())
     start, stop = (int(x) for x in vectors.spans[row])
     text = " ".join(texts(conn, [file_id])[file_id][start:stop].split())

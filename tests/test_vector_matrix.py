@@ -1,0 +1,167 @@
+"""The in-memory vector matrix of a long-lived process, caught up from ``vec_log``: after
+writes, renames, deletes, collected garbage, contents stored again with other vectors and
+another process's writes, it holds exactly what a fresh load reads, and answers as a fresh
+process does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from kiwifs.index import matrix as matrix_module
+from kiwifs.index.candidates import CandidateCache
+from kiwifs.index.matrix import MatrixCache, VectorMatrix, load
+from kiwifs.knowledge import Knowledge
+from vectorkit import build_model, local_config
+
+MakeRoot = Callable[..., Path]
+QUERIES = ("kiwi bird nest egg", "rain snow weather", "sqlite index table")
+FILTERS: list[dict[str, Any]] = [{}, {"path_prefix": "p/"}, {"scope": "s-1"}]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_model(tmp_path_factory.mktemp("model") / "m2v")
+
+
+@pytest.fixture
+def kb(make_root: MakeRoot, model: Path) -> Iterator[Knowledge]:
+    topics = ("kiwi bird nest egg feather", "rain snow weather storm", "sqlite index table row")
+    files = {
+        f"p/{i:02}.md": page(f"{topics[i % 3]} note {i}", scope=f"s-{i % 4}") for i in range(24)
+    }
+    root = make_root({**files, ".kiwi/config.toml": local_config(model, 8, 2)})
+    opened = Knowledge.open(root)
+    opened.start_watching()
+    try:
+        while not opened.indexing.watching:
+            time.sleep(0.01)
+        yield opened
+    finally:
+        opened.stop_watching()
+        opened.close()
+
+
+def page(body: str, **frontmatter: Any) -> str:
+    return "---\n" + yaml.safe_dump(frontmatter, sort_keys=True) + "---\n" + body + "\n"
+
+
+def cached(kb: Knowledge) -> VectorMatrix:
+    """The process's matrix, brought up to date as a query would."""
+    recall = kb.indexing.recall()
+    with recall.store.index.reader() as conn:
+        return recall.matrix.get(conn)
+
+
+def fresh(kb: Knowledge) -> VectorMatrix:
+    with kb.indexing.recall().store.index.reader() as conn:
+        return load(conn, "", 0)
+
+
+def contents(vectors: VectorMatrix) -> dict[bytes, tuple[bytes, bytes]]:
+    """Each live content's vectors and spans, as bytes (what the ranking sees of it)."""
+    out: dict[bytes, tuple[bytes, bytes]] = {}
+    assert len(set(vectors.keys.tolist())) == len(vectors.keys)
+    assert list(vectors.keys) == sorted(vectors.keys)
+    for key, group in zip(vectors.keys.tolist(), vectors.key_groups.tolist(), strict=True):
+        assert vectors.alive[group]
+        rows = slice(int(vectors.starts[group]), int(vectors.ends[group]))
+        out[key] = (vectors.matrix[rows].tobytes(), vectors.spans[rows].tobytes())
+    return out
+
+
+def answers(kb: Knowledge) -> list[Any]:
+    return [
+        (kb.semantic_search(q, limit=6, **f).to_json(), kb.hybrid_search(q, limit=6, **f).to_json())
+        for q in QUERIES
+        for f in FILTERS
+    ]
+
+
+def assert_current(kb: Knowledge, caught_up: bool = True) -> None:
+    """The cached matrix equals a fresh load, was caught up (not loaded) when ``caught_up``,
+    and the process answers as one with nothing cached does (the same index state: opening
+    another process here could change the schema, and the candidates would start afresh)."""
+    before = kb.indexing.recall().matrix._current
+    now = cached(kb)
+    assert contents(now) == contents(fresh(kb))
+    if caught_up:
+        assert before is not None and now.lineage == before.lineage
+    ours = answers(kb)
+    recall = kb.indexing.recall()
+    kept = recall.matrix, recall.candidates
+    recall.matrix, recall.candidates = MatrixCache(), CandidateCache()  # as a new process
+    try:
+        assert ours == answers(kb)
+    finally:
+        recall.matrix, recall.candidates = kept
+
+
+def embed(kb: Knowledge) -> None:
+    kb.indexing.recall().store.embed_all()
+
+
+def test_the_matrix_caught_up_after_every_kind_of_change_equals_a_fresh_load(
+    kb: Knowledge,
+) -> None:
+    embed(kb)
+    answers(kb)  # the matrix and the candidates are loaded once
+    first = cached(kb)
+    assert not first.empty
+    kb.write("p/new.md", page("kiwi bird nest egg storm", scope="s-1"))
+    embed(kb)
+    assert_current(kb)
+    kb.write("p/01.md", page("sqlite row table kiwi", scope="s-1"))  # new content, old dies
+    kb.rename("p/02.md", "q/02.md")  # same content: no vectors change
+    kb.delete("p/03.md")
+    embed(kb)
+    assert_current(kb)
+    assert kb.indexing.recall().store.collect_garbage()  # the old contents' vectors go
+    assert_current(kb)
+    assert cached(kb).dead_rows  # their rows stay, dead
+    # a content stored again with other vectors (another embedder run, say)
+    store = kb.indexing.recall().store
+    etag = str(first.keys[0].decode())
+    with store.index.reader() as conn:
+        spans = conn.execute(
+            "SELECT seq, start, end FROM vec_chunks WHERE etag = ? ORDER BY seq", (etag,)
+        ).fetchall()
+    from kiwifs.index.chunking import Chunk
+
+    chunks = [Chunk(seq, start, end, "") for seq, start, end in spans]
+    other = np.repeat(store.embed_texts(["rain snow weather"]), len(chunks), axis=0)
+    with store.index.transaction() as conn:
+        store._store(conn, [(etag, chunks, other)])
+        path = conn.execute("SELECT path FROM files WHERE etag = ?", (etag,)).fetchone()[0]
+    assert_current(kb)
+    assert kb.semantic_search("rain snow weather", limit=1).results[0].path == path
+    # another process writes and embeds (no watcher of this one sees its rows first)
+    with Knowledge.open(kb.root) as writer:
+        writer.write("p/other.md", page("rain snow weather kiwi", scope="s-1"))
+        writer.delete("p/04.md")
+        writer.semantic_search("rain", limit=1)  # embeds what it queued
+        writer.indexing.recall().store.collect_garbage()
+    assert_current(kb)
+    # every vector thrown away and made again: a new generation, loaded afresh
+    kb.reindex_vectors()
+    assert cached(kb).generation != first.generation
+    assert_current(kb, caught_up=False)
+
+
+def test_too_many_dead_rows_load_afresh(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
+    embed(kb)
+    answers(kb)
+    lineage = cached(kb).lineage
+    monkeypatch.setattr(matrix_module, "DEAD_SHARE", 0.0)
+    kb.write("p/05.md", page("kiwi kiwi bird", scope="s-1"))
+    embed(kb)
+    assert cached(kb).lineage == lineage  # nothing dead yet: the new content is appended
+    kb.indexing.recall().store.collect_garbage()
+    assert cached(kb).lineage != lineage and not cached(kb).dead_rows
+    assert_current(kb, caught_up=False)
