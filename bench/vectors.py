@@ -38,6 +38,7 @@ import numpy as np
 
 from kiwifs import knowledge as knowledge_module
 from kiwifs.index import candidates as candidates_module
+from kiwifs.index import matrix as matrix_module
 from kiwifs.index import recall as recall_module
 from kiwifs.index import search as search_module
 from kiwifs.index import semantic as semantic_module
@@ -137,7 +138,9 @@ def brute_force(root: Path, model: Path, queries: list[tuple[str, str]]) -> list
     return out
 
 
-def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
+def existing(
+    root: Path, queries: int, seed: int, reuse: bool = False, remembers: int = 48, only: str = ""
+) -> None:
     """Hybrid and brief latency on another corpus (``bench/index.py``'s 100k episodes: make a
     hard-link copy first, its config is replaced, never written through), with a random model
     over the corpus's own words, vectors built, queries of one to three of its common words,
@@ -172,17 +175,22 @@ def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
             time.sleep(0.05)
         for text in texts:
             kb.brief(text, path_prefix="episodes/")
+        if only == "remember":
+            after_remember(kb, texts, remembers)
+            kb.stop_watching()
+            return
         calls = {
             "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
             "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
         }
         ties = semantic_module.TIES_BY_RANK
-        modes = {  # search.COLUMNS, recall.CANDIDATES, semantic.TIES_BY_RANK, BRIEF_READ_MANY
-            "final": (True, True, ties, True),
-            "candidates not cached": (True, False, ties, True),
-            "ties by reading paths": (True, True, 10**9, True),
-            "brief reads one by one": (True, True, ties, False),
-            "term columns off": (False, True, ties, True),
+        modes = {  # COLUMNS, CANDIDATES, TIES_BY_RANK, BRIEF_READ_MANY, semantic.EXACT
+            "final": (True, True, ties, True, True),
+            "candidates not cached": (True, False, ties, True, True),
+            "ties by reading paths": (True, True, 10**9, True, True),
+            "brief reads one by one": (True, True, ties, False, True),
+            "term columns off": (False, True, ties, True, True),
+            "no exact re-scoring": (True, True, ties, True, False),
         }
         for name, call in calls.items():
             spent: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -193,12 +201,14 @@ def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
                     search_module.COLUMNS, recall_module.CANDIDATES = switches[:2]
                     semantic_module.TIES_BY_RANK = switches[2]
                     knowledge_module.BRIEF_READ_MANY = switches[3]
+                    semantic_module.EXACT = switches[4]
                     started = time.perf_counter()
                     call(text)
                     spent[mode].append((time.perf_counter() - started) * 1000)
             search_module.COLUMNS, recall_module.CANDIDATES = True, True
             semantic_module.TIES_BY_RANK = ties
             knowledge_module.BRIEF_READ_MANY = True
+            semantic_module.EXACT = True
             print(
                 f"{name}, common words: "
                 + "; ".join(
@@ -207,6 +217,7 @@ def existing(root: Path, queries: int, seed: int, reuse: bool = False) -> None:
                 )
             )
         after_writes(kb, root, texts)
+        after_remember(kb, texts, remembers)
         kb.stop_watching()
 
 
@@ -242,6 +253,55 @@ def after_writes(kb: Knowledge, root: Path, texts: list[str]) -> None:
     shutil.rmtree(folder)
 
 
+def after_remember(kb: Knowledge, texts: list[str], turns: int) -> None:
+    """The first hybrid search or brief after an agent's ``remember``, as in an agent's loop:
+    the episode is written, the server's worker embeds it, then the query is timed. Modes: the
+    in-memory matrix caught up from ``vec_log`` (``matrix.INCREMENTAL``) with the candidates
+    re-matched only where a group died (``candidates.REGROUP``), caught up with every candidate
+    matched again, or the matrix read again whole; hybrid and brief alternate every turn, the
+    modes rotate."""
+    index = kb.indexing._open()
+
+    def log_end() -> int:
+        with index.reader() as conn:
+            return int(conn.execute("SELECT max(seq) FROM vec_log").fetchone()[0] or 0)
+
+    calls = {
+        "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
+        "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
+    }
+    modes = {  # matrix.INCREMENTAL, candidates.REGROUP
+        "caught up": (True, True),
+        "caught up, every candidate matched again": (True, False),
+        "read whole": (False, True),
+    }
+    spent: dict[tuple[str, str], list[float]] = {(c, m): [] for c in calls for m in modes}
+    for turn in range(turns):
+        text = texts[turn % len(texts)]
+        name = list(calls)[turn % 2]
+        mode = list(modes)[(turn // 2 + turn // 6) % 3]  # each call meets each mode in turn
+        start = log_end()
+        kb.remember(f"bench remember {turn}: {text}", scope="bench")
+        deadline = time.monotonic() + 60
+        while log_end() == start and time.monotonic() < deadline:
+            time.sleep(0.005)  # the worker embeds the new episode and logs it
+        matrix_module.INCREMENTAL, candidates_module.REGROUP = modes[mode]
+        started = time.perf_counter()
+        calls[name](text)
+        spent[(name, mode)].append((time.perf_counter() - started) * 1000)
+    matrix_module.INCREMENTAL, candidates_module.REGROUP = True, True
+    for name in calls:
+        print(
+            f"first {name} after a remember: "
+            + "; ".join(
+                f"{mode} ({len(spent[(name, mode)])}): p50"
+                f" {statistics.median(spent[(name, mode)]):.1f} ms,"
+                f" p99 {pct(spent[(name, mode)], 99):.1f} ms"
+                for mode in modes
+            )
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=10_000)
@@ -250,9 +310,11 @@ def main() -> None:
     ap.add_argument("--scoped", type=int, default=50)
     ap.add_argument("--existing", type=Path, help="only hybrid and brief, on this root")
     ap.add_argument("--reuse", action="store_true", help="--existing: keep its built vectors")
+    ap.add_argument("--remembers", type=int, default=48, help="--existing: remember turns")
+    ap.add_argument("--only", choices=["remember"], default="", help="--existing: one measure")
     args = ap.parse_args()
     if args.existing:
-        existing(args.existing, args.queries, args.seed, args.reuse)
+        existing(args.existing, args.queries, args.seed, args.reuse, args.remembers, args.only)
         return
     rng = random.Random(args.seed)
     vocab = words(rng)
