@@ -81,11 +81,6 @@ VARIANTS = {
     "pyyaml": ["--plain-frontmatter"],  # every frontmatter block through PyYAML
     "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
-    "inline": ["--no-text-builder"],  # this process inserts the texts into FTS5 itself
-    "smallhash": ["--fts-hash", "0"],  # the text builder with FTS5's default 1 MiB hash
-    "buffered": ["--buffered-read"],  # files read through a buffered file object
-    "stdjson": ["--std-json"],  # JSON written by the standard library, not orjson
-    "plainparse": ["--buffered-read", "--std-json"],  # both
 }
 
 
@@ -179,20 +174,6 @@ def switches(args: argparse.Namespace) -> None:
         from kiwifs.index import db
 
         db.PAGE_SIZE = args.page_size
-    if args.buffered_read:
-        from kiwifs import paths
-
-        paths.RAW_READ = False
-    if args.std_json:
-        record.FAST_JSON = False
-    if args.no_text_builder:
-        from kiwifs.index import bulk
-
-        bulk.TEXT_BUILDER = False
-    if args.fts_hash is not None:
-        from kiwifs.index import textbuild
-
-        textbuild.HASH_BYTES = args.fts_hash or None
 
 
 def free_port() -> int:
@@ -385,10 +366,6 @@ def main() -> None:
     ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--no-text-builder", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--buffered-read", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--std-json", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--fts-hash", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiwifs.printed_json import RawJSON, compact, dumps
+from kiwifs.printed_json import RawJSON, dumps
 
 # text with lone surrogates too (a file name that is not UTF-8 decodes to them)
 texts = st.text(st.characters(blacklist_categories=()), max_size=8)
@@ -61,27 +60,3 @@ def test_raw_json_is_written_as_the_value_it_holds(
     for _ in range(depth):
         value, raw = {"k": value, "o": other}, {"k": raw, "o": other}
     assert dumps(raw, "surrogatepass") == standard(value)
-
-
-def compact_standard(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-@given(values)
-def test_compact_is_the_text_of_compact_json_dumps(value: object) -> None:
-    """The index's stored JSON: the same text, or the same ValueError for NaN and infinities."""
-    try:
-        expected = compact_standard(value)
-    except ValueError:
-        with pytest.raises(ValueError):
-            compact(value)
-        return
-    assert compact(value) == expected
-
-
-def test_compact_writes_what_orjson_writes_differently_as_json_dumps_does() -> None:
-    for value in [1e-05, [1e-07, 1e16], {"score": 2.5e-06}, {"p": "\udcff.md"}, 2**64, {1: "a"}]:
-        assert compact(value) == compact_standard(value)
-    for value in [float("nan"), {"a": [float("-inf")]}]:
-        with pytest.raises(ValueError):
-            compact(value)

@@ -212,7 +212,6 @@ def open_regular(
 
 
 READ_CHUNK = 1 << 16
-RAW_READ = True  # False: a buffered file object, the benchmark's baseline (bench/index.py)
 
 
 def read_all(fd: int, size: int | None = None) -> bytes:
@@ -223,9 +222,6 @@ def read_all(fd: int, size: int | None = None) -> bytes:
     seen by the next: a buffered file object costs ~20 µs more per small file, which is most
     of reading one.
     """
-    if not RAW_READ:
-        with os.fdopen(fd, "rb") as fh:
-            return fh.read()
     try:
         want = READ_CHUNK if size is None else size + 1
         chunks: list[bytes] = []

@@ -18,7 +18,6 @@ episode's report entry that way, so a large report is printed without an object 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,30 +43,12 @@ def dumps(value: Any, errors: str = "strict") -> bytes:
         return text.encode("utf-8", errors)
 
 
-COMPACT = (",", ":")
-_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=COMPACT)
-
-
-def compact(value: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``.
-
-    The index stores every file's frontmatter and merged-from keys this way (a rebuild writes
-    ~300,000 of them): orjson writes one in a tenth of the standard library's time. Like the
-    standard library, a NaN or an infinity raises :class:`ValueError`.
-    """
-    try:
-        return orjson.dumps(_prepared(value, finite=True)).decode("utf-8")
-    except orjson.JSONEncodeError:
-        return _COMPACT_ENCODER.encode(value)
-
-
 # Values orjson writes exactly as the standard library does.
 _AS_IS = frozenset({str, int, bool, type(None)})
 
 
-def _prepared(value: Any, finite: bool = False) -> Any:
-    """``value`` with floats and :class:`RawJSON` as orjson fragments of their final text
-    (``finite``: a NaN or an infinity raises :class:`ValueError`).
+def _prepared(value: Any) -> Any:
+    """``value`` with floats and :class:`RawJSON` as orjson fragments of their final text.
 
     A dict or list holding only values written alike is passed as it is, so a report's 100,000
     entries cost one look each.
@@ -75,16 +56,14 @@ def _prepared(value: Any, finite: bool = False) -> Any:
     if isinstance(value, dict):
         for item in value.values():
             if type(item) not in _AS_IS:
-                return {key: _prepared(item, finite) for key, item in value.items()}
+                return {key: _prepared(item) for key, item in value.items()}
         return value
     if isinstance(value, (list, tuple)):
         for item in value:
             if type(item) not in _AS_IS:
-                return [_prepared(item, finite) for item in value]
+                return [_prepared(item) for item in value]
         return value
     if isinstance(value, float):
-        if finite and not math.isfinite(value):
-            raise ValueError("Out of range float values are not JSON compliant")
         return orjson.Fragment(json.dumps(value))
     if isinstance(value, RawJSON):
         return orjson.Fragment(value.text)

@@ -30,12 +30,10 @@ from typing import Any
 from kiwifs.forking import fork_is_safe, usable_cpus
 from kiwifs.paths import open_regular, read_all
 
-from . import textbuild
 from .bodies import DICT_SAMPLES, Codec, save_dictionary, train
 from .folders import abs_path
 from .record import error_record, key_to_rel, read_record
 from .rows import COVER_SQL, RowParts, row_parts
-from .textbuild import TextBuilder
 
 Progress = Callable[[int, int], None]
 
@@ -43,10 +41,6 @@ PARALLEL_THRESHOLD = 2000  # files below which forking costs more than it saves
 CHUNK = 500  # files per job handed to a worker
 IN_FLIGHT = 4  # jobs queued per worker: enough to keep it busy, little memory
 LOAD_BATCH = 2000  # rows per executemany
-# The full-text index built by a process of its own (index/textbuild.py); False is the
-# benchmark's baseline: this process inserts the texts itself.
-TEXT_BUILDER = True
-TEXT_BUILDER_FILES = PARALLEL_THRESHOLD  # files below which forking a builder does not pay
 
 INSERT_FILE = (
     "INSERT INTO files (id, key, parent, path, sig, size, mtime_ns, etag, frontmatter,"
@@ -187,44 +181,30 @@ def load(
     total: int,
     progress: Progress | None = None,
     dictionary: bytes | None = None,
-    scratch: str | None = None,
 ) -> None:
     """Fill the empty tables from ``rows`` (texts compressed with ``dictionary``) in one
-    transaction (see the module docstring); with a ``scratch`` path the full-text index is
-    built there by a process of its own (:mod:`index.textbuild`). Call it before ``rows``
-    starts its workers: the builder is forked first, from a process with one thread."""
-    wanted = scratch is not None and TEXT_BUILDER and total >= TEXT_BUILDER_FILES
-    builder: TextBuilder | None = None
+    transaction (see the module docstring)."""
     conn.execute("PRAGMA synchronous = OFF")  # one commit at the end; a crash rebuilds anyway
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # forked holding the write lock: no other rebuild of this index uses the scratch
-            builder = textbuild.start(conn, scratch) if scratch is not None and wanted else None
             save_dictionary(conn, dictionary)
-            _load(conn, rows, total, progress, builder)
-            builder = None
+            _load(conn, rows, total, progress)
         except BaseException:
             conn.rollback()
             raise
         conn.commit()
     finally:
-        if builder is not None:
-            builder.abandon()
         conn.execute("PRAGMA synchronous = NORMAL")
 
 
 def _load(
-    conn: sqlite3.Connection,
-    rows: Iterable[Parts | None],
-    total: int,
-    progress: Progress | None,
-    builder: TextBuilder | None,
+    conn: sqlite3.Connection, rows: Iterable[Parts | None], total: int, progress: Progress | None
 ) -> None:
     deferred = conn.execute(DEFERRED_INDEXES).fetchall()
     for name, _, _ in deferred:
         conn.execute(f'DROP INDEX "{name}"')
-    batch = _Batch(builder)
+    batch = _Batch()
     seen = 0
     for parts in rows:
         seen += 1
@@ -242,28 +222,14 @@ def _load(
     for _, sql, table in deferred:
         if table == "files":
             conn.execute(sql)
-    if builder is not None:
-        _take_texts(conn, builder)
     if progress:
         progress(total, total)
-
-
-def _take_texts(conn: sqlite3.Connection, builder: TextBuilder) -> None:
-    """The builder's table copied in, or the texts indexed here when it failed."""
-    try:
-        if builder.finish():
-            textbuild.copy_into(conn, builder.path)
-        else:
-            textbuild.index_stored_texts(conn)
-    finally:
-        builder.remove()
 
 
 class _Batch:
     """Rows waiting for one ``executemany`` per table."""
 
-    def __init__(self, builder: TextBuilder | None = None) -> None:
-        self.builder = builder
+    def __init__(self) -> None:
         self.next_id = 1
         self.files: list[tuple[object, ...]] = []
         self.idents: list[tuple[str | bytes, int]] = []
@@ -286,6 +252,6 @@ class _Batch:
         conn.executemany(INSERT_FILE, self.files)
         conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", self.idents)
         conn.executemany("INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", self.targets)
-        textbuild.send_all(self.builder, conn, self.texts)
+        conn.executemany("INSERT INTO fts (rowid, body) VALUES (?, ?)", self.texts)
         conn.executemany("INSERT INTO bodies (id, text) VALUES (?, ?)", self.packed)
         self.files, self.idents, self.targets, self.texts, self.packed = [], [], [], [], []

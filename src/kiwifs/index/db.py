@@ -286,7 +286,7 @@ class Index:
         return conn
 
     def _remove_files(self) -> None:
-        for suffix in ("", "-wal", "-shm", "-text"):  # -text: a rebuild's scratch text index
+        for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(str(self.path) + suffix)
 
@@ -475,7 +475,7 @@ class Index:
         root = os.fspath(self.root)
         dictionary = sample_dictionary(root, self.real_root, keys)
         rows = parsed(root, self.real_root, keys, walked.errors, workers, dictionary=dictionary)
-        load(self._writer, rows, len(keys), progress, dictionary, str(self.path) + "-text")
+        load(self._writer, rows, len(keys), progress, dictionary)
         self.generation += 1
         self.rows_generation += 1
 

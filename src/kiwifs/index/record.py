@@ -26,7 +26,6 @@ from kiwifs.markdown import read_frontmatter
 from kiwifs.memory.frontmatter_keys import read_simple_first
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
-from kiwifs.printed_json import COMPACT, compact
 from kiwifs.storage import os_error_text
 from kiwifs.text import valid_unicode
 from kiwifs.versioning import blob_id
@@ -35,9 +34,6 @@ RACY_NS = 2_000_000_000
 # Frontmatter inside the simple subset is read without PyYAML (memory/frontmatter_keys.py): the
 # same mapping, 3-4x faster. False is the benchmark's baseline (bench/index.py).
 SIMPLE_FRONTMATTER = True
-# JSON written by orjson (printed_json.compact: the same text, a tenth of the time); False is
-# the standard library, the benchmark's baseline.
-FAST_JSON = True
 
 
 def path_key(rel: str) -> bytes | None:
@@ -182,17 +178,15 @@ def frontmatter_json(data: dict[Any, Any], simple: bool = False) -> str:
     """The frontmatter as the JSON text ``/meta`` queries. ``simple`` says ``data`` came from
     the subset reader, whose values are JSON already (NaN and infinities aside): the copy that
     :func:`json_safe` makes would be the same, and is most of the cost."""
-    dumps = compact if FAST_JSON else _standard
     if simple:
         try:
-            return dumps(data)
+            return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=_COMPACT)
         except ValueError:
             pass  # NaN or an infinity: json_safe writes its text
-    return dumps(json_safe(data))
+    return json.dumps(json_safe(data), ensure_ascii=False, allow_nan=False, separators=_COMPACT)
 
 
-def _standard(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=COMPACT)
+_COMPACT = (",", ":")  # no spaces: 7 % of the stored JSON, which only SQL and json.loads read
 
 
 def created_time(value: Any) -> float | None:

@@ -17,11 +17,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
-from . import record
 from .bodies import forget, store
 from .record import FileRecord, db_text, parent_key, path_key
 from .report import stored_entry
@@ -145,9 +142,9 @@ def row_parts(record: FileRecord) -> RowParts:
         db_text(f.episode_id),
         db_text(ident) if ident else None,
         f.refs,
-        json_list(f.id_keys),
-        json_list(f.path_keys),
-        json_list(f.warnings) if f.warnings else None,
+        json.dumps(f.id_keys),
+        json.dumps(f.path_keys),
+        json.dumps(f.warnings) if f.warnings else None,
         int(f.unreadable),
         entry,
         record.created,
@@ -155,17 +152,6 @@ def row_parts(record: FileRecord) -> RowParts:
     idents = sorted({db_text(i) for i in cover_idents(f.id_keys)}, key=_sort_text)
     targets = sorted({t for p in f.path_keys if (t := path_key(p)) is not None})
     return values, idents, targets, None if f.unreadable else record.text
-
-
-def json_list(values: tuple[str, ...]) -> str:
-    """A list of texts as JSON (read back with ``json.loads``). orjson writes it unless a text
-    is not valid Unicode (a path that is not UTF-8), which the standard library escapes."""
-    if record.FAST_JSON:
-        try:
-            return orjson.dumps(values).decode("utf-8")
-        except orjson.JSONEncodeError:
-            pass
-    return json.dumps(values)
 
 
 def _sort_text(value: str | bytes) -> bytes:
