@@ -1,5 +1,8 @@
 """Shared fixtures: git isolated from the user's configuration, and roots made of real files.
 
+``root`` and ``kb`` are a fresh versioned root from the blank template and the library opened on
+it; a module whose tests need another layout defines its own ``root`` (pytest takes the nearest).
+
 Keep this file small and generic; helpers that only one test module needs live in that module.
 """
 
@@ -11,10 +14,13 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from kiwifs.knowledge import Knowledge
 
 # In CI the property tests draw the same examples every run (a red build is then reproducible,
 # never a coin toss); locally they explore new ones each time.
@@ -75,6 +81,25 @@ def write_files(root: Path, files: Files) -> Path:
         else:
             target.write_bytes(content.encode("utf-8"))
     return root
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A versioned root laid out by the blank template, as ``kiwifs init --template blank``."""
+    from kiwifs.knowledge import Knowledge
+
+    path = tmp_path / "kb"
+    Knowledge.init(path, "blank")
+    return path
+
+
+@pytest.fixture
+def kb(root: Path) -> Iterator[Knowledge]:
+    """The library opened on ``root``, closed after the test."""
+    from kiwifs.knowledge import Knowledge
+
+    with Knowledge.open(root) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -19,13 +19,6 @@ from kiwifs.pipeline import JOURNAL, STATE_DIR
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
-
-
-@pytest.fixture
 def kb(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Knowledge]:
     monkeypatch.delenv("KIWIFS_COMMIT_PROCESS", raising=False)
     with Knowledge.open(root) as k:

@@ -21,13 +21,6 @@ JOURNAL = Path(".kiwi/state/uncommitted.log")
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
-
-
-@pytest.fixture
 def kb(root: Path) -> Iterator[Knowledge]:
     with Knowledge.open(root) as k:
         k.enable_async_commit(window=30.0, max_paths=1000)  # only flushes commit

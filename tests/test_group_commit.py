@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 import realserver
 from gitrepo import commit_count, git
@@ -32,19 +31,6 @@ from kiwifs.versioning import blob_id
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 HANG_GUARD = 120.0  # seconds: turns a hang (the bug) into a failure; the waits take far less
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
-
-
-@pytest.fixture
-def kb(root: Path) -> Iterator[Knowledge]:
-    with Knowledge.open(root) as k:
-        yield k
 
 
 @contextlib.contextmanager

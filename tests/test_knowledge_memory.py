@@ -25,11 +25,6 @@ def root(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def kb(root: Path) -> Knowledge:
-    return Knowledge.open(root)
-
-
 def write(root: Path, rel: str, data: bytes | str) -> Path:
     target = root / rel
     target.parent.mkdir(parents=True, exist_ok=True)

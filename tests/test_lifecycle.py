@@ -35,19 +35,6 @@ from kiwifs.versioning import blob_id
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
-
-
-@pytest.fixture
-def kb(root: Path) -> Knowledge:
-    with Knowledge.open(root) as opened:
-        yield opened
-
-
 def fm_of(kb: Knowledge, path: str) -> dict[str, Any]:
     return kb.frontmatter(path)
 

@@ -28,18 +28,6 @@ from kiwifs.memory.lifecycle import episode_path, new_episode, rfc3339
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
-
-
-@pytest.fixture
-def kb(root: Path) -> Knowledge:
-    return Knowledge.open(root)
-
-
 def write(root: Path, rel: str, text: str) -> None:
     target = root / rel
     target.parent.mkdir(parents=True, exist_ok=True)
