@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from .config import env_switch
 from .errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ _LENGTH = struct.Struct(">I")
 
 def enabled() -> bool:
     """``KIWIFS_COMMIT_PROCESS=0`` keeps commits in the server's process (the benchmark's A/B)."""
-    return os.environ.get("KIWIFS_COMMIT_PROCESS", "1").strip() not in ("0", "false", "no", "off")
+    return env_switch("KIWIFS_COMMIT_PROCESS")
 
 
 def _send(stream: IO[bytes], value: object) -> None:

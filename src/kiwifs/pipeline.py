@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 from . import bulklog
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
+from .config import env_choice, env_switch
 from .errors import Conflict, KiwiError, NotFound, StorageError, UsageError
 from .events import Event, EventBus
 from .markdown import refuse_alias_bomb
@@ -102,12 +103,7 @@ def parse_if_match(value: str | None) -> list[str] | None:
 
 def group_commit_enabled() -> bool:
     """Whether synchronous writes share commits (``KIWIFS_GROUP_COMMIT=0`` turns it off)."""
-    return os.environ.get("KIWIFS_GROUP_COMMIT", "1").strip() not in ("0", "false", "no", "off")
-
-
-def strict_fsync() -> bool:
-    """``KIWIFS_FSYNC=strict``: fsync journal, file and folder under the lock (the A side)."""
-    return os.environ.get("KIWIFS_FSYNC", "").strip() == "strict"
+    return env_switch("KIWIFS_GROUP_COMMIT")
 
 
 class Pipeline:
@@ -127,8 +123,11 @@ class Pipeline:
         self._write_lock = WriteLock(
             self.root, self.state, self._pending, self._drain, self._on_release
         )
-        self._strict = strict_fsync()
-        self._serial = os.environ.get("KIWIFS_FSYNC", "").strip() == "serial"
+        # KIWIFS_FSYNC=strict: journal, file and folder fsynced under the lock; =serial: after
+        # it, the folder after the file, each write its own (the benchmark's A/B switches)
+        fsync = env_choice("KIWIFS_FSYNC")
+        self._strict = fsync == "strict"
+        self._serial = fsync == "serial"
         self._local = threading.local()  # per thread: locked() depth, announced to committer
 
     # -- locking and journal ----------------------------------------------------------------
