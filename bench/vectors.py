@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from kiwifs import knowledge as knowledge_module
+from kiwifs import storage as storage_module
 from kiwifs.index import candidates as candidates_module
 from kiwifs.index import matrix as matrix_module
 from kiwifs.index import recall as recall_module
@@ -184,7 +185,7 @@ def existing(
             "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
         }
         ties = semantic_module.TIES_BY_RANK
-        modes = {  # COLUMNS, CANDIDATES, TIES_BY_RANK, BRIEF_READ_MANY, semantic.EXACT
+        modes = {  # COLUMNS, CANDIDATES, TIES_BY_RANK, storage.READ_MANY, semantic.EXACT
             "final": (True, True, ties, True, True),
             "candidates not cached": (True, False, ties, True, True),
             "ties by reading paths": (True, True, 10**9, True, True),
@@ -200,14 +201,14 @@ def existing(
                     switches = modes[mode]
                     search_module.COLUMNS, recall_module.CANDIDATES = switches[:2]
                     semantic_module.TIES_BY_RANK = switches[2]
-                    knowledge_module.BRIEF_READ_MANY = switches[3]
+                    storage_module.READ_MANY = switches[3]
                     semantic_module.EXACT = switches[4]
                     started = time.perf_counter()
                     call(text)
                     spent[mode].append((time.perf_counter() - started) * 1000)
             search_module.COLUMNS, recall_module.CANDIDATES = True, True
             semantic_module.TIES_BY_RANK = ties
-            knowledge_module.BRIEF_READ_MANY = True
+            storage_module.READ_MANY = True
             semantic_module.EXACT = True
             print(
                 f"{name}, common words: "

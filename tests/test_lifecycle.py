@@ -313,14 +313,14 @@ def test_a_brief_reads_its_pages_at_once_as_one_by_one(
 ) -> None:
     """``Storage.read_many`` (the default) and one read per page give the same brief (the
     refusals of ``read_many`` are tested with the storage)."""
-    from kiwifs import knowledge
+    from kiwifs import storage
 
     for i in range(30):
         kb.write(f"notes/n{i:02}.md", "otter " * (i % 7 + 1) + "word " * (i * 9))
     kb.write("notes/tiny.md", "otter")
     briefs = []
     for read_many in (True, False):
-        monkeypatch.setattr(knowledge, "BRIEF_READ_MANY", read_many)
+        monkeypatch.setattr(storage, "READ_MANY", read_many)
         briefs.append(kb.brief("otter", budget_tokens=300, max_pages=8).to_json())
     assert briefs[0] == briefs[1]
     assert len(briefs[0]["pages"]) == 8 and briefs[0]["left_out"]

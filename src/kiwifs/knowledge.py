@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import Conflict, InvalidPath, KiwiError, Locked, NotFound, RootNotFound, UsageError
+from .errors import Conflict, InvalidPath, Locked, NotFound, RootNotFound, UsageError
 from .events import CHECK_STORED, Event, EventBus
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
 from .index.checkcache import CheckKeeper
@@ -140,7 +140,6 @@ class StatusResult:
 
 
 BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
-BRIEF_READ_MANY = True  # the benchmark's A/B switch: the pages read by Storage.read_many
 
 
 def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:
@@ -490,12 +489,9 @@ class Knowledge:
             raise UsageError("query is required")
         where = _recall_filter(scope, path_prefix, None, include_superseded)
         ranked = self._brief_ranking(query, pages + EXTRA_CANDIDATES, where)
-        if BRIEF_READ_MANY:
-            texts = self.storage.read_many(hit.path for hit in ranked)
-            found = [(h, data) for h, data in zip(ranked, texts, strict=True) if data is not None]
-            candidates = [_candidate(hit, data) for hit, data in found]
-        else:
-            candidates = [c for hit in ranked if (c := self._candidate(hit)) is not None]
+        texts = self.storage.read_many(hit.path for hit in ranked)
+        found = [(h, data) for h, data in zip(ranked, texts, strict=True) if data is not None]
+        candidates = [_candidate(hit, data) for hit, data in found]
         return pack(query, candidates, budget, pages)
 
     def _brief_ranking(
@@ -507,15 +503,6 @@ class Knowledge:
         if self.config.search.vector.enabled:
             return self.indexing.hybrid(query, limit, 0, where, snippets=snippets).results
         return self.indexing.search(query, limit, 0, None, where, snippets=snippets).results
-
-    def _candidate(self, hit: SearchHit | HybridHit) -> Candidate | None:
-        """A ranked page read whole (its ETag is of the text packed); one that is gone or can no
-        longer be read (deleted, replaced by a link) since the index saw it is skipped."""
-        try:
-            data = self.storage.read(hit.path)
-        except KiwiError:
-            return None
-        return _candidate(hit, data)
 
     def semantic_search(
         self,

@@ -45,6 +45,7 @@ from .paths import (
 MARKDOWN_SUFFIX = ".md"
 # the name of every temporary file an atomic write makes (hidden, so no walk ever lists it)
 TEMP_PREFIX = ".kiwi-write-"
+READ_MANY = True  # the benchmark's A/B switch: False makes read_many one read() per file
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _temp_ids = itertools.count()
 _PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
@@ -267,8 +268,9 @@ class Storage:
         skips those. The root is resolved once, and each file is checked on the descriptor it
         was opened as (the check :meth:`read` also makes, after resolving the path's symlinks
         first: three resolutions per file were most of a brief's reading time). Where the OS
-        cannot say where a descriptor is, every file goes through :meth:`read`."""
-        if not FD_PATH_KNOWN:
+        cannot say where a descriptor is (or with :data:`READ_MANY` off, the benchmark's A/B
+        switch), every file goes through :meth:`read`."""
+        if not (READ_MANY and FD_PATH_KNOWN):
             return [self._read_or_none(rel) for rel in rels]
         real_root = self.real_root()
         found: list[bytes | None] = []
