@@ -30,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import changelog
 from .embedders import _numpy
 from .filters import RecallFilter
 from .matrix import ETAG_CHARS
@@ -173,7 +174,7 @@ class CandidateCache:
         if recall.modified_after_ns is not None:
             return candidates(conn, vectors, recall)
         schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
-        last = int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
+        last = changelog.last(conn, "fts_log")
         with self._lock:
             entry = self._entries.get(recall)
         if entry is None or entry.schema != schema or entry.seq > last:
@@ -211,13 +212,10 @@ class CandidateCache:
     ) -> _Entry:
         """The entry with the files the log names since its position read again."""
         np = _numpy()
-        first = conn.execute("SELECT min(seq) FROM fts_log").fetchone()[0]
-        if not CATCH_UP or first is None or int(first) > entry.seq + 1:
-            return self._fresh(conn, vectors, recall, entry.schema, last)  # the log was cut
-        sql = "SELECT DISTINCT doc FROM fts_log WHERE seq > ? LIMIT ?"
-        changed = [int(d) for (d,) in conn.execute(sql, (entry.seq, CATCH_UP_MAX + 1))]
-        if len(changed) > CATCH_UP_MAX:
+        logged = changelog.since(conn, "fts_log", "doc", entry.seq, CATCH_UP_MAX)
+        if not CATCH_UP or logged is None:  # off, the log cut, or too much to catch up
             return self._fresh(conn, vectors, recall, entry.schema, last)
+        changed = [int(d) for d in logged]
         kept = ~np.isin(entry.ids, np.array(changed, dtype=np.int64))
         new_ids, new_etags = passing(conn, recall, changed)
         ids = np.concatenate([entry.ids[kept], new_ids])

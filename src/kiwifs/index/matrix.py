@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import Unavailable
 
+from . import changelog
 from .embedders import _numpy
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class MatrixCache:
     def get(self, conn: sqlite3.Connection) -> VectorMatrix:
         meta = dict(conn.execute("SELECT key, value FROM vec_meta WHERE key = 'generation'"))
         generation = meta.get("generation", "")
-        last = int(conn.execute("SELECT max(seq) FROM vec_log").fetchone()[0] or 0)
+        last = changelog.last(conn, "vec_log")
         with self._lock:
             current = self._current
             if current is None or current.generation != generation:
@@ -159,13 +160,10 @@ def load(conn: sqlite3.Connection, generation: str, seq: int) -> VectorMatrix:
 def catch_up(conn: sqlite3.Connection, current: VectorMatrix, last: int) -> VectorMatrix | None:
     """``current`` with the contents the log names after its position read again; ``None``
     when a full load is due (log cut, too many changes, too many dead rows)."""
-    first = conn.execute("SELECT min(seq) FROM vec_log").fetchone()[0]
-    if first is None or int(first) > current.seq + 1:
+    logged = changelog.since(conn, "vec_log", "etag", current.seq, CATCH_UP_MAX)
+    if logged is None:
         return None
-    sql = "SELECT DISTINCT etag FROM vec_log WHERE seq > ? LIMIT ?"
-    changed = sorted({e for (e,) in conn.execute(sql, (current.seq, CATCH_UP_MAX + 1))})
-    if len(changed) > CATCH_UP_MAX:
-        return None
+    changed = sorted(logged)
     rows = _rows_of(conn, changed)
     return _patched(current, changed, rows, last)
 

@@ -21,7 +21,7 @@ Words in fewer than :data:`MIN_DF` documents get no column (FTS5 ranks them in ~
 reads, in one snapshot, the log past the last entry the columns have seen, and recounts those
 documents (their stored text, FTS5's tokenizer, FTS5's stored lengths). The columns are thrown
 away and remade when they cannot be caught up: the log was cut past them (it keeps
-``bodies.LOG_KEEP`` entries), the schema changed (a rebuild), or the totals disagree with
+``changelog.KEEP`` entries), the schema changed (a rebuild), or the totals disagree with
 FTS5's (text indexed by a path that does not log, such as the bulk load into an empty index).
 
 **Phrases and prefixes.** A query of FTS5 syntax that is only AND-ed phrases (``"a b"``,
@@ -44,7 +44,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from . import bm25
+from . import bm25, changelog
 from .bodies import texts
 
 if TYPE_CHECKING:
@@ -122,20 +122,16 @@ class TermColumns:
 
     def _current(self, np: Any, conn: sqlite3.Connection, nrows: int, ntokens: int) -> bool:
         schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
-        # two statements: SQLite reads min() or max() alone from the key, both at once by a scan
-        first = conn.execute("SELECT min(seq) FROM fts_log").fetchone()[0]
-        last = int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
+        last = changelog.last(conn, "fts_log")
         epoch = self._epoch
-        if epoch is None or epoch[0] != schema or epoch[1] > last or epoch[1] < (first or 1) - 1:
+        if epoch is None or epoch[0] != schema or epoch[1] > last:
             self._reload(np, conn)
         elif epoch[1] < last:
-            changed = [
-                int(d)
-                for (d,) in conn.execute(
-                    "SELECT DISTINCT doc FROM fts_log WHERE seq > ?", (epoch[1],)
-                )
-            ]
-            self._recount(np, conn, changed)
+            logged = changelog.since(conn, "fts_log", "doc", epoch[1])
+            if logged is None:
+                self._reload(np, conn)  # the log was cut past our position: start afresh
+            else:
+                self._recount(np, conn, [int(d) for d in logged])
         self._epoch = (schema, last)
         if not self._agrees(nrows, ntokens):
             self._reload(np, conn)  # text indexed without the log: start afresh

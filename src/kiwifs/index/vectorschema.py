@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from . import changelog
+
 VECTOR_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec_chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -110,14 +112,9 @@ QUEUE_MISSING = (
 NEW_GENERATION = (
     "INSERT OR REPLACE INTO vec_meta (key, value) VALUES ('generation', lower(hex(randomblob(8))))"
 )
-LOG_KEEP = 50_000  # entries of ``vec_log`` kept (a reader behind the oldest loads afresh)
 
 
 def log_changed(conn: sqlite3.Connection, etags: list[str]) -> None:
     """Note in ``vec_log`` that these contents' vectors were stored or removed, in the caller's
     write transaction: every process's in-memory matrix catches up from it (:mod:`index.matrix`)."""
-    seq = 0
-    for etag in etags:
-        seq = conn.execute("INSERT INTO vec_log (etag) VALUES (?)", (etag,)).lastrowid or 0
-    if seq > LOG_KEEP and (seq // 1000) != ((seq - len(etags)) // 1000):
-        conn.execute("DELETE FROM vec_log WHERE seq <= ?", (seq - LOG_KEEP,))
+    changelog.append(conn, "vec_log", "etag", etags)
