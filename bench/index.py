@@ -82,6 +82,7 @@ VARIANTS = {
     "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
     "ftshash1m": ["--fts-default-hash"],  # FTS5's default 1 MiB hash during the load
+    "triggers": ["--keep-triggers"],  # the idle embedding-queue triggers kept during the load
 }
 
 
@@ -175,6 +176,10 @@ def switches(args: argparse.Namespace) -> None:
         from kiwifs.index import bulk
 
         bulk.FTS_HASH_BYTES = None
+    if args.keep_triggers:
+        from kiwifs.index import bulk
+
+        bulk.DROP_IDLE_TRIGGERS = False
     if args.page_size:
         from kiwifs.index import db
 
@@ -372,6 +377,7 @@ def main() -> None:
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--fts-default-hash", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--keep-triggers", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:
