@@ -81,9 +81,6 @@ VARIANTS = {
     "pyyaml": ["--plain-frontmatter"],  # every frontmatter block through PyYAML
     "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
-    "ftshash1m": ["--fts-default-hash"],  # FTS5's default 1 MiB hash during the load
-    "triggers": ["--keep-triggers"],  # the idle embedding-queue triggers kept during the load
-    "coverall": ["--cover-every-row"],  # the coverage UPDATE rewriting every row
 }
 
 
@@ -173,18 +170,6 @@ def switches(args: argparse.Namespace) -> None:
         from kiwifs.index import bodies
 
         bodies.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
-    if args.fts_default_hash:
-        from kiwifs.index import bulk
-
-        bulk.FTS_HASH_BYTES = None
-    if args.keep_triggers:
-        from kiwifs.index import bulk
-
-        bulk.DROP_IDLE_TRIGGERS = False
-    if args.cover_every_row:
-        from kiwifs.index import bulk
-
-        bulk.COVER_ONLY_CITED = False
     if args.page_size:
         from kiwifs.index import db
 
@@ -381,9 +366,6 @@ def main() -> None:
     ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--fts-default-hash", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--keep-triggers", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--cover-every-row", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:

@@ -490,22 +490,6 @@ def test_typing_screen_flags_everything_the_exact_check_rejects(value: str) -> N
             frontmatter_keys._check_typing(source)  # must not raise
 
 
-def test_remembered_values_read_the_same_and_are_never_shared() -> None:
-    """The reader remembers each short value text it has read: a second file with the same
-    values reads exactly as PyYAML reads it, and a flow list is a new list every time."""
-    text = b"tags: [a, y, 'x']   \nn: 2.5  \nbad: [a,]\nl:\n  - k: [b, c]  \n"
-    for _ in range(3):
-        assert frontmatter_keys.simple_frontmatter(text) is None  # ``[a,]``: outside the subset
-    good = text.replace(b"bad: [a,]\n", b"")
-    first = frontmatter_keys.simple_frontmatter(good)
-    assert first is not None
-    first["tags"].append("changed")
-    first["l"][0]["k"].clear()
-    again = frontmatter_keys.simple_frontmatter(good)
-    assert again == {"tags": ["a", "y", "x"], "n": 2.5, "l": [{"k": ["b", "c"]}]}
-    assert repr(again) == repr(parse_yaml(good).data)
-
-
 def test_nan_id_is_its_string() -> None:
     fast = assert_fast_agrees(b"episode_id: .nan\n")
     assert fast is not None and math.isnan(fast["episode_id"])

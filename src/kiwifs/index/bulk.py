@@ -24,7 +24,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -34,8 +33,7 @@ from kiwifs.paths import open_regular, read_all
 from .bodies import DICT_SAMPLES, Codec, save_dictionary, train
 from .folders import abs_path
 from .record import error_record, key_to_rel, read_record
-from .rows import COVER_LOADED_SQL, COVER_SQL, RowParts, row_parts
-from .vectorschema import QUEUE_TRIGGERS, VECTORS_ENABLED
+from .rows import COVER_SQL, RowParts, row_parts
 
 Progress = Callable[[int, int], None]
 
@@ -43,15 +41,6 @@ PARALLEL_THRESHOLD = 2000  # files below which forking costs more than it saves
 CHUNK = 500  # files per job handed to a worker
 IN_FLIGHT = 4  # jobs queued per worker: enough to keep it busy, little memory
 LOAD_BATCH = 2000  # rows per executemany
-# FTS5 keeps the terms of the rows inserted since its last flush in a hash and writes them out as
-# a new segment when the hash holds this many bytes; every segment is merged again later. With
-# FTS5's default (1 MiB: a segment every ~400 texts) the load spends a sixth of its text-index
-# time merging; with a large hash it writes a few big segments. Only the rebuild's connection
-# uses it, for the load's transaction (``None``: FTS5's default).
-FTS_HASH_BYTES: int | None = 64 << 20
-FTS_DEFAULT_HASH_BYTES = 1 << 20  # FTS5's own value, set back once the load is done
-DROP_IDLE_TRIGGERS = True  # False: the benchmark's baseline (see _idle_triggers_dropped)
-COVER_ONLY_CITED = True  # False: the benchmark's baseline (rows.COVER_LOADED_SQL)
 
 INSERT_FILE = (
     "INSERT INTO files (id, key, parent, path, sig, size, mtime_ns, etag, frontmatter,"
@@ -200,8 +189,7 @@ def load(
         conn.execute("BEGIN IMMEDIATE")
         try:
             save_dictionary(conn, dictionary)
-            with _fts_hash(conn):
-                _load(conn, rows, total, progress)
+            _load(conn, rows, total, progress)
         except BaseException:
             conn.rollback()
             raise
@@ -210,66 +198,12 @@ def load(
         conn.execute("PRAGMA synchronous = NORMAL")
 
 
-@contextmanager
-def _fts_hash(conn: sqlite3.Connection) -> Iterator[None]:
-    """:data:`FTS_HASH_BYTES` as FTS5's hash size inside the load's transaction. Setting it is
-    an FTS5 command that stores the value in ``fts_config``; afterwards the default is set the
-    same way (so every connection reloads it) and the stored row removed, leaving the table's
-    configuration as the schema made it."""
-    if FTS_HASH_BYTES is None:
-        yield
-        return
-    command = "INSERT INTO fts (fts, rank) VALUES ('hashsize', ?)"
-    conn.execute(command, (FTS_HASH_BYTES,))
-    yield
-    conn.execute(command, (FTS_DEFAULT_HASH_BYTES,))
-    conn.execute("DELETE FROM fts_config WHERE k = 'hashsize'")
-
-
 def _load(
     conn: sqlite3.Connection, rows: Iterable[Parts | None], total: int, progress: Progress | None
 ) -> None:
     deferred = conn.execute(DEFERRED_INDEXES).fetchall()
     for name, _, _ in deferred:
         conn.execute(f'DROP INDEX "{name}"')
-    with _idle_triggers_dropped(conn):
-        _fill(conn, rows, total, progress)
-    if COVER_ONLY_CITED:
-        for _, sql, _ in deferred:  # the coverage UPDATE finds its rows through them
-            conn.execute(sql)
-        conn.execute(COVER_LOADED_SQL)
-    else:
-        for _, sql, table in deferred:  # the cover lookups first: the coverage UPDATE uses them
-            if table != "files":
-                conn.execute(sql)
-        conn.execute(COVER_SQL)
-        for _, sql, table in deferred:
-            if table == "files":
-                conn.execute(sql)
-    if progress:
-        progress(total, total)
-
-
-@contextmanager
-def _idle_triggers_dropped(conn: sqlite3.Connection) -> Iterator[None]:
-    """Without vectors, the embedding queue's triggers do nothing but test their condition
-    for every row (a fifth of the file rows' insert): dropped for the load, made again from
-    their own stored definition after it, in the same transaction."""
-    idle: list[tuple[str, str]] = []
-    if DROP_IDLE_TRIGGERS and conn.execute(VECTORS_ENABLED).fetchone() is None:
-        marks = ",".join("?" * len(QUEUE_TRIGGERS))
-        sql = f"SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN ({marks})"
-        idle = conn.execute(sql, QUEUE_TRIGGERS).fetchall()
-    for name, _ in idle:
-        conn.execute(f'DROP TRIGGER "{name}"')
-    yield
-    for _, sql in idle:
-        conn.execute(sql)
-
-
-def _fill(
-    conn: sqlite3.Connection, rows: Iterable[Parts | None], total: int, progress: Progress | None
-) -> None:
     batch = _Batch()
     seen = 0
     for parts in rows:
@@ -281,6 +215,15 @@ def _fill(
             if progress:
                 progress(seen, total)
     batch.flush(conn)
+    for _, sql, table in deferred:  # the cover lookups first: the coverage UPDATE uses them
+        if table != "files":
+            conn.execute(sql)
+    conn.execute(COVER_SQL)
+    for _, sql, table in deferred:
+        if table == "files":
+            conn.execute(sql)
+    if progress:
+        progress(total, total)
 
 
 class _Batch:

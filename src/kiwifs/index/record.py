@@ -78,8 +78,6 @@ def error_sig(error: str) -> int:
 
 def db_text(value: str) -> str | bytes:
     """``value`` as SQLite can store it: TEXT, or UTF-8 with surrogates as a BLOB."""
-    if value.isascii():  # most values: no encoding needed to know
-        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

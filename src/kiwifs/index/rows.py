@@ -31,16 +31,6 @@ COVER_SQL = (
     "(SELECT 1 FROM cover_paths p WHERE p.target = files.key))"
 )
 
-# The same, for a table just filled in bulk (every ``covered`` still 0): only the rows that some
-# merged-from cites are written, found from the cover tables through the key and eid indexes,
-# instead of every row rewritten (~0.5 s at 100k, while the rest of the machine waits). CROSS
-# JOIN keeps the cover table outermost (the planner, without statistics, would scan files).
-COVER_LOADED_SQL = (
-    "UPDATE files SET covered = 1 WHERE id IN ("
-    "SELECT f.id FROM cover_ids c CROSS JOIN files f ON f.eid = c.ident"
-    " UNION SELECT f.id FROM cover_paths p CROSS JOIN files f ON f.key = p.target)"
-)
-
 NEVER, ALWAYS, BY_PREFIX = 0, 1, 2
 
 

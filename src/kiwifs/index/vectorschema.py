@@ -84,9 +84,6 @@ VECTOR_FILE_INDEXES = {
     " ON files(scope, superseded, unreadable, etag, id, path) WHERE scope IS NOT NULL",
 }
 VECTORS_ENABLED = "SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1'"
-# The triggers above, which do nothing while vectors are off (their WHEN is false for every row)
-# but still cost their test per row written: a bulk load without vectors drops them meanwhile.
-QUEUE_TRIGGERS = ("vec_queue_on_insert", "vec_queue_on_update")
 
 
 def add_vector_indexes(conn: sqlite3.Connection) -> None:

@@ -124,25 +124,25 @@ _TYPING_SCREEN = re.compile(
     rf"(?=[{re.escape(''.join(sorted(c for c in _IMPLICIT if c and not c.isalpha())))}])"
     rf"(?:{_resolver_bodies(lambda tag: tag not in _CANNOT_FAIL)})[ ]*\n)"
 )
-# The value groups below take the rest of the line, trailing spaces included: the reader strips
-# them (:func:`_rest`). A lazy group followed by ``[ ]*`` (the same answer) costs the engine a
-# backtracking step per character, about half of the whole-frontmatter reader's regex time.
-_REST = r"([^\n]*+)"
 _RELEVANT_LINE = re.compile(
-    r"\n(" + "|".join(re.escape(k) for k in sorted(RELEVANT_KEYS)) + rf"):(?:[ ]+{_REST})?(?=\n)"
+    r"\n("
+    + "|".join(re.escape(k) for k in sorted(RELEVANT_KEYS))
+    + r"):(?:[ ]+([^\n]*?))?[ ]*(?=\n)"
 )
 _NEXT_TOP = re.compile(r"\n[A-Za-z_]")
 # Every top-level ``key: value`` or ``key:`` line, and every item start or entry in a block
 # (the whole-frontmatter reader, :func:`simple_frontmatter`).
-_TOP_LINE = re.compile(rf"\n([A-Za-z_][A-Za-z0-9_.\-]{{0,127}}):(?:[ ]+{_REST})?(?=\n)")
+_TOP_LINE = re.compile(r"\n([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?:[ ]+([^\n]*?))?[ ]*(?=\n)")
 _ANY_ITEM_OR_ENTRY = re.compile(
-    rf"\n[ ]*(?:-(?:[ ]+{_REST})?|([A-Za-z_][A-Za-z0-9_.\-]{{0,127}}):(?:[ ]+{_REST})?)(?=\n)"
+    r"\n[ ]*(?:-(?:[ ]+([^\n]*?))?|([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?:[ ]+([^\n]*?))?)[ ]*(?=\n)"
 )
 # In a proven block: the first line that is not blank or a comment, then item starts and the
 # entries a merged-from item is read for.
 _FIRST_CONTENT = re.compile(r"(?:\n[ ]*(?:\#[^\n]*)?(?=\n))*\n[ ]*([^ \n\#])")
 _ITEM_OR_ENTRY = re.compile(
-    rf"\n[ ]*(?:-(?:[ ]+{_REST})?|(" + "|".join(sorted(ENTRY_KEYS)) + rf"):(?:[ ]+{_REST})?)(?=\n)"
+    r"\n[ ]*(?:-(?:[ ]+([^\n]*?))?|("
+    + "|".join(sorted(ENTRY_KEYS))
+    + r"):(?:[ ]+([^\n]*?))?)[ ]*(?=\n)"
 )
 
 # Reading values.
@@ -201,7 +201,7 @@ def simple_frontmatter(text: bytes) -> dict[str, Any] | None:
     try:
         out: dict[str, Any] = {}
         for match in _TOP_LINE.finditer(source):
-            key, rest = match.group(1), _rest(match.group(2))
+            key, rest = match.groups()
             _check_key(key)
             out[key] = _inline_value(rest) if rest else _block_after(source, match.end() + 1, True)
         return out
@@ -259,7 +259,7 @@ def _relevant(source: str) -> dict[str, Any]:
     """The values of the relevant top-level keys (a later duplicate wins, as in PyYAML)."""
     out: dict[str, Any] = {}
     for match in _RELEVANT_LINE.finditer(source):
-        rest = _rest(match.group(2))
+        rest = match.group(2)
         if rest:
             out[match.group(1)] = _inline_value(rest)
         else:
@@ -284,7 +284,7 @@ def _block_after(source: str, start: int, every_key: bool = False) -> Any:
     if first.group(1) != "-":
         mapping: dict[str, Any] = {}
         for match in lines.finditer(block):
-            key, rest = match.group(2), _rest(match.group(3))
+            _, key, rest = match.groups()
             if key is None:
                 raise _Unproven  # a dash in a mapping: not what the grammar accepts
             if every_key:
@@ -294,7 +294,7 @@ def _block_after(source: str, start: int, every_key: bool = False) -> Any:
     items: list[Any] = []
     current: dict[str, Any] | None = None
     for match in lines.finditer(block):
-        content, key, rest = _rest(match.group(1)), match.group(2), _rest(match.group(3))
+        content, key, rest = match.groups()
         if key is None:  # a dash line: a new item
             current = None
             entry = _KEY_LINE.match(content) if content else None
@@ -314,11 +314,6 @@ def _block_after(source: str, start: int, every_key: bool = False) -> Any:
     return items
 
 
-def _rest(value: str | None) -> str | None:
-    """A value group of the line patterns without its trailing spaces (``""`` stays empty)."""
-    return value.rstrip(" ") if value else value
-
-
 _KEY_IS_STR: dict[str, bool] = {}
 
 
@@ -332,36 +327,8 @@ def _check_key(key: str) -> None:
         raise _Unproven
 
 
-_MEMO_LIMIT = 1 << 16  # values remembered (the first ones met; common values come early)
-_MEMO_TEXT = 80  # longest value text remembered: the recurring ones are short
-_MEMO: dict[str, Any] = {}
-_REFUSED = object()  # a memo entry: the value is outside the subset
-
-
 def _inline_value(text: str) -> Any:
-    """A value written on the rest of the line: quoted, a one-line flow list, or plain.
-
-    The answer depends on ``text`` alone, and the same few values (kinds, statuses, tag
-    lists, actors) recur in most files of a root: each distinct text is read once. A flow
-    list is remembered as a tuple and handed out as a new list, never shared.
-    """
-    known = _MEMO.get(text, _MEMO)
-    if known is not _MEMO:
-        if known is _REFUSED:
-            raise _Unproven
-        return list(known) if type(known) is tuple else known
-    try:
-        value = _read_inline(text)
-    except _Unproven:
-        if len(_MEMO) < _MEMO_LIMIT and len(text) <= _MEMO_TEXT:
-            _MEMO[text] = _REFUSED
-        raise
-    if len(_MEMO) < _MEMO_LIMIT and len(text) <= _MEMO_TEXT:
-        _MEMO[text] = tuple(value) if type(value) is list else value
-    return value
-
-
-def _read_inline(text: str) -> Any:
+    """A value written on the rest of the line: quoted, a one-line flow list, or plain."""
     first = text[0]
     if first == '"' or first == "'":
         return _quoted(text)
