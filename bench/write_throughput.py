@@ -62,20 +62,23 @@ from urllib.parse import urlencode
 
 import httpx
 
-MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
-    "per-write": ("--sync-commit", "0", "strict", "2", "1"),
-    "group": ("--sync-commit", "1", "", "2", "1"),
-    "async-strict": ("--async-commit", "1", "strict", "2", "1"),
-    "async": ("--async-commit", "1", "", "2", "1"),
-    "group-strict": ("--sync-commit", "1", "strict", "2", "1"),
-    "per-write-late": ("--sync-commit", "0", "", "2", "1"),
-    "group-nowait": ("--sync-commit", "1", "", "0", "1"),
-    "group-inproc": ("--sync-commit", "1", "", "2", "0"),
-    "async-inproc": ("--async-commit", "1", "", "2", "0"),
-    "group-serial": ("--sync-commit", "1", "serial", "2", "1"),
-    "async-serial": ("--async-commit", "1", "serial", "2", "1"),
-    "group-main": ("--sync-commit", "1", "serial", "2", "0"),
-    "async-main": ("--async-commit", "1", "serial", "2", "0"),
+MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS,
+    # INDEX_OUTSIDE_LOCK) (KIWIFS_*)
+    "per-write": ("--sync-commit", "0", "strict", "2", "1", "1"),
+    "group": ("--sync-commit", "1", "", "2", "1", "1"),
+    "async-strict": ("--async-commit", "1", "strict", "2", "1", "1"),
+    "async": ("--async-commit", "1", "", "2", "1", "1"),
+    "group-strict": ("--sync-commit", "1", "strict", "2", "1", "1"),
+    "per-write-late": ("--sync-commit", "0", "", "2", "1", "1"),
+    "group-nowait": ("--sync-commit", "1", "", "0", "1", "1"),
+    "group-inproc": ("--sync-commit", "1", "", "2", "0", "1"),
+    "async-inproc": ("--async-commit", "1", "", "2", "0", "1"),
+    "group-serial": ("--sync-commit", "1", "serial", "2", "1", "1"),
+    "async-serial": ("--async-commit", "1", "serial", "2", "1", "1"),
+    "group-main": ("--sync-commit", "1", "serial", "2", "0", "0"),
+    "async-main": ("--async-commit", "1", "serial", "2", "0", "0"),
+    "group-indexlocked": ("--sync-commit", "1", "", "2", "1", "0"),
+    "async-indexlocked": ("--async-commit", "1", "", "2", "1", "0"),
 }
 DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}
@@ -355,9 +358,9 @@ def run_mode(
     gitconfig = tmp / "gitconfig"
     gitconfig.write_text("")
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    flag, group, fsync, wait, process = MODES[mode]
+    flag, group, fsync, wait, process, index = MODES[mode]
     env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
-    env.update(KIWIFS_COMMIT_PROCESS=process)
+    env.update(KIWIFS_COMMIT_PROCESS=process, KIWIFS_INDEX_OUTSIDE_LOCK=index)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     subprocess.run(
         [*kiwifs_command(), "init", "--root", str(root)],
@@ -379,7 +382,7 @@ def run_mode(
     )
     print(
         f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
-        f" KIWIFS_COMMIT_PROCESS={process}"
+        f" KIWIFS_COMMIT_PROCESS={process} KIWIFS_INDEX_OUTSIDE_LOCK={index}"
     )
     try:
         wait_ready(base, proc)
