@@ -80,6 +80,12 @@ MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCE
     "group-indexlocked": ("--sync-commit", "1", "", "2", "1", "0"),
     "async-indexlocked": ("--async-commit", "1", "", "2", "1", "0"),
 }
+# more modes: a mode of MODES with more of the environment set
+VARIANTS = {
+    "group-watchall": ("group", {"KIWIFS_WATCH_FOLDERS": "0"}),
+    "async-watchall": ("async", {"KIWIFS_WATCH_FOLDERS": "0"}),
+}
+MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}
 WARM_UP = 20  # writes before the timed ones
@@ -219,15 +225,18 @@ def report(
 
 def process_cpu(pid: int) -> float:
     """CPU seconds (user + system) used so far by ``pid`` and its live children (the commit
-    process of ``serve``), from ``/proc``; 0 where there is no ``/proc``."""
+    process of ``serve``, started by any of its threads), from ``/proc``; 0 where there is no
+    ``/proc``."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
+    children: list[int] = []
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / tick
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            children = [int(c) for c in fh.read().split()]
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                children.extend(int(c) for c in fh.read().split())
     except (OSError, ValueError, IndexError):
         return total
     return total + sum(process_cpu(child) for child in children)
@@ -361,6 +370,8 @@ def run_mode(
     flag, group, fsync, wait, process, index = MODES[mode]
     env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
     env.update(KIWIFS_COMMIT_PROCESS=process, KIWIFS_INDEX_OUTSIDE_LOCK=index)
+    extra = VARIANTS.get(mode, ("", {}))[1]
+    env.update(extra)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     subprocess.run(
         [*kiwifs_command(), "init", "--root", str(root)],
@@ -383,6 +394,7 @@ def run_mode(
     print(
         f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
         f" KIWIFS_COMMIT_PROCESS={process} KIWIFS_INDEX_OUTSIDE_LOCK={index}"
+        + "".join(f" {k}={v}" for k, v in extra.items())
     )
     try:
         wait_ready(base, proc)

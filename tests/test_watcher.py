@@ -1,0 +1,90 @@
+"""The file watcher: per-folder watches that follow folders coming and going."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kiwifs.index.watcher import Watcher
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+class Recorder:
+    """What the watcher asked for: the paths refreshed, the reconciles run."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.refreshed: list[str] = []
+        self.reconciles = 0
+
+    def refresh(self, rels: list[str]) -> None:
+        with self.lock:
+            self.refreshed.extend(rels)
+
+    def reconcile(self) -> None:
+        with self.lock:
+            self.reconciles += 1
+
+    def saw(self, rel: str) -> bool:
+        with self.lock:
+            return rel in self.refreshed
+
+
+@pytest.fixture(params=["1", "0"], ids=["per-folder", "recursive"])
+def watching(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Watcher, Recorder]:
+    monkeypatch.setenv("KIWIFS_WATCH_FOLDERS", request.param)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / ".git/objects").mkdir(parents=True)
+    seen = Recorder()
+    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=3600)
+    watcher.start()
+    request.addfinalizer(watcher.stop)
+    assert watcher.wait_ready()
+    return watcher, seen
+
+
+def test_a_folder_made_after_the_start_is_watched(watching: tuple[Watcher, Recorder]) -> None:
+    watcher, seen = watching
+    root = watcher.root
+    (root / "notes/a.md").write_text("a\n")
+    assert wait_for(lambda: seen.saw("notes/a.md"))
+    reconciles = seen.reconciles
+    (root / "new/deeper").mkdir(parents=True)
+    assert wait_for(lambda: seen.reconciles > reconciles)  # the folder came: a reconcile
+    time.sleep(0.3)  # the watches set up again before the reconcile ran
+    (root / "new/deeper/b.md").write_text("b\n")  # no reconcile for an hour: only an event
+    assert wait_for(lambda: seen.saw("new/deeper/b.md"))
+
+
+def test_hidden_files_are_never_refreshed(watching: tuple[Watcher, Recorder]) -> None:
+    watcher, seen = watching
+    root = watcher.root
+    (root / ".git/objects/x.md").write_text("hidden\n")
+    (root / "notes/after.md").write_text("seen\n")
+    assert wait_for(lambda: seen.saw("notes/after.md"))
+    assert not any(".git" in rel for rel in seen.refreshed)
+
+
+def test_the_folders_watched_leave_out_hidden_ones_and_links(tmp_path: Path) -> None:
+    (tmp_path / "a/b").mkdir(parents=True)
+    (tmp_path / ".kiwi/state").mkdir(parents=True)
+    (tmp_path / "a/.obsidian").mkdir()
+    os.symlink(tmp_path / "a", tmp_path / "link")
+    watcher = Watcher(tmp_path, lambda rels: None, lambda: None)
+    folders = sorted(os.path.relpath(f, tmp_path) for f in watcher._folders())
+    assert folders == [".", "a", "a/b"]
