@@ -63,24 +63,22 @@ from urllib.parse import urlencode
 import httpx
 
 MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS,
-    # INDEX_STEP) (KIWIFS_*)
-    "per-write": ("--sync-commit", "0", "strict", "2", "1", "outside"),
-    "group": ("--sync-commit", "1", "", "2", "1", "outside"),
-    "async-strict": ("--async-commit", "1", "strict", "2", "1", "outside"),
-    "async": ("--async-commit", "1", "", "2", "1", "outside"),
-    "group-strict": ("--sync-commit", "1", "strict", "2", "1", "outside"),
-    "per-write-late": ("--sync-commit", "0", "", "2", "1", "outside"),
-    "group-nowait": ("--sync-commit", "1", "", "0", "1", "outside"),
-    "group-inproc": ("--sync-commit", "1", "", "2", "0", "outside"),
-    "async-inproc": ("--async-commit", "1", "", "2", "0", "outside"),
-    "group-serial": ("--sync-commit", "1", "serial", "2", "1", "outside"),
-    "async-serial": ("--async-commit", "1", "serial", "2", "1", "outside"),
-    "group-main": ("--sync-commit", "1", "serial", "2", "0", "locked"),
-    "async-main": ("--async-commit", "1", "serial", "2", "0", "locked"),
-    "group-indexlocked": ("--sync-commit", "1", "", "2", "1", "locked"),
-    "async-indexlocked": ("--async-commit", "1", "", "2", "1", "locked"),
-    "group-indexsubmitted": ("--sync-commit", "1", "", "2", "1", "submitted"),
-    "async-indexsubmitted": ("--async-commit", "1", "", "2", "1", "submitted"),
+    # INDEX_OUTSIDE_LOCK) (KIWIFS_*)
+    "per-write": ("--sync-commit", "0", "strict", "2", "1", "1"),
+    "group": ("--sync-commit", "1", "", "2", "1", "1"),
+    "async-strict": ("--async-commit", "1", "strict", "2", "1", "1"),
+    "async": ("--async-commit", "1", "", "2", "1", "1"),
+    "group-strict": ("--sync-commit", "1", "strict", "2", "1", "1"),
+    "per-write-late": ("--sync-commit", "0", "", "2", "1", "1"),
+    "group-nowait": ("--sync-commit", "1", "", "0", "1", "1"),
+    "group-inproc": ("--sync-commit", "1", "", "2", "0", "1"),
+    "async-inproc": ("--async-commit", "1", "", "2", "0", "1"),
+    "group-serial": ("--sync-commit", "1", "serial", "2", "1", "1"),
+    "async-serial": ("--async-commit", "1", "serial", "2", "1", "1"),
+    "group-main": ("--sync-commit", "1", "serial", "2", "0", "0"),
+    "async-main": ("--async-commit", "1", "serial", "2", "0", "0"),
+    "group-indexlocked": ("--sync-commit", "1", "", "2", "1", "0"),
+    "async-indexlocked": ("--async-commit", "1", "", "2", "1", "0"),
 }
 # more modes: a mode of MODES with more of the environment set
 VARIANTS = {
@@ -371,7 +369,7 @@ def run_mode(
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     flag, group, fsync, wait, process, index = MODES[mode]
     env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
-    env.update(KIWIFS_COMMIT_PROCESS=process, KIWIFS_INDEX_STEP=index)
+    env.update(KIWIFS_COMMIT_PROCESS=process, KIWIFS_INDEX_OUTSIDE_LOCK=index)
     extra = VARIANTS.get(mode, ("", {}))[1]
     env.update(extra)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
@@ -395,7 +393,7 @@ def run_mode(
     )
     print(
         f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
-        f" KIWIFS_COMMIT_PROCESS={process} KIWIFS_INDEX_STEP={index}"
+        f" KIWIFS_COMMIT_PROCESS={process} KIWIFS_INDEX_OUTSIDE_LOCK={index}"
         + "".join(f" {k}={v}" for k, v in extra.items())
     )
     try:

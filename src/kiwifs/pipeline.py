@@ -137,10 +137,8 @@ class Pipeline:
         fsync = env_choice("KIWIFS_FSYNC")
         self._strict = fsync == "strict"
         self._serial = fsync == "serial"
-        # where a handed-over write updates the index (the benchmark's A/B): KIWIFS_INDEX_STEP=
-        # outside (after the lock, beside the fsyncs), =submitted (under the lock, after the
-        # commit is handed over), =locked (under the lock, before it: as before)
-        self._index_step = env_choice("KIWIFS_INDEX_STEP") or "outside"
+        # KIWIFS_INDEX_OUTSIDE_LOCK=0: the index updated under the lock (the benchmark's A/B)
+        self._index_outside = env_switch("KIWIFS_INDEX_OUTSIDE_LOCK")
         self._local = threading.local()  # per thread: locked() depth, announced to committer
 
     # -- locking and journal ----------------------------------------------------------------
@@ -259,16 +257,13 @@ class Pipeline:
         paths = list(written)
         committer = self._committer()
         if committer is not None and not alone:
-            hook, step = self.index_hook, self._index_step if index_later else "locked"
-            if hook is not None and step == "locked":
-                hook(paths)  # first: submitting is the last step under the lock
+            later = index_later and self._index_outside and self.index_hook is not None
+            if self.index_hook is not None and not later:
+                self.index_hook(paths)  # first: submitting is the last step under the lock
             announced = getattr(self._local, "announced", None) is committer
             self._local.announced = None
             pending = PendingCommit(tuple(paths), actor, message, trailer, written)
             ticket = committer.submit(pending, announced)
-            if hook is not None and step == "submitted":
-                _index_quietly(hook, paths)
-            later = hook is not None and step == "outside"
             return Handed(None if self.asynchronous else ticket, tuple(paths) if later else ())
         if self.git is not None:
             self.git.commit(paths, actor, message, trailer, written)
@@ -564,15 +559,6 @@ def _prepared(content: bytes, provenance: Provenance | None, actor: str) -> byte
     data = inject_provenance(content, provenance, actor)
     refuse_alias_bomb(data)
     return data
-
-
-def _index_quietly(hook: IndexHook, paths: list[str]) -> None:
-    """Index paths whose commit is handed over already: a failure must not fail the write
-    (it is on disk and will be committed); the watcher's next reconcile repairs the rows."""
-    try:
-        hook(paths)
-    except Exception:
-        log.exception("index update after a write failed; the next reconcile repairs it")
 
 
 def _trailer(prov: Provenance | None) -> str | None:
