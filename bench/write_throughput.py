@@ -23,7 +23,9 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   (``KIWIFS_COMMIT_PROCESS=0``) instead of its commit process; ``group-serial`` /
   ``async-serial``: a write's folder fsynced after its file, each writer its own
   (``KIWIFS_FSYNC=serial``) instead of beside it and shared; ``group-main`` / ``async-main``:
-  both (the code before these two changes).
+  both (the code before these two changes);
+- ``group-watchall`` / ``async-watchall``: the file watcher on the whole root, recursively
+  (``KIWIFS_WATCH_FOLDERS=0``, as before 2026-12-01), instead of on each visible folder.
 
 Before timing, each server finishes starting (``/readyz``, 20 writes, its CPU quiet); each run
 prints the server's CPU per write (``serve`` and its commit process, from ``/proc``), the
@@ -62,23 +64,20 @@ from urllib.parse import urlencode
 
 import httpx
 
-MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS,
-    # INDEX_OUTSIDE_LOCK) (KIWIFS_*)
-    "per-write": ("--sync-commit", "0", "strict", "2", "1", "1"),
-    "group": ("--sync-commit", "1", "", "2", "1", "1"),
-    "async-strict": ("--async-commit", "1", "strict", "2", "1", "1"),
-    "async": ("--async-commit", "1", "", "2", "1", "1"),
-    "group-strict": ("--sync-commit", "1", "strict", "2", "1", "1"),
-    "per-write-late": ("--sync-commit", "0", "", "2", "1", "1"),
-    "group-nowait": ("--sync-commit", "1", "", "0", "1", "1"),
-    "group-inproc": ("--sync-commit", "1", "", "2", "0", "1"),
-    "async-inproc": ("--async-commit", "1", "", "2", "0", "1"),
-    "group-serial": ("--sync-commit", "1", "serial", "2", "1", "1"),
-    "async-serial": ("--async-commit", "1", "serial", "2", "1", "1"),
-    "group-main": ("--sync-commit", "1", "serial", "2", "0", "0"),
-    "async-main": ("--async-commit", "1", "serial", "2", "0", "0"),
-    "group-indexlocked": ("--sync-commit", "1", "", "2", "1", "0"),
-    "async-indexlocked": ("--async-commit", "1", "", "2", "1", "0"),
+MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
+    "per-write": ("--sync-commit", "0", "strict", "2", "1"),
+    "group": ("--sync-commit", "1", "", "2", "1"),
+    "async-strict": ("--async-commit", "1", "strict", "2", "1"),
+    "async": ("--async-commit", "1", "", "2", "1"),
+    "group-strict": ("--sync-commit", "1", "strict", "2", "1"),
+    "per-write-late": ("--sync-commit", "0", "", "2", "1"),
+    "group-nowait": ("--sync-commit", "1", "", "0", "1"),
+    "group-inproc": ("--sync-commit", "1", "", "2", "0"),
+    "async-inproc": ("--async-commit", "1", "", "2", "0"),
+    "group-serial": ("--sync-commit", "1", "serial", "2", "1"),
+    "async-serial": ("--async-commit", "1", "serial", "2", "1"),
+    "group-main": ("--sync-commit", "1", "serial", "2", "0"),
+    "async-main": ("--async-commit", "1", "serial", "2", "0"),
 }
 # more modes: a mode of MODES with more of the environment set
 VARIANTS = {
@@ -367,9 +366,9 @@ def run_mode(
     gitconfig = tmp / "gitconfig"
     gitconfig.write_text("")
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    flag, group, fsync, wait, process, index = MODES[mode]
+    flag, group, fsync, wait, process = MODES[mode]
     env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
-    env.update(KIWIFS_COMMIT_PROCESS=process, KIWIFS_INDEX_OUTSIDE_LOCK=index)
+    env.update(KIWIFS_COMMIT_PROCESS=process)
     extra = VARIANTS.get(mode, ("", {}))[1]
     env.update(extra)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
@@ -393,7 +392,7 @@ def run_mode(
     )
     print(
         f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
-        f" KIWIFS_COMMIT_PROCESS={process} KIWIFS_INDEX_OUTSIDE_LOCK={index}"
+        f" KIWIFS_COMMIT_PROCESS={process}"
         + "".join(f" {k}={v}" for k, v in extra.items())
     )
     try:

@@ -19,7 +19,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-WORKERS = 8  # each blocks in one fsync: a folder's and up to one file's per writer
+WORKERS = 2
 
 
 class FolderSyncs:
@@ -45,18 +45,9 @@ class FolderSyncs:
             self._pool.submit(self._run, key, os.dup(folder), future)
             return future
 
-    def file(self, fd: int) -> Future[None]:
-        """A future done once the file ``fd`` (still open) was fsynced: its writer goes on
-        meanwhile (with the index update) instead of blocking in the fsync."""
-        future: Future[None] = Future()
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="kiwifs-fsync")
-            self._pool.submit(self._fsync, os.dup(fd), future)
-        return future
-
-    @staticmethod
-    def _fsync(fd: int, future: Future[None]) -> None:
+    def _run(self, key: tuple[int, int], fd: int, future: Future[None]) -> None:
+        with self._lock:  # from here on, a rename made later needs another fsync
+            del self._waiting[key]
         try:
             os.fsync(fd)
         except OSError as exc:
@@ -65,11 +56,6 @@ class FolderSyncs:
             future.set_result(None)
         finally:
             os.close(fd)
-
-    def _run(self, key: tuple[int, int], fd: int, future: Future[None]) -> None:
-        with self._lock:  # from here on, a rename made later needs another fsync
-            del self._waiting[key]
-        self._fsync(fd, future)
 
 
 _shared = FolderSyncs()
@@ -87,8 +73,3 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 def submit(folder: int) -> Future[None]:
     """:meth:`FolderSyncs.submit` on the process's one pool."""
     return _shared.submit(folder)
-
-
-def file(fd: int) -> Future[None]:
-    """:meth:`FolderSyncs.file` on the process's one pool."""
-    return _shared.file(fd)

@@ -71,15 +71,6 @@ IndexHook = Callable[[list[str]], None]
 
 
 @dataclass(frozen=True)
-class Handed:
-    """What an operation still has to do after the lock: wait for ``ticket`` (group commit)
-    and index ``unindexed`` (left by :meth:`Pipeline._commit` for :meth:`Pipeline._finish`)."""
-
-    ticket: Ticket | None = None
-    unindexed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class WriteResult:
     path: str
     etag: str
@@ -137,8 +128,6 @@ class Pipeline:
         fsync = env_choice("KIWIFS_FSYNC")
         self._strict = fsync == "strict"
         self._serial = fsync == "serial"
-        # KIWIFS_INDEX_OUTSIDE_LOCK=0: the index updated under the lock (the benchmark's A/B)
-        self._index_outside = env_switch("KIWIFS_INDEX_OUTSIDE_LOCK")
         self._local = threading.local()  # per thread: locked() depth, announced to committer
 
     # -- locking and journal ----------------------------------------------------------------
@@ -242,36 +231,32 @@ class Pipeline:
         message: str,
         prov: Provenance | None,
         alone: bool = False,
-        index_later: bool = False,
-    ) -> Handed:
+    ) -> Ticket | None:
         """Commit what the operation wrote (``None``: deleted), the bytes themselves rather than
         the disk: a commit made later then never catches a later operation half done.
 
-        Returns what is left for :meth:`_finish` once the lock is released: the ticket to wait
-        on (group commit; none when committed here, or asynchronous) and the paths to index.
+        Returns the ticket to :meth:`_committed` on once the lock is released (group commit),
+        or ``None`` when there is nothing to wait for (committed here, or asynchronous).
         ``alone``: commit now, in a commit of its own, after what is queued (lock held).
-        ``index_later``: when the commit is handed to the committer, the paths are indexed
-        after the lock (:meth:`_finish`), not here.
         """
         trailer = _trailer(prov)
         paths = list(written)
         committer = self._committer()
         if committer is not None and not alone:
-            later = index_later and self._index_outside and self.index_hook is not None
-            if self.index_hook is not None and not later:
+            if self.index_hook is not None:
                 self.index_hook(paths)  # first: submitting is the last step under the lock
             announced = getattr(self._local, "announced", None) is committer
             self._local.announced = None
             pending = PendingCommit(tuple(paths), actor, message, trailer, written)
             ticket = committer.submit(pending, announced)
-            return Handed(None if self.asynchronous else ticket, tuple(paths) if later else ())
+            return None if self.asynchronous else ticket
         if self.git is not None:
             self.git.commit(paths, actor, message, trailer, written)
         if committer is None:
             self.clear_journal()  # else once every queued write is committed too
         if self.index_hook is not None:
             self.index_hook(paths)
-        return Handed()
+        return None
 
     @contextlib.contextmanager
     def _unsynced(self, rel: str, data: bytes) -> Iterator[Unsynced | None]:
@@ -289,25 +274,6 @@ class Pipeline:
         """After the lock, before the acknowledgement: make the file just written durable."""
         if unsynced is not None:
             unsynced.sync(together=not self._serial)
-
-    def _finish(self, handed: Handed, unsynced: Unsynced | None) -> None:
-        """After the lock, before the acknowledgement: index what :meth:`_commit` left, make
-        the file durable, wait for the commit.
-
-        The index update runs outside the lock, while the fsyncs are under way: the lock is
-        held only for the disk writes, and a writer's index update overlaps its own fsyncs and
-        the next writer's turn. The index stays right as with the file watcher's updates: each
-        reads the file as it is now and stores its row only while the file is unchanged since
-        (:meth:`kiwifs.index.db.Index.refresh`); the write still returns after its row is in.
-        """
-        hook, paths = self.index_hook, list(handed.unindexed)
-        if hook is not None and paths and unsynced is not None:
-            unsynced.sync(together=not self._serial, meanwhile=functools.partial(hook, paths))
-        else:
-            if hook is not None and paths:
-                hook(paths)
-            self._sync(unsynced)
-        self._committed(handed.ticket)
 
     def _committed(self, ticket: Ticket | None) -> None:
         """Wait (lock released) until the operation's commit is made; StorageError if it
@@ -388,10 +354,9 @@ class Pipeline:
             refuse_alias_bomb(data)
             self._journal([rel])
             with self._unsynced(rel, data) as unsynced:
-                handed = self._commit(
-                    {rel: data}, actor, f"{actor}: {rel}", provenance, index_later=True
-                )
-        self._finish(handed, unsynced)
+                ticket = self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
+        self._sync(unsynced)
+        self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
         return WriteResult(rel, etag)
@@ -424,13 +389,14 @@ class Pipeline:
                 return WriteResult(rel, blob_id(current))
             refuse_alias_bomb(data)
             self._journal([rel])
-            text = message or f"{actor}: {rel}"
             with self._unsynced(rel, data) as unsynced:
-                handed = self._commit({rel: data}, actor, text, None, index_later=guard is None)
+                ticket = self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
             if guard is not None:
-                self._finish(handed, unsynced)
-                unsynced, handed = None, Handed()
-        self._finish(handed, unsynced)
+                self._sync(unsynced)
+                self._committed(ticket)
+                unsynced, ticket = None, None
+        self._sync(unsynced)
+        self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=rel, actor=actor, etag=etag))
         return WriteResult(rel, etag)
@@ -459,8 +425,8 @@ class Pipeline:
             self._check_if_match(rel, if_match)
             self._journal([rel])
             self.storage.delete(rel)
-            handed = self._commit({rel: None}, actor, f"delete: {rel}", None, index_later=True)
-        self._finish(handed, None)
+            ticket = self._commit({rel: None}, actor, f"delete: {rel}", None)
+        self._committed(ticket)
         self.events.publish(Event("delete", path=rel, actor=actor))
         return rel
 
@@ -545,9 +511,11 @@ class Pipeline:
             self._journal([old, new])
             with self._unsynced(new, data) as unsynced:
                 self.storage.delete(old)
-                text = f"{actor}: rename {old} \u2192 {new}"
-                handed = self._commit({old: None, new: data}, actor, text, None, index_later=True)
-        self._finish(handed, unsynced)
+                ticket = self._commit(
+                    {old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None
+                )
+        self._sync(unsynced)
+        self._committed(ticket)
         etag = blob_id(data)
         self.events.publish(Event("write", path=new, actor=actor, etag=etag))
         self.events.publish(Event("delete", path=old, actor=actor))

@@ -19,7 +19,7 @@ import itertools
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AnyStr, Generic
@@ -395,48 +395,30 @@ class Unsynced:
         self.folder: int | None = folder
         self.rel = rel
 
-    def sync(self, together: bool = True, meanwhile: Callable[[], None] | None = None) -> None:
+    def sync(self, together: bool = True) -> None:
         """Make the content and the name survive a power cut: fsync the file and its folder.
 
         On ext4 the file's fsync usually commits the rename with it, but the folder's fsync is
         what makes the name durable on every filesystem (ext4 fast commits, others), so it
         stays. ``together``: the folder's runs beside the file's, shared with other writers of
         the folder (:mod:`kiwifs.foldersync`); else after it, as before (the A/B switch).
-        ``meanwhile`` (the index update) runs while both fsyncs are under way, each in the
-        pool, before either is waited for (``together``; else first).
         """
         try:
-            if meanwhile is None or not together or self.folder is None or self.fd is None:
-                if meanwhile is not None:
-                    meanwhile()
-                self._one_by_one(together)
-                return
-            folder_done = foldersync.submit(self.folder)
-            file_done = foldersync.file(self.fd)
-            try:
-                meanwhile()
-            finally:
-                file_done.result()  # raises the fsync's OSError
+            folder_done = None
+            if together and self.folder is not None:
+                folder_done = foldersync.submit(self.folder)
+            if self.fd is not None:
+                os.fsync(self.fd)
+            if folder_done is not None:
                 with contextlib.suppress(OSError):  # some filesystems cannot fsync a folder
                     folder_done.result()
+            elif self.folder is not None:
+                with contextlib.suppress(OSError):
+                    os.fsync(self.folder)
         except OSError as exc:
             raise StorageError(f"cannot write {self.rel}: {os_error_text(exc)}") from exc
         finally:
             self.close()
-
-    def _one_by_one(self, together: bool) -> None:
-        """The fsyncs in this thread (the folder's shared in the pool when ``together``)."""
-        folder_done = None
-        if together and self.folder is not None:
-            folder_done = foldersync.submit(self.folder)
-        if self.fd is not None:
-            os.fsync(self.fd)
-        if folder_done is not None:
-            with contextlib.suppress(OSError):
-                folder_done.result()
-        elif self.folder is not None:
-            with contextlib.suppress(OSError):
-                os.fsync(self.folder)
 
     def close(self) -> None:
         fd, self.fd = self.fd, None
