@@ -392,8 +392,7 @@ def run_mode(
     )
     print(
         f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
-        f" KIWIFS_COMMIT_PROCESS={process}"
-        + "".join(f" {k}={v}" for k, v in extra.items())
+        f" KIWIFS_COMMIT_PROCESS={process}" + "".join(f" {k}={v}" for k, v in extra.items())
     )
     try:
         wait_ready(base, proc)
