@@ -65,8 +65,8 @@ def test_a_folder_made_after_the_start_is_watched(watching: tuple[Watcher, Recor
     assert wait_for(lambda: seen.saw("notes/a.md"))
     reconciles = seen.reconciles
     (root / "new/deeper").mkdir(parents=True)
-    assert wait_for(lambda: seen.reconciles > reconciles)  # the folder came: a reconcile
-    time.sleep(0.3)  # the watches set up again before the reconcile ran
+    # the folder came: the watches set up again, then a reconcile
+    assert wait_for(lambda: seen.reconciles > reconciles)
     (root / "new/deeper/b.md").write_text("b\n")  # no reconcile for an hour: only an event
     assert wait_for(lambda: seen.saw("new/deeper/b.md"))
 
