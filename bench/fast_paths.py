@@ -12,9 +12,11 @@ Sections (``--only`` picks some):
 * ``json`` -- the answer of the index-backed report and its printing, in this process (no
   walk). A: the stored entry text of each episode (``files.entry``), joined; B: an object per
   episode; both printed by ``printed_json.dumps`` (orjson), B also by ``json.dumps(indent=2)``.
-* ``entries`` -- the two lists of that document, in this process. A: the stored entry text taken
-  as it is from the rows (``report.entry_lists``); B: path and text made per row, as a report
-  with claims to mark still does.
+* ``entries`` -- the two lists of that document as printed JSON, in this process. A: each list
+  joined by SQLite into one value (``report.entry_lists``, ``report.JOINED_IN_SQL``); B
+  (``JOINED_IN_SQL = False``): the stored entry text taken as it is from the rows, one Python
+  string per row, joined in Python; C: path and text made per row, as a report with claims to
+  mark still does.
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
 is shared and its load drifts, and each measured run waits (up to ``--idle-wait`` seconds) until
@@ -194,24 +196,34 @@ def json_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
 
 
 def entries_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
-    """The two lists of the report document, as their stored entry text (no claims)."""
+    """The two lists of the report document as printed JSON, from their stored entry text (no
+    claims)."""
     index = Index(root)
     lo, hi = indexed.prefix_range(PREFIX)
 
-    def as_is(out: Hashing) -> None:
-        with index.reader() as conn:
-            files, unmerged = indexed.entry_lists(conn, lo, hi, None, 0)
-        out.write("".join(files) + "".join(unmerged))
+    def lists(joined_in_sql: bool) -> Callable[[Hashing], None]:
+        def run(out: Hashing) -> None:
+            indexed.JOINED_IN_SQL = joined_in_sql
+            try:
+                with index.reader() as conn:
+                    files, unmerged = indexed.entry_lists(conn, lo, hi, None, 0)
+            finally:
+                indexed.JOINED_IN_SQL = True
+            out.write(files.text + unmerged.text)
+
+        return run
 
     def per_row(out: Hashing) -> None:
         with index.reader() as conn:
             columns = f"path, {indexed.ENTRY_SQL}"
             rows = indexed._lists(conn, lo, hi, None, 0, columns, indexed._path_and_entry)
-        out.write("".join(e for _, e in rows[0]) + "".join(e for _, e in rows[1]))
+        files = indexed._joined([e for _, e in rows[0]])
+        out.write(files.text + indexed._joined([e for _, e in rows[1]]).text)
 
     variants = {
-        "A: text as it is": in_process(as_is),
-        "B: path and text per row": in_process(per_row),
+        "A: joined by SQLite": in_process(lists(True)),
+        "B: text as it is, joined in Python": in_process(lists(False)),
+        "C: path and text per row": in_process(per_row),
     }
     try:
         return interleaved(variants, repeat, idle_wait)

@@ -17,13 +17,14 @@ from click.testing import CliRunner
 from kiwifs.cli import cli
 from kiwifs.errors import Busy, InvalidQuery, UsageError
 from kiwifs.index import record as record
+from kiwifs.index import report as indexed_report
 from kiwifs.index.db import SCHEMA_VERSION
 from kiwifs.index.keeper import IndexKeeper
 from kiwifs.index.report import prefix_range
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
-from kiwifs.printed_json import dumps
+from kiwifs.printed_json import RawJSON, dumps
 
 INDEX = Path(".kiwi/state/index.db")
 
@@ -463,8 +464,13 @@ def test_a_vanished_folder_loses_its_rows_and_its_digest(kb: Knowledge) -> None:
     assert set(paths(kb.search("fox"))) == {"other/n4.md", "episodes/b.md"}
 
 
-def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[..., Path]) -> None:
-    """Entry text is stored per file: odd ids, non-UTF-8 names and kinds print as the scan does."""
+@pytest.mark.parametrize("joined_in_sql", [True, False])
+def test_printed_report_from_stored_entries_equals_the_scan(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, joined_in_sql: bool
+) -> None:
+    """Entry text is stored per file: odd ids, non-UTF-8 names and kinds print as the scan does,
+    whether SQLite joins the whole lists (``JOINED_IN_SQL``) or Python joins one text per row."""
+    monkeypatch.setattr(indexed_report, "JOINED_IN_SQL", joined_in_sql)
     root = make_root(
         {
             "episodes/a.md": (
@@ -479,7 +485,8 @@ def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[
     os.close(os.open(os.fsencode(root / "episodes") + b"/\xff.md", os.O_CREAT | os.O_WRONLY))
     with Knowledge(root) as kb:
         kb.reindex()
-        for prefix, limit, offset in [(None, None, 0), (None, 2, 1), ("notes", None, 0)]:
+        cases = [(None, None, 0), (None, 2, 1), ("notes", None, 0), (None, None, 2)]
+        for prefix, limit, offset in cases:
             printed = dumps(kb.memory_report_document(prefix, limit, offset).value, "surrogatepass")
             scan = kb.memory_report(prefix, limit, offset, use_index=False).to_json()
             assert printed.decode("utf-8", "surrogatepass") == json.dumps(
@@ -487,6 +494,18 @@ def test_printed_report_from_stored_entries_equals_the_scan(make_root: Callable[
             )
         document = kb.memory_report_document()
         assert document.unmerged_count == 4
+        kb.write("episodes/c.md", "---\nepisode_id: c1\n---\n")
+        kb.write("notes/m2.md", "---\nmerged-from: [{type: run, id: c1}]\n---\n")
+        for name in ("episodes/a.md", "episodes/b.md", "notes/d.md"):
+            kb.write(name, "---\nmemory_kind: semantic\n---\n")
+        os.unlink(os.fsencode(root / "episodes") + b"/\xff.md")
+        value = kb.memory_report_document().value  # some files, no unmerged episode
+        assert dumps(value).decode() == json.dumps(
+            kb.memory_report(use_index=False).to_json(), indent=2, ensure_ascii=False
+        )
+        assert value["unmerged"] == RawJSON("[]")
+        value = kb.memory_report_document("elsewhere/").value  # no episode at all
+        assert value["episodic_files"] == value["unmerged"] == RawJSON("[]")
 
 
 FORKED_REPORT = r"""

@@ -311,26 +311,63 @@ def report_document(
         if claims:
             columns = f"path, {ENTRY_SQL}"
             files, unmerged = _lists(conn, lo, hi, limit, offset, columns, _path_and_entry)
-            entries = [entry for _, entry in files]
-            marked = [_with_claim(path, entry, claims.get(path)) for path, entry in unmerged]
+            entries = _joined([entry for _, entry in files])
+            marked = _joined([_with_claim(path, e, claims.get(path)) for path, e in unmerged])
         else:
             entries, marked = entry_lists(conn, lo, hi, limit, offset)
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     document = totals.report(prefix, limit, offset, claimed_count=claimed).to_json()
-    document["episodic_files"] = _joined(entries)
-    document["unmerged"] = _joined(marked)
+    document["episodic_files"] = entries
+    document["unmerged"] = marked
     return document, totals.unmerged_count
+
+
+# The A/B switch of ``bench/fast_paths.py`` (``entries``) and ``bench/startup.py``: False makes
+# the whole report's lists from one Python string per row, as before.
+JOINED_IN_SQL = True
+
+_SEPARATOR = "," + _ITEM  # between two entries of a list
+# Both whole lists, each as one value: SQLite joins the entries in report order (group_concat
+# takes the rows in the order of the sorted subquery, which SQLite keeps for an aggregate over a
+# single FROM-clause subquery). As BLOBs: an entry stored as UTF-8 with lone surrogates (a BLOB,
+# see record.db_text) stays bytes, and the joined bytes decode as the entries would one by one.
+_JOINED_SQL = (
+    f"SELECT CAST(group_concat(e, {_sql_text(_SEPARATOR)}) AS BLOB),"
+    f" CAST(group_concat(CASE WHEN done THEN NULL ELSE e END, {_sql_text(_SEPARATOR)}) AS BLOB)"
+    " FROM ("
+    + _EPISODES.format(cols=f"key, covered OR superseded AS done, {ENTRY_SQL} AS e", extra="")
+    + " ORDER BY 1)"
+)
 
 
 def entry_lists(
     conn: sqlite3.Connection, lo: bytes, hi: bytes, limit: int | None, offset: int
-) -> tuple[list[str], list[str]]:
-    """The two lists as their entry text (:data:`ENTRY_SQL`), in report order, when no claim
-    marks one.
+) -> tuple[RawJSON, RawJSON]:
+    """The two lists as printed JSON of their entry text (:data:`ENTRY_SQL`), in report order,
+    when no claim marks one.
 
-    Unpaged, the rows' text is taken as SQLite gives it, without a call per row and without the
-    paths (``bench/fast_paths.py``, ``entries``).
+    The whole report's lists are joined by SQLite, one value each (:data:`JOINED_IN_SQL`):
+    100,000 episodes cost no Python string per row (``bench/fast_paths.py``, ``entries``).
     """
+    if limit is None and offset == 0 and JOINED_IN_SQL:
+        files, unmerged = conn.execute(_JOINED_SQL, (lo, hi)).fetchone()
+        return _bracketed(files), _bracketed(unmerged)
+    files_text, unmerged_text = _entry_texts(conn, lo, hi, limit, offset)
+    return _joined(files_text), _joined(unmerged_text)
+
+
+def _bracketed(joined: bytes | None) -> RawJSON:
+    """A list of entries joined by :data:`_SEPARATOR` (``None``: no entry), as printed JSON."""
+    if joined is None:
+        return RawJSON("[]")
+    return RawJSON("[" + _ITEM + joined.decode("utf-8", "surrogatepass") + _LIST_END)
+
+
+def _entry_texts(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, limit: int | None, offset: int
+) -> tuple[list[str], list[str]]:
+    """The two lists' entry texts; unpaged, the rows' text is taken as SQLite gives it, without
+    a call per row and without the paths."""
     if limit is not None:
         return _lists(conn, lo, hi, limit, offset, ENTRY_SQL, py_text)
     cols = f"key, covered OR superseded, {ENTRY_SQL}"
@@ -347,7 +384,7 @@ def entry_lists(
 def _joined(entries: list[str]) -> RawJSON:
     if not entries:
         return RawJSON("[]")
-    return RawJSON("[" + _ITEM + ("," + _ITEM).join(entries) + _LIST_END)
+    return RawJSON("[" + _ITEM + _SEPARATOR.join(entries) + _LIST_END)
 
 
 def _path_and_entry(path: str | bytes, entry: str | bytes) -> tuple[str, str]:
