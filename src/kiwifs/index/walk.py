@@ -34,7 +34,7 @@ from .folders import (
     sign_names,
     walk_tree,
 )
-from .record import error_sig
+from .keys import error_sig
 
 PARALLEL_THRESHOLD = 20_000  # expected entries below which forking costs more than it saves
 MAX_WORKERS = 4  # worker processes: one per CPU, at most this many
