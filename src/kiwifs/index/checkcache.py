@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
 
 from kiwifs.forking import usable_cpus
 from kiwifs.memory.problems import CheckState, Problem, problems_in
@@ -36,6 +34,9 @@ from kiwifs.memory.problems import CheckState, Problem, problems_in
 from .background import BackgroundLoop
 from .check import check_rows
 from .db import BUSY_TIMEOUT, Index
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,12 @@ class CheckWorker:
         self.enabled = usable_cpus() > 1
 
     def problems(self, index_path: str, prefix: str) -> list[Problem] | None:
+        # imported here: multiprocessing and the process pool are ~7 ms that a command which
+        # never checks (every `kiwifs memory report`) would pay at start-up
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
         with self._lock:
             if not self.enabled:
                 return None

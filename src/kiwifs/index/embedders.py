@@ -19,8 +19,6 @@ it (a query).
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,6 +122,11 @@ class _HttpEmbedder:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         body = json.dumps(payload).encode("utf-8")
+        # imported here: with http.client and ssl ~15 ms that a command without an HTTP
+        # embedder (every `kiwifs memory report`) would pay at start-up
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310

@@ -13,16 +13,13 @@ Three things make it fast, none of which may change an answer:
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
-from multiprocessing.context import BaseContext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kiwifs.forking import fork_is_safe, usable_cpus
 from kiwifs.markdown import Block, find_block, parse_yaml
@@ -31,6 +28,10 @@ from kiwifs.storage import WalkEntry, WalkRow, os_error_text, walk_rows
 
 from .frontmatter_keys import relevant_frontmatter
 from .rules import FileFacts, file_facts, unreadable_facts
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from multiprocessing.context import BaseContext
 
 HEAD_BYTES = 8 * 1024
 PARALLEL_THRESHOLD = 3000
@@ -164,6 +165,10 @@ def parallel_facts(
     root. If the pool cannot start or breaks (a worker killed), the chunks it owed are read
     here instead: the report always comes back.
     """
+    # imported here, as in pool_context: a command that never scans in parallel (every
+    # `kiwifs memory report` answered from the index) would pay ~7 ms at start-up
+    from concurrent.futures import ProcessPoolExecutor
+
     chunks = _chunked(jobs, chunk_files)
     context = context or pool_context()
     if context is None:
@@ -206,6 +211,8 @@ def pool_context() -> BaseContext | None:
     libraries do not survive a fork, so those get a fork server that imports only this module.
     Where there is none (Windows), the scan stays in this process.
     """
+    import multiprocessing
+
     if fork_is_safe():
         return multiprocessing.get_context("fork")
     if "forkserver" in multiprocessing.get_all_start_methods():
@@ -215,12 +222,16 @@ def pool_context() -> BaseContext | None:
 
 def forkserver_context() -> BaseContext:
     """The ``forkserver`` context, its server preloading this module rather than ``__main__``."""
+    import multiprocessing
+
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     return context
 
 
 def _submit(pool: ProcessPoolExecutor, chunk: list[Job]) -> Future[list[FactsRow]] | None:
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         return pool.submit(_rows_of_chunk, chunk)
     except (BrokenProcessPool, RuntimeError, OSError):
@@ -228,6 +239,8 @@ def _submit(pool: ProcessPoolExecutor, chunk: list[Job]) -> Future[list[FactsRow
 
 
 def _collect(chunk: list[Job], future: Future[list[FactsRow]] | None) -> Iterator[FileFacts]:
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         rows = future.result() if future is not None else None
     except (BrokenProcessPool, OSError):
