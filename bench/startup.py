@@ -16,7 +16,18 @@ interleaved rounds (A, B, C, …, then the next round in reverse order):
 * for each ``serve`` variant, ``…_ready``: process start to the first 200 from ``/readyz``
   (the index watcher's first reconcile done: requests needing the index answer from then on);
 * ``memory_report``: ``kiwifs memory report --json`` wall time (goal ≤ 0.5 s), and
-  ``memory_report_before`` with the baseline's source.
+  ``memory_report_before`` with the baseline's source; the report's A/B switches, each turned
+  off once the command has begun (after ``index.headstart.begin``, so the others keep their
+  timing): ``memory_report_no_headstart`` (``headstart.ENABLED = False``: the walk starts when
+  the index opens, after the core's imports, in one worker per CPU),
+  ``memory_report_two_walkers`` (the head start in one worker per CPU instead of one fewer),
+  ``memory_report_rows`` (``report.JOINED_IN_SQL =
+  False``: one Python string per episode, joined in Python) and ``memory_report_eager``
+  (``urllib.request``, ``multiprocessing`` and the process pool imported at start, as before
+  they were imported where used). CPU seconds (user + system, the walk's workers included) are
+  reported for the reports too.
+
+``--only report`` (or ``serve``) runs one half.
 
 ``--bytecode`` lets Python cache byte-code, as an installed package has it: where
 ``PYTHONDONTWRITEBYTECODE`` is set (as on the project's machine) an editable checkout recompiles
@@ -33,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -49,6 +61,29 @@ from index import KIWIFS, PYTHON, corpus  # noqa: E402
 
 MAIN = "from kiwifs.cli import main; main()"
 EAGER = "import kiwifs.mcp.server; " + MAIN
+
+
+def after_begin(action: str) -> str:
+    """``MAIN`` with ``action`` (Python source) run just after the command begins its walk."""
+    return (
+        "import kiwifs.index.headstart as h\n"
+        "_begin = h.begin\n"
+        "def begin(root):\n"
+        "    _begin(root)\n"
+        f"    {action}\n"
+        "h.begin = begin\n" + MAIN
+    )
+
+
+REPORT_SWITCHES = {
+    "memory_report_no_headstart": "import kiwifs.index.headstart as h; h.ENABLED = False; " + MAIN,
+    "memory_report_two_walkers": "import kiwifs.index.headstart as h, kiwifs.index.walk as w; "
+    "h.worker_count = lambda: w.worker_count() + 1; " + MAIN,
+    "memory_report_rows": after_begin("import kiwifs.index.report as r; r.JOINED_IN_SQL = False"),
+    "memory_report_eager": after_begin(
+        "import urllib.request, multiprocessing, concurrent.futures.process"
+    ),
+}
 
 
 def free_port() -> int:
@@ -93,7 +128,9 @@ def until_ready(cmd: list[str], env: dict[str, str] | None = None) -> tuple[floa
         proc.wait(60)
 
 
-def report(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes]:
+def report(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes, float]:
+    """Wall seconds, output and CPU seconds (the command's and its workers') of one report."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(
         [*cmd, "memory", "report", "--json", "--root", ROOT],
@@ -101,7 +138,10 @@ def report(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, by
         stdout=subprocess.PIPE,
         env=env,
     ).stdout
-    return time.perf_counter() - start, out
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, out, cpu
 
 
 def baseline_source(rev: str) -> Path:
@@ -134,6 +174,7 @@ def main() -> None:
         action="store_true",
         help="cache byte-code as an installed package does (PYTHONDONTWRITEBYTECODE unset)",
     )
+    ap.add_argument("--only", choices=["serve", "report"], help="run one half")
     args = ap.parse_args()
     ROOT = str(corpus(args.episodes, args.seed))
     env = dict(os.environ)
@@ -148,12 +189,19 @@ def main() -> None:
     reports = {
         "memory_report": ([KIWIFS], env),
         "memory_report_before": ([PYTHON, "-c", MAIN], before_env),
+        **{name: ([PYTHON, "-c", code], env) for name, code in REPORT_SWITCHES.items()},
     }
+    if args.only == "report":
+        serves = {}
+    elif args.only == "serve":
+        reports = {}
+    load_before = os.getloadavg()
     outputs = {name: report(cmd, env)[1] for name, (cmd, env) in reports.items()}  # warm, current
-    assert len(set(outputs.values())) == 1, "the reports differ"
+    assert len(set(outputs.values())) <= 1, "the reports differ"
     for cmd, env in serves.values():
         until_ready(cmd, env)  # warm-up: page cache, byte-code
     runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     order = [*serves, *reports]
     for n in range(args.rounds):
         for name in order if n % 2 == 0 else reversed(order):
@@ -162,19 +210,23 @@ def main() -> None:
                 runs.setdefault(name, []).append(health)
                 runs.setdefault(name + "_ready", []).append(ready)
             else:
-                seconds, out = report(*reports[name])
+                seconds, out, used = report(*reports[name])
                 assert out == outputs[name]
                 runs.setdefault(name, []).append(seconds)
+                cpu.setdefault(name, []).append(used)
     medians = {k: round(statistics.median(v), 3) for k, v in runs.items()}
-    out = {
+    out: dict[str, object] = {
         "baseline": args.baseline,
         "bytecode_cached": "PYTHONDONTWRITEBYTECODE" not in env,
-        "load_average": os.getloadavg(),
+        "load_average": [load_before, os.getloadavg()],
         "runs": {k: [round(x, 3) for x in v] for k, v in runs.items()},
         "median_s": medians,
-        "gain_health": round(medians["serve_before"] / medians["serve"], 2),
-        "gain_report": round(medians["memory_report_before"] / medians["memory_report"], 2),
+        "median_cpu_s": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
     }
+    if serves:
+        out["gain_health"] = round(medians["serve_before"] / medians["serve"], 2)
+    if reports:
+        out["gain_report"] = round(medians["memory_report_before"] / medians["memory_report"], 2)
     print(json.dumps(out, indent=2))
 
 

@@ -22,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .walk import PendingWalk, start_walk
+from .walk import PendingWalk, start_walk, worker_count
 
 # The A/B switch of ``bench/startup.py``: False leaves the walk to the index, as before.
 ENABLED = True
@@ -73,7 +73,10 @@ def begin(root: str | os.PathLike[str]) -> None:
             folders = stored_folders(conn)
         finally:
             conn.close()
-        walk = start_walk(root, *folders)
+        # one worker fewer than the index's own walk: this process is busy meanwhile too
+        # (importing the core, then answering), so on two CPUs one worker walks on the other
+        # (bench/startup.py: two workers and this process shared two CPUs no faster)
+        walk = start_walk(root, *folders, workers=max(worker_count() - 1, 0))
     except (OSError, sqlite3.Error):
         return
     if walk.forked:
