@@ -16,16 +16,11 @@ interleaved rounds (A, B, C, …, then the next round in reverse order):
 * for each ``serve`` variant, ``…_ready``: process start to the first 200 from ``/readyz``
   (the index watcher's first reconcile done: requests needing the index answer from then on);
 * ``memory_report``: ``kiwifs memory report --json`` wall time (goal ≤ 0.5 s), and
-  ``memory_report_before`` with the baseline's source; the report's A/B switches, each turned
-  off once the command has begun (after ``index.headstart.begin``, so the others keep their
-  timing): ``memory_report_no_headstart`` (``headstart.ENABLED = False``: the walk starts when
-  the index opens, after the core's imports, in one worker per CPU),
-  ``memory_report_two_walkers`` (the head start in one worker per CPU instead of one fewer),
-  ``memory_report_rows`` (``report.JOINED_IN_SQL =
-  False``: one Python string per episode, joined in Python) and ``memory_report_eager``
-  (``urllib.request``, ``multiprocessing`` and the process pool imported at start, as before
-  they were imported where used). CPU seconds (user + system, the walk's workers included) are
-  reported for the reports too.
+  ``memory_report_before`` with the baseline's source; the report's A/B switches:
+  ``memory_report_rows`` (``report.JOINED_IN_SQL = False``: one Python string per episode,
+  joined in Python) and ``memory_report_eager`` (``urllib.request``, ``multiprocessing`` and the
+  process pool imported at start, as before they were imported where used). CPU seconds (user +
+  system, the walk's workers included) are reported for the reports too.
 
 ``--only report`` (or ``serve``) runs one half.
 
@@ -63,26 +58,11 @@ MAIN = "from kiwifs.cli import main; main()"
 EAGER = "import kiwifs.mcp.server; " + MAIN
 
 
-def after_begin(action: str) -> str:
-    """``MAIN`` with ``action`` (Python source) run just after the command begins its walk."""
-    return (
-        "import kiwifs.index.headstart as h\n"
-        "_begin = h.begin\n"
-        "def begin(root):\n"
-        "    _begin(root)\n"
-        f"    {action}\n"
-        "h.begin = begin\n" + MAIN
-    )
-
-
+# The report's A/B switches, each set before the command runs.
 REPORT_SWITCHES = {
-    "memory_report_no_headstart": "import kiwifs.index.headstart as h; h.ENABLED = False; " + MAIN,
-    "memory_report_two_walkers": "import kiwifs.index.headstart as h, kiwifs.index.walk as w; "
-    "h.worker_count = lambda: w.worker_count() + 1; " + MAIN,
-    "memory_report_rows": after_begin("import kiwifs.index.report as r; r.JOINED_IN_SQL = False"),
-    "memory_report_eager": after_begin(
-        "import urllib.request, multiprocessing, concurrent.futures.process"
-    ),
+    "memory_report_rows": "import kiwifs.index.report as r; r.JOINED_IN_SQL = False; " + MAIN,
+    "memory_report_eager": "import urllib.request, multiprocessing, concurrent.futures.process; "
+    + MAIN,
 }
 
 

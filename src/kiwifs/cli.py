@@ -12,33 +12,24 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import click
 
 from . import __version__
 from .config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from .errors import CannotListen, KiwiError
-from .index import headstart
+from .index.search import marked_parts
+from .knowledge import Knowledge, StatusResult
 from .memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from .memory.rules import MergeEntry
 from .printed_json import dumps
-
-if TYPE_CHECKING:
-    from .knowledge import Knowledge, StatusResult
 
 ROOT_HELP = "Knowledge root folder."
 DEFAULT_ROOT = "./knowledge"
 # The servers (FastAPI, uvicorn, the mcp SDK) and rich are imported by the commands that use
 # them: together they take about a second to import, which every `kiwifs memory report` would
-# otherwise pay. The core itself is imported when a command runs (:func:`knowledge`), so that
-# `memory report` can start its stat walk first (`index.headstart`).
-
-
-def knowledge() -> type[Knowledge]:
-    """The core's class, imported on first use (~0.15 s: every subsystem)."""
-    from .knowledge import Knowledge
-
-    return Knowledge
+# otherwise pay.
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -100,7 +91,7 @@ def version() -> None:
 )
 def init(root: str, template: str) -> None:
     """Create a knowledge root (never overwrites existing files) and commit it to git."""
-    result = knowledge().init(root, template)
+    result = Knowledge.init(root, template)
     click.echo(f"Initialized knowledge at {result.root} (template: {template})")
     if not result.created:
         click.echo("nothing to add: every template file already exists")
@@ -135,9 +126,7 @@ def memory_report(
 ) -> None:
     """List the episodes that no page's merged-from cites yet."""
     prefix, use_index = episodes_prefix or None, not no_index
-    if use_index:
-        headstart.begin(root)  # the walk's workers run while the core is imported
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         if as_json:
             document = kb.memory_report_document(prefix, limit, offset, use_index=use_index)
             unmerged = document.unmerged_count
@@ -182,11 +171,9 @@ def memory_merge(
     An episode another worker claims under a live lease is a conflict (exit 1)."""
     if not episodes and not paths:
         raise click.UsageError("give at least one --episode ID or --path P")
-    from .memory.rules import MergeEntry
-
     entries = [MergeEntry(type=typ, id=e, note=note) for e in episodes]
     entries += [MergeEntry(type=typ, path=p, note=note) for p in paths]
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         result = kb.merge(page, entries, actor=actor, worker=worker)
     if as_json:
         payload = {
@@ -232,7 +219,7 @@ def memory_remember(
         content = file.read().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise click.UsageError(f"the content must be UTF-8 text: {exc}") from exc
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         result = kb.remember(
             content, episode_id, scope, list(tags) or None, actor, provenance, title
         )
@@ -255,7 +242,7 @@ def memory_forget(
     path: str, root: str, reason: str | None, superseded_by: str | None, actor: str, as_json: bool
 ) -> None:
     """Mark PATH superseded: it leaves search, meta, briefs and the unmerged list."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         result = kb.forget(path, reason, superseded_by, actor=actor)
     _echo_status(result, as_json)
 
@@ -267,7 +254,7 @@ def memory_forget(
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_restore(path: str, root: str, actor: str, as_json: bool) -> None:
     """Undo 'memory forget' on PATH (removes the superseded keys)."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         result = kb.restore(path, actor=actor)
     _echo_status(result, as_json)
 
@@ -302,7 +289,7 @@ def memory_claim(
     """Claim up to --limit unmerged episodes no live claim holds, in report order.
 
     The worker's own live claims are renewed and count in the batch."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         batch = kb.claim_episodes(worker, limit, lease, episodes_prefix or None, with_content)
     if as_json:
         echo_json(batch.to_json())
@@ -319,7 +306,7 @@ def memory_claim(
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_release(root: str, paths: tuple[str, ...], worker: str, as_json: bool) -> None:
     """End the worker's claims on PATHS (all of its claims when none are given)."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         released = kb.release_episodes(worker, list(paths) or None)
     if as_json:
         echo_json({"worker": worker.strip(), "released": released})
@@ -346,7 +333,7 @@ def memory_check(
 ) -> None:
     """Check consolidation: dangling merged-from entries, duplicate ids, double merges,
     the oldest unmerged episode, coverage per folder and per day."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         check = kb.memory_check(episodes_prefix or None, use_index=not no_index)
     if as_json:
         echo_json(check.to_json())
@@ -365,7 +352,7 @@ def memory_check(
 @click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
 def memory_lineage(root: str, path_or_id: str, as_json: bool, episodes_prefix: str) -> None:
     """Show what PATH_OR_ID (a file, or an episode id) was built from and what cites it."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         lineage = kb.lineage_of(path_or_id, episodes_prefix or None)
     if as_json:
         echo_json(lineage.to_json())
@@ -497,7 +484,7 @@ def search(
         "modified_after": modified_after,
         "include_superseded": include_superseded,
     }
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         if mode == "keyword":
             found: Any = kb.search(
                 query,
@@ -539,8 +526,6 @@ def _score_text(mode: str, hit: Any) -> str:
 
 def _plain_snippet(snippet: str) -> str:
     """Highlights in bold (click drops the styling when stdout is not a terminal)."""
-    from .index.search import marked_parts
-
     return "".join(
         click.style(text, bold=True) if hit else text for text, hit in marked_parts(snippet)
     )
@@ -568,7 +553,7 @@ def brief(
     as_json: bool,
 ) -> None:
     """A context pack for QUERY: best pages within a token budget, and what was left out."""
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         pack = kb.brief(query, budget, max_pages, path_prefix, scope, include_superseded)
     if as_json:
         echo_json(pack.to_json())
@@ -624,7 +609,7 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
     """Rebuild the search and memory index from the files, and the vectors when enabled."""
     if fts_only and vector_only:
         raise click.UsageError("--fts-only and --vector exclude each other")
-    with knowledge().open(root) as kb:
+    with Knowledge.open(root) as kb:
         vectors = kb.config.search.vector.enabled and not fts_only
         kb.prepare_vectors()  # a bad model fails here, before anything is rebuilt
         with progress_bar() as bar:
@@ -690,7 +675,7 @@ def serve(
     from .rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from .rest.stopping import SHUTDOWN_GRACE, StoppingServer
 
-    kb = knowledge().open(root, sweep=True)
+    kb = Knowledge.open(root, sweep=True)
     kb.acquire_server_lock()
     key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
     bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
@@ -791,7 +776,7 @@ def mcp(
         raise click.UsageError("--host requires --http")
     from .mcp.server import run_http, run_stdio
 
-    kb = knowledge().open(root, sweep=True)
+    kb = Knowledge.open(root, sweep=True)
     sock = listen_socket(host, port or DEFAULT_MCP_PORT) if use_http else None
     kb.ensure_versioned()
     kb.prepare_vectors()

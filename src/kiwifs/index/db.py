@@ -32,7 +32,6 @@ from typing import TypeVar
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
-from . import headstart
 from .bodies import LOG_SCHEMA
 from .filters import superseded_sql
 from .folders import WalkState, abs_path, probe
@@ -421,9 +420,10 @@ class Index:
 
     def _start_walk(self) -> PendingWalk:
         with self.reader() as conn:
-            folders = headstart.stored_folders(conn)
-        early = headstart.take(self.root, self.path, folders)
-        return early if early is not None else start_walk(self.root, *folders)
+            stored = conn.execute("SELECT key, digest, entries FROM dirs").fetchall()
+        expected = {key: digest for key, digest, _ in stored}
+        sizes = {key: entries for key, _, entries in stored if entries}
+        return start_walk(self.root, expected, sizes)
 
     def _apply_walk(
         self, pending: PendingWalk, progress: Progress | None, started: float | None = None

@@ -23,7 +23,7 @@ from hashlib import blake2b
 from kiwifs import storage
 from kiwifs.storage import cannot_list, cannot_read, link_problem
 
-from .keys import error_sig, path_key, raw_sig
+from .record import error_sig, path_key, raw_sig
 
 
 @dataclass

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +30,32 @@ from kiwifs.storage import os_error_text
 from kiwifs.text import valid_unicode
 from kiwifs.versioning import blob_id
 
-from .keys import error_sig as error_sig
-from .keys import key_to_rel as key_to_rel
-from .keys import parent_key as parent_key
-from .keys import path_key as path_key
-from .keys import raw_sig as raw_sig
-
 RACY_NS = 2_000_000_000
 # Frontmatter inside the simple subset is read without PyYAML (memory/frontmatter_keys.py): the
 # same mapping, 3-4x faster. False is the benchmark's baseline (bench/index.py).
 SIMPLE_FRONTMATTER = True
+
+
+def path_key(rel: str) -> bytes | None:
+    """The walk-order sort key of a root-relative path (``None`` if it cannot name a file).
+
+    Segments are encoded as the filesystem bytes and joined with NUL, which sorts before every
+    byte a name can hold, so ``memcmp`` order is the depth-first walk order with names in byte
+    order: ``a/z.md`` < ``a.md`` because the segment ``a`` ends first.
+    """
+    try:
+        return b"\0".join(os.fsencode(seg) for seg in rel.split("/"))
+    except UnicodeEncodeError:
+        return None
+
+
+def parent_key(key: bytes) -> bytes:
+    """The sort key of the folder holding the entry ``key`` (``b""`` for the root)."""
+    return key.rpartition(b"\0")[0]
+
+
+def key_to_rel(key: bytes) -> str:
+    return os.fsdecode(key.replace(b"\0", b"/"))
 
 
 def stat_sig(st: os.stat_result, now_ns: int | None = None) -> int | None:
@@ -47,6 +64,16 @@ def stat_sig(st: os.stat_result, now_ns: int | None = None) -> int | None:
     if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
         return None
     return raw_sig(st)
+
+
+def raw_sig(st: os.stat_result) -> int:
+    """Size, mtime, ctime and inode folded into one integer (stable across processes)."""
+    return hash((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+
+
+def error_sig(error: str) -> int:
+    """A signature for a walk entry that is an error (broken symlink, unlistable folder)."""
+    return -1 - zlib.crc32(error.encode("utf-8", "surrogatepass"))
 
 
 def db_text(value: str) -> str | bytes:

@@ -34,7 +34,7 @@ from .folders import (
     sign_names,
     walk_tree,
 )
-from .keys import error_sig
+from .record import error_sig
 
 PARALLEL_THRESHOLD = 20_000  # expected entries below which forking costs more than it saves
 MAX_WORKERS = 4  # worker processes: one per CPU, at most this many
@@ -66,17 +66,15 @@ def start_walk(
     expected: Mapping[bytes, bytes | None] | None = None,
     sizes: Mapping[bytes, int] | None = None,
     parallel: bool = True,
-    workers: int | None = None,
 ) -> PendingWalk:
     """Begin walking ``root``; entries are kept for folders whose digest is not ``expected``.
 
     ``sizes`` (entries per folder, from the last walk) only guides how the work is split.
     The walk runs in worker processes when it is large and the process may fork; otherwise
-    :meth:`PendingWalk.result` does it in this process. ``workers`` overrides how many
-    (default :func:`worker_count`, forking only when that is more than one).
+    :meth:`PendingWalk.result` does it in this process.
     """
     base = os.fsencode(os.fspath(root))
-    return PendingWalk(base, expected or {}, sizes or {}, parallel, workers)
+    return PendingWalk(base, expected or {}, sizes or {}, parallel)
 
 
 @dataclass
@@ -112,22 +110,16 @@ class PendingWalk:
         expected: Mapping[bytes, bytes | None],
         sizes: Mapping[bytes, int],
         parallel: bool,
-        workers: int | None = None,
     ) -> None:
         self.real_root = os.path.realpath(base)
         self.expected = expected
-        if workers is None:
-            workers = worker_count()
-            workers = workers if workers > 1 else 0
-        elif not fork_is_safe():
-            workers = 0
-        workers = workers if parallel else 0
+        workers = worker_count() if parallel else 0
         self.listed, self.jobs = _plan(base, sizes, workers if sizes else 0)
         estimate = sum(job.size for job in self.jobs)
         self._workers: list[tuple[int, int, list[int]]] = []  # pid, read fd, job numbers
         self._outputs: dict[int, Any] = {}
         self.forked = False  # True when worker processes do the walk (the caller's core is free)
-        if workers > 0 and estimate >= PARALLEL_THRESHOLD:
+        if workers > 1 and estimate >= PARALLEL_THRESHOLD:
             self._fork(workers)
 
     def _fork(self, workers: int) -> None:
