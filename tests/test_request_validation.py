@@ -44,18 +44,44 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Knowledge]:
-    Knowledge.init(tmp_path / "kb")
-    knowledge = Knowledge.open(tmp_path / "kb")
+def seeded(root: Path) -> Knowledge:
+    Knowledge.init(root)
+    knowledge = Knowledge.open(root)
     knowledge.write("latin1.md", BAD_UTF8, actor="seed")
+    return knowledge
+
+
+@pytest.fixture(scope="module")
+def shared_kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Knowledge]:
+    """One root, app and MCP server for every refusal in this module.
+
+    Sharing is sound because every case must change nothing, and each one checks that for
+    itself (HEAD and ``latin1.md`` before and after its own request); building an app costs
+    ~0.15 CPU-s, paid once here instead of once per case.
+    """
+    knowledge = seeded(tmp_path_factory.mktemp("validation") / "kb")
     yield knowledge
     knowledge.close()
 
 
 @pytest.fixture
-async def client(kb: Knowledge) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(kb))
+def kb(shared_kb: Knowledge) -> Knowledge:
+    return shared_kb
+
+
+@pytest.fixture(scope="module")
+def app(shared_kb: Knowledge) -> FastAPI:
+    return create_app(shared_kb)  # no lifespan here: it would close the shared root
+
+
+@pytest.fixture(scope="module")
+def mcp_server(shared_kb: Knowledge) -> Any:
+    return build_server(shared_kb)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as c:
         yield c
 
@@ -278,10 +304,15 @@ MCP_CASES: list[tuple[str, dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("name", "args", "message"), MCP_CASES, ids=[c[2][:40] for c in MCP_CASES])
 async def test_mcp_answers_a_tool_error(
-    kb: Knowledge, name: str, args: dict[str, Any], message: str, capfd: pytest.CaptureFixture[str]
+    kb: Knowledge,
+    mcp_server: Any,
+    name: str,
+    args: dict[str, Any],
+    message: str,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     before = head(kb.root)
-    async with Client(build_server(kb)) as client:
+    async with Client(mcp_server) as client:
         result = await client.call_tool(name, args)
     assert result.is_error
     (block,) = result.content
@@ -321,9 +352,10 @@ def http_get(sock: socket.socket, path: str) -> tuple[int, dict[str, str], bytes
 
 
 def test_a_server_fault_is_a_logged_json_500_and_the_connection_lives_on(
-    kb: Knowledge, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = create_app(kb, extra_mounts=faulty_route)
+    # a root of its own: uvicorn runs the app's lifespan, which closes the root at shutdown
+    app = create_app(seeded(tmp_path / "kb"), extra_mounts=faulty_route)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
