@@ -58,29 +58,43 @@ class Web:
         return self.request("POST", url, **kwargs)
 
 
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Knowledge]:
-    root = tmp_path / "kb"
+def seeded(root: Path) -> Knowledge:
+    """A knowledge root with episodes (one with a script), a merged page and its history."""
     Knowledge.init(root, "knowledge")
-    with Knowledge.open(root) as kb:
-        kb.write(
-            "episodes/2026/run-1.md",
-            "---\nepisode_id: run-1\n---\n# Run 1\n",
-            provenance="run:run-1",
-        )
-        kb.write("episodes/2026/run-2.md", "---\nepisode_id: run-2\n---\n# Run 2\n")
-        kb.write("episodes/evil.md", EVIL)
-        kb.merge("concepts/auth.md", [MergeEntry(id="run-1", note="login"), MergeEntry(id="gone")])
-        kb.write(
-            "concepts/auth.md",
-            kb.read("concepts/auth.md").text + "\nSee [run 2](../episodes/2026/run-2.md).\n",
-        )
-        yield kb
+    kb = Knowledge.open(root)
+    kb.write(
+        "episodes/2026/run-1.md",
+        "---\nepisode_id: run-1\n---\n# Run 1\n",
+        provenance="run:run-1",
+    )
+    kb.write("episodes/2026/run-2.md", "---\nepisode_id: run-2\n---\n# Run 2\n")
+    kb.write("episodes/evil.md", EVIL)
+    kb.merge("concepts/auth.md", [MergeEntry(id="run-1", note="login"), MergeEntry(id="gone")])
+    kb.write(
+        "concepts/auth.md",
+        kb.read("concepts/auth.md").text + "\nSee [run 2](../episodes/2026/run-2.md).\n",
+    )
+    return kb
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Knowledge]:
+    """One seeded root, and one open and one keyed app on it, for the module's tests, which only
+    read it (the one test that writes has a root of its own): building an app costs ~0.15 CPU-s.
+    Each test still gets its own client, so no cookie or session carries over."""
+    kb = seeded(tmp_path_factory.mktemp("web") / "kb")
+    yield kb
+    kb.close()
+
+
+@pytest.fixture(scope="module")
+def open_app(kb: Knowledge) -> Any:
+    return create_app(kb)
 
 
 @pytest.fixture
-def web(kb: Knowledge) -> Web:
-    return Web(create_app(kb))
+def web(open_app: Any) -> Web:
+    return Web(open_app)
 
 
 def text_of(resp: httpx.Response, element_id: str) -> str:
@@ -106,11 +120,14 @@ def test_dashboard_numbers_are_the_reports(web: Web, kb: Knowledge) -> None:
     assert data["folders"][0]["folder"] == "episodes/"
 
 
-def test_warnings_page_lists_the_reports_warnings(web: Web, kb: Knowledge) -> None:
-    kb.write("episodes/noid.md", "just text\n")
-    resp = web.get("/warnings")
+def test_warnings_page_lists_the_reports_warnings(tmp_path: Path) -> None:
+    with seeded(tmp_path / "kb") as kb:  # a root of its own: this test writes
+        kb.write("episodes/noid.md", "just text\n")
+        resp = Web(create_app(kb)).get("/warnings")
+        warnings = kb.memory_report().warnings
     assert resp.status_code == 200
-    for warning in kb.memory_report().warnings:
+    assert warnings  # the file without an episode id is one
+    for warning in warnings:
         assert html.escape(warning, quote=False) in resp.text
 
 
@@ -221,9 +238,14 @@ def test_docs_are_served_from_the_package(web: Web) -> None:
 # -- sign-in ------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def locked_app(kb: Knowledge) -> Any:
+    return create_app(kb, api_key=KEY)
+
+
 @pytest.fixture
-def locked(kb: Knowledge) -> Web:
-    return Web(create_app(kb, api_key=KEY))
+def locked(locked_app: Any) -> Web:
+    return Web(locked_app)
 
 
 PAGES = [
