@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from fastapi import FastAPI
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
@@ -176,9 +177,20 @@ def build_hostile(base: Path) -> Hostile:
     return Hostile(root, outside, marker, _snapshot(root, outside))
 
 
+# The app serving each module-scoped root (the hostile one), built once: an app costs ~0.15 CPU-s
+# to build and to route its first request, and the REST tests on that root are a dozen and more.
+# A server serves many requests on one root; every test still checks its own effects.
+SHARED_APPS: dict[Path, FastAPI] = {}
+
+
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Hostile:
-    return build_hostile(tmp_path_factory.mktemp("hostile"))
+def hostile(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Hostile]:
+    built = build_hostile(tmp_path_factory.mktemp("hostile"))
+    kb = Knowledge.open(built.root)
+    SHARED_APPS[built.root] = create_app(kb)
+    yield built
+    del SHARED_APPS[built.root]
+    kb.close()
 
 
 @pytest.fixture
@@ -215,13 +227,21 @@ def fifo_valve(*fifos: Path, every: float = 2.0) -> Iterator[None]:
 
 @asynccontextmanager
 async def rest(root: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the app serving ``root``: the module's shared one, or one made for the call."""
+    if root in SHARED_APPS:
+        async with _client(SHARED_APPS[root]) as client:
+            yield client
+        return
     kb = Knowledge.open(root)
     try:
-        transport = httpx.ASGITransport(app=create_app(kb))
-        async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as client:
+        async with _client(create_app(kb)) as client:
             yield client
     finally:
         kb.close()
+
+
+def _client(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kiwi")
 
 
 def refused(response: httpx.Response, *words: str) -> str:
