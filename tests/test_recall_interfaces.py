@@ -139,6 +139,18 @@ def rest(root: Path) -> Iterator[TestClient]:
         kb.close()
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory, model: Path) -> Iterator[TestClient]:
+    """One app on a root with vectors for every bad-input case, which each only read: an app
+    costs ~0.15 CPU-s to build and route, and its first search embeds the root."""
+    root = tmp_path_factory.mktemp("refusing") / "kb"
+    for rel, text in {**PAGES, ".kiwi/config.toml": local_config(model)}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    with rest(root) as client:
+        yield client
+
+
 def test_rest_semantic_get_and_post(root: Path) -> None:
     with rest(root) as c:
         resp = c.get(f"{API}/search/semantic", params={"q": "kiwi bird feathers", "topK": 2})
@@ -183,13 +195,14 @@ def test_rest_semantic_get_and_post(root: Path) -> None:
         ({"q": "x", "include_superseded": "maybe"}, "include_superseded must be true or false"),
     ],
 )
-def test_rest_semantic_bad_input_is_400(root: Path, params: dict[str, str], message: str) -> None:
-    with rest(root) as c:
-        resp = c.get(f"{API}/search/semantic", params=params)
-        assert resp.status_code == 400
-        assert message in resp.json()["error"]
-        bad_body = c.post(f"{API}/search/semantic", json={"query": "x", "topK": True})
-        assert bad_body.status_code == 400
+def test_rest_semantic_bad_input_is_400(
+    refusing: TestClient, params: dict[str, str], message: str
+) -> None:
+    resp = refusing.get(f"{API}/search/semantic", params=params)
+    assert resp.status_code == 400
+    assert message in resp.json()["error"]
+    bad_body = refusing.post(f"{API}/search/semantic", json={"query": "x", "topK": True})
+    assert bad_body.status_code == 400
 
 
 def test_rest_hybrid_and_health(root: Path) -> None:
