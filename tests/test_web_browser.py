@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from kiwifs.knowledge import Knowledge
 from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
@@ -73,7 +74,9 @@ class Server:
 
 
 def make_root(path: Path) -> Path:
-    subprocess.run([KIWIFS, "init", "--root", str(path)], check=True, capture_output=True)
+    """A root as ``kiwifs init`` lays it out, made in process (the command is tested in
+    test_cli.py; a subprocess here only costs its imports)."""
+    Knowledge.init(path)
     return path
 
 
