@@ -6,12 +6,13 @@ test_fuzz.py checks real answers against the document; these tests pin its shape
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
@@ -19,6 +20,7 @@ from kiwifs.rest.app import create_app
 pytestmark = pytest.mark.anyio
 KEY = "s3cret-key"
 DOC_ROUTES = ("/openapi.json", "/docs")
+Client = Callable[..., httpx.AsyncClient]  # the client_for fixture
 PROBES = {("get /health", "503"), ("get /readyz", "503")}  # their own bodies, not ErrorBody
 # statuses each route must document, beyond 200 (every /api/kiwi route also has 401 and 500)
 REQUIRED = {
@@ -71,20 +73,37 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Path:
+    """One blank root for the module, and below one open and one keyed app on it: the tests only
+    read (the document, the docs pages, a meta listing), and an app costs ~0.15 CPU-s to build
+    and route its first request. Each test still makes its own client (its own cookies)."""
+    path = tmp_path_factory.mktemp("openapi") / "kb"
+    Knowledge.init(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def apps(root: Path) -> Iterator[dict[str | None, FastAPI]]:
+    """The app without a key and the app with ``KEY``, by key."""
+    with Knowledge.open(root) as kb:
+        yield {None: create_app(kb), KEY: create_app(kb, api_key=KEY)}
+
+
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    Knowledge.init(tmp_path / "kb")
-    return tmp_path / "kb"
+def client_for(apps: dict[str | None, FastAPI]) -> Callable[..., httpx.AsyncClient]:
+    def make(api_key: str | None = None) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=apps[api_key])
+        return httpx.AsyncClient(transport=transport, base_url="http://kiwi")
 
-
-def client_for(root: Path, api_key: str | None = None) -> httpx.AsyncClient:
-    app = create_app(Knowledge.open(root), api_key=api_key)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kiwi")
+    return make
 
 
 @pytest.fixture
-async def document(root: Path) -> AsyncIterator[dict[str, Any]]:
-    async with client_for(root) as client:
+async def document(
+    client_for: Callable[..., httpx.AsyncClient],
+) -> AsyncIterator[dict[str, Any]]:
+    async with client_for() as client:
         resp = await client.get("/openapi.json")
         assert resp.status_code == 200
         yield resp.json()
@@ -144,23 +163,23 @@ async def test_bodies_and_headers_are_described(document: dict[str, Any]) -> Non
     assert order[0]["schema"]["enum"] == ["asc", "desc"]
 
 
-async def test_meta_order_is_asc_or_desc(root: Path) -> None:
-    async with client_for(root) as client:
+async def test_meta_order_is_asc_or_desc(client_for: Client) -> None:
+    async with client_for() as client:
         for order, status in [("asc", 200), ("DESC", 200), ("", 200), ("sideways", 400)]:
             resp = await client.get("/api/kiwi/meta", params={"order": order})
             assert resp.status_code == status, (order, resp.text)
 
 
-async def test_a_file_that_is_not_markdown_is_sent_as_bytes(root: Path) -> None:
+async def test_a_file_that_is_not_markdown_is_sent_as_bytes(root: Path, client_for: Client) -> None:
     (root / "data.bin").write_bytes(b"\x00\x01")
-    async with client_for(root) as client:
+    async with client_for() as client:
         resp = await client.get("/api/kiwi/file", params={"path": "data.bin"})
     assert resp.headers["content-type"] == "application/octet-stream"
 
 
 @pytest.mark.parametrize("route", DOC_ROUTES)
-async def test_the_document_and_its_pages_need_the_key(root: Path, route: str) -> None:
-    async with client_for(root, api_key=KEY) as client:
+async def test_the_document_and_its_pages_need_the_key(client_for: Client, route: str) -> None:
+    async with client_for(KEY) as client:
         refused = await client.get(route)
         assert refused.status_code == 401
         assert refused.json() == {"error": "invalid API key"}
@@ -170,13 +189,13 @@ async def test_the_document_and_its_pages_need_the_key(root: Path, route: str) -
 
 
 @pytest.mark.parametrize("route", DOC_ROUTES)
-async def test_without_a_key_the_document_is_open(root: Path, route: str) -> None:
-    async with client_for(root) as client:
+async def test_without_a_key_the_document_is_open(client_for: Client, route: str) -> None:
+    async with client_for() as client:
         assert (await client.get(route)).status_code == 200
 
 
-async def test_a_keyed_document_names_the_bearer_scheme(root: Path) -> None:
-    async with client_for(root, api_key=KEY) as client:
+async def test_a_keyed_document_names_the_bearer_scheme(client_for: Client) -> None:
+    async with client_for(KEY) as client:
         resp = await client.get("/openapi.json", headers={"Authorization": f"Bearer {KEY}"})
     doc = resp.json()
     assert doc["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
@@ -184,9 +203,9 @@ async def test_a_keyed_document_names_the_bearer_scheme(root: Path) -> None:
         assert (op.get("security") == [{"bearer": []}]) == (" /api/kiwi/" in name), name
 
 
-async def test_a_web_session_opens_the_docs_but_not_the_api(root: Path) -> None:
+async def test_a_web_session_opens_the_docs_but_not_the_api(client_for: Client) -> None:
     """A browser cannot send a bearer header: signed in at /login, it may read /docs."""
-    async with client_for(root, api_key=KEY) as client:
+    async with client_for(KEY) as client:
         login = await client.post("/login", data={"key": KEY, "next": "/"})
         assert login.status_code in (302, 303) and "kiwifs_session" in client.cookies
         for route in DOC_ROUTES:
@@ -194,6 +213,6 @@ async def test_a_web_session_opens_the_docs_but_not_the_api(root: Path) -> None:
         assert (await client.get("/api/kiwi/tree")).status_code == 401
 
 
-async def test_redoc_is_not_served(root: Path) -> None:
-    async with client_for(root) as client:
+async def test_redoc_is_not_served(client_for: Client) -> None:
+    async with client_for() as client:
         assert (await client.get("/redoc")).status_code == 404
