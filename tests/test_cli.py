@@ -1,4 +1,7 @@
-"""The installed ``kiwifs`` command, run as a subprocess."""
+"""The ``kiwifs`` command: the installed command run as a subprocess where the process is the
+point (the entry point, exit codes seen by a shell, the bytes printed, the working directory),
+and click's ``CliRunner`` in process for option parsing and usage errors, which a process adds
+nothing to but its ~0.25 CPU-s of imports."""
 
 from __future__ import annotations
 
@@ -11,8 +14,10 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from gitrepo import git_line
+from kiwifs.cli import cli
 from kiwifs.errors import InvalidPath
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
@@ -43,6 +48,14 @@ def kiwifs(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
         env={**os.environ, "NO_COLOR": "1"},
         check=False,
     )
+
+
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``kiwifs ARGS`` run by click's test runner, answered in the shape ``kiwifs()`` answers."""
+    result = CliRunner().invoke(cli, list(args), prog_name="kiwifs", env={"NO_COLOR": "1"})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a crash, not an exit code: fail with its traceback
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
 
 
 def fm(*lines: str) -> str:
@@ -257,7 +270,9 @@ def test_json_output_is_json_dumps_byte_for_byte(tmp_path: Path) -> None:
 
 
 def test_report_paging(queue_root: Path) -> None:
-    out = kiwifs("memory", "report", "-j", "-r", str(queue_root), "--limit", "2", "--offset", "1")
+    out = in_process(
+        "memory", "report", "-j", "-r", str(queue_root), "--limit", "2", "--offset", "1"
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [e["path"] for e in data["episodic_files"]] == ["episodes/e1.md", "episodes/e2.md"]
@@ -276,7 +291,7 @@ def test_report_paging(queue_root: Path) -> None:
 def test_report_bad_paging_is_a_usage_error(
     queue_root: Path, args: list[str], problem: str
 ) -> None:
-    out = kiwifs("memory", "report", "-r", str(queue_root), *args)
+    out = in_process("memory", "report", "-r", str(queue_root), *args)
     assert out.returncode == 2
     assert out.stdout == ""
     assert problem in out.stderr
@@ -302,7 +317,7 @@ def test_report_prefix_precedence(
             ".kiwi/config.toml": '[memory]\nepisodes_path_prefix = "notes"\n',
         },
     )
-    out = kiwifs("memory", "report", "-j", "-r", str(root), *args)
+    out = in_process("memory", "report", "-j", "-r", str(root), *args)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["episodes_prefix"] == prefix
@@ -316,7 +331,7 @@ def test_report_prefix_precedence(
 )
 def test_missing_root_is_exit_2_and_not_created(tmp_path: Path, command: list[str]) -> None:
     missing = tmp_path / "typo" / "kb"
-    out = kiwifs(*command, "--root", str(missing))
+    out = in_process(*command, "--root", str(missing))
     assert out.returncode == 2
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1
@@ -380,7 +395,7 @@ def test_merge_flow_and_fail_on_unmerged(tmp_path: Path) -> None:
 
 def test_merge_default_type_is_episode(tmp_path: Path) -> None:
     root = write(tmp_path / "kb", {"episodes/a.md": fm("episode_id: a1")})
-    out = kiwifs("memory", "merge", "p.md", "-r", str(root), "--episode", "a1")
+    out = in_process("memory", "merge", "p.md", "-r", str(root), "--episode", "a1")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "merged 1 entry into p.md\n"
     (entry,) = read_frontmatter((root / "p.md").read_bytes()).data["merged-from"]
@@ -397,7 +412,7 @@ def test_merge_default_type_is_episode(tmp_path: Path) -> None:
 )
 def test_merge_usage_errors(tmp_path: Path, args: list[str], code: int) -> None:
     root = write(tmp_path / "kb", {"p.md": "---\ntitle: t\n---\nbody\n"})
-    out = kiwifs("memory", "merge", "p.md", "-r", str(root), *args)
+    out = in_process("memory", "merge", "p.md", "-r", str(root), *args)
     assert out.returncode == code
     assert (root / "p.md").read_text() == "---\ntitle: t\n---\nbody\n"
     assert out.stderr.strip()
