@@ -55,6 +55,37 @@ def pytest_configure(config: pytest.Config) -> None:
     import kiwifs
 
     compileall.compile_dir(Path(kiwifs.__file__).parent, quiet=1, workers=1)
+    _rewrite_test_modules_once(config)
+
+
+def _rewrite_test_modules_once(config: pytest.Config) -> None:
+    """Write pytest's assert-rewritten byte-code of every test module once, before the xdist
+    workers start, so that each worker loads it instead of rewriting all ~60 modules itself
+    (about 2.4 CPU-s a worker: every worker collects every module).
+
+    pytest reads such a cache even where ``PYTHONDONTWRITEBYTECODE`` keeps it from writing one,
+    and checks it against the source's hash, so a stale entry is never used. This leans on
+    pytest's own rewriting functions; should they move, the workers rewrite as they always did.
+    """
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    state = config.stash.get(rewrite.assertstate_key, None)
+    needed = ("PYC_TAIL", "_read_pyc", "_rewrite_test", "_write_pyc", "get_cache_dir")
+    if state is None or state.mode != "rewrite" or not all(hasattr(rewrite, n) for n in needed):
+        return  # --assert=plain, or pytest's internals changed
+    for source in sorted(Path(__file__).parent.glob("test_*.py")):
+        cache = rewrite.get_cache_dir(source)
+        pyc = cache / (source.name[: -len(".py")] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(source, pyc) is not None:
+            continue
+        try:
+            cache.mkdir(exist_ok=True)
+        except OSError:
+            return  # a read-only checkout: nothing to share
+        source_hash, code = rewrite._rewrite_test(source, config)
+        rewrite._write_pyc(state, code, source_hash, pyc)
 
 
 @pytest.fixture(autouse=True, scope="session")
