@@ -16,8 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -28,6 +27,7 @@ from kiwifs.errors import KiwiError, StorageError
 from kiwifs.gitindex import LOCK_FILE
 from kiwifs.knowledge import Knowledge
 from kiwifs.versioning import blob_id
+from waiting import wait_for
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 HANG_GUARD = 120.0  # seconds: turns a hang (the bug) into a failure; the waits take far less
@@ -44,13 +44,6 @@ def git_lock_held(root: Path) -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.005)
 
 
 def head_files(root: Path) -> set[str]:
@@ -106,7 +99,8 @@ def test_concurrent_writers_share_commits_and_return_committed(kb: Knowledge, ro
     with git_lock_held(root):
         for i in range(6):
             writers.start(f"notes/n{i}.md", f"# note {i}\n", "alice")
-        wait_until(lambda: pending(kb) == 6)  # the first commit waits, the rest queue up
+        # the first commit waits, the rest queue up
+        assert wait_for(lambda: pending(kb) == 6, HANG_GUARD)
         assert writers.outcome == {}  # no write returns before its commit
     writers.join()
     assert writers.outcome == {f"notes/n{i}.md": True for i in range(6)}
@@ -128,7 +122,7 @@ def test_each_shared_commit_has_the_author_of_its_writes(kb: Knowledge, root: Pa
                 path = f"{actor}/r{round_}-{i}.md"
                 actors[path] = actor
                 writers.start(path, f"by {actor}\n", actor)
-            wait_until(lambda n=3 * (round_ + 1): pending(kb) == n)  # type: ignore[misc]
+            assert wait_for(lambda n=3 * (round_ + 1): pending(kb) == n, HANG_GUARD)  # type: ignore[misc]
     writers.join()
     assert all(ok is True for ok in writers.outcome.values()), writers.outcome
     commits = commits_since(root, before)
@@ -157,7 +151,7 @@ def test_a_git_failure_fails_every_writer_of_the_group(kb: Knowledge, root: Path
     with git_lock_held(root):
         for i in range(4):  # the same bytes: every commit holding one of them fails
             writers.start(f"doomed/d{i}.md", doomed, "carol", provenance=False)
-        wait_until(lambda: pending(kb) == 4)
+        assert wait_for(lambda: pending(kb) == 4, HANG_GUARD)
     writers.join()
     for path, outcome in writers.outcome.items():
         assert isinstance(outcome, StorageError), (path, outcome)
@@ -180,7 +174,7 @@ def test_a_bulk_write_waits_for_the_queue_and_commits_alone(kb: Knowledge, root:
     bulk_done: list[int] = []
     with git_lock_held(root):
         writers.start("shared.md", "by a single write\n", "alice")
-        wait_until(lambda: pending(kb) == 1)
+        assert wait_for(lambda: pending(kb) == 1, HANG_GUARD)
         bulk = threading.Thread(
             target=lambda: bulk_done.append(
                 len(kb.bulk_write([("shared.md", "by the bulk\n"), ("b.md", "b\n")], actor="bob"))
@@ -233,7 +227,7 @@ def test_concurrent_puts_to_a_real_server_share_commits(root: Path) -> None:
         before = commit_count(root)
         with git_lock_held(root):
             threads, statuses = put_in_threads(base, paths)
-            wait_until(lambda: server_pending(base) == len(paths))
+            assert wait_for(lambda: server_pending(base) == len(paths), HANG_GUARD)
             assert statuses == {}
         for thread in threads:
             thread.join(HANG_GUARD)
@@ -250,7 +244,7 @@ def test_kill_9_while_writers_wait_for_a_group_commit(root: Path) -> None:
     with served(root) as (base, proc):
         with git_lock_held(root):
             threads, statuses = put_in_threads(base, paths)
-            wait_until(lambda: server_pending(base) == len(paths))
+            assert wait_for(lambda: server_pending(base) == len(paths), HANG_GUARD)
             proc.send_signal(signal.SIGKILL)
             proc.wait(60)
         for thread in threads:

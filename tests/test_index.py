@@ -25,6 +25,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
 from kiwifs.printed_json import RawJSON, dumps
+from waiting import wait_for
 
 INDEX = Path(".kiwi/state/index.db")
 
@@ -547,15 +548,6 @@ def test_an_answer_found_while_the_workers_walk_is_redone_if_the_walk_moved(
 
 
 # -- the watcher --------------------------------------------------------------------------------
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def test_watcher_sees_out_of_band_edits_and_stops(kb: Knowledge) -> None:

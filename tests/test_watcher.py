@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kiwifs.index.watcher import Watcher
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
+from waiting import wait_for
 
 
 class Recorder:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from kiwifs.memory.problems import (
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
 from realserver import free_port
+from waiting import wait_for
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 
@@ -397,13 +398,6 @@ def check_settled(client: httpx.Client) -> bool:
     return bool(check["ready"] and check["current"])
 
 
-def wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 120
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.05)
-
-
 @dataclass
 class Listener:
     """One event stream read on a thread into ``frames`` (name, data) until :meth:`close`."""
@@ -442,7 +436,7 @@ def test_the_dashboard_hears_check_results_and_the_api_stream_does_not(served: S
         assert ui.connected.wait(60) and api.connected.wait(60)
         with httpx.Client(base_url=served.base, timeout=60) as c:
             # the start-up check may still be running (a slow machine): its result is not ours
-            wait_for(lambda: check_settled(c))
+            assert wait_for(lambda: check_settled(c), 120)
             body = "---\nmerged-from:\n  - {type: episode, id: ghost}\n---\n"
             put = c.put("/api/kiwi/file", params={"path": "concepts/g.md"}, content=body)
             assert put.is_success
