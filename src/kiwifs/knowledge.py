@@ -21,6 +21,7 @@ from .committer import CommitStatus
 from .config import Config, load_config
 from .errors import Conflict, InvalidPath, Locked, NotFound, RootNotFound, UsageError
 from .events import CHECK_STORED, Event, EventBus
+from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
 from .index.checkcache import CheckKeeper
 from .index.db import ReconcileStats
@@ -33,7 +34,6 @@ from .index.search import DEFAULT_LIMIT, SearchHit, SearchResults
 from .index.semantic import DEFAULT_TOP_K, SemanticResults
 from .index.vectors import EmbedRound, VectorStatus
 from .leases import Claim
-from .limits import CHANGES_LIMIT
 from .markdown import append_entries, appended_entries, edit_frontmatter, read_frontmatter
 from .memory.brief import (
     DEFAULT_BUDGET,
@@ -159,6 +159,7 @@ class Knowledge:
         self.indexing = IndexKeeper(self.root, self.config.search.vector)
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
         self.claims = ClaimsDesk(self.storage, self.pipeline, self.indexing, self.episodes_prefix)
+        self.history = History(self.storage, self.pipeline)
 
     def close(self) -> None:
         """Commit what is pending, stop the watcher, close the index, write the git index file.
@@ -335,42 +336,19 @@ class Knowledge:
 
     # -- history ----------------------------------------------------------------------------
 
-    def _history_path(self, path: str) -> str:
-        """The canonical path of a history query, refused like a read would refuse it.
-
-        History comes from git, not the disk, but a path that leads through a symlink into
-        ``.git`` or out of the root is refused the same everywhere: one rule, every route.
-        """
-        rel = canonical(path)
-        self.storage.abspath(rel)
-        return rel
-
     def versions(self, path: str) -> list[Version]:
-        rel = self._history_path(path)
-        self.pipeline.flush()
-        return self.git.versions(rel) if self.git else []
+        return self.history.versions(path)
 
     def version(self, path: str, rev: str) -> bytes:
-        rel = self._history_path(path)
-        self.pipeline.flush()
-        if self.git is None:
-            raise NotFound("version not found (the root is not a git repository)")
-        return self.git.show(rel, rev)
+        return self.history.version(path, rev)
 
     def diff(self, path: str, rev_from: str, rev_to: str) -> str:
-        rel = self._history_path(path)
-        self.pipeline.flush()
-        if self.git is None:
-            raise NotFound("version not found (the root is not a git repository)")
-        return self.git.diff(rel, rev_from, rev_to)
+        return self.history.diff(path, rev_from, rev_to)
 
     def changes(self, since: str | None = None, limit: int | None = None) -> list[Change]:
         """Commits since ``since``, newest first; ``limit`` defaults to 50 and is capped at 500
         (as KiwiFS: a missing or non-positive value is the default)."""
-        if since and not (4 <= len(since) <= 40 and all(c in "0123456789abcdef" for c in since)):
-            raise UsageError("unknown sequence")
-        self.pipeline.flush()
-        return self.git.changes(since, CHANGES_LIMIT(limit)) if self.git else []
+        return self.history.changes(since, limit)
 
     # -- episodic memory --------------------------------------------------------------------
 
@@ -601,7 +579,7 @@ class Knowledge:
         rows = self.indexing.check_rows(prefix) if use_index else None
         episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
         return build_check(
-            prefix, episodes, pages, existing.__contains__, self._first_added, time.time()
+            prefix, episodes, pages, existing.__contains__, self.history.first_added, time.time()
         )
 
     def _problems_now(self) -> tuple[str, list[Problem]]:
@@ -626,12 +604,6 @@ class Knowledge:
         a request."""
         self._checker()
         self.indexing.start_checking(quiet)
-
-    def _first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
-        if self.git is None:
-            return {}
-        self.pipeline.flush()
-        return self.git.first_added(paths)
 
     # -- the consolidation queue: claims ----------------------------------------------------
 

@@ -410,6 +410,7 @@ class Git:
         The action and path come from the commit's own tree changes, never from its message: a
         message is text a caller may choose, and ``delete: index.md`` in it deletes nothing.
         """
+        check_sequence(since)
         if not self.is_repo() or self.head() is None:
             return []
         args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}", "-z", "--name-status"]
@@ -565,6 +566,13 @@ def _mode_of(path: Path) -> int:
     if st.st_mode & stat.S_IXUSR:
         return MODE_EXECUTABLE
     return MODE_BLOB
+
+
+def check_sequence(since: str | None) -> None:
+    """A ``since`` of the changes feed: a commit id or its abbreviation (4–40 lowercase hex
+    digits), so that nothing else (an option, a range, a ref name) ever reaches ``git log``."""
+    if since and not (4 <= len(since) <= 40 and all(c in "0123456789abcdef" for c in since)):
+        raise UsageError("unknown sequence")
 
 
 def _check_rev(rev: str) -> None:
