@@ -12,7 +12,7 @@ import fcntl
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,15 +63,27 @@ from .memory.rules import (
     resolve_prefix,
     validate_entry,
 )
-from .paths import canonical, canonical_dir, refusal
+from .paths import canonical
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
 from .storage import Storage
 from .text import check_text
+from .tree import TreeNode, folder_tree
 from .versioning import Change, Git, Version, blob_id
 
 if TYPE_CHECKING:
     from .scaffold import InitResult
+
+__all__ = [
+    "DEFAULT_ACTOR",
+    "FileContent",
+    "Knowledge",
+    "MergeResult",
+    "RememberResult",
+    "StatusResult",
+    "TreeNode",
+    "utc_http_date",
+]
 
 DEFAULT_ACTOR = "kiwifs"
 
@@ -86,23 +98,6 @@ class FileContent:
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", errors="replace")
-
-
-@dataclass(frozen=True)
-class TreeNode:
-    path: str
-    name: str
-    is_dir: bool
-    size: int | None = None
-    children: tuple[TreeNode, ...] = field(default_factory=tuple)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "name": self.name, "isDir": self.is_dir}
-        if not self.is_dir:
-            out["size"] = self.size
-        else:
-            out["children"] = [c.to_json() for c in self.children]
-        return out
 
 
 @dataclass(frozen=True)
@@ -279,15 +274,7 @@ class Knowledge:
         return data if isinstance(data, dict) else {}
 
     def tree(self, path: str | None = None, depth: int = 20) -> TreeNode:
-        rel = canonical_dir(path)
-        base = self.storage.abspath(rel)
-        if not os.path.isdir(base):
-            if os.path.exists(base):
-                raise UsageError(f"{rel} is a file, not a folder")
-            raise NotFound(f"folder not found: {rel or '/'}")
-        name = rel.rsplit("/", 1)[-1] if rel else "/"
-        children = _children(base, rel, depth, self.storage.real_root())
-        return TreeNode(rel + "/" if rel else "", name, True, None, children)
+        return folder_tree(self.storage, path, depth)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -897,34 +884,6 @@ def _bytes(content: bytes | str) -> bytes:
 
 def _actor(actor: str | None) -> str:
     return sanitize_actor(actor, DEFAULT_ACTOR)
-
-
-def _children(base: Path, rel: str, depth: int, real_root: str) -> tuple[TreeNode, ...]:
-    """The entries of a folder; a symlink leading out of the root or into a hidden path is not
-    listed (it could not be read either)."""
-    if depth <= 0:
-        return ()
-    nodes: list[TreeNode] = []
-    try:
-        entries = sorted(os.scandir(base), key=lambda e: os.fsencode(e.name))
-    except OSError:
-        return ()
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue
-        if entry.is_symlink() and refusal(real_root, os.path.realpath(entry.path)):
-            continue
-        child_rel = f"{rel}/{entry.name}" if rel else entry.name
-        if entry.is_dir(follow_symlinks=False):
-            kids = _children(Path(entry.path), child_rel, depth - 1, real_root)
-            nodes.append(TreeNode(child_rel + "/", entry.name, True, None, kids))
-        else:
-            try:
-                size = entry.stat().st_size
-            except OSError:
-                continue
-            nodes.append(TreeNode(child_rel, entry.name, False, size))
-    return tuple(nodes)
 
 
 def utc_http_date(timestamp: float) -> str:
