@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import Conflict, InvalidPath, Locked, NotFound, RootNotFound, UsageError
+from .errors import Conflict, InvalidPath, NotFound, RootNotFound, UsageError
 from .events import CHECK_STORED, Event, EventBus
 from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
@@ -66,6 +65,7 @@ from .memory.rules import (
 from .paths import canonical
 from .pipeline import Pipeline, WriteResult
 from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
+from .serverlock import acquire_server_lock
 from .storage import Storage
 from .text import check_text
 from .tree import TreeNode, folder_tree
@@ -245,17 +245,7 @@ class Knowledge:
 
         Returns the file descriptor holding the lock (released when the process exits).
         """
-        state = self.root / ".kiwi"
-        state.mkdir(parents=True, exist_ok=True)
-        fd = os.open(state / "server.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
-            raise Locked(f"another kiwifs server already serves {self.root}") from exc
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return fd
+        return acquire_server_lock(self.root)
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from .config import CONFIG_RELPATH
 from .errors import UsageError
+from .serverlock import SERVER_LOCK
 from .storage import Storage
 from .versioning import Git
 
 TEMPLATES = ("knowledge", "blank")
-IGNORED = (".kiwi/state/", ".kiwi/server.lock", ".kiwi-write-*")
+IGNORED = (".kiwi/state/", SERVER_LOCK, ".kiwi-write-*")
 
 
 @dataclass(frozen=True)
