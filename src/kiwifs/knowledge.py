@@ -64,10 +64,10 @@ from .memory.rules import (
 )
 from .paths import canonical
 from .pipeline import Pipeline, WriteResult
-from .provenance import Provenance, now_utc, parse_provenance, sanitize_actor
+from .provenance import LIBRARY_ACTOR, Provenance, as_provenance, library_actor, now_utc
 from .serverlock import acquire_server_lock
 from .storage import Storage
-from .text import check_text
+from .text import check_text, content_bytes
 from .tree import TreeNode, folder_tree
 from .versioning import Change, Git, Version, blob_id
 
@@ -85,7 +85,7 @@ __all__ = [
     "utc_http_date",
 ]
 
-DEFAULT_ACTOR = "kiwifs"
+DEFAULT_ACTOR = LIBRARY_ACTOR
 
 
 @dataclass(frozen=True)
@@ -278,9 +278,9 @@ class Knowledge:
         if_none_match: str | None = None,
     ) -> WriteResult:
         """Write a file; ``if_none_match="*"`` creates only (an existing file is a conflict)."""
-        prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
+        prov = as_provenance(provenance)
         return self.pipeline.write(
-            path, _bytes(content), _actor(actor), if_match, prov, if_none_match
+            path, content_bytes(content), library_actor(actor), if_match, prov, if_none_match
         )
 
     def append(
@@ -292,10 +292,12 @@ class Knowledge:
         if_match: str | None = None,
     ) -> WriteResult:
         sep = check_text(separator, "separator").encode("utf-8")
-        return self.pipeline.append(path, _bytes(content), _actor(actor), sep, if_match)
+        return self.pipeline.append(
+            path, content_bytes(content), library_actor(actor), sep, if_match
+        )
 
     def delete(self, path: str, actor: str | None = None, if_match: str | None = None) -> str:
-        return self.pipeline.delete(path, _actor(actor), if_match)
+        return self.pipeline.delete(path, library_actor(actor), if_match)
 
     def bulk_write(
         self,
@@ -304,12 +306,12 @@ class Knowledge:
         provenance: str | Provenance | None = None,
         message: str | None = None,
     ) -> list[WriteResult]:
-        prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
-        items = [(p, _bytes(c)) for p, c in files]
-        return self.pipeline.bulk(items, _actor(actor), prov, message)
+        prov = as_provenance(provenance)
+        items = [(p, content_bytes(c)) for p, c in files]
+        return self.pipeline.bulk(items, library_actor(actor), prov, message)
 
     def rename(self, src: str, dst: str, actor: str | None = None) -> WriteResult:
-        return self.pipeline.rename(src, dst, _actor(actor))
+        return self.pipeline.rename(src, dst, library_actor(actor))
 
     # -- history ----------------------------------------------------------------------------
 
@@ -633,7 +635,7 @@ class Knowledge:
         :class:`Conflict` and nothing is written. The check is one index lookup made under the
         write lock, so two agents choosing the same id cannot both succeed.
         """
-        prov = provenance if isinstance(provenance, Provenance) else parse_provenance(provenance)
+        prov = as_provenance(provenance)
         prefix = self.episodes_prefix()
         episode = new_episode(
             content, prefix, dt.datetime.now(dt.UTC), episode_id, scope, tags, title
@@ -647,7 +649,7 @@ class Knowledge:
                 raise Conflict(f"episode {episode.episode_id} already exists at {taken[0]}")
 
         result = self.pipeline.write(
-            episode.path, episode.data, _actor(actor), None, prov, "*", unclaimed
+            episode.path, episode.data, library_actor(actor), None, prov, "*", unclaimed
         )
         return RememberResult(result.path, episode.episode_id, result.etag)
 
@@ -696,7 +698,7 @@ class Knowledge:
         if_match: str | None,
         superseded: bool,
     ) -> StatusResult:
-        who = _actor(actor)
+        who = library_actor(actor)
         changed = False
 
         def change(current: bytes | None) -> bytes | None:
@@ -788,7 +790,7 @@ class Knowledge:
         live lease is a :class:`Conflict` and writes nothing; so is citing one whose claim by
         ``worker`` has expired. The worker's claims on the merged episodes end with the commit.
         """
-        who = _actor(actor)
+        who = library_actor(actor)
         wanted = [validate_entry(e) for e in entries]
         if not wanted:
             raise UsageError("give at least one episode id or path to merge")
@@ -864,16 +866,6 @@ def _as_path(value: str) -> str | None:
         return canonical(value)
     except InvalidPath:
         return None
-
-
-def _bytes(content: bytes | str) -> bytes:
-    if isinstance(content, bytes):
-        return content
-    return check_text(content, "content").encode("utf-8")
-
-
-def _actor(actor: str | None) -> str:
-    return sanitize_actor(actor, DEFAULT_ACTOR)
 
 
 def utc_http_date(timestamp: float) -> str:

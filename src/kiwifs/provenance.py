@@ -20,6 +20,7 @@ from .text import check_text, without_surrogates
 
 DERIVED_FROM = "derived-from"
 DEFAULT_ACTOR = "anonymous"
+LIBRARY_ACTOR = "kiwifs"  # the author of a library call that names none
 MAX_ACTOR_BYTES = 256
 _GIT_TRIMMED = " .,:;\"'\\"  # what git strips from both ends of an author name
 
@@ -50,6 +51,16 @@ def parse_provenance(value: str | None) -> Provenance | None:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in typ + ident):
         raise InvalidProvenance("X-Provenance must not contain control characters")
     return Provenance(typ, ident)
+
+
+def as_provenance(value: str | Provenance | None) -> Provenance | None:
+    """A library caller's provenance: a :class:`Provenance` as given, text parsed."""
+    return value if isinstance(value, Provenance) else parse_provenance(value)
+
+
+def library_actor(value: str | None) -> str:
+    """A library caller's actor, sanitized as every actor is; :data:`LIBRARY_ACTOR` if none."""
+    return sanitize_actor(value, LIBRARY_ACTOR)
 
 
 def sanitize_actor(value: str | None, default: str = DEFAULT_ACTOR) -> str:

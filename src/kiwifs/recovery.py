@@ -31,6 +31,7 @@ from . import bulklog
 from .errors import KiwiError, StorageError
 from .paths import is_inside
 from .pipeline import JOURNAL, Pipeline
+from .provenance import LIBRARY_ACTOR
 from .storage import remove_temp_files, temp_files, temp_files_in
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ def recommit_journal(pipeline: Pipeline) -> list[str]:
         return []
     paths = sorted({line for line in text.splitlines() if line.strip()})
     if paths:
-        pipeline.git.commit(paths, "kiwifs", f"kiwifs: recommit {len(paths)} file(s)")
+        message = f"{LIBRARY_ACTOR}: recommit {len(paths)} file(s)"
+        pipeline.git.commit(paths, LIBRARY_ACTOR, message)
         if pipeline.index_hook is not None:
             pipeline.index_hook(paths)
     pipeline.clear_journal()

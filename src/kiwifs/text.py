@@ -24,6 +24,13 @@ def check_text(value: str, what: str, error: type[UsageError] = UsageError) -> s
     return value
 
 
+def content_bytes(content: bytes | str) -> bytes:
+    """A file's content as given: bytes as they are, text as UTF-8 (refused if it cannot be)."""
+    if isinstance(content, bytes):
+        return content
+    return check_text(content, "content").encode("utf-8")
+
+
 def without_surrogates(value: str) -> str:
     """``value`` with lone surrogates removed (for text kiwifs cleans rather than refuses)."""
     try:
