@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import Conflict, InvalidPath, NotFound, RootNotFound, UsageError
+from .errors import InvalidPath, NotFound, RootNotFound, UsageError
 from .events import CHECK_STORED, Event, EventBus
 from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
@@ -33,7 +33,7 @@ from .index.search import DEFAULT_LIMIT, SearchHit, SearchResults
 from .index.semantic import DEFAULT_TOP_K, SemanticResults
 from .index.vectors import EmbedRound, VectorStatus
 from .leases import Claim
-from .markdown import append_entries, appended_entries, edit_frontmatter, read_frontmatter
+from .markdown import read_frontmatter
 from .memory.brief import (
     DEFAULT_BUDGET,
     DEFAULT_MAX_PAGES,
@@ -44,27 +44,24 @@ from .memory.brief import (
     pack,
 )
 from .memory.check import MemoryCheck, build_check
-from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter
 from .memory.lineage import Lineage
 from .memory.overview import Overview, QueueItem, QueuePage
 from .memory.problems import Problem, problems_in
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.queue import ClaimBatch
 from .memory.rules import (
-    MERGED_FROM,
     Claims,
     MemoryReport,
     MergeEntry,
     ReportDocument,
     build_report,
     check_paging,
-    existing_merge_keys,
     resolve_prefix,
-    validate_entry,
 )
+from .memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
 from .paths import canonical
 from .pipeline import Pipeline, WriteResult
-from .provenance import LIBRARY_ACTOR, Provenance, as_provenance, library_actor, now_utc
+from .provenance import LIBRARY_ACTOR, Provenance, as_provenance, library_actor
 from .serverlock import acquire_server_lock
 from .storage import Storage
 from .text import check_text, content_bytes
@@ -100,40 +97,6 @@ class FileContent:
         return self.content.decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
-class MergeResult:
-    path: str
-    etag: str
-    added: tuple[MergeEntry, ...]
-    created: bool
-
-
-@dataclass(frozen=True)
-class RememberResult:
-    path: str
-    episode_id: str
-    etag: str
-
-
-@dataclass(frozen=True)
-class StatusResult:
-    """After a forget or restore: the page, its ETag, whether this call changed it, and whether
-    it is now superseded."""
-
-    path: str
-    etag: str
-    changed: bool
-    superseded: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "etag": self.etag,
-            "changed": self.changed,
-            "superseded": self.superseded,
-        }
-
-
 BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
 
 
@@ -155,6 +118,9 @@ class Knowledge:
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
         self.claims = ClaimsDesk(self.storage, self.pipeline, self.indexing, self.episodes_prefix)
         self.history = History(self.storage, self.pipeline)
+        self.memory_writes = MemoryWriter(
+            self.pipeline, self.indexing, self.claims, self.episodes_prefix
+        )
 
     def close(self) -> None:
         """Commit what is pending, stop the watcher, close the index, write the git index file.
@@ -635,23 +601,9 @@ class Knowledge:
         :class:`Conflict` and nothing is written. The check is one index lookup made under the
         write lock, so two agents choosing the same id cannot both succeed.
         """
-        prov = as_provenance(provenance)
-        prefix = self.episodes_prefix()
-        episode = new_episode(
-            content, prefix, dt.datetime.now(dt.UTC), episode_id, scope, tags, title
+        return self.memory_writes.remember(
+            content, episode_id, scope, tags, actor, provenance, title
         )
-
-        def unclaimed() -> None:
-            if not episode.chosen_id:
-                return  # a fresh UUID4 names nothing yet; the create-only write still guards
-            taken = self.indexing.episode_paths(episode.episode_id, prefix)
-            if taken:
-                raise Conflict(f"episode {episode.episode_id} already exists at {taken[0]}")
-
-        result = self.pipeline.write(
-            episode.path, episode.data, library_actor(actor), None, prov, "*", unclaimed
-        )
-        return RememberResult(result.path, episode.episode_id, result.etag)
 
     def forget(
         self,
@@ -667,50 +619,14 @@ class Knowledge:
 
         ``superseded_by`` names the page that replaces it: a path in the root, stored canonical.
         """
-        rel = canonical(path)
-        successor = _successor(superseded_by, rel)
-        moment = dt.datetime.now(dt.UTC)
-        return self._set_status(
-            rel,
-            "forget",
-            lambda data: forget_frontmatter(data, moment, reason, successor),
-            actor,
-            if_match,
-            superseded=True,
-        )
+        return self.memory_writes.forget(path, reason, superseded_by, actor, if_match)
 
     def restore(
         self, path: str, actor: str | None = None, if_match: str | None = None
     ) -> StatusResult:
         """Undo :meth:`forget`: remove ``memory_status``, ``valid_until``, ``superseded_reason``
         and ``superseded_by``. One commit; a page that is not superseded is left as it is."""
-        rel = canonical(path)
-        return self._set_status(
-            rel, "restore", restore_frontmatter, actor, if_match, superseded=False
-        )
-
-    def _set_status(
-        self,
-        rel: str,
-        verb: str,
-        edit: Callable[[bytes], bytes | None],
-        actor: str | None,
-        if_match: str | None,
-        superseded: bool,
-    ) -> StatusResult:
-        who = library_actor(actor)
-        changed = False
-
-        def change(current: bytes | None) -> bytes | None:
-            nonlocal changed
-            if current is None:
-                return None  # the pipeline reports the missing file
-            data = edit(current)
-            changed = data is not None
-            return data
-
-        result = self.pipeline.edit(rel, change, who, if_match, f"{who}: {verb} {rel}")
-        return StatusResult(result.path, result.etag, changed, superseded)
+        return self.memory_writes.restore(path, actor, if_match)
 
     # -- the consolidation picture ----------------------------------------------------------
 
@@ -790,43 +706,7 @@ class Knowledge:
         live lease is a :class:`Conflict` and writes nothing; so is citing one whose claim by
         ``worker`` has expired. The worker's claims on the merged episodes end with the commit.
         """
-        who = library_actor(actor)
-        wanted = [validate_entry(e) for e in entries]
-        if not wanted:
-            raise UsageError("give at least one episode id or path to merge")
-        guard = self.claims.merge_guard(page, wanted, worker)
-        stamp = now_utc()
-        added: list[MergeEntry] = []
-        created = False
-
-        def change(current: bytes | None) -> bytes | None:
-            nonlocal created
-            added.clear()
-            data = current if current is not None else b"---\nmemory_kind: semantic\n---\n"
-            created = current is None
-            keys = existing_merge_keys(read_frontmatter(data).data) if current else set()
-            for entry in wanted:
-                if entry.key() in keys:
-                    continue
-                keys.add(entry.key())
-                added.append(_stamped(entry, stamp, who))
-            if not added:
-                return None if current is not None else data
-
-            fields = [e.to_yaml_fields() for e in added]
-            if current is not None:
-                fast = appended_entries(data, MERGED_FROM, fields, read_frontmatter(data).data)
-                if fast is not None:
-                    return fast
-
-            def mutate(doc: Any) -> bool:
-                append_entries(doc, MERGED_FROM, fields)
-                return True
-
-            return edit_frontmatter(data, mutate)
-
-        result = self.pipeline.edit(page, change, who, if_match, guard=guard)
-        return MergeResult(result.path, result.etag, tuple(added), created)
+        return self.memory_writes.merge(page, entries, actor, if_match, worker)
 
 
 def _recall_filter(
@@ -834,30 +714,6 @@ def _recall_filter(
 ) -> RecallFilter:
     return RecallFilter(
         scope or None, path_prefix or None, include, parse_modified_after(modified_after)
-    )
-
-
-def _successor(superseded_by: str | None, rel: str) -> str | None:
-    """``superseded_by`` as a canonical path of the root, never the page itself."""
-    if superseded_by is None or not superseded_by.strip():
-        return None
-    try:
-        successor = canonical(superseded_by)
-    except InvalidPath as exc:
-        raise InvalidPath(f"superseded_by: {exc.message}") from None
-    if successor == rel:
-        raise UsageError(f"superseded_by must name another page, not {rel} itself")
-    return successor
-
-
-def _stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:
-    return MergeEntry(
-        type=entry.type,
-        id=entry.id,
-        path=entry.path,
-        date=entry.date or stamp,
-        actor=entry.actor or actor,
-        note=entry.note,
     )
 
 

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from kiwifs.errors import UsageError
+from kiwifs.errors import InvalidPath, UsageError
 from kiwifs.markdown import edit_frontmatter, read_frontmatter, scalar
+from kiwifs.paths import canonical
 from kiwifs.text import check_text
 
 from .status import MEMORY_STATUS, SUPERSEDED, is_superseded
@@ -143,6 +144,20 @@ def forget_frontmatter(
         return True
 
     return edit_frontmatter(data, mutate)
+
+
+def successor_path(superseded_by: str | None, rel: str) -> str | None:
+    """``superseded_by`` of the page ``rel`` as a canonical path of the root (``None`` when
+    blank), never the page itself."""
+    if superseded_by is None or not superseded_by.strip():
+        return None
+    try:
+        successor = canonical(superseded_by)
+    except InvalidPath as exc:
+        raise InvalidPath(f"superseded_by: {exc.message}") from None
+    if successor == rel:
+        raise UsageError(f"superseded_by must name another page, not {rel} itself")
+    return successor
 
 
 def restore_frontmatter(data: bytes) -> bytes | None:
