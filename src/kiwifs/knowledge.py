@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
-from .errors import InvalidPath, NotFound, RootNotFound, UsageError
-from .events import CHECK_STORED, Event, EventBus
+from .errors import RootNotFound, UsageError
+from .events import EventBus
 from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
-from .index.checkcache import CheckKeeper
 from .index.db import ReconcileStats
 from .index.filters import RecallFilter, parse_modified_after
 from .index.hybrid import HybridHit, HybridResults
@@ -32,6 +31,7 @@ from .index.record import json_safe
 from .index.search import DEFAULT_LIMIT, SearchHit, SearchResults
 from .index.semantic import DEFAULT_TOP_K, SemanticResults
 from .index.vectors import EmbedRound, VectorStatus
+from .integrity import Integrity
 from .leases import Claim
 from .markdown import read_frontmatter
 from .memory.brief import (
@@ -43,10 +43,9 @@ from .memory.brief import (
     check_brief_args,
     pack,
 )
-from .memory.check import MemoryCheck, build_check
+from .memory.check import MemoryCheck
 from .memory.lineage import Lineage
 from .memory.overview import Overview, QueueItem, QueuePage
-from .memory.problems import Problem, problems_in
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.queue import ClaimBatch
 from .memory.rules import (
@@ -118,6 +117,9 @@ class Knowledge:
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
         self.claims = ClaimsDesk(self.storage, self.pipeline, self.indexing, self.episodes_prefix)
         self.history = History(self.storage, self.pipeline)
+        self.integrity = Integrity(
+            self.storage, self.indexing, self.events, self.history.first_added, self.episodes_prefix
+        )
         self.memory_writes = MemoryWriter(
             self.pipeline, self.indexing, self.claims, self.episodes_prefix
         )
@@ -497,58 +499,23 @@ class Knowledge:
 
     def lineage_of(self, path_or_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of a file given by path, or of the one episode with that id."""
-        rel = _as_path(path_or_id)
-        if rel is not None and self.storage.exists(rel):
-            return self.lineage(rel, prefix)
-        return self.episode_lineage(path_or_id, prefix)
+        return self.integrity.lineage_of(path_or_id, prefix)
 
     def episode_lineage(self, episode_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of the one episode whose id is ``episode_id``."""
-        ident = episode_id.strip() if isinstance(episode_id, str) else ""
-        if not ident:
-            raise UsageError("give a file path or an episode id")
-        paths = self.indexing.episode_paths(ident, self.episodes_prefix(prefix))
-        if not paths:
-            raise NotFound(f"no file at {ident} and no episode with id {ident!r}")
-        if len(paths) > 1:
-            raise UsageError(f"episode id {ident!r} names {len(paths)} episodes: give a path")
-        return self.lineage(paths[0], prefix)
+        return self.integrity.episode_lineage(episode_id, prefix)
 
     def memory_check(self, prefix: str | None = None, use_index: bool = True) -> MemoryCheck:
         """Integrity of consolidation (docs/memory.md): dangling ``merged-from`` entries,
         duplicate episode ids, double merges, the oldest unmerged episode, coverage per folder
         and per day. From the index when it answers reports, else by reading the files."""
-        from .index.check import scan_rows
-
-        prefix = self.episodes_prefix(prefix)
-        rows = self.indexing.check_rows(prefix) if use_index else None
-        episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
-        return build_check(
-            prefix, episodes, pages, existing.__contains__, self.history.first_added, time.time()
-        )
-
-    def _problems_now(self) -> tuple[str, list[Problem]]:
-        """The check's problems for the configured prefix (what the dashboard caches)."""
-        from .index.check import scan_rows
-
-        prefix = self.episodes_prefix()
-        found = self.indexing.check_problems(prefix)
-        if found is None:
-            found = problems_in(prefix, *scan_rows(self.root, prefix))
-        return prefix, found
-
-    def _checker(self) -> CheckKeeper:
-        return self.indexing.checker(self._problems_now, self._announce_check)
-
-    def _announce_check(self) -> None:
-        self.events.publish(Event(CHECK_STORED))
+        return self.integrity.check(prefix, use_index)
 
     def start_checking(self, quiet: float = CHECK_QUIET_SECONDS) -> None:
         """Keep the check behind :meth:`overview`'s problems current in the background (a
         server): run again ``quiet`` seconds after files change, stored in the index, never on
         a request."""
-        self._checker()
-        self.indexing.start_checking(quiet)
+        self.integrity.start_checking(quiet)
 
     # -- the consolidation queue: claims ----------------------------------------------------
 
@@ -634,7 +601,7 @@ class Knowledge:
         """Both directions of a file's lineage: the pages whose ``merged-from`` cite it (for an
         episode), each of its own ``merged-from`` entries resolved to episode paths or flagged
         dangling, and its ``derived-from`` (docs/memory.md)."""
-        return self.indexing.lineage(canonical(path), self.episodes_prefix(prefix))
+        return self.integrity.lineage(path, prefix)
 
     def queue(
         self, path_prefix: str = "", limit: int = 100, offset: int = 0, prefix: str | None = None
@@ -676,7 +643,7 @@ class Knowledge:
         found = self.indexing.overview(prefix, head, time.time())
         problems = None
         if prefix == self.episodes_prefix():
-            self._checker()
+            self.integrity.checker()
             self.indexing.refresh_check()  # only without the background loop (not a server)
             problems = self.indexing.check_state(prefix)
         return dataclasses.replace(found, claimed=self._claimed_count(prefix), problems=problems)
@@ -715,13 +682,6 @@ def _recall_filter(
     return RecallFilter(
         scope or None, path_prefix or None, include, parse_modified_after(modified_after)
     )
-
-
-def _as_path(value: str) -> str | None:
-    try:
-        return canonical(value)
-    except InvalidPath:
-        return None
 
 
 def utc_http_date(timestamp: float) -> str:
