@@ -6,10 +6,8 @@ the answer. All behaviour lives below this object; nothing above it decides a ru
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
+from .consolidation import Consolidation
 from .errors import RootNotFound, UsageError
 from .events import EventBus
 from .history import History
@@ -45,16 +44,13 @@ from .memory.brief import (
 )
 from .memory.check import MemoryCheck
 from .memory.lineage import Lineage
-from .memory.overview import Overview, QueueItem, QueuePage
+from .memory.overview import Overview, QueuePage
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.queue import ClaimBatch
 from .memory.rules import (
-    Claims,
     MemoryReport,
     MergeEntry,
     ReportDocument,
-    build_report,
-    check_paging,
     resolve_prefix,
 )
 from .memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
@@ -119,6 +115,14 @@ class Knowledge:
         self.history = History(self.storage, self.pipeline)
         self.integrity = Integrity(
             self.storage, self.indexing, self.events, self.history.first_added, self.episodes_prefix
+        )
+        self.consolidation = Consolidation(
+            self.root,
+            self.pipeline,
+            self.indexing,
+            self.claims,
+            self.integrity,
+            self.episodes_prefix,
         )
         self.memory_writes = MemoryWriter(
             self.pipeline, self.indexing, self.claims, self.episodes_prefix
@@ -315,22 +319,7 @@ class Knowledge:
         Answered from the index (reconciled with the files first, unless a watcher keeps it
         current); ``use_index=False``, or a root that cannot hold an index, reads every file.
         """
-        limit, offset = check_paging(limit, offset)
-        prefix = self.episodes_prefix(prefix)
-        claims = self.claims.marks()
-        if use_index:
-            report = self.indexing.memory_report(prefix, limit, offset, claims)
-            if report is not None:
-                return report
-        return self._scanned_report(prefix, limit, offset, claims)
-
-    def _scanned_report(
-        self, prefix: str, limit: int | None, offset: int, claims: Claims
-    ) -> MemoryReport:
-        """The report from reading every file's frontmatter (no index)."""
-        from .memory.scan import scan_facts  # the fast scan's parser is only needed here
-
-        return build_report(scan_facts(self.root), prefix, limit, offset, claims)
+        return self.consolidation.report(prefix, limit, offset, use_index)
 
     def memory_report_document(
         self,
@@ -345,15 +334,7 @@ class Knowledge:
         ``memory_report(...).to_json()``; from the index, the episode lists are the entries'
         stored text rather than one object per episode.
         """
-        limit, offset = check_paging(limit, offset)
-        prefix = self.episodes_prefix(prefix)
-        claims = self.claims.marks()
-        if use_index:
-            document = self.indexing.memory_report_document(prefix, limit, offset, claims)
-            if document is not None:
-                return document
-        report = self._scanned_report(prefix, limit, offset, claims)
-        return ReportDocument(report.to_json(), report.unmerged_count)
+        return self.consolidation.report_document(prefix, limit, offset, use_index)
 
     # -- search and frontmatter queries -----------------------------------------------------
 
@@ -607,23 +588,7 @@ class Knowledge:
         self, path_prefix: str = "", limit: int = 100, offset: int = 0, prefix: str | None = None
     ) -> QueuePage:
         """One page of the unmerged episodes whose path starts with ``path_prefix``."""
-        if not 1 <= limit <= 1000:
-            raise UsageError("limit must be between 1 and 1000")
-        if offset < 0:
-            raise UsageError(f"offset must be 0 or more, got {offset}")
-        if any(ord(c) < 0x20 for c in path_prefix):
-            raise UsageError("path prefix must not contain control characters")
-        page = self.indexing.queue(self.episodes_prefix(prefix), path_prefix, limit, offset)
-        marks = self.claims.marks()
-        if not marks:
-            return page
-        items = tuple(
-            QueueItem(i.episode, m.holder, m.lease_expires)
-            if (m := marks.get(i.episode.path))
-            else i
-            for i in page.items
-        )
-        return dataclasses.replace(page, items=items)
+        return self.consolidation.queue(path_prefix, limit, offset, prefix)
 
     def overview(self, prefix: str | None = None) -> Overview:
         """The consolidation picture: the report's counts, coverage per top-level folder, the
@@ -634,30 +599,11 @@ class Knowledge:
         of ``memory check`` are the last stored result (for the configured prefix only): kept by
         the background loop of :meth:`start_checking`, else checked here when files changed.
         """
-        prefix = self.episodes_prefix(prefix)
-        head = self.git.head() if self.git is not None else None
-        if self.indexing.timeline_keeper is None and prefix == self.episodes_prefix():
-            self.pipeline.flush()
-            self.indexing.refresh_timeline(prefix)
-            head = self.git.head() if self.git is not None else None
-        found = self.indexing.overview(prefix, head, time.time())
-        problems = None
-        if prefix == self.episodes_prefix():
-            self.integrity.checker()
-            self.indexing.refresh_check()  # only without the background loop (not a server)
-            problems = self.indexing.check_state(prefix)
-        return dataclasses.replace(found, claimed=self._claimed_count(prefix), problems=problems)
-
-    def _claimed_count(self, prefix: str) -> int:
-        """Unmerged episodes held by a live claim (the report's ``claimed_count``)."""
-        marks = self.claims.marks()
-        if not marks:
-            return 0
-        return len(self.indexing.claim_candidates(list(marks), prefix, 0)[0])
+        return self.consolidation.overview(prefix)
 
     def start_timeline(self) -> None:
         """Keep the history behind :meth:`overview` current in the background (a server)."""
-        self.indexing.start_timeline(self.episodes_prefix)
+        self.consolidation.start_timeline()
 
     def merge(
         self,
