@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kiwifs import knowledge as knowledge_module
+from kiwifs import briefing as briefing_module
 from kiwifs import storage as storage_module
 from kiwifs.index import candidates as candidates_module
 from kiwifs.index import matrix as matrix_module
@@ -382,11 +382,11 @@ def main() -> None:
                 for turn, text in enumerate(texts):  # interleaved, the order rotating
                     order = list(modes)[turn % 3 :] + list(modes)[: turn % 3]
                     for mode in [m for m in order if name == "brief" or m != "brief snippets on"]:
-                        search_module.COLUMNS, knowledge_module.BRIEF_SNIPPETS = modes[mode]
+                        search_module.COLUMNS, briefing_module.BRIEF_SNIPPETS = modes[mode]
                         started = time.perf_counter()
                         call(text)
                         spent[mode].append((time.perf_counter() - started) * 1000)
-                search_module.COLUMNS, knowledge_module.BRIEF_SNIPPETS = True, False
+                search_module.COLUMNS, briefing_module.BRIEF_SNIPPETS = True, False
                 figures = ", ".join(
                     f"{mode}: p50 {pct(ms, 50):.1f} ms p99 {pct(ms, 99):.1f} ms"
                     for mode, ms in spent.items()

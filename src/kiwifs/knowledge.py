@@ -13,21 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .briefing import Briefing
 from .claiming import ClaimsDesk, Task
 from .committer import CommitStatus
 from .config import Config, load_config
 from .consolidation import Consolidation
-from .errors import RootNotFound, UsageError
+from .errors import RootNotFound
 from .events import EventBus
 from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
 from .index.db import ReconcileStats
-from .index.filters import RecallFilter, parse_modified_after
-from .index.hybrid import HybridHit, HybridResults
+from .index.filters import recall_filter
+from .index.hybrid import HybridResults
 from .index.keeper import IndexKeeper
 from .index.meta import MetaResults, equality_filters
 from .index.record import json_safe
-from .index.search import DEFAULT_LIMIT, SearchHit, SearchResults
+from .index.search import DEFAULT_LIMIT, SearchResults
 from .index.semantic import DEFAULT_TOP_K, SemanticResults
 from .index.vectors import EmbedRound, VectorStatus
 from .integrity import Integrity
@@ -36,11 +37,7 @@ from .markdown import read_frontmatter
 from .memory.brief import (
     DEFAULT_BUDGET,
     DEFAULT_MAX_PAGES,
-    EXTRA_CANDIDATES,
     Brief,
-    Candidate,
-    check_brief_args,
-    pack,
 )
 from .memory.check import MemoryCheck
 from .memory.lineage import Lineage
@@ -92,14 +89,6 @@ class FileContent:
         return self.content.decode("utf-8", errors="replace")
 
 
-BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
-
-
-def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:
-    """A ranked page as read whole (its ETag is of the text packed)."""
-    return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))
-
-
 class Knowledge:
     """A knowledge root: its files, history, memory report and change events."""
 
@@ -124,6 +113,7 @@ class Knowledge:
             self.integrity,
             self.episodes_prefix,
         )
+        self.briefing = Briefing(self.storage, self.indexing, self.config.search.vector.enabled)
         self.memory_writes = MemoryWriter(
             self.pipeline, self.indexing, self.claims, self.episodes_prefix
         )
@@ -355,7 +345,7 @@ class Knowledge:
         on the frontmatter ``scope``; ``modified_after`` is an RFC 3339 time (a bad one is a
         usage error). The filters apply before ranking and paging.
         """
-        where = _recall_filter(scope, None, modified_after, include_superseded)
+        where = recall_filter(scope, None, modified_after, include_superseded)
         return self.indexing.search(query, limit, offset, path_prefix, where, recency_weight)
 
     def meta(
@@ -390,25 +380,8 @@ class Knowledge:
     ) -> Brief:
         """A context pack: the best matching pages, whole, within ``budget_tokens`` and
         ``max_pages``, and a manifest of the ones left out (rules: :mod:`kiwifs.memory.brief`)."""
-        budget, pages = check_brief_args(budget_tokens, max_pages)
-        if not query.strip():
-            raise UsageError("query is required")
-        where = _recall_filter(scope, path_prefix, None, include_superseded)
-        ranked = self._brief_ranking(query, pages + EXTRA_CANDIDATES, where)
-        texts = self.storage.read_many(hit.path for hit in ranked)
-        found = [(h, data) for h, data in zip(ranked, texts, strict=True) if data is not None]
-        candidates = [_candidate(hit, data) for hit, data in found]
-        return pack(query, candidates, budget, pages)
-
-    def _brief_ranking(
-        self, query: str, limit: int, where: RecallFilter
-    ) -> Sequence[SearchHit | HybridHit]:
-        """The pages a brief packs, best first, filtered before ranking: hybrid search (keyword
-        and semantic fused) when vectors are enabled, else keyword search (BM25)."""
-        snippets = BRIEF_SNIPPETS  # none by default: the pages are read whole
-        if self.config.search.vector.enabled:
-            return self.indexing.hybrid(query, limit, 0, where, snippets=snippets).results
-        return self.indexing.search(query, limit, 0, None, where, snippets=snippets).results
+        where = recall_filter(scope, path_prefix, None, include_superseded)
+        return self.briefing.brief(query, budget_tokens, max_pages, where)
 
     def semantic_search(
         self,
@@ -426,7 +399,7 @@ class Knowledge:
         Filters apply before the top ``limit`` is cut; superseded pages are left out unless
         ``include_superseded``. :class:`~kiwifs.errors.Unavailable` when vectors are off.
         """
-        where = _recall_filter(scope, path_prefix, modified_after, include_superseded)
+        where = recall_filter(scope, path_prefix, modified_after, include_superseded)
         return self.indexing.semantic(query, limit, offset, threshold, where)
 
     def hybrid_search(
@@ -441,7 +414,7 @@ class Knowledge:
     ) -> HybridResults:
         """Keyword and semantic ranks fused by reciprocal rank fusion, each result attributed
         (``both``, ``keyword only``, ``semantic only``); keyword-only when vectors are off."""
-        where = _recall_filter(scope, path_prefix, modified_after, include_superseded)
+        where = recall_filter(scope, path_prefix, modified_after, include_superseded)
         return self.indexing.hybrid(query, limit, offset, where)
 
     def vector_status(self) -> VectorStatus:
@@ -620,14 +593,6 @@ class Knowledge:
         ``worker`` has expired. The worker's claims on the merged episodes end with the commit.
         """
         return self.memory_writes.merge(page, entries, actor, if_match, worker)
-
-
-def _recall_filter(
-    scope: str | None, path_prefix: str | None, modified_after: str | None, include: bool
-) -> RecallFilter:
-    return RecallFilter(
-        scope or None, path_prefix or None, include, parse_modified_after(modified_after)
-    )
 
 
 def utc_http_date(timestamp: float) -> str:

@@ -73,6 +73,17 @@ class RecallFilter:
         return "".join(" AND " + p for p in parts), params
 
 
+def recall_filter(
+    scope: str | None, path_prefix: str | None, modified_after: str | None, include: bool
+) -> RecallFilter:
+    """The filter of a caller's recall query: blank ``scope`` and ``path_prefix`` filter
+    nothing, ``modified_after`` is parsed (a bad time is a usage error), superseded pages are
+    left out unless ``include``."""
+    return RecallFilter(
+        scope or None, path_prefix or None, include, parse_modified_after(modified_after)
+    )
+
+
 def parse_modified_after(value: str | None) -> int | None:
     """An RFC 3339 time (``2026-01-02T03:04:05Z``) as nanoseconds since the epoch.
 

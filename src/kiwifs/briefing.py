@@ -1,0 +1,56 @@
+"""Making a brief: rank the pages that match a query, read them whole, pack them.
+
+The ranking is hybrid search (keyword and semantic fused) when vectors are enabled, else keyword
+search; the recall filter applies before ranking, and some pages beyond ``max_pages`` are ranked
+too, so that the manifest shows what came near. Pages gone or unreadable since the index saw
+them are skipped. What goes into the pack is decided purely by :func:`kiwifs.memory.brief.pack`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .errors import UsageError
+from .index.filters import RecallFilter
+from .index.hybrid import HybridHit
+from .index.keeper import IndexKeeper
+from .index.search import SearchHit
+from .memory.brief import EXTRA_CANDIDATES, Brief, Candidate, check_brief_args, pack
+from .storage import Storage
+from .versioning import blob_id
+
+BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
+
+
+class Briefing:
+    """The briefs of one root (``vectors``: whether hybrid search ranks them)."""
+
+    def __init__(self, storage: Storage, indexing: IndexKeeper, vectors: bool) -> None:
+        self.storage = storage
+        self.indexing = indexing
+        self.vectors = vectors
+
+    def brief(self, query: str, budget_tokens: int, max_pages: int, where: RecallFilter) -> Brief:
+        """The best pages for ``query``, whole, within ``budget_tokens`` and ``max_pages``."""
+        budget, pages = check_brief_args(budget_tokens, max_pages)
+        if not query.strip():
+            raise UsageError("query is required")
+        ranked = self._ranking(query, pages + EXTRA_CANDIDATES, where)
+        texts = self.storage.read_many(hit.path for hit in ranked)
+        found = [(h, data) for h, data in zip(ranked, texts, strict=True) if data is not None]
+        candidates = [_candidate(hit, data) for hit, data in found]
+        return pack(query, candidates, budget, pages)
+
+    def _ranking(
+        self, query: str, limit: int, where: RecallFilter
+    ) -> Sequence[SearchHit | HybridHit]:
+        """The pages a brief packs, best first, filtered before ranking."""
+        snippets = BRIEF_SNIPPETS  # none by default: the pages are read whole
+        if self.vectors:
+            return self.indexing.hybrid(query, limit, 0, where, snippets=snippets).results
+        return self.indexing.search(query, limit, 0, None, where, snippets=snippets).results
+
+
+def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:
+    """A ranked page as read whole (its ETag is of the text packed)."""
+    return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))
