@@ -86,6 +86,12 @@ class VersioningConfig:
     batch_window_ms: int = 200
     batch_max_size: int = 50
 
+    @property
+    def uses_git(self) -> bool:
+        """Whether a server makes the root a git repository: any strategy but ``none`` and
+        ``cow`` (KiwiFS's copy-on-write versions, which kiwifs does not implement)."""
+        return self.strategy.lower() not in ("none", "cow")
+
 
 @dataclass(frozen=True)
 class AuthConfig:

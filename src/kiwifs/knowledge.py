@@ -162,13 +162,10 @@ class Knowledge:
 
     def ensure_versioned(self) -> None:
         """Make the root a git repository (committing what is there) unless config says none."""
-        if self.git is not None or self.config.versioning.strategy.lower() in ("none", "cow"):
+        if self.git is not None or not self.config.versioning.uses_git:
             return
         git = Git(self.root)
-        git.init()
-        dirty = git.dirty_paths()
-        if dirty:
-            git.commit(dirty, DEFAULT_ACTOR, f"{DEFAULT_ACTOR}: import {len(dirty)} existing files")
+        git.adopt(LIBRARY_ACTOR, lambda n: f"{LIBRARY_ACTOR}: import {n} existing files")
         self.git = git
         self.pipeline.git = git
 

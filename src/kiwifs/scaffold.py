@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import CONFIG_RELPATH
 from .errors import UsageError
+from .provenance import LIBRARY_ACTOR
 from .serverlock import SERVER_LOCK
 from .storage import Storage
 from .versioning import Git
@@ -69,10 +70,7 @@ def scaffold(root: Path, template: str = "knowledge", git: bool = True) -> InitR
     commit = None
     if git:
         repo = Git(root)
-        repo.init()
-        dirty = repo.dirty_paths()
-        if dirty:
-            commit = repo.commit(dirty, "kiwifs", f"kiwifs: init ({template} template)")
+        commit = repo.adopt(LIBRARY_ACTOR, lambda _: f"{LIBRARY_ACTOR}: init ({template} template)")
         repo.close()  # writes the git index file now: `git status` is clean when init returns
     return InitResult(root, template, tuple(created), commit)
 

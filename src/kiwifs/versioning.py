@@ -125,6 +125,14 @@ class Git:
         if not attributes.exists():
             attributes.write_text("* -text\n")
 
+    def adopt(self, actor: str, message: Callable[[int], str]) -> str | None:
+        """Make the root a repository holding the files already there, in one commit whose
+        message is ``message(number of files)``: what ``init`` and a first ``serve`` do. The
+        commit's id, or ``None`` when there was nothing to commit."""
+        self.init()
+        dirty = self.dirty_paths()
+        return self.commit(dirty, actor, message(len(dirty))) if dirty else None
+
     @property
     def repo(self) -> pygit2.Repository:
         if self._repo is None:
