@@ -252,7 +252,7 @@ def in_process(root: Path, repeat: int) -> None:
                 else:
                     kb.overview()
                 if variant == "B":  # what the background loop runs (no git look-ups)
-                    kb._problems_now()
+                    kb.integrity.problems_now()
                 costs.append((time.perf_counter() - start) * 1000)
         keeper = kb.indexing.check_keeper
         took = keeper.last_seconds if keeper is not None else float("nan")

@@ -81,14 +81,14 @@ class Integrity:
 
     def checker(self) -> CheckKeeper:
         """The keeper of the stored check (made on first use)."""
-        return self.indexing.checker(self._problems_now, self._announce)
+        return self.indexing.checker(self.problems_now, self._announce)
 
     def start_checking(self, quiet: float = QUIET_SECONDS) -> None:
         """Run the stored check again ``quiet`` seconds after files change, in the background."""
         self.checker()
         self.indexing.start_checking(quiet)
 
-    def _problems_now(self) -> tuple[str, list[Problem]]:
+    def problems_now(self) -> tuple[str, list[Problem]]:
         """The check's problems for the configured prefix (what the dashboard caches)."""
         from .index.check import scan_rows
 
