@@ -1,6 +1,6 @@
 """The writes of memory: remembering an episode, forgetting and restoring a page, recording a
 merge. Each is one call of the write pipeline (one lock, one commit) applying a pure rule of
-:mod:`kiwifs.memory.lifecycle` or :mod:`kiwifs.memory.merge`; what must not race with other
+:mod:`kiwifs.memory.lifecycle`; what must not race with other
 writers is checked under the pipeline's lock:
 
 * a new episode's id is free (one index lookup), so two agents choosing one id cannot both win;
@@ -19,8 +19,14 @@ from typing import Any
 from .claiming import ClaimsDesk
 from .errors import Conflict, UsageError
 from .index.keeper import IndexKeeper
-from .memory.lifecycle import forget_frontmatter, new_episode, restore_frontmatter, successor_path
-from .memory.merge import MergeEdit, record_merge
+from .memory.lifecycle import (
+    MergeEdit,
+    forget_frontmatter,
+    new_episode,
+    record_merge,
+    restore_frontmatter,
+    successor_path,
+)
 from .memory.rules import MergeEntry, validate_entry
 from .paths import canonical
 from .pipeline import Pipeline

@@ -18,6 +18,13 @@ Forgetting (:func:`forget_frontmatter`) marks a page ``memory_status: superseded
 the frontmatter (the round-trip editor keeps the other keys, their order and comments, and the
 body byte for byte) and both are idempotent: a page already forgotten is not forgotten again (its
 first reason and date stand), a live page has nothing to restore.
+
+Recording a merge (:func:`record_merge`) adds to a page's ``merged-from`` the entries it does not
+cite yet (by :meth:`~kiwifs.memory.rules.MergeEntry.key`, so a worker that retries after a lost
+answer changes nothing), each stamped with the merge's time and actor unless it carries its own.
+A page that does not exist yet is created as a semantic page holding just those entries. When
+the existing list allows it the entries are appended as text (the rest of the file byte for
+byte); otherwise the round-trip editor adds them.
 """
 
 from __future__ import annotations
@@ -31,10 +38,17 @@ from dataclasses import dataclass
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from kiwifs.errors import InvalidPath, UsageError
-from kiwifs.markdown import edit_frontmatter, read_frontmatter, scalar
+from kiwifs.markdown import (
+    append_entries,
+    appended_entries,
+    edit_frontmatter,
+    read_frontmatter,
+    scalar,
+)
 from kiwifs.paths import canonical
 from kiwifs.text import check_text
 
+from .rules import MERGED_FROM, MergeEntry, existing_merge_keys
 from .status import MEMORY_STATUS, SUPERSEDED, is_superseded
 
 EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -168,6 +182,63 @@ def restore_frontmatter(data: bytes) -> bytes | None:
     def mutate(doc: CommentedMap) -> bool:
         for key in FORGET_KEYS:
             doc.pop(key, None)
+        return True
+
+    return edit_frontmatter(data, mutate)
+
+
+NEW_PAGE = b"---\nmemory_kind: semantic\n---\n"
+
+
+@dataclass(frozen=True)
+class MergeEdit:
+    """A merge applied to a page: its new bytes (``None``: unchanged), the entries added and
+    whether the page is new."""
+
+    data: bytes | None
+    added: tuple[MergeEntry, ...]
+    created: bool
+
+
+def record_merge(
+    current: bytes | None, wanted: Sequence[MergeEntry], stamp: str, actor: str
+) -> MergeEdit:
+    """``current`` (``None``: no page yet) with the ``wanted`` entries it does not cite yet."""
+    data = current if current is not None else NEW_PAGE
+    keys = existing_merge_keys(read_frontmatter(data).data) if current else set()
+    added: list[MergeEntry] = []
+    for entry in wanted:
+        if entry.key() in keys:
+            continue
+        keys.add(entry.key())
+        added.append(stamped(entry, stamp, actor))
+    created = current is None
+    if not added:
+        return MergeEdit(None if current is not None else data, (), created)
+    return MergeEdit(_with_entries(data, current is not None, added), tuple(added), created)
+
+
+def stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:
+    """``entry`` with the merge's date and actor where it names none."""
+    return MergeEntry(
+        type=entry.type,
+        id=entry.id,
+        path=entry.path,
+        date=entry.date or stamp,
+        actor=entry.actor or actor,
+        note=entry.note,
+    )
+
+
+def _with_entries(data: bytes, existing: bool, added: Sequence[MergeEntry]) -> bytes:
+    fields = [e.to_yaml_fields() for e in added]
+    if existing:
+        fast = appended_entries(data, MERGED_FROM, fields, read_frontmatter(data).data)
+        if fast is not None:
+            return fast
+
+    def mutate(doc: CommentedMap) -> bool:
+        append_entries(doc, MERGED_FROM, fields)
         return True
 
     return edit_frontmatter(data, mutate)
