@@ -1,8 +1,9 @@
 """The rules of a memory's life that need no disk: what a new episode is called and looks like,
-and what forgetting and restoring a page change in its frontmatter.
+what forgetting and restoring a page change in its frontmatter, what a merge adds to a page.
 
-:meth:`kiwifs.knowledge.Knowledge.remember` writes what :func:`new_episode` describes, through the
-write pipeline, after checking under its lock that no other episode has the id. The rules:
+:meth:`kiwifs.memorywrites.MemoryWriter.remember` writes what :func:`new_episode` describes,
+through the write pipeline, after checking under its lock that no other episode has the id. The
+rules:
 
 * the id is the caller's (one safe path segment: letters, digits, ``.``, ``_``, ``-``, starting
   with a letter or digit, at most 128 characters) or a new UUID4;
