@@ -326,3 +326,11 @@ def test_shipped_template_parses_with_a_memory_section() -> None:
     assert c.memory.episodes_path_prefix == ""
     assert "[memory]" in text
     assert c.versioning.strategy == "git"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "git"),
+    [("", True), ("git", True), ("none", False), ("None", False), ("cow", False)],
+)
+def test_which_versioning_strategies_use_git(strategy: str, git: bool) -> None:
+    assert VersioningConfig(strategy).uses_git is git

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from gitrepo import git, git_line
+from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.versioning import MAX_SUBJECT_CHARS, commit_subject
@@ -121,3 +122,27 @@ async def test_rest_changes_shows_the_real_action(kb: Knowledge, anyio_backend: 
     assert set(change) == {"seq", "path", "action", "actor", "timestamp"}
     assert (change["action"], change["path"], change["actor"]) == ("write", "r/x.md", "mallory")
     assert changes["last_seq"] == change["seq"]
+
+
+@pytest.mark.parametrize("since", ["--all", "HEAD", "abc", "ABCDEF12", "a" * 41, "abcd..HEAD"])
+def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
+    tmp_path: Path, kb: Knowledge, since: str
+) -> None:
+    """The one shape rule (``versioning.check_sequence``) holds on a versioned root, on one
+    without git (no history, yet the same refusal), and on ``Git.changes`` itself."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with Knowledge.open(plain) as unversioned:
+        assert unversioned.git is None
+        for root in (kb, unversioned):
+            with pytest.raises(UsageError, match="unknown sequence"):
+                root.changes(since)
+    assert kb.git is not None
+    with pytest.raises(UsageError, match="unknown sequence"):
+        kb.git.changes(since, 10)
+
+
+def test_a_short_commit_id_is_a_valid_since(kb: Knowledge) -> None:
+    start = git_line(kb.root, "rev-parse", "HEAD")
+    kb.write("s.md", "s")
+    assert [c.path for c in kb.changes(start[:7])] == ["s.md"]

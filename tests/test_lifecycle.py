@@ -29,6 +29,8 @@ from kiwifs.index.record import json_safe
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
 from kiwifs.memory.brief import Candidate, check_brief_args, pack, token_cost
+from kiwifs.memory.lifecycle import record_merge
+from kiwifs.memory.rules import MergeEntry
 from kiwifs.memory.status import is_superseded
 from kiwifs.versioning import blob_id
 
@@ -542,3 +544,32 @@ def test_with_vectors_on_a_brief_ranks_by_hybrid_search(make_root: Any, tmp_path
         pack = kb.brief("flightless bird", max_pages=1)
         assert [p.path for p in pack.pages] == ["zoo/kiwi.md"]
         assert "zoo/old.md" not in [o.path for o in pack.left_out]  # superseded: not ranked
+
+
+def test_record_merge_adds_only_what_a_page_does_not_cite_and_stamps_it() -> None:
+    """The merge's page change, pure: a new page is created semantic; entries already cited
+    (by key) are not added again, within one call or across calls; a date or actor an entry
+    carries is kept."""
+    wanted = [
+        MergeEntry(id="ep-1"),
+        MergeEntry(id="ep-1"),
+        MergeEntry(path="episodes/b.md", date="2020-01-01T00:00:00Z", actor="w0"),
+    ]
+    first = record_merge(None, wanted, "2026-02-03T04:05:06Z", "w1")
+    assert first.created and first.data is not None
+    assert [(e.id, e.path, e.date, e.actor) for e in first.added] == [
+        ("ep-1", "", "2026-02-03T04:05:06Z", "w1"),
+        ("", "episodes/b.md", "2020-01-01T00:00:00Z", "w0"),
+    ]
+    fm = read_frontmatter(first.data).data
+    assert fm["memory_kind"] == "semantic"
+    assert [item.get("id") or item["path"] for item in fm["merged-from"]] == [
+        "ep-1",
+        "episodes/b.md",
+    ]
+    again = record_merge(first.data, [MergeEntry(path="./episodes/b.md")], "later", "w2")
+    assert (again.data, again.added, again.created) == (None, (), False)
+    more = record_merge(first.data, [MergeEntry(id="ep-2")], "later", "w2")
+    assert more.data is not None and more.data.startswith(b"---\nmemory_kind: semantic\n")
+    assert [e.id for e in more.added] == ["ep-2"]
+    assert len(read_frontmatter(more.data).data["merged-from"]) == 3
