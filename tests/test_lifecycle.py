@@ -555,21 +555,20 @@ def test_record_merge_adds_only_what_a_page_does_not_cite_and_stamps_it() -> Non
         MergeEntry(id="ep-1"),
         MergeEntry(path="episodes/b.md", date="2020-01-01T00:00:00Z", actor="w0"),
     ]
-    first = record_merge(None, wanted, "2026-02-03T04:05:06Z", "w1")
-    assert first.created and first.data is not None
-    assert [(e.id, e.path, e.date, e.actor) for e in first.added] == [
+    data, added = record_merge(None, wanted, "2026-02-03T04:05:06Z", "w1")
+    assert data is not None
+    assert [(e.id, e.path, e.date, e.actor) for e in added] == [
         ("ep-1", "", "2026-02-03T04:05:06Z", "w1"),
         ("", "episodes/b.md", "2020-01-01T00:00:00Z", "w0"),
     ]
-    fm = read_frontmatter(first.data).data
+    fm = read_frontmatter(data).data
     assert fm["memory_kind"] == "semantic"
     assert [item.get("id") or item["path"] for item in fm["merged-from"]] == [
         "ep-1",
         "episodes/b.md",
     ]
-    again = record_merge(first.data, [MergeEntry(path="./episodes/b.md")], "later", "w2")
-    assert (again.data, again.added, again.created) == (None, (), False)
-    more = record_merge(first.data, [MergeEntry(id="ep-2")], "later", "w2")
-    assert more.data is not None and more.data.startswith(b"---\nmemory_kind: semantic\n")
-    assert [e.id for e in more.added] == ["ep-2"]
-    assert len(read_frontmatter(more.data).data["merged-from"]) == 3
+    assert record_merge(data, [MergeEntry(path="./episodes/b.md")], "later", "w2") == (None, ())
+    more, added = record_merge(data, [MergeEntry(id="ep-2")], "later", "w2")
+    assert more is not None and more.startswith(b"---\nmemory_kind: semantic\n")
+    assert [e.id for e in added] == ["ep-2"]
+    assert len(read_frontmatter(more).data["merged-from"]) == 3

@@ -20,7 +20,6 @@ from .claiming import ClaimsDesk
 from .errors import Conflict, UsageError
 from .index.keeper import IndexKeeper
 from .memory.lifecycle import (
-    MergeEdit,
     forget_frontmatter,
     new_episode,
     record_merge,
@@ -153,15 +152,17 @@ class MemoryWriter:
             raise UsageError("give at least one episode id or path to merge")
         guard = self.claims.merge_guard(page, wanted, worker)
         stamp = now_utc()
-        done = MergeEdit(None, (), False)
+        added: tuple[MergeEntry, ...] = ()
+        created = False
 
         def change(current: bytes | None) -> bytes | None:
-            nonlocal done
-            done = record_merge(current, wanted, stamp, who)
-            return done.data
+            nonlocal added, created
+            data, added = record_merge(current, wanted, stamp, who)
+            created = current is None
+            return data
 
         result = self.pipeline.edit(page, change, who, if_match, guard=guard)
-        return MergeResult(result.path, result.etag, done.added, done.created)
+        return MergeResult(result.path, result.etag, added, created)
 
     def _set_status(
         self,

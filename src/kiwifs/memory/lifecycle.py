@@ -191,20 +191,11 @@ def restore_frontmatter(data: bytes) -> bytes | None:
 NEW_PAGE = b"---\nmemory_kind: semantic\n---\n"
 
 
-@dataclass(frozen=True)
-class MergeEdit:
-    """A merge applied to a page: its new bytes (``None``: unchanged), the entries added and
-    whether the page is new."""
-
-    data: bytes | None
-    added: tuple[MergeEntry, ...]
-    created: bool
-
-
 def record_merge(
     current: bytes | None, wanted: Sequence[MergeEntry], stamp: str, actor: str
-) -> MergeEdit:
-    """``current`` (``None``: no page yet) with the ``wanted`` entries it does not cite yet."""
+) -> tuple[bytes | None, tuple[MergeEntry, ...]]:
+    """``current`` (``None``: no page yet) with the ``wanted`` entries it does not cite yet:
+    the page's new bytes (``None`` when an existing page is left as it is) and those entries."""
     data = current if current is not None else NEW_PAGE
     keys = existing_merge_keys(read_frontmatter(data).data) if current else set()
     added: list[MergeEntry] = []
@@ -213,10 +204,9 @@ def record_merge(
             continue
         keys.add(entry.key())
         added.append(stamped(entry, stamp, actor))
-    created = current is None
     if not added:
-        return MergeEdit(None if current is not None else data, (), created)
-    return MergeEdit(_with_entries(data, current is not None, added), tuple(added), created)
+        return (None if current is not None else data), ()
+    return _with_entries(data, current is not None, added), tuple(added)
 
 
 def stamped(entry: MergeEntry, stamp: str, actor: str) -> MergeEntry:
