@@ -147,7 +147,7 @@ def calls(sources: dict[str, Path], rounds: int, root: Path, count: int) -> None
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", default="6e5b15b", help="git revision measured as 'before'")
+    ap.add_argument("--baseline", default="main", help="git revision measured as 'before'")
     ap.add_argument("--rounds", type=int, default=40, help="import runs per source")
     ap.add_argument("--call-rounds", type=int, default=6, help="call processes per source")
     ap.add_argument("--episodes", type=int, default=2000)
