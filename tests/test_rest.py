@@ -1416,7 +1416,8 @@ def test_async_commit_mode_history_sees_every_write_and_sigterm_commits_the_rest
     """``serve --async-commit``: writes are batched, yet history reads and shutdown miss none."""
     root = init_root(tmp_path / "async")
     before = commit_count(root)
-    srv = start_server(root, "--async-commit", "--batch-window", "5000")
+    # the longest window: a slow machine must not commit part of the batch before the read
+    srv = start_server(root, "--async-commit", "--batch-window", "60000")
     try:
         with srv.client(**{"X-Actor": "batcher"}) as c:
             for i in range(5):
