@@ -433,7 +433,7 @@ def test_merge_into_broken_frontmatter_fails_and_leaves_the_file(tmp_path: Path)
 def test_the_reindex_bar_starts_no_thread_so_the_rebuild_can_fork() -> None:
     import threading
 
-    from kiwifs.cli import _advance, progress_bar
+    from kiwifs.cli.root import _advance, progress_bar
 
     before = threading.active_count()
     with progress_bar() as bar:

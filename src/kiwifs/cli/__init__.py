@@ -1,0 +1,36 @@
+"""The ``kiwifs`` command: parse flags, make one :class:`~kiwifs.knowledge.Knowledge` call,
+print the answer.
+
+One module per kind of command: :mod:`.root` (version, init, reindex), :mod:`.memory` (the
+``memory`` group), :mod:`.queue` (the claims queue and the worker, in the ``memory`` group),
+:mod:`.recall` (search, brief), :mod:`.servers` (serve, mcp); what they share (the ``--root``
+option, JSON printing, the error → exit code mapping) is in :mod:`.common`. Errors from the core
+are :class:`~kiwifs.errors.KiwiError`; the group prints them as one ``error:`` line on stderr with
+the error's exit code (2 for usage errors and a missing root, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import click
+
+from .common import KiwiGroup
+from .memory import memory
+from .queue import memory_claim, memory_release, memory_worker
+from .recall import brief, search
+from .root import init, reindex, version
+from .servers import mcp, serve
+
+
+@click.group(cls=KiwiGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """kiwifs: a knowledge filesystem for AI agents."""
+
+
+for command in (version, init, memory, search, brief, reindex, serve, mcp):
+    cli.add_command(command)
+for command in (memory_claim, memory_release, memory_worker):
+    memory.add_command(command)
+
+
+def main() -> None:
+    cli(prog_name="kiwifs")

@@ -1,0 +1,142 @@
+"""``kiwifs search`` and ``kiwifs brief``: recall, by keyword, by meaning or both, and the
+context pack built from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from kiwifs.index.search import marked_parts
+from kiwifs.knowledge import Knowledge
+from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+
+from .common import echo_json, root_option
+
+MODES = ("keyword", "semantic", "hybrid")
+
+
+@click.command()
+@click.argument("query")
+@root_option()
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="keyword",
+    show_default=True,
+    help="keyword (BM25), semantic (by meaning) or hybrid (both, fused).",
+)
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--limit", type=int, default=None, help="Results (default 50 keyword, 10 semantic, 15 hybrid)."
+)
+@click.option("--offset", type=int, default=0, show_default=True, help="Results to skip.")
+@click.option("--path-prefix", default=None, help="Only files whose path starts with this.")
+@click.option("--scope", default=None, help="Only pages whose frontmatter scope is this.")
+@click.option("--threshold", type=float, default=None, help="Minimum similarity (semantic).")
+@click.option("--recency-weight", type=float, default=None, help="0-1: rank newer files higher.")
+@click.option("--modified-after", default=None, help="Only files modified after (RFC 3339).")
+@click.option("--include-superseded", is_flag=True, help="Also return forgotten pages.")
+def search(
+    query: str,
+    root: str,
+    mode: str,
+    as_json: bool,
+    limit: int | None,
+    offset: int,
+    path_prefix: str | None,
+    scope: str | None,
+    threshold: float | None,
+    recency_weight: float | None,
+    modified_after: str | None,
+    include_superseded: bool,
+) -> None:
+    """Search: full-text (BM25, the default), by meaning (semantic) or both fused (hybrid)."""
+    if recency_weight is not None and mode != "keyword":
+        raise click.UsageError("--recency-weight needs --mode keyword")
+    if threshold is not None and mode != "semantic":
+        raise click.UsageError("--threshold needs --mode semantic")
+    filters: dict[str, Any] = {
+        "scope": scope,
+        "path_prefix": path_prefix,
+        "modified_after": modified_after,
+        "include_superseded": include_superseded,
+    }
+    with Knowledge.open(root) as kb:
+        if mode == "keyword":
+            found: Any = kb.search(
+                query,
+                50 if limit is None else limit,
+                offset,
+                path_prefix,
+                scope=scope,
+                recency_weight=recency_weight,
+                modified_after=modified_after,
+                include_superseded=include_superseded,
+            )
+        elif mode == "semantic":
+            found = kb.semantic_search(query, limit, offset, threshold, **filters)
+        else:
+            found = kb.hybrid_search(query, limit, offset, **filters)
+    if as_json:
+        echo_json(found.to_json())
+        return
+    if not found.results:
+        click.echo("No results found.")
+    for n, hit in enumerate(found.results, start=offset + 1):
+        click.echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
+        if hit.snippet:
+            click.echo(f"   {_plain_snippet(hit.snippet)}")
+
+
+def _score_text(mode: str, hit: Any) -> str:
+    if mode == "keyword":
+        return f"{hit.score:.2f}"
+    if mode == "semantic":
+        return f"{hit.score:.3f}"
+    sides = [
+        f"{s} #{r}"
+        for s, r in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
+        if r
+    ]
+    return f"{hit.score:.4f}; {hit.match}: {', '.join(sides)}"
+
+
+def _plain_snippet(snippet: str) -> str:
+    """Highlights in bold (click drops the styling when stdout is not a terminal)."""
+    return "".join(
+        click.style(text, bold=True) if hit else text for text, hit in marked_parts(snippet)
+    )
+
+
+@click.command()
+@click.argument("query")
+@root_option()
+@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True, help="Token budget.")
+@click.option(
+    "--max-pages", type=int, default=DEFAULT_MAX_PAGES, show_default=True, help="At most (≤100)."
+)
+@click.option("--path-prefix", default=None, help="Only pages whose path starts with this.")
+@click.option("--scope", default=None, help="Only pages whose frontmatter scope is this.")
+@click.option("--include-superseded", is_flag=True, help="Also pack forgotten pages.")
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the pack as JSON.")
+def brief(
+    query: str,
+    root: str,
+    budget: int,
+    max_pages: int,
+    path_prefix: str | None,
+    scope: str | None,
+    include_superseded: bool,
+    as_json: bool,
+) -> None:
+    """A context pack for QUERY: best pages within a token budget, and what was left out."""
+    with Knowledge.open(root) as kb:
+        pack = kb.brief(query, budget, max_pages, path_prefix, scope, include_superseded)
+    if as_json:
+        echo_json(pack.to_json())
+        return
+    from kiwifs.memory.render import render_brief
+
+    click.echo(render_brief(pack), nl=False)

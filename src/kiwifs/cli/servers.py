@@ -1,0 +1,170 @@
+"""``kiwifs serve`` (REST, MCP at /mcp, the web interface) and ``kiwifs mcp`` (stdio or HTTP):
+the long-running commands, and the listening socket they bind before saying they serve.
+
+The servers (FastAPI, uvicorn, the mcp SDK) are imported inside the commands: together they take
+about a second to import, which every `kiwifs memory report` would otherwise pay.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import click
+
+from kiwifs import __version__
+from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
+from kiwifs.errors import CannotListen, KiwiError
+from kiwifs.knowledge import Knowledge
+
+from .common import ROOT_HELP, root_option
+
+
+@click.command()
+@root_option()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", "-p", type=int, default=None, help="Port (default: config, else 3333).")
+@click.option(
+    "--api-key",
+    envvar="KIWIFS_API_KEY",
+    default=None,
+    help="Require 'Authorization: Bearer KEY' (also KIWIFS_API_KEY or [auth] in config).",
+)
+@click.option(
+    "--async-commit/--sync-commit",
+    default=None,
+    help="Commit in background batches (a write returns once on disk and journaled) "
+    "instead of before returning. Default: [versioning] async_commit, else sync.",
+)
+@click.option(
+    "--batch-window", type=click.IntRange(1, 60_000), default=None, help="Async batch window, ms."
+)
+@click.option(
+    "--batch-max-size", type=click.IntRange(1, 100_000), default=None, help="Paths per batch."
+)
+def serve(
+    root: str,
+    host: str,
+    port: int | None,
+    api_key: str | None,
+    async_commit: bool | None,
+    batch_window: int | None,
+    batch_max_size: int | None,
+) -> None:
+    """Serve the REST API, MCP at /mcp and the web interface at / for a knowledge root."""
+    import uvicorn
+
+    from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
+    from kiwifs.rest.probes import Probes
+    from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
+    from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
+
+    kb = Knowledge.open(root, sweep=True)
+    kb.acquire_server_lock()
+    key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
+    bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
+    sock = listen_socket(host, bind_port)
+    kb.ensure_versioned()
+    kb.prepare_vectors()
+    versioning = kb.config.versioning
+    if async_commit if async_commit is not None else versioning.async_commit:
+        window = (batch_window or versioning.batch_window_ms) / 1000
+        kb.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
+
+    def build(probes: Probes) -> Any:
+        from kiwifs.mcp.lazy import lazy_mount_mcp  # the MCP SDK itself loads later still
+        from kiwifs.rest.app import create_app
+
+        # the commit process imports pygit2 while the routes are built, once /health answers
+        kb.start_commit_process()
+        mcp = lazy_mount_mcp(kb, host)
+        return create_app(kb, api_key=key, extra_mounts=mcp, host=host, probes=probes)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    app = StartingApp(kb, build, loopback=host in LOOPBACK_HOSTS, on_failure=stop)
+    click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
+    # no WebSocket route exists: "none" also spares importing a WebSocket library; requests
+    # still running SHUTDOWN_GRACE seconds after SIGTERM/SIGINT are cancelled
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", ws="none", timeout_graceful_shutdown=SHUTDOWN_GRACE
+    )
+    server = StoppingServer(config, kb.events)
+    server.run(sockets=[sock])
+    if app.error:
+        raise KiwiError(app.error)
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything says "serving".
+
+    A port in use (or an address that is not ours) is one ``error:`` line and exit 2, instead of
+    a start-up banner followed by the server's own traceback.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except (OverflowError, UnicodeError) as exc:
+        sock.close()
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+REMOTE_UNSUPPORTED = (
+    "kiwifs serves MCP in-process, next to the files: run 'kiwifs mcp --root DIR' on the "
+    "machine that holds the knowledge root, or point the MCP host at the /mcp endpoint of "
+    "'kiwifs serve' (http://HOST:3333/mcp); --remote, --space and --api-key are KiwiFS remote "
+    "mode, which kiwifs does not have"
+)
+
+
+@click.command()
+@click.option("--root", "-r", default=None, type=click.Path(), help=ROOT_HELP + " (required)")
+@click.option(
+    "--remote", default=None, help="KiwiFS remote mode: not supported (the error says what to do)."
+)
+@click.option("--space", default=None, hidden=True, help="KiwiFS remote mode (not supported).")
+@click.option("--api-key", default=None, hidden=True, help="KiwiFS remote mode (not supported).")
+@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help=f"HTTP port (only with --http; default {DEFAULT_MCP_PORT}).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
+def mcp(
+    root: str | None,
+    remote: str | None,
+    space: str | None,
+    api_key: str | None,
+    use_http: bool,
+    port: int | None,
+    host: str,
+) -> None:
+    """Serve the MCP tools for a knowledge root (stdio by default)."""
+    if remote is not None or space is not None or api_key is not None:
+        raise click.UsageError(REMOTE_UNSUPPORTED)
+    if root is None:
+        raise click.UsageError("Missing option '--root' / '-r'.")
+    if port is not None and not use_http:
+        raise click.UsageError("--port requires --http")
+    if host != "127.0.0.1" and not use_http:
+        raise click.UsageError("--host requires --http")
+    from kiwifs.mcp.server import run_http, run_stdio
+
+    kb = Knowledge.open(root, sweep=True)
+    sock = listen_socket(host, port or DEFAULT_MCP_PORT) if use_http else None
+    kb.ensure_versioned()
+    kb.prepare_vectors()
+    if sock is not None:
+        run_http(kb, sock)
+    else:
+        run_stdio(kb)
