@@ -17,7 +17,8 @@ from kiwifs.events import Event
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import CHANGES_LIMIT
 from kiwifs.markdown import read_frontmatter
-from kiwifs.pipeline import JOURNAL, STATE_DIR, parse_if_match
+from kiwifs.pipeline import JOURNAL, STATE_DIR
+from kiwifs.preconditions import parse_if_match
 from kiwifs.versioning import blob_id
 
 

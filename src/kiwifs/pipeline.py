@@ -56,6 +56,7 @@ from .errors import Conflict, KiwiError, NotFound, StorageError, UsageError
 from .events import Event, EventBus
 from .markdown import refuse_alias_bomb
 from .paths import canonical
+from .preconditions import check_if_match, check_if_none_match
 from .provenance import Provenance, inject_provenance
 from .storage import Storage, Unsynced, os_error_text
 from .versioning import Git, blob_id, commit_subject
@@ -64,7 +65,6 @@ from .writelock import WriteLock
 STATE_DIR = ".kiwi/state"
 JOURNAL = "uncommitted.log"
 MAX_APPEND_BYTES = 64 * 1024 * 1024
-CONFLICT_MESSAGE = "file modified since last read \u2014 re-fetch and retry"
 
 log = logging.getLogger(__name__)
 IndexHook = Callable[[list[str]], None]
@@ -74,31 +74,6 @@ IndexHook = Callable[[list[str]], None]
 class WriteResult:
     path: str
     etag: str
-
-
-def bare_etag(tag: str) -> str:
-    """An ETag as a client may send it (``"abc"``, ``W/"abc"``, ``abc``) reduced to the blob id."""
-    return tag.strip().removeprefix("W/").strip().strip('"')
-
-
-def etag_list(value: str) -> list[str]:
-    """The tags of an ``If-Match`` / ``If-None-Match`` value (``*`` kept as ``*``)."""
-    return [bare_etag(part) for part in value.split(",")]
-
-
-def parse_if_match(value: str | None) -> list[str] | None:
-    """The ETags an ``If-Match`` value accepts; ``None`` means "no precondition" (absent or ``*``).
-
-    Quotes and a ``W/`` prefix are stripped; a comma-separated list accepts any of its tags.
-    """
-    if value is None or not value.strip():
-        return None
-    tags = etag_list(value)
-    if "*" in tags:
-        return None
-    if not all(tags):
-        raise UsageError(f"malformed If-Match header: {value!r}")
-    return tags
 
 
 def group_commit_enabled() -> bool:
@@ -202,27 +177,6 @@ class Pipeline:
         return recover(self, sweep)
 
     # -- the funnel -------------------------------------------------------------------------
-
-    def _check_if_match(self, rel: str, if_match: str | None) -> None:
-        accepted = parse_if_match(if_match)
-        if accepted is None:
-            return
-        current = self.storage.read_optional(rel)
-        if current is not None and (etag := blob_id(current)) not in accepted:
-            raise Conflict(CONFLICT_MESSAGE, etag)
-
-    def _check_if_none_match(self, rel: str, if_none_match: str | None) -> None:
-        """``*``: create only (the file must not exist); ETags: the file must not be one of them."""
-        if if_none_match is None or not if_none_match.strip():
-            return
-        current = self.storage.read_optional(rel)
-        if current is None:
-            return
-        tags = etag_list(if_none_match)
-        if "*" in tags:
-            raise Conflict(f"file already exists: {rel}")
-        if (etag := blob_id(current)) in tags:
-            raise Conflict(CONFLICT_MESSAGE, etag)
 
     def _commit(
         self,
@@ -346,10 +300,10 @@ class Pipeline:
         episode's id being free)."""
         rel = canonical(path)
         with self.locked():
-            self._check_if_match(rel, if_match)
+            check_if_match(self.storage, rel, if_match)
             if precondition is not None:
                 precondition()
-            self._check_if_none_match(rel, if_none_match)
+            check_if_none_match(self.storage, rel, if_none_match)
             data = inject_provenance(content, provenance, actor)
             refuse_alias_bomb(data)
             self._journal([rel])
@@ -380,7 +334,7 @@ class Pipeline:
         """
         rel = canonical(path)
         with self.locked(), guard if guard is not None else contextlib.nullcontext():
-            self._check_if_match(rel, if_match)
+            check_if_match(self.storage, rel, if_match)
             current = self.storage.read_optional(rel)
             data = change(current)
             if data is None or data == current:
@@ -422,7 +376,7 @@ class Pipeline:
         with self.locked():
             if not self.storage.exists(rel):
                 raise NotFound("file not found")
-            self._check_if_match(rel, if_match)
+            check_if_match(self.storage, rel, if_match)
             self._journal([rel])
             self.storage.delete(rel)
             ticket = self._commit({rel: None}, actor, f"delete: {rel}", None)

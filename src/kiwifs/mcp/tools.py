@@ -37,7 +37,7 @@ from kiwifs.memory.render import (
     render_mcp,
     render_released,
 )
-from kiwifs.pipeline import bare_etag
+from kiwifs.preconditions import bare_etag
 from kiwifs.requests import FileItem, MergeItem
 
 from .render import (

@@ -22,7 +22,7 @@ from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
-from kiwifs.pipeline import etag_list
+from kiwifs.preconditions import etag_list
 from kiwifs.requests import (
     BulkRequest,
     ClaimRequest,
