@@ -8,9 +8,10 @@ Writes to one root are serialised twice over: a lock per root inside this proces
 running ``kiwifs serve``). Before touching the disk a write names its paths in
 ``.kiwi/state/uncommitted.log``; once its commit is made the journal can be emptied. Should the
 process die in between, :meth:`Pipeline.recover` commits what is on disk at the next start, so
-a write that reached the disk is never lost from history. A bulk write first records its whole
-content in ``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`), so that a crash midway is
-finished or undone at the next start, never committed in part.
+a write that reached the disk is never lost from history. A bulk write (:mod:`kiwifs.bulkwrite`)
+first records its whole content in ``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`), so that
+a crash midway is finished or undone at the next start, never committed in part. The ETag
+conditions a write may carry (``If-Match``, ``If-None-Match``) are :mod:`kiwifs.preconditions`.
 
 **Group commit.** Only the disk writes are serialised: an operation journals its paths, writes
 its files and hands its commit to the :class:`~kiwifs.committer.Committer` under the lock, then
@@ -42,8 +43,6 @@ before; ``KIWIFS_FSYNC=serial`` fsyncs the folder after the file, each writer it
 from __future__ import annotations
 
 import contextlib
-import functools
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -52,21 +51,20 @@ from dataclasses import dataclass
 from . import bulklog
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
 from .config import env_choice, env_switch
-from .errors import Conflict, KiwiError, NotFound, StorageError, UsageError
+from .errors import Conflict, NotFound, UsageError
 from .events import Event, EventBus
 from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .preconditions import check_if_match, check_if_none_match
 from .provenance import Provenance, inject_provenance
-from .storage import Storage, Unsynced, os_error_text
-from .versioning import Git, blob_id, commit_subject
+from .storage import Storage, Unsynced
+from .versioning import Git, blob_id
 from .writelock import WriteLock
 
 STATE_DIR = ".kiwi/state"
 JOURNAL = "uncommitted.log"
 MAX_APPEND_BYTES = 64 * 1024 * 1024
 
-log = logging.getLogger(__name__)
 IndexHook = Callable[[list[str]], None]
 
 
@@ -96,7 +94,7 @@ class Pipeline:
         self.asynchronous = False
         self.state = self.root / STATE_DIR
         self._write_lock = WriteLock(
-            self.root, self.state, self._pending, self._drain, self._on_release
+            self.root, self.state, self._pending, self.drain, self._on_release
         )
         # KIWIFS_FSYNC=strict: journal, file and folder fsynced under the lock; =serial: after
         # it, the folder after the file, each write its own (the benchmark's A/B switches)
@@ -147,7 +145,7 @@ class Pipeline:
         if self.committer is not None:
             self.clear_journal()  # else each operation empties it after its commit
 
-    def _journal(self, paths: list[str]) -> None:
+    def journal(self, paths: list[str]) -> None:
         """Name ``paths`` in the crash journal; every operation calls it before touching disk.
 
         While background commits are failing, writes are refused here, before anything is
@@ -178,7 +176,7 @@ class Pipeline:
 
     # -- the funnel -------------------------------------------------------------------------
 
-    def _commit(
+    def commit(
         self,
         written: dict[str, bytes | None],
         actor: str,
@@ -193,7 +191,7 @@ class Pipeline:
         or ``None`` when there is nothing to wait for (committed here, or asynchronous).
         ``alone``: commit now, in a commit of its own, after what is queued (lock held).
         """
-        trailer = _trailer(prov)
+        trailer = commit_trailer(prov)
         paths = list(written)
         committer = self._committer()
         if committer is not None and not alone:
@@ -242,7 +240,7 @@ class Pipeline:
             self.committer = Committer(self.git, self._write_lock.release_if_idle, window=0.0)
         return self.committer
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
         """Lock held: wait until every queued commit is made (before committing alone)."""
         if self.committer is not None and self._pending():
             self.committer.flush()
@@ -254,7 +252,7 @@ class Pipeline:
         if self.git is None or self.asynchronous:
             return
         with self.locked():
-            self._drain()
+            self.drain()
             if self.committer is None:
                 idle = self._write_lock.release_if_idle
                 self.committer = Committer(self.git, idle, window, max_paths)
@@ -306,9 +304,9 @@ class Pipeline:
             check_if_none_match(self.storage, rel, if_none_match)
             data = inject_provenance(content, provenance, actor)
             refuse_alias_bomb(data)
-            self._journal([rel])
+            self.journal([rel])
             with self._unsynced(rel, data) as unsynced:
-                ticket = self._commit({rel: data}, actor, f"{actor}: {rel}", provenance)
+                ticket = self.commit({rel: data}, actor, f"{actor}: {rel}", provenance)
         self._sync(unsynced)
         self._committed(ticket)
         etag = blob_id(data)
@@ -342,9 +340,9 @@ class Pipeline:
                     raise NotFound(f"file not found: {rel}")
                 return WriteResult(rel, blob_id(current))
             refuse_alias_bomb(data)
-            self._journal([rel])
+            self.journal([rel])
             with self._unsynced(rel, data) as unsynced:
-                ticket = self._commit({rel: data}, actor, message or f"{actor}: {rel}", None)
+                ticket = self.commit({rel: data}, actor, message or f"{actor}: {rel}", None)
             if guard is not None:
                 self._sync(unsynced)
                 self._committed(ticket)
@@ -377,9 +375,9 @@ class Pipeline:
             if not self.storage.exists(rel):
                 raise NotFound("file not found")
             check_if_match(self.storage, rel, if_match)
-            self._journal([rel])
+            self.journal([rel])
             self.storage.delete(rel)
-            ticket = self._commit({rel: None}, actor, f"delete: {rel}", None)
+            ticket = self.commit({rel: None}, actor, f"delete: {rel}", None)
         self._committed(ticket)
         self.events.publish(Event("delete", path=rel, actor=actor))
         return rel
@@ -391,66 +389,10 @@ class Pipeline:
         provenance: Provenance | None = None,
         message: str | None = None,
     ) -> list[WriteResult]:
-        """Write every file in one commit, or none of them.
+        """Write every file in one commit, or none of them (see :mod:`kiwifs.bulkwrite`)."""
+        from .bulkwrite import bulk_write
 
-        Synchronous: committed alone, under the lock, after what is queued, so that a failed
-        commit can still put the previous contents back (no later write can have touched them).
-        """
-        if not files:
-            raise UsageError("files must not be empty")
-        rels = [canonical(p) for p, _ in files]
-        if len(set(rels)) != len(rels):
-            raise UsageError("bulk write names the same path twice")
-        with self.locked():
-            prepared = [
-                (rel, _with_path(rel, functools.partial(_prepared, c, provenance, actor)))
-                for rel, (_, c) in zip(rels, files, strict=True)
-            ]
-            before = {rel: self.storage.read_optional(rel) for rel in rels}
-            text = commit_subject(message or "") or f"{actor}: bulk write \u2014 {len(rels)} files"
-            intent = bulklog.BulkIntent(
-                actor,
-                text,
-                _trailer(provenance),
-                tuple(bulklog.BulkFile(rel, data, before[rel]) for rel, data in prepared),
-            )
-            self._journal(rels)  # may refuse the write: before the bulk is journaled
-            if not self.asynchronous:
-                self._drain()  # may fail too, before anything is written
-            try:
-                bulklog.write(self.state, intent)  # before the first target is touched
-            except OSError as exc:
-                raise StorageError(f"cannot journal the bulk write: {os_error_text(exc)}") from exc
-            try:
-                for rel, data in prepared:
-                    self.storage.write(rel, data)
-                self._commit(dict(prepared), actor, text, provenance, alone=not self.asynchronous)
-            except BaseException:
-                if self.restore(before):
-                    bulklog.discard(self.state)
-                # else the journal stays, and the next write (or open) finishes or undoes it
-                if self.committer is None:
-                    self.clear_journal()  # else emptied once nothing is pending
-                raise
-            bulklog.discard(self.state)
-        results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
-        self.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
-        return results
-
-    def restore(self, before: dict[str, bytes | None]) -> bool:
-        """Put back the previous contents of a failed bulk; False if some could not be."""
-        restored = True
-        for rel, old in before.items():
-            try:
-                if old is None:
-                    if self.storage.exists(rel):
-                        self.storage.delete(rel)
-                elif self.storage.read_optional(rel) != old:
-                    self.storage.write(rel, old)
-            except KiwiError:
-                log.exception("cannot restore %s after a failed bulk write", rel)
-                restored = False
-        return restored
+        return bulk_write(self, files, actor, provenance, message)
 
     def rename(self, src: str, dst: str, actor: str) -> WriteResult:
         old, new = canonical(src), canonical(dst)
@@ -462,10 +404,10 @@ class Pipeline:
                 return WriteResult(new, blob_id(data))
             if self.storage.exists(new):
                 raise Conflict(f"target already exists: {new}")
-            self._journal([old, new])
+            self.journal([old, new])
             with self._unsynced(new, data) as unsynced:
                 self.storage.delete(old)
-                ticket = self._commit(
+                ticket = self.commit(
                     {old: None, new: data}, actor, f"{actor}: rename {old} \u2192 {new}", None
                 )
         self._sync(unsynced)
@@ -476,21 +418,6 @@ class Pipeline:
         return WriteResult(new, etag)
 
 
-def _prepared(content: bytes, provenance: Provenance | None, actor: str) -> bytes:
-    """A file's bytes as written: provenance recorded, alias bombs refused."""
-    data = inject_provenance(content, provenance, actor)
-    refuse_alias_bomb(data)
-    return data
-
-
-def _trailer(prov: Provenance | None) -> str | None:
+def commit_trailer(prov: Provenance | None) -> str | None:
+    """The git trailer recording where a write came from."""
     return f"Provenance: {prov}" if prov else None
-
-
-def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:
-    """Run ``make`` and prefix any error with the path it concerns (bulk writes)."""
-    try:
-        return make()
-    except KiwiError as exc:
-        exc.message = f"{rel}: {exc.message}"
-        raise

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from . import bulklog
+from .bulkwrite import restore
 from .errors import KiwiError, StorageError
 from .paths import is_inside
 from .pipeline import JOURNAL, Pipeline
@@ -88,7 +89,7 @@ def finish_bulk(pipeline: Pipeline) -> list[str]:
                 pipeline.storage.write(f.path, f.new)
     except KiwiError as exc:
         log.error("cannot finish an interrupted bulk write (%s): rolling it back", exc)
-        if not pipeline.restore({f.path: f.old for f in intent.files}):
+        if not restore(pipeline.storage, {f.path: f.old for f in intent.files}):
             raise StorageError(
                 f"an interrupted bulk write can be neither finished nor undone ({exc}); "
                 f"writes resume once it can (journal: {pipeline.state / bulklog.JOURNAL_NAME})"

@@ -1,0 +1,115 @@
+"""A bulk write: several files in one commit, or none of them.
+
+The whole intent (every file's new and previous content) is recorded in
+``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`) before the first file is touched. A bulk
+write commits alone, under the pipeline's lock, after what is queued, so that a failed commit
+can still put the previous contents back: no later write can have touched them. Should the
+process die midway, the next write or open finishes or undoes it (:mod:`kiwifs.recovery`),
+never leaving it committed in part.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+
+from . import bulklog
+from .errors import KiwiError, StorageError, UsageError
+from .events import Event
+from .markdown import refuse_alias_bomb
+from .paths import canonical
+from .pipeline import Pipeline, WriteResult, commit_trailer
+from .provenance import Provenance, inject_provenance
+from .storage import Storage, os_error_text
+from .versioning import blob_id, commit_subject
+
+log = logging.getLogger(__name__)
+
+
+def bulk_write(
+    pipeline: Pipeline,
+    files: list[tuple[str, bytes]],
+    actor: str,
+    provenance: Provenance | None = None,
+    message: str | None = None,
+) -> list[WriteResult]:
+    """Write every file in one commit, or none of them.
+
+    Synchronous: committed alone, under the lock, after what is queued, so that a failed commit
+    can still put the previous contents back (no later write can have touched them).
+    """
+    if not files:
+        raise UsageError("files must not be empty")
+    rels = [canonical(p) for p, _ in files]
+    if len(set(rels)) != len(rels):
+        raise UsageError("bulk write names the same path twice")
+    storage = pipeline.storage
+    with pipeline.locked():
+        prepared = [
+            (rel, _with_path(rel, functools.partial(_prepared, c, provenance, actor)))
+            for rel, (_, c) in zip(rels, files, strict=True)
+        ]
+        before = {rel: storage.read_optional(rel) for rel in rels}
+        text = commit_subject(message or "") or f"{actor}: bulk write \u2014 {len(rels)} files"
+        intent = bulklog.BulkIntent(
+            actor,
+            text,
+            commit_trailer(provenance),
+            tuple(bulklog.BulkFile(rel, data, before[rel]) for rel, data in prepared),
+        )
+        pipeline.journal(rels)  # may refuse the write: before the bulk is journaled
+        if not pipeline.asynchronous:
+            pipeline.drain()  # may fail too, before anything is written
+        try:
+            bulklog.write(pipeline.state, intent)  # before the first target is touched
+        except OSError as exc:
+            raise StorageError(f"cannot journal the bulk write: {os_error_text(exc)}") from exc
+        try:
+            for rel, data in prepared:
+                storage.write(rel, data)
+            alone = not pipeline.asynchronous
+            pipeline.commit(dict(prepared), actor, text, provenance, alone=alone)
+        except BaseException:
+            if restore(storage, before):
+                bulklog.discard(pipeline.state)
+            # else the journal stays, and the next write (or open) finishes or undoes it
+            if pipeline.committer is None:
+                pipeline.clear_journal()  # else emptied once nothing is pending
+            raise
+        bulklog.discard(pipeline.state)
+    results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
+    pipeline.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
+    return results
+
+
+def restore(storage: Storage, before: dict[str, bytes | None]) -> bool:
+    """Put back the previous contents of a failed bulk; False if some could not be."""
+    restored = True
+    for rel, old in before.items():
+        try:
+            if old is None:
+                if storage.exists(rel):
+                    storage.delete(rel)
+            elif storage.read_optional(rel) != old:
+                storage.write(rel, old)
+        except KiwiError:
+            log.exception("cannot restore %s after a failed bulk write", rel)
+            restored = False
+    return restored
+
+
+def _prepared(content: bytes, provenance: Provenance | None, actor: str) -> bytes:
+    """A file's bytes as written: provenance recorded, alias bombs refused."""
+    data = inject_provenance(content, provenance, actor)
+    refuse_alias_bomb(data)
+    return data
+
+
+def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:
+    """Run ``make`` and prefix any error with the path it concerns (bulk writes)."""
+    try:
+        return make()
+    except KiwiError as exc:
+        exc.message = f"{rel}: {exc.message}"
+        raise
