@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from .errors import UsageError
+from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from .memory.rules import MergeEntry
 
 M = TypeVar("M", bound=BaseModel)
@@ -109,7 +110,7 @@ class MemoryClaimRequest(BaseModel):
 
     model_config = _BODY
     worker: str
-    limit: StrictInt = 20
+    limit: StrictInt = DEFAULT_CLAIM_LIMIT
     lease: Any = None
     episodes_prefix: str | None = None
     with_content: StrictBool = False

@@ -10,6 +10,8 @@ import threading
 import click
 
 from kiwifs.knowledge import Knowledge
+from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
+from kiwifs.memory.queue import Released
 
 from .common import echo_json, root_option
 
@@ -17,7 +19,9 @@ from .common import echo_json, root_option
 @click.command("claim")
 @root_option()
 @click.option("--worker", required=True, help="Who claims (the lease holder).")
-@click.option("--limit", type=int, default=20, show_default=True, help="Episodes to hold.")
+@click.option(
+    "--limit", type=int, default=DEFAULT_CLAIM_LIMIT, show_default=True, help="Episodes to hold."
+)
 @click.option("--lease", default="10m", show_default=True, help="Lease: 90s, 10m, 2h (1m-24h).")
 @click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
 @click.option("--with-content", is_flag=True, help="Print each episode's content too.")
@@ -52,13 +56,13 @@ def memory_claim(
 def memory_release(root: str, paths: tuple[str, ...], worker: str, as_json: bool) -> None:
     """End the worker's claims on PATHS (all of its claims when none are given)."""
     with Knowledge.open(root) as kb:
-        released = kb.release_episodes(worker, list(paths) or None)
+        released = Released.of(worker, kb.release_episodes(worker, list(paths) or None))
     if as_json:
-        echo_json({"worker": worker.strip(), "released": released})
+        echo_json(released.to_json())
     else:
         from kiwifs.memory.render import render_released
 
-        click.echo(render_released(worker.strip(), released), nl=False)
+        click.echo(render_released(released), nl=False)
 
 
 @click.command("worker")

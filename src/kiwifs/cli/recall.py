@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kiwifs.index.search import marked_parts
+from kiwifs.index.search import DEFAULT_LIMIT, marked_parts
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 
@@ -67,7 +67,7 @@ def search(
         if mode == "keyword":
             found: Any = kb.search(
                 query,
-                50 if limit is None else limit,
+                DEFAULT_LIMIT if limit is None else limit,
                 offset,
                 path_prefix,
                 scope=scope,

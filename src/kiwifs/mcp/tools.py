@@ -28,6 +28,8 @@ from kiwifs.limits import (
     TREE_DEPTH,
 )
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
+from kiwifs.memory.queue import Released
 from kiwifs.memory.render import (
     render_batch,
     render_brief,
@@ -529,7 +531,9 @@ class Tools:
     def kiwi_memory_claim(
         self,
         worker: Worker_,
-        limit: Annotated[int, Field(description="How many episodes to hold (0: only renew).")] = 20,
+        limit: Annotated[
+            int, Field(description="How many episodes to hold (0: only renew).")
+        ] = DEFAULT_CLAIM_LIMIT,
         lease: Annotated[
             str | float,
             Field(description="How long you keep them: '90s', '10m', '2h', or seconds (1m-24h)."),
@@ -557,7 +561,7 @@ class Tools:
     ) -> str:
         """Give claimed episodes back to the queue without merging them."""
         released = self.kb.release_episodes(worker, paths or None)
-        return render_released(worker.strip(), released)
+        return render_released(Released.of(worker, released))
 
     def kiwi_memory_check(
         self,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kiwifs.leases import MEMORY, Claim
+from kiwifs.leases import MEMORY, Claim, check_holder
 
 from .lineage import Entry, cites
 from .rules import EpisodicFile, MergeEntry
@@ -27,6 +27,22 @@ DEFAULT_FILE_LEASE = 1800.0  # generic claims: 30 minutes, as KiwiFS
 
 HELD = "{path} is claimed by {holder} until {until}; only that worker may merge it"
 EXPIRED = "the claim of {holder} on {path} expired at {until}; claim it again before merging"
+
+
+@dataclass(frozen=True)
+class Released:
+    """What a release gave back, and whose claims they were: the holder as its claims name it
+    (trimmed, as :func:`~kiwifs.leases.check_holder` keeps it), whatever spaces were sent."""
+
+    worker: str
+    paths: list[str]
+
+    @classmethod
+    def of(cls, worker: str, paths: Sequence[str]) -> Released:
+        return cls(check_holder(worker), list(paths))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"worker": self.worker, "released": self.paths}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from kiwifs.leases import Claim
 from .brief import Brief
 from .check import Coverage, MemoryCheck
 from .lineage import Entry, Lineage
-from .queue import ClaimBatch
+from .queue import ClaimBatch, Released
 from .rules import EpisodicFile, MemoryReport
 
 ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
@@ -109,10 +109,10 @@ def render_batch(batch: ClaimBatch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_released(worker: str, paths: Sequence[str]) -> str:
-    n = len(paths)
-    lines = [f"released {n} claim{'' if n == 1 else 's'} of {worker}"]
-    lines += [f"  - {p}" for p in paths]
+def render_released(released: Released) -> str:
+    n = len(released.paths)
+    lines = [f"released {n} claim{'' if n == 1 else 's'} of {released.worker}"]
+    lines += [f"  - {p}" for p in released.paths]
     return "\n".join(lines) + "\n"
 
 

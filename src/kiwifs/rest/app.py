@@ -20,8 +20,10 @@ from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
+from kiwifs.index.search import DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT
 from kiwifs.knowledge import Knowledge, utc_http_date
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from kiwifs.memory.queue import Released
 from kiwifs.preconditions import etag_list
 from kiwifs.requests import (
     BulkRequest,
@@ -350,7 +352,7 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/search", responses=errors(400))
     async def search(
         q: str = Query(...),
-        limit: int = 50,
+        limit: int = DEFAULT_SEARCH_LIMIT,
         offset: int = 0,
         path_prefix: str | None = None,
         pathPrefix: str | None = None,  # noqa: N803 - the name KiwiFS clients send
@@ -536,7 +538,7 @@ def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
     async def memory_release(request: Request) -> dict[str, Any]:
         body = await read_model(request, MemoryReleaseRequest)
         released = await run(kb.release_episodes, body.worker, body.paths)
-        return {"worker": body.worker.strip(), "released": released}
+        return Released.of(body.worker, released).to_json()
 
     @api.get("/memory/check", responses=errors(400))
     async def memory_check(episodes_prefix: str | None = None) -> KiwiJSONResponse:
