@@ -78,6 +78,15 @@ def test_release_and_its_errors(root: Path) -> None:
     assert outside.exit_code == 2
 
 
+def test_release_names_the_holder_as_its_claims_do(root: Path) -> None:
+    """Spaces around --worker are not part of the holder's name, in the answer either."""
+    run(root, "memory", "claim", "--worker", "w1", "--limit", "2")
+    one = run(root, "memory", "release", "episodes/e0.md", "--worker", "  w1 ", "--json")
+    assert json.loads(one.output) == {"worker": "w1", "released": ["episodes/e0.md"]}
+    rest = run(root, "memory", "release", "--worker", " w1")
+    assert rest.output == "released 1 claim of w1\n  - episodes/e1.md\n"
+
+
 def test_merge_with_worker_honours_claims(root: Path) -> None:
     run(root, "memory", "claim", "--worker", "w1", "--limit", "1")
     before = commit_count(root)
