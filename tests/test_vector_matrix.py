@@ -165,3 +165,23 @@ def test_too_many_dead_rows_load_afresh(kb: Knowledge, monkeypatch: pytest.Monke
     kb.indexing.recall().store.collect_garbage()
     assert cached(kb).lineage != lineage and not cached(kb).dead_rows
     assert_current(kb, caught_up=False)
+
+
+def test_a_matrix_loaded_empty_catches_up_its_first_vectors(
+    make_root: MakeRoot, model: Path
+) -> None:
+    """A process that queried before any page had vectors holds a matrix of width 0; the first
+    vectors that arrive (of the embedder's width) are appended to it, not refused."""
+    root = make_root({".kiwi/config.toml": local_config(model, 8, 2)})
+    with Knowledge.open(root) as kb:
+        assert kb.semantic_search("kiwi bird", limit=3).results == []
+        empty = cached(kb)
+        assert empty.empty and empty.matrix.shape[1] == 0
+        kb.write("p/first.md", page("kiwi bird nest egg", scope="s-1"))
+        embed(kb)
+        assert_current(kb)
+        assert [r.path for r in kb.semantic_search("kiwi bird", limit=3).results] == ["p/first.md"]
+        kb.delete("p/first.md")
+        embed(kb)
+        kb.indexing.recall().store.collect_garbage()
+        assert kb.semantic_search("kiwi bird", limit=3).results == []

@@ -136,7 +136,7 @@ def load(conn: sqlite3.Connection, generation: str, seq: int) -> VectorMatrix:
     spans = np.empty((len(rows) + spare, 2), dtype=np.int64)
     spans[: len(rows)] = np.array([(r[1], r[2]) for r in rows], dtype=np.int64).reshape(-1, 2)
     start_arr = np.array(starts, dtype=np.int64)
-    ends = np.append(start_arr[1:], len(rows)).astype(np.int64)
+    ends = np.append(start_arr[1:], len(rows))[: len(start_arr)].astype(np.int64)
     keys = np.array([e.encode("ascii") for e in etags], dtype=f"S{ETAG_CHARS}")
     store = _Rows(vectors, spans, len(rows))
     groups = np.arange(len(etags), dtype=np.int64)
@@ -211,11 +211,13 @@ def _patched(
     if total and dead_rows > DEAD_SHARE * total:
         return None
     if total > len(store.vectors) or store.vectors.shape[1] != width:
+        # (a matrix loaded before any vector existed has width 0 and no rows to copy)
         grown = total + int(total * HEADROOM) + 256
         vectors = np.empty((grown, width), dtype="<f4")
-        vectors[:n] = store.vectors[:n]
         spans = np.empty((grown, 2), dtype=np.int64)
-        spans[:n] = store.spans[:n]
+        if n:
+            vectors[:n] = store.vectors[:n]
+            spans[:n] = store.spans[:n]
         store = _Rows(vectors, spans, n)
     if rows:
         store.vectors[n:total] = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(
