@@ -109,6 +109,14 @@ def test_version() -> None:
     assert out.stdout.split()[1][0].isdigit()
 
 
+def test_python_dash_m_is_the_same_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "kiwifs", "version"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == kiwifs("version").stdout
+
+
 def test_init_knowledge_template(fresh: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     root, out = fresh
     assert out.returncode == 0, out.stderr
