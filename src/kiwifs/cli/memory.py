@@ -12,6 +12,7 @@ import click
 
 from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.memory.rules import MergeEntry
+from kiwifs.provenance import LIBRARY_ACTOR
 
 from .common import KiwiGroup, echo_json, root_option
 
@@ -71,7 +72,9 @@ def memory_report(
 @click.option("--path", "paths", multiple=True, help="Episode path merged (repeatable).")
 @click.option("--type", "typ", default="episode", show_default=True, help="Entry type.")
 @click.option("--note", default="", help="Note recorded on every entry.")
-@click.option("--actor", default="kiwifs", show_default=True, help="Git author and entry actor.")
+@click.option(
+    "--actor", default=LIBRARY_ACTOR, show_default=True, help="Git author and entry actor."
+)
 @click.option("--worker", default=None, help="The worker merging: its claims on them end.")
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_merge(
@@ -119,7 +122,7 @@ def memory_merge(
 @click.option("--scope", default=None, help="What the episode is about (stored as scope).")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--title", default=None, help="Short title (stored as title).")
-@click.option("--actor", default="kiwifs", show_default=True, help="Git author.")
+@click.option("--actor", default=LIBRARY_ACTOR, show_default=True, help="Git author.")
 @click.option("--provenance", default=None, help="Where it came from, as type:id.")
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print path, episode_id, etag.")
 def memory_remember(
@@ -155,7 +158,7 @@ def memory_remember(
 @click.option(
     "--superseded-by", default=None, help="Path of the page that replaces it (superseded_by)."
 )
-@click.option("--actor", default="kiwifs", show_default=True, help="Git author.")
+@click.option("--actor", default=LIBRARY_ACTOR, show_default=True, help="Git author.")
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_forget(
     path: str, root: str, reason: str | None, superseded_by: str | None, actor: str, as_json: bool
@@ -169,7 +172,7 @@ def memory_forget(
 @memory.command("restore")
 @click.argument("path")
 @root_option()
-@click.option("--actor", default="kiwifs", show_default=True, help="Git author.")
+@click.option("--actor", default=LIBRARY_ACTOR, show_default=True, help="Git author.")
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_restore(path: str, root: str, actor: str, as_json: bool) -> None:
     """Undo 'memory forget' on PATH (removes the superseded keys)."""
