@@ -23,3 +23,22 @@ def git_line(root: Path, *args: str) -> str:
 
 def commit_count(root: Path) -> int:
     return int(git(root, "rev-list", "--count", "HEAD"))
+
+
+def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
+    """Make git unable to store a blob: its object fan-out folder becomes a file.
+
+    libgit2 then fails to create the folder whoever runs it (root too), as on a full disk;
+    deleting the returned file repairs the repository. The content returned is ``data``, or a
+    variant of it whose fan-out folder holds no object yet: replacing a folder that holds one
+    (say HEAD's commit) would corrupt the history the test goes on to read.
+    """
+    from kiwifs.versioning import blob_id
+
+    content, n = data, 0
+    while (root / ".git" / "objects" / blob_id(content)[:2]).exists():
+        n += 1
+        content = data + f"<!-- {n} -->\n".encode()
+    fan = root / ".git" / "objects" / blob_id(content)[:2]
+    fan.write_text("not a folder")
+    return fan, content

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gitrepo import commit_count, git
+from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.committer import PendingCommit, batch_message
 from kiwifs.errors import StorageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.versioning import Version, blob_id
+from kiwifs.versioning import Version
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 
@@ -129,23 +129,6 @@ def test_batch_message_keeps_a_single_operation_message() -> None:
     ]
     text = "eve: 4 files\n\na.md\ndelete: b.md\nrename c.md \u2192 d.md"
     assert batch_message(mixed) == (text, None)
-
-
-def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
-    """Make git unable to store a blob: its object fan-out folder becomes a file.
-
-    libgit2 then fails to create the folder whoever runs it (root too), as on a full disk;
-    deleting the returned file repairs the repository. The content returned is ``data``, or a
-    variant of it whose fan-out folder holds no object yet: replacing a folder that holds one
-    (say HEAD's commit) would corrupt the history the test goes on to read.
-    """
-    content, n = data, 0
-    while (root / ".git" / "objects" / blob_id(content)[:2]).exists():
-        n += 1
-        content = data + f"<!-- {n} -->\n".encode()
-    fan = root / ".git" / "objects" / blob_id(content)[:2]
-    fan.write_text("not a folder")
-    return fan, content
 
 
 def outcome(call: Callable[[], list[Version]]) -> BaseException | list[Version]:

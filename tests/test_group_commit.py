@@ -22,11 +22,10 @@ from pathlib import Path
 import httpx
 
 import realserver
-from gitrepo import commit_count, git
+from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.errors import KiwiError, StorageError
 from kiwifs.gitindex import LOCK_FILE
 from kiwifs.knowledge import Knowledge
-from kiwifs.versioning import blob_id
 from waiting import wait_for
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
@@ -130,18 +129,6 @@ def test_each_shared_commit_has_the_author_of_its_writes(kb: Knowledge, root: Pa
     for author, paths in commits:  # ...but never across authors
         assert {actors[p] for p in paths} == {author}
     assert sorted(p for _, paths in commits for p in paths) == sorted(actors)
-
-
-def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
-    """Make git unable to store ``data``'s blob (its fan-out folder becomes a file); deleting
-    the returned file repairs it. ``data`` is varied until its folder holds no object yet."""
-    content, n = data, 0
-    while (root / ".git" / "objects" / blob_id(content)[:2]).exists():
-        n += 1
-        content = data + f"<!-- {n} -->\n".encode()
-    fan = root / ".git" / "objects" / blob_id(content)[:2]
-    fan.write_text("not a folder")
-    return fan, content
 
 
 def test_a_git_failure_fails_every_writer_of_the_group(kb: Knowledge, root: Path) -> None:

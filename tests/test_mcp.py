@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,10 +30,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 from starlette.testclient import TestClient
 
+from gitrepo import break_object_store_for
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server, http_app
-from kiwifs.versioning import blob_id
 from realserver import free_port
 
 pytestmark = pytest.mark.anyio
@@ -324,11 +323,7 @@ async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> 
 
 
 async def test_failing_git_is_a_tool_error_not_a_hang(root: Path) -> None:
-    data = b"# written while git is broken\n"
-    fan = root / ".git" / "objects" / blob_id(data)[:2]  # a file where git needs a folder
-    if fan.exists():
-        shutil.rmtree(fan)
-    fan.write_text("not a folder")
+    fan, data = break_object_store_for(root, b"# written while git is broken\n")
     kb = Knowledge.open(root)
     kb.enable_async_commit(window=30.0)
     async with Client(build_server(kb)) as client:

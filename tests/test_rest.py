@@ -34,7 +34,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from asgiclient import AppClient, serve_in_process
-from gitrepo import commit_count, git
+from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.versioning import blob_id
@@ -952,11 +952,7 @@ def test_no_body_is_ever_a_422(client: AppClient) -> None:
 def test_failing_commits_are_503_and_visible_in_health(tmp_path: Path) -> None:
     """``--async-commit`` over a repository git cannot write to: answers, never a hang."""
     root = init_root(tmp_path / "kb")
-    data = b"# written while git is broken\n"
-    fan = root / ".git" / "objects" / blob_id(data)[:2]  # a file where git needs a folder
-    if fan.exists():
-        shutil.rmtree(fan)
-    fan.write_text("not a folder")
+    fan, data = break_object_store_for(root, b"# written while git is broken\n")
     with in_process(root, async_commit=True) as app, app.client() as c:
         assert put(c, "doomed.md", data).status_code == 200  # on disk and journaled
         resp = c.get(f"{API}/versions", params={"path": "doomed.md"})
