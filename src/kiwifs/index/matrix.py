@@ -121,32 +121,23 @@ def load(conn: sqlite3.Connection, generation: str, seq: int) -> VectorMatrix:
     rows = conn.execute(
         "SELECT etag, start, end, vector FROM vec_chunks ORDER BY etag, seq"
     ).fetchall()
-    etags: list[str] = []
-    starts: list[int] = []
-    for i, (etag, _, _, _) in enumerate(rows):
-        if not etags or etags[-1] != etag:
-            etags.append(etag)
-            starts.append(i)
     width = _width(rows, None)
     spare = int(len(rows) * HEADROOM) + 256
-    vectors = np.empty((len(rows) + spare, width), dtype="<f4")
-    vectors[: len(rows)] = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(
-        len(rows), width
+    store = _Rows(
+        np.empty((len(rows) + spare, width), dtype="<f4"),
+        np.empty((len(rows) + spare, 2), dtype=np.int64),
+        0,
     )
-    spans = np.empty((len(rows) + spare, 2), dtype=np.int64)
-    spans[: len(rows)] = np.array([(r[1], r[2]) for r in rows], dtype=np.int64).reshape(-1, 2)
-    start_arr = np.array(starts, dtype=np.int64)
-    ends = np.append(start_arr[1:], len(rows))[: len(start_arr)].astype(np.int64)
-    keys = np.array([e.encode("ascii") for e in etags], dtype=f"S{ETAG_CHARS}")
-    store = _Rows(vectors, spans, len(rows))
-    groups = np.arange(len(etags), dtype=np.int64)
-    alive = np.ones(len(etags), dtype=bool)
+    _write(store, rows, width)
+    keys, start_arr, ends = _groups(rows, 0)
+    groups = np.arange(len(keys), dtype=np.int64)
+    alive = np.ones(len(keys), dtype=bool)
     return VectorMatrix(
         generation,
         next(_LINEAGES),
         seq,
-        vectors[: len(rows)],
-        spans[: len(rows)],
+        store.vectors[: len(rows)],
+        store.spans[: len(rows)],
         start_arr,
         ends,
         keys,
@@ -219,23 +210,10 @@ def _patched(
             vectors[:n] = store.vectors[:n]
             spans[:n] = store.spans[:n]
         store = _Rows(vectors, spans, n)
-    if rows:
-        store.vectors[n:total] = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(
-            len(rows), width
-        )
-        store.spans[n:total] = np.array([(r[1], r[2]) for r in rows], dtype=np.int64)
-    store.used = total
-    new_etags: list[str] = []
-    new_starts: list[int] = []
-    for i, (etag, _, _, _) in enumerate(rows):
-        if not new_etags or new_etags[-1] != etag:
-            new_etags.append(etag)
-            new_starts.append(n + i)
-    added_starts = np.array(new_starts, dtype=np.int64)
-    added_ends = np.append(added_starts[1:], total)[: len(added_starts)].astype(np.int64)
+    _write(store, rows, width)
+    added_keys, added_starts, added_ends = _groups(rows, n)
     first_group = len(current.starts)
-    added_groups = np.arange(first_group, first_group + len(new_etags), dtype=np.int64)
-    added_keys = np.array([e.encode("ascii") for e in new_etags], dtype=f"S{ETAG_CHARS}")
+    added_groups = np.arange(first_group, first_group + len(added_keys), dtype=np.int64)
     at = np.searchsorted(keys, added_keys)
     return VectorMatrix(
         current.generation,
@@ -247,10 +225,39 @@ def _patched(
         np.concatenate([current.ends, added_ends]),
         np.insert(keys, at, added_keys),
         np.insert(key_groups, at, added_groups),
-        np.concatenate([alive, np.ones(len(new_etags), dtype=bool)]),
+        np.concatenate([alive, np.ones(len(added_keys), dtype=bool)]),
         dead_rows,
         store,
     )
+
+
+def _write(store: _Rows, rows: list[tuple[str, int, int, bytes]], width: int) -> None:
+    """Append ``rows`` (etag, start, end, vector) to ``store``, which has room for them."""
+    np = _numpy()
+    at, end = store.used, store.used + len(rows)
+    if rows:
+        blob = b"".join(r[3] for r in rows)
+        store.vectors[at:end] = np.frombuffer(blob, dtype="<f4").reshape(len(rows), width)
+        store.spans[at:end] = np.array([(r[1], r[2]) for r in rows], dtype=np.int64)
+    store.used = end
+
+
+def _groups(
+    rows: list[tuple[str, int, int, bytes]], first: int
+) -> tuple[NDArray[np.bytes_], NDArray[np.int64], NDArray[np.int64]]:
+    """The contents of ``rows`` (sorted by ETag, a content's chunks together) written from row
+    ``first``: each one's ETag as a key, its first row and the row after its last."""
+    np = _numpy()
+    etags: list[str] = []
+    starts: list[int] = []
+    for i, (etag, _, _, _) in enumerate(rows):
+        if not etags or etags[-1] != etag:
+            etags.append(etag)
+            starts.append(first + i)
+    start_arr = np.array(starts, dtype=np.int64)
+    ends = np.append(start_arr[1:], first + len(rows))[: len(start_arr)].astype(np.int64)
+    keys = np.array([e.encode("ascii") for e in etags], dtype=f"S{ETAG_CHARS}")
+    return keys, start_arr, ends
 
 
 def _width(rows: list[Any], known: int | None) -> int:
