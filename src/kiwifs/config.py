@@ -119,8 +119,8 @@ def load_config(root: Path) -> Config:
     """Read ``<root>/.kiwi/config.toml``; defaults when it does not exist."""
     path = Path(root) / CONFIG_RELPATH
     try:
-        fd, _ = open_regular(path)  # a FIFO here must not hang every command at start
-        raw = read_all(fd)
+        fd, st = open_regular(path)  # a FIFO here must not hang every command at start
+        raw = read_all(fd, st.st_size)
     except FileNotFoundError:
         return Config()
     except OSError as exc:

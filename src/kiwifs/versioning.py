@@ -242,10 +242,10 @@ class Git:
         if full.is_symlink():
             return self.repo.create_blob(os.fsencode(os.readlink(full))), MODE_LINK
         try:
-            fd, _ = open_regular(full)
+            fd, st = open_regular(full)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError, NotRegularFile):
             return None  # gone, or a FIFO (which git does not track either)
-        return self.repo.create_blob(read_all(fd)), _mode_of(full)
+        return self.repo.create_blob(read_all(fd, st.st_size)), _mode_of(full)
 
     def _apply(
         self, tree: pygit2.Tree | None, changes: Mapping[str, tuple[pygit2.Oid, int] | None]

@@ -64,8 +64,8 @@ def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | N
     samples: list[bytes] = []
     for key in keys[::step]:
         try:
-            fd, _ = open_regular(abs_path(root, key), real_root)
-            samples.append(read_all(fd))
+            fd, st = open_regular(abs_path(root, key), real_root)
+            samples.append(read_all(fd, st.st_size))
         except OSError:
             continue
     return train(samples)
