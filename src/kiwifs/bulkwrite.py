@@ -17,10 +17,9 @@ from collections.abc import Callable
 from . import bulklog
 from .errors import KiwiError, StorageError, UsageError
 from .events import Event
-from .markdown import refuse_alias_bomb
 from .paths import canonical
-from .pipeline import Pipeline, WriteResult, commit_trailer
-from .provenance import Provenance, inject_provenance
+from .pipeline import Pipeline, WriteResult, commit_trailer, prepared_content
+from .provenance import Provenance
 from .storage import Storage, os_error_text
 from .versioning import blob_id, commit_subject
 
@@ -47,7 +46,7 @@ def bulk_write(
     storage = pipeline.storage
     with pipeline.locked():
         prepared = [
-            (rel, _with_path(rel, functools.partial(_prepared, c, provenance, actor)))
+            (rel, _with_path(rel, functools.partial(prepared_content, c, provenance, actor)))
             for rel, (_, c) in zip(rels, files, strict=True)
         ]
         before = {rel: storage.read_optional(rel) for rel in rels}
@@ -97,13 +96,6 @@ def restore(storage: Storage, before: dict[str, bytes | None]) -> bool:
             log.exception("cannot restore %s after a failed bulk write", rel)
             restored = False
     return restored
-
-
-def _prepared(content: bytes, provenance: Provenance | None, actor: str) -> bytes:
-    """A file's bytes as written: provenance recorded, alias bombs refused."""
-    data = inject_provenance(content, provenance, actor)
-    refuse_alias_bomb(data)
-    return data
 
 
 def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:

@@ -302,8 +302,7 @@ class Pipeline:
             if precondition is not None:
                 precondition()
             check_if_none_match(self.storage, rel, if_none_match)
-            data = inject_provenance(content, provenance, actor)
-            refuse_alias_bomb(data)
+            data = prepared_content(content, provenance, actor)
             self.journal([rel])
             with self._unsynced(rel, data) as unsynced:
                 ticket = self.commit({rel: data}, actor, f"{actor}: {rel}", provenance)
@@ -416,6 +415,13 @@ class Pipeline:
         self.events.publish(Event("write", path=new, actor=actor, etag=etag))
         self.events.publish(Event("delete", path=old, actor=actor))
         return WriteResult(new, etag)
+
+
+def prepared_content(content: bytes, provenance: Provenance | None, actor: str) -> bytes:
+    """A file's bytes as written: provenance recorded, alias bombs refused."""
+    data = inject_provenance(content, provenance, actor)
+    refuse_alias_bomb(data)
+    return data
 
 
 def commit_trailer(prov: Provenance | None) -> str | None:
