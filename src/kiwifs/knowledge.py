@@ -96,7 +96,8 @@ class Knowledge:
         self.root = Path(root)
         self.config = config if config is not None else load_config(self.root)
         self.storage = Storage(self.root)
-        self.git: Git | None = Git(self.root) if Git(self.root).is_repo() else None
+        git = Git(self.root)
+        self.git: Git | None = git if git.is_repo() else None
         self.events = EventBus()
         self.indexing = IndexKeeper(self.root, self.config.search.vector)
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
