@@ -86,11 +86,9 @@ VARIANTS = {
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"
-GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}
+GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}  # (1 client, N clients) writes/s
+GOALS.update({"group-inproc": GOALS["group"], "async-inproc": GOALS["async"]})
 WARM_UP = 20  # writes before the timed ones
-GOALS.update(
-    {"group-inproc": GOALS["group"], "async-inproc": GOALS["async"]}
-)  # (1 client, N clients) writes/s
 
 
 def free_port() -> int:
