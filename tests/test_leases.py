@@ -93,3 +93,22 @@ def test_times_are_rfc3339_utc_seconds_rounded_down() -> None:
         "lease_expires": "2026-11-30T18:06:59Z",
     }
     assert claim.live(1796062019.4) and not claim.live(1796062019.5)
+
+
+def test_every_interface_offers_the_cores_default_lease_and_batch() -> None:
+    """The CLI, MCP and the reference worker offer the core's defaults: change one, all follow."""
+    import inspect
+
+    from kiwifs.cli.queue import memory_claim, memory_worker
+    from kiwifs.mcp.tools import Tools
+    from kiwifs.memory.queue import DEFAULT_LEASE, DEFAULT_LEASE_TEXT, DEFAULT_LIMIT
+    from kiwifs.memory.worker import Worker
+
+    assert parse_duration(DEFAULT_LEASE_TEXT) == DEFAULT_LEASE
+    for command in (memory_claim, memory_worker):
+        defaults = {p.name: p.default for p in command.params}
+        assert defaults["lease"] == DEFAULT_LEASE_TEXT
+    assert {p.name: p.default for p in memory_worker.params}["batch"] == DEFAULT_LIMIT
+    claim = inspect.signature(Tools.kiwi_memory_claim).parameters
+    assert claim["lease"].default == DEFAULT_LEASE_TEXT
+    assert Worker.lease == DEFAULT_LEASE_TEXT and Worker.batch == DEFAULT_LIMIT

@@ -9,9 +9,10 @@ import threading
 
 import click
 
+from kiwifs.config import DEFAULT_SERVE_PORT
 from kiwifs.knowledge import Knowledge
+from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-from kiwifs.memory.queue import Released
 
 from .common import echo_json, root_option
 
@@ -22,7 +23,9 @@ from .common import echo_json, root_option
 @click.option(
     "--limit", type=int, default=DEFAULT_CLAIM_LIMIT, show_default=True, help="Episodes to hold."
 )
-@click.option("--lease", default="10m", show_default=True, help="Lease: 90s, 10m, 2h (1m-24h).")
+@click.option(
+    "--lease", default=DEFAULT_LEASE_TEXT, show_default=True, help="Lease: 90s, 10m, 2h (1m-24h)."
+)
 @click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
 @click.option("--with-content", is_flag=True, help="Print each episode's content too.")
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the batch as JSON.")
@@ -66,10 +69,16 @@ def memory_release(root: str, paths: tuple[str, ...], worker: str, as_json: bool
 
 
 @click.command("worker")
-@click.option("--url", default="http://127.0.0.1:3333", show_default=True, help="The server.")
+@click.option(
+    "--url", default=f"http://127.0.0.1:{DEFAULT_SERVE_PORT}", show_default=True, help="The server."
+)
 @click.option("--worker", "name", required=True, help="This worker's name (the lease holder).")
-@click.option("--batch", type=click.IntRange(1, 1000), default=20, show_default=True)
-@click.option("--lease", default="10m", show_default=True, help="Lease per batch (1m-24h).")
+@click.option(
+    "--batch", type=int, default=DEFAULT_CLAIM_LIMIT, show_default=True, help="Episodes per claim."
+)
+@click.option(
+    "--lease", default=DEFAULT_LEASE_TEXT, show_default=True, help="Lease per batch (1m-24h)."
+)
 @click.option(
     "--rule",
     type=click.Choice(["tags", "command"]),

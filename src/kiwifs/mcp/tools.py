@@ -28,8 +28,8 @@ from kiwifs.limits import (
     TREE_DEPTH,
 )
 from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-from kiwifs.memory.queue import Released
 from kiwifs.memory.render import (
     render_batch,
     render_brief,
@@ -537,7 +537,7 @@ class Tools:
         lease: Annotated[
             str | float,
             Field(description="How long you keep them: '90s', '10m', '2h', or seconds (1m-24h)."),
-        ] = "10m",
+        ] = DEFAULT_LEASE_TEXT,
         episodes_prefix: Annotated[
             str | None, Field(description="Folder of episodic files (default from config).")
         ] = None,

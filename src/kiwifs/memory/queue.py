@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kiwifs.leases import MEMORY, Claim, check_holder
+from kiwifs.leases import MEMORY, Claim, check_holder, format_seconds
 
 from .lineage import Entry, cites
 from .rules import EpisodicFile, MergeEntry
@@ -23,6 +23,7 @@ from .rules import EpisodicFile, MergeEntry
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
 DEFAULT_LEASE = 600.0  # memory claims: 10 minutes
+DEFAULT_LEASE_TEXT = format_seconds(DEFAULT_LEASE)  # the same, as the CLI and MCP show it
 DEFAULT_FILE_LEASE = 1800.0  # generic claims: 30 minutes, as KiwiFS
 
 HELD = "{path} is claimed by {holder} until {until}; only that worker may merge it"

@@ -32,7 +32,7 @@ from kiwifs.errors import Conflict, ConsolidationFailed, KiwiError, NotFound, Us
 from kiwifs.leases import lease_seconds
 from kiwifs.markdown import read_frontmatter, split
 
-from .queue import DEFAULT_LEASE
+from .queue import DEFAULT_LEASE, DEFAULT_LEASE_TEXT, DEFAULT_LIMIT, MAX_LIMIT
 
 SUMMARY_CHARS = 160
 COMMAND_POLL = 0.2
@@ -322,8 +322,8 @@ class Worker:
     client: QueueClient
     name: str
     step: Step
-    batch: int = 20
-    lease: str | float = "10m"
+    batch: int = DEFAULT_LIMIT
+    lease: str | float = DEFAULT_LEASE_TEXT
     prefix: str | None = None
     until_empty: bool = False
     poll: float = 2.0
@@ -333,8 +333,8 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.lease_seconds = lease_seconds(self.lease, DEFAULT_LEASE)
-        if not 1 <= self.batch <= 1000:
-            raise UsageError(f"batch must be between 1 and 1000, got {self.batch}")
+        if not 1 <= self.batch <= MAX_LIMIT:
+            raise UsageError(f"batch must be between 1 and {MAX_LIMIT}, got {self.batch}")
 
     def run(self) -> WorkerStats:
         """The loop; always releases what the worker holds when it ends."""
