@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from kiwifs.forking import fork_is_safe, usable_cpus
+from waiting import running, wait_for
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
 
@@ -60,3 +62,42 @@ def test_kiwifs_workers_caps_the_worker_processes(monkeypatch: pytest.MonkeyPatc
     assert usable_cpus() == cpus  # a cap, never more than the CPUs
     monkeypatch.setenv("KIWIFS_WORKERS", "many")
     assert usable_cpus() == cpus  # not a number: ignored
+
+
+# A process that starts a pool of forked workers, prints their pids and dies by SIGKILL, as a
+# killed `kiwifs reindex` or report does: it gets no chance to shut the pool down.
+KILLED_WHILE_PARSING = """
+import glob, os, signal, sys
+from pathlib import Path
+root = sys.argv[1]
+for i in range(40):
+    Path(root, f"e{i}.md").write_text(f"---\\nepisode_id: e{i}\\n---\\nbody {i}\\n")
+if sys.argv[2] == "reindex":
+    from kiwifs.index.bulk import parsed
+    keys = [f"e{i}.md".encode() for i in range(40)]
+    rows = parsed(root, root, keys, {}, workers=2, threshold=1)
+else:
+    from kiwifs.memory.scan import parallel_facts, walk_jobs
+    rows = parallel_facts(walk_jobs(root), 2, chunk_files=1)
+assert next(rows) is not None
+tasks = glob.glob(f"/proc/{os.getpid()}/task/*/children")
+print(" ".join(pid for task in tasks for pid in open(task).read().split()), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@linux_only
+@pytest.mark.parametrize("pool", ["reindex", "scan"])
+def test_workers_leave_when_the_process_that_forked_them_is_killed(
+    tmp_path: Path, pool: str
+) -> None:
+    """Each worker holds the write end of its own task queue, so without a watch on its parent
+    it would wait on that queue forever once the parent is killed."""
+    out = tmp_path / "children.txt"  # a file, not a pipe: a stuck worker would hold a pipe open
+    (tmp_path / "root").mkdir()
+    with out.open("w") as stdout:
+        command = [sys.executable, "-c", KILLED_WHILE_PARSING, str(tmp_path / "root"), pool]
+        assert subprocess.run(command, stdout=stdout, check=False).returncode == -9
+    workers = [int(pid) for pid in out.read_text().split()]
+    assert len(workers) == 2
+    assert wait_for(lambda: not any(running(pid) for pid in workers), timeout=60)

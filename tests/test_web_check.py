@@ -44,7 +44,7 @@ from kiwifs.memory.problems import (
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
 from realserver import free_port
-from waiting import wait_for
+from waiting import running, wait_for
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 
@@ -307,15 +307,6 @@ tasks = glob.glob(f"/proc/{os.getpid()}/task/*/children")
 print(" ".join(pid for task in tasks for pid in open(task).read().split()), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)  # a server killed: no chance to shut its pool down
 """
-
-
-def running(pid: int) -> bool:
-    """True while ``pid`` runs (an exited process not yet reaped counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")

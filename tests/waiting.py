@@ -15,3 +15,12 @@ def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.02)
     return check()
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` runs (an exited process not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 
 def fork_is_safe() -> bool:
@@ -39,3 +40,24 @@ def usable_cpus() -> int:
         cpus = os.cpu_count() or 1
     cap = os.environ.get(WORKERS_VARIABLE, "").strip()
     return max(1, min(cpus, int(cap))) if cap.isdigit() else cpus
+
+
+PARENT_POLL_SECONDS = 1.0
+
+
+def exit_with_parent(parent: int) -> None:
+    """In a pool's worker process: exit once ``parent`` (the pid that made the pool) is gone.
+
+    A parent that stops cleanly shuts its pool down; one killed (``kill -9``, a crash) cannot,
+    and its workers then wait forever on their task queue, whose write end each of them holds
+    itself, so none ever sees the end of it. A thread that sees the worker handed to another
+    parent ends it instead. ``parent`` is passed in rather than read here: a worker still
+    starting when its parent died has already been handed on.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="kiwifs-parent-watch", daemon=True).start()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -27,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
 from typing import Any
 
-from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.forking import exit_with_parent, fork_is_safe, usable_cpus
 from kiwifs.paths import open_regular, read_all
 
 from .bodies import DICT_SAMPLES, Codec, save_dictionary, train
@@ -134,8 +135,11 @@ def _parallel(jobs: list[Job], workers: int) -> Iterator[Parts | None]:
     if frozen:
         gc.freeze()
     try:
-        pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("fork")
+        pool = ProcessPoolExecutor(  # a killed reindex leaves no parser behind
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=exit_with_parent,
+            initargs=(os.getpid(),),
         )
         todo = iter(jobs)
         pending: deque[tuple[Job, Future[list[Parts | None]] | None]] = deque(

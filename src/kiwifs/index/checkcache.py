@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from kiwifs.forking import usable_cpus
+from kiwifs.forking import exit_with_parent, usable_cpus
 from kiwifs.memory.problems import CheckState, Problem, problems_in
 
 from .background import BackgroundLoop
@@ -91,7 +91,6 @@ def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
 
 
 WORKER_NICENESS = 10
-PARENT_POLL_SECONDS = 1.0
 
 
 def _start_worker(server: int) -> None:
@@ -99,7 +98,7 @@ def _start_worker(server: int) -> None:
     (the pid is the server's own, passed in: a server killed while the worker was still starting
     has already left it to another parent)."""
     _yield_the_cpu()
-    _leave_with_the_parent(server)
+    exit_with_parent(server)
 
 
 def _yield_the_cpu() -> None:
@@ -109,23 +108,6 @@ def _yield_the_cpu() -> None:
         os.nice(WORKER_NICENESS)
     except OSError:  # not allowed here: the check then simply competes as an equal
         pass
-
-
-def _leave_with_the_parent(parent: int) -> None:
-    """Exit once the server that started this worker is gone.
-
-    A server stopped cleanly shuts the pool down; one killed (``kill -9``, a crash) cannot, and
-    the worker then waits forever on its task queue, whose write end it holds itself, so it never
-    sees the end of it: every killed server left a ~35 MB process behind. A thread that sees the
-    worker reparented ends it instead.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="kiwifs-check-parent", daemon=True).start()
 
 
 class CheckWorker:

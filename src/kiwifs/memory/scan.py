@@ -21,7 +21,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.forking import exit_with_parent, fork_is_safe, usable_cpus
 from kiwifs.markdown import Block, find_block, parse_yaml
 from kiwifs.paths import open_regular
 from kiwifs.storage import WalkEntry, WalkRow, os_error_text, walk_rows
@@ -180,7 +180,12 @@ def parallel_facts(
     if freeze:
         gc.freeze()
     try:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        pool = ProcessPoolExecutor(  # a killed scan leaves no worker behind
+            max_workers=workers,
+            mp_context=context,
+            initializer=exit_with_parent,
+            initargs=(os.getpid(),),
+        )
         first = next(chunks, None)
         pending: deque[tuple[list[Job], Future[list[FactsRow]] | None]] = deque()
         if first is not None:
