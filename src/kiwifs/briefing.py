@@ -9,15 +9,20 @@ them are skipped. What goes into the pack is decided purely by :func:`kiwifs.mem
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
-from .index.filters import RecallFilter
-from .index.hybrid import HybridHit
-from .index.keeper import IndexKeeper
-from .index.search import SearchHit
-from .memory.brief import EXTRA_CANDIDATES, Brief, Candidate, check_brief_args, pack
-from .storage import Storage
 from .versioning import blob_id
+
+# The brief's packing and the search modules load with the first brief, not with every command
+# that opens a root.
+if TYPE_CHECKING:
+    from .index.filters import RecallFilter
+    from .index.hybrid import HybridHit
+    from .index.keeper import IndexKeeper
+    from .index.search import SearchHit
+    from .memory.brief import Brief, Candidate
+    from .storage import Storage
 
 BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
 
@@ -32,6 +37,8 @@ class Briefing:
 
     def brief(self, query: str, budget_tokens: int, max_pages: int, where: RecallFilter) -> Brief:
         """The best pages for ``query``, whole, within ``budget_tokens`` and ``max_pages``."""
+        from .memory.brief import EXTRA_CANDIDATES, check_brief_args, pack
+
         budget, pages = check_brief_args(budget_tokens, max_pages)
         if not query.strip():
             raise UsageError("query is required")
@@ -53,4 +60,6 @@ class Briefing:
 
 def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:
     """A ranked page as read whole (its ETag is of the text packed)."""
+    from .memory.brief import Candidate
+
     return Candidate(hit.path, blob_id(data), hit.score, data.decode("utf-8", "replace"))

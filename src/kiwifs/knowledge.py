@@ -14,54 +14,54 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .briefing import Briefing
-from .claiming import ClaimsDesk, Task
-from .committer import CommitStatus
+from .claiming import ClaimsDesk
 from .config import Config, load_config
 from .consolidation import Consolidation
 from .errors import RootNotFound
 from .events import EventBus
 from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
-from .index.db import ReconcileStats
 from .index.filters import recall_filter
-from .index.hybrid import HybridResults
 from .index.keeper import IndexKeeper
-from .index.meta import MetaResults, equality_filters
 from .index.record import json_safe
-from .index.search import DEFAULT_LIMIT, SearchResults
-from .index.semantic import DEFAULT_TOP_K, SemanticResults
-from .index.vectors import EmbedRound, VectorStatus
 from .integrity import Integrity
-from .leases import Claim
+from .limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT, SEMANTIC_TOP_K
 from .markdown import read_frontmatter
-from .memory.brief import (
-    DEFAULT_BUDGET,
-    DEFAULT_MAX_PAGES,
-    Brief,
-)
-from .memory.check import MemoryCheck
-from .memory.lineage import Lineage
-from .memory.overview import Overview, QueuePage
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-from .memory.queue import ClaimBatch
-from .memory.rules import (
-    MemoryReport,
-    MergeEntry,
-    ReportDocument,
-    resolve_prefix,
-)
+from .memory.rules import resolve_prefix
 from .memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
 from .paths import canonical
-from .pipeline import Pipeline, WriteResult
-from .provenance import LIBRARY_ACTOR, Provenance, as_provenance, library_actor
+from .pipeline import Pipeline
+from .provenance import LIBRARY_ACTOR, as_provenance, library_actor
 from .serverlock import acquire_server_lock
 from .storage import Storage
 from .text import check_text, content_bytes
 from .tree import TreeNode, folder_tree
-from .versioning import Change, Git, Version, blob_id
+from .versioning import Git, blob_id
 
+# What only the answers' types name is imported for type checking alone: the modules of search,
+# the brief, the check and the dashboard load when a call needs them (see IndexKeeper), not
+# with every command.
 if TYPE_CHECKING:
+    from .claiming import Task
+    from .committer import CommitStatus
+    from .index.db import ReconcileStats
+    from .index.hybrid import HybridResults
+    from .index.meta import MetaResults
+    from .index.search import SearchResults
+    from .index.semantic import SemanticResults
+    from .index.vectors import EmbedRound, VectorStatus
+    from .leases import Claim
+    from .memory.brief import Brief
+    from .memory.check import MemoryCheck
+    from .memory.lineage import Lineage
+    from .memory.overview import Overview, QueuePage
+    from .memory.queue import ClaimBatch
+    from .memory.rules import MemoryReport, MergeEntry, ReportDocument
+    from .pipeline import WriteResult
+    from .provenance import Provenance
     from .scaffold import InitResult
+    from .versioning import Change, Version
 
 __all__ = [
     "DEFAULT_ACTOR",
@@ -329,7 +329,7 @@ class Knowledge:
     def search(
         self,
         query: str,
-        limit: int = DEFAULT_LIMIT,
+        limit: int = SEARCH_LIMIT,
         offset: int = 0,
         path_prefix: str | None = None,
         scope: str | None = None,
@@ -352,7 +352,7 @@ class Knowledge:
         or_: Sequence[str] = (),
         sort: str | None = None,
         order: str = "asc",
-        limit: int = DEFAULT_LIMIT,
+        limit: int = SEARCH_LIMIT,
         offset: int = 0,
         paths: Sequence[str] | None = None,
         include_superseded: bool = False,
@@ -362,6 +362,8 @@ class Knowledge:
         ``where`` is a list of filters (``$.status=draft``) or a mapping ``{field: value}`` of
         equalities, all AND-ed.
         """
+        from .index.meta import equality_filters
+
         filters = equality_filters(where) if isinstance(where, Mapping) else list(where)
         return self.indexing.meta(
             filters, or_, sort, order, limit, offset, paths, include_superseded
@@ -370,8 +372,8 @@ class Knowledge:
     def brief(
         self,
         query: str,
-        budget_tokens: int = DEFAULT_BUDGET,
-        max_pages: int = DEFAULT_MAX_PAGES,
+        budget_tokens: int = BRIEF_BUDGET,
+        max_pages: int = BRIEF_MAX_PAGES,
         path_prefix: str | None = None,
         scope: str | None = None,
         include_superseded: bool = False,
@@ -384,7 +386,7 @@ class Knowledge:
     def semantic_search(
         self,
         query: str,
-        limit: int | None = DEFAULT_TOP_K,
+        limit: int | None = SEMANTIC_TOP_K,
         offset: int = 0,
         threshold: float | None = None,
         scope: str | None = None,

@@ -22,19 +22,21 @@ and edit (:class:`~kiwifs.errors.InvalidFrontmatter`).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import yaml
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidFrontmatter
+
+# PyYAML and ruamel.yaml are imported on first use (~20 ms together): a command that reads no
+# frontmatter, such as the memory report from a current index, never needs them.
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
 
 MAX_FRONTMATTER_BYTES = 1024 * 1024
 MAX_ALIAS_NODES = 100_000
@@ -43,7 +45,7 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _SATURATED = 1 << 40  # expanded sizes stop growing here: the count only needs to pass the bound
 
 
-class AliasBomb(yaml.YAMLError):
+class AliasBomb(Exception):
     """A YAML document whose aliases expand past the bound (raised before construction)."""
 
 
@@ -117,14 +119,34 @@ def _without_timestamps(base: Any) -> Any:
     return type("KiwiNoTimestamp" + base.__name__, (base,), attributes)
 
 
-PlainLoader: Any = _without_timestamps(yaml.SafeLoader)
-FastLoader: Any = _without_timestamps(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-# The same loaders without the alias walk, for texts without a ``*``: no alias, no bomb.
-_ALIAS_FREE: dict[Any, Any] = {
-    loader: type(loader.__name__ + "AliasFree", (loader,), {"get_single_data": _plain_single})
-    for loader in (PlainLoader, FastLoader)
-}
-_RESOLVER = yaml.SafeLoader("")  # with timestamps: they must be quoted when written
+@dataclass(frozen=True)
+class _Loaders:
+    plain: Any  # PyYAML's pure-Python safe loader, timestamps removed, aliases bounded
+    fast: Any  # the same on the C loader when present
+    alias_free: dict[Any, Any]  # each without the alias walk, for texts without a ``*``
+    resolver: Any  # PyYAML's resolver with timestamps: they must be quoted when written
+
+
+@functools.cache
+def _loaders() -> _Loaders:
+    import yaml
+
+    plain = _without_timestamps(yaml.SafeLoader)
+    fast = _without_timestamps(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    alias_free = {
+        loader: type(loader.__name__ + "AliasFree", (loader,), {"get_single_data": _plain_single})
+        for loader in (plain, fast)
+    }
+    return _Loaders(plain, fast, alias_free, yaml.SafeLoader(""))
+
+
+def __getattr__(name: str) -> Any:
+    """``FastLoader`` and ``PlainLoader``, the loader classes, made on first use (PEP 562)."""
+    if name == "FastLoader":
+        return _loaders().fast
+    if name == "PlainLoader":
+        return _loaders().plain
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +197,18 @@ class Frontmatter:
 EMPTY = Frontmatter({})
 
 
-def parse_yaml(text: bytes | str, loader: type = FastLoader) -> Frontmatter:
-    """Parse a frontmatter YAML text with YAML 1.1 typing and timestamps kept as strings."""
+def parse_yaml(text: bytes | str, loader: type | None = None) -> Frontmatter:
+    """Parse a frontmatter YAML text with YAML 1.1 typing and timestamps kept as strings
+    (``loader``: ``FastLoader``, the default, or ``PlainLoader``)."""
+    import yaml
+
     if len(text) > MAX_FRONTMATTER_BYTES:
         return Frontmatter({}, f"frontmatter is over {MAX_FRONTMATTER_BYTES} bytes")
+    loaders = _loaders()
+    if loader is None:
+        loader = loaders.fast
     if ("*" if isinstance(text, str) else b"*") not in text:  # type: ignore[operator]
-        loader = _ALIAS_FREE.get(loader, loader)  # the alias walk is a third of a parse
+        loader = loaders.alias_free.get(loader, loader)  # the alias walk is a third of a parse
     try:
         value = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader subclass
     except AliasBomb as exc:
@@ -196,7 +224,7 @@ def parse_yaml(text: bytes | str, loader: type = FastLoader) -> Frontmatter:
     return Frontmatter(value)
 
 
-def read_frontmatter(data: bytes, loader: type = FastLoader) -> Frontmatter:
+def read_frontmatter(data: bytes, loader: type | None = None) -> Frontmatter:
     """Frontmatter of a whole file's bytes; never raises."""
     block = find_block(data)
     if block is None:
@@ -216,8 +244,10 @@ def refuse_alias_bomb(data: bytes) -> None:
     block = find_block(data)
     if block is None or not block.terminated or b"*" not in block.yaml:
         return
+    import yaml
+
     try:
-        loader = FastLoader(block.yaml)
+        loader = _loaders().fast(block.yaml)
         try:
             node = loader.get_single_node()
         finally:
@@ -254,6 +284,8 @@ def _yaml_kind(value: Any) -> str:
 
 
 def _rt_yaml() -> YAML:
+    from ruamel.yaml import YAML
+
     rt = YAML(typ="rt")
     rt.indent(mapping=2, sequence=4, offset=2)
     rt.width = 1 << 16
@@ -270,7 +302,10 @@ def scalar(value: str) -> str:
     too: ruamel's plain/single-quoted styles fold NEL and the other YAML line breaks, so an id or
     note holding one came back changed (and a re-run merge no longer recognised its own entry).
     """
-    tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+    import yaml
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    tag = _loaders().resolver.resolve(yaml.ScalarNode, value, (True, False))
     if tag != _STR_TAG or value != value.strip() or value == "" or not value.isprintable():
         quoted: str = DoubleQuotedScalarString(value)
         return quoted
@@ -294,6 +329,8 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
     except UnicodeDecodeError as exc:
         raise InvalidFrontmatter(f"frontmatter is not valid UTF-8: {exc.reason}") from exc
     body = data[block.body_start :] if block else data
+    from ruamel.yaml.comments import CommentedMap
+
     rt = _rt_yaml()
     try:
         if "*" in fm_text:
@@ -346,6 +383,8 @@ def append_entries(doc: CommentedMap, key: str, entries: list[dict[str, str]]) -
 
     A non-sequence existing value becomes the first item of a new sequence, as KiwiFS does.
     """
+    from ruamel.yaml.comments import CommentedSeq
+
     items = [_entry_map(e) for e in entries]
     current = doc.get(key)
     if key not in doc or current is None:
@@ -361,6 +400,8 @@ def append_entries(doc: CommentedMap, key: str, entries: list[dict[str, str]]) -
 
 
 def _entry_map(entry: dict[str, str]) -> CommentedMap:
+    from ruamel.yaml.comments import CommentedMap
+
     m = CommentedMap()
     for k, v in entry.items():
         m[k] = scalar(v)
@@ -437,6 +478,8 @@ def _sequence_end(lines: list[str], key: str) -> tuple[int, str] | None:
 
 def _item_text(entry: dict[str, str], pad: str) -> list[str] | None:
     """One mapping item as block YAML lines, or ``None`` when a value needs the full editor."""
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
     out: list[str] = []
     for n, (k, v) in enumerate(entry.items()):
         if not _PLAIN.fullmatch(k):

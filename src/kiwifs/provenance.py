@@ -10,13 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Any
-
-from ruamel.yaml.comments import CommentedMap
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidProvenance
 from .markdown import append_entries, edit_frontmatter, find_block, scalar
 from .text import check_text, without_surrogates
+
+if TYPE_CHECKING:
+    from ruamel.yaml.comments import CommentedMap
 
 DERIVED_FROM = "derived-from"
 DEFAULT_ACTOR = "anonymous"

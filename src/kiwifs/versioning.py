@@ -19,7 +19,6 @@ import functools
 import hashlib
 import os
 import stat
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -334,6 +333,8 @@ class Git:
     # -- reading ----------------------------------------------------------------------------
 
     def _run(self, *args: str) -> str:
+        import subprocess  # only history reads run git: ~4 ms of import a report does not pay
+
         env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP} | _GIT_ENV_SET
         proc = subprocess.run(
             ["git", *_NO_PROGRAMS, "-C", str(self.root), "-c", "core.quotepath=false", *args],

@@ -8,9 +8,8 @@ from typing import Any
 
 import click
 
-from kiwifs.index.search import DEFAULT_LIMIT, marked_parts
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 
 from .common import echo_json, root_option
 
@@ -67,7 +66,7 @@ def search(
         if mode == "keyword":
             found: Any = kb.search(
                 query,
-                DEFAULT_LIMIT if limit is None else limit,
+                SEARCH_LIMIT if limit is None else limit,
                 offset,
                 path_prefix,
                 scope=scope,
@@ -105,6 +104,8 @@ def _score_text(mode: str, hit: Any) -> str:
 
 def _plain_snippet(snippet: str) -> str:
     """Highlights in bold (click drops the styling when stdout is not a terminal)."""
+    from kiwifs.index.search import marked_parts  # loaded by the search that made the snippet
+
     return "".join(
         click.style(text, bold=True) if hit else text for text, hit in marked_parts(snippet)
     )
@@ -113,9 +114,9 @@ def _plain_snippet(snippet: str) -> str:
 @click.command()
 @click.argument("query")
 @root_option()
-@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True, help="Token budget.")
+@click.option("--budget", type=int, default=BRIEF_BUDGET, show_default=True, help="Token budget.")
 @click.option(
-    "--max-pages", type=int, default=DEFAULT_MAX_PAGES, show_default=True, help="At most (≤100)."
+    "--max-pages", type=int, default=BRIEF_MAX_PAGES, show_default=True, help="At most (≤100)."
 )
 @click.option("--path-prefix", default=None, help="Only pages whose path starts with this.")
 @click.option("--scope", default=None, help="Only pages whose frontmatter scope is this.")

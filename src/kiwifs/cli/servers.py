@@ -7,8 +7,7 @@ about a second to import, which every `kiwifs memory report` would otherwise pay
 
 from __future__ import annotations
 
-import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +17,9 @@ from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
 
 from .common import ROOT_HELP, root_option
+
+if TYPE_CHECKING:
+    import socket
 
 
 @click.command()
@@ -102,6 +104,8 @@ def listen_socket(host: str, port: int) -> socket.socket:
     A port in use (or an address that is not ours) is one ``error:`` line and exit 2, instead of
     a start-up banner followed by the server's own traceback.
     """
+    import socket  # the servers' alone: ~2 ms every other command would pay
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

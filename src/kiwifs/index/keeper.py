@@ -28,20 +28,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy
-from kiwifs.memory.check import EpisodeRow, PageRow
-from kiwifs.memory.lineage import Lineage
-from kiwifs.memory.overview import Overview, QueuePage
-from kiwifs.memory.problems import NOT_YET, CheckState, Problem, problems_in
 from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
 
-from . import check as indexed_check
-from . import checkcache, search
-from . import lineage as indexed_lineage
-from . import meta as meta_query
-from . import overview as indexed_overview
+from . import checkcache
 from . import report as indexed_report
-from . import tasks as indexed_tasks
-from . import timeline as indexed_timeline
 from . import vectors as vector_store
 from .db import (
     BUSY_TIMEOUT,
@@ -54,20 +44,29 @@ from .db import (
     is_busy,
     is_damage,
 )
-from .filters import RecallFilter
-from .hybrid import HybridResults
-from .meta import Filter, MetaResults
-from .search import SearchResults
-from .semantic import SemanticResults
-from .termcolumns import TermColumns
-from .timeline import Timeline, TimelineKeeper
-from .vectors import VectorStatus
 from .watcher import DEFAULT_PERIOD, Watcher
 
+# The modules of the other answers (search, /meta, lineage, the dashboard, the timeline, the
+# check) are imported by the methods that give them: a one-shot command needs one of them, and
+# the memory report from the CLI none (their imports were a fifth of its start-up).
 if TYPE_CHECKING:
     import tempfile
 
+    from kiwifs.memory.check import EpisodeRow, PageRow
+    from kiwifs.memory.lineage import Lineage
+    from kiwifs.memory.overview import Overview, QueuePage
+    from kiwifs.memory.problems import CheckState, Problem
+
+    from . import tasks as indexed_tasks
+    from .filters import RecallFilter
+    from .hybrid import HybridResults
+    from .meta import Filter, MetaResults
     from .recall import Recall
+    from .search import SearchResults
+    from .semantic import SemanticResults
+    from .termcolumns import TermColumns
+    from .timeline import Timeline, TimelineKeeper
+    from .vectors import VectorStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -319,6 +318,8 @@ class IndexKeeper:
         recency_weight: float | None = None,
         snippets: bool = True,
     ) -> SearchResults:
+        from . import search
+
         def run(index: Index) -> SearchResults:
             with index.reader() as conn:
                 return search.search(
@@ -346,6 +347,8 @@ class IndexKeeper:
         paths: Sequence[str] | None,
         include_superseded: bool = False,
     ) -> MetaResults:
+        from . import meta as meta_query
+
         def run(index: Index) -> MetaResults:
             with index.reader() as conn:
                 return meta_query.query(
@@ -421,6 +424,8 @@ class IndexKeeper:
         )
 
     def vector_status(self) -> VectorStatus:
+        from .vectors import VectorStatus
+
         if not self.vector.enabled:
             return VectorStatus(enabled=False)
         return self.recall().store.status()
@@ -438,6 +443,8 @@ class IndexKeeper:
     # -- the consolidation picture ----------------------------------------------------------
 
     def lineage(self, rel: str, prefix: str) -> Lineage:
+        from . import lineage as indexed_lineage
+
         def run(index: Index) -> Lineage:
             with index.reader() as conn:
                 return indexed_lineage.lineage(conn, rel, prefix)
@@ -445,6 +452,8 @@ class IndexKeeper:
         return self._guarded(run)
 
     def queue(self, prefix: str, path_prefix: str, limit: int, offset: int) -> QueuePage:
+        from . import overview as indexed_overview
+
         def run(index: Index) -> QueuePage:
             with index.reader() as conn:
                 return indexed_overview.queue_page(conn, prefix, path_prefix, limit, offset)
@@ -453,6 +462,8 @@ class IndexKeeper:
 
     @property
     def timeline(self) -> Timeline:
+        from .timeline import Timeline
+
         with self._lock:
             if self._timeline is None:
                 self._timeline = Timeline(self.root, self._open)
@@ -464,6 +475,8 @@ class IndexKeeper:
 
     def start_timeline(self, prefix: Callable[[], str], period: float = DEFAULT_PERIOD) -> None:
         """Keep the timeline current on a background thread (see :class:`TimelineKeeper`)."""
+        from .timeline import TimelineKeeper
+
         with self._lock:
             if self._timeline_keeper is None:
                 self._timeline_keeper = TimelineKeeper(self.timeline, prefix, period)
@@ -517,6 +530,10 @@ class IndexKeeper:
         as :meth:`memory_report`)."""
         if not self._answers_reports():
             return None
+        from kiwifs.memory.problems import problems_in
+
+        from . import check as indexed_check
+
         worker = self._check_worker
 
         def run(index: Index) -> list[Problem]:
@@ -548,6 +565,8 @@ class IndexKeeper:
 
     def check_state(self, prefix: str) -> CheckState:
         """The stored check for ``prefix``, or :data:`NOT_YET` while none is stored."""
+        from kiwifs.memory.problems import NOT_YET
+
         checker = self._checker
 
         def run(index: Index) -> CheckState:
@@ -579,6 +598,11 @@ class IndexKeeper:
         return self._guarded(run)
 
     def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
+        from kiwifs.memory.overview import Overview
+
+        from . import overview as indexed_overview
+        from . import timeline as indexed_timeline
+
         with index.reader() as conn, indexed_report.snapshot(conn):
             folders = indexed_overview.folder_coverage(conn, prefix)
             oldest = indexed_overview.oldest_unmerged(conn, prefix)
@@ -635,6 +659,7 @@ class IndexKeeper:
         scan is the better answer (the same policy as :meth:`memory_report`)."""
         if not self._answers_reports():
             return None
+        from . import check as indexed_check
 
         def run(index: Index) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
             with index.reader() as conn:
@@ -644,6 +669,7 @@ class IndexKeeper:
 
     def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
         """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
+        from . import tasks as indexed_tasks
 
         def run(index: Index) -> list[indexed_tasks.TodoFile]:
             with index.reader() as conn:

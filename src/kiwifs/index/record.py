@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiwifs.markdown import read_frontmatter
-from kiwifs.memory.frontmatter_keys import read_simple_first
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
 from kiwifs.storage import os_error_text
@@ -159,6 +158,10 @@ def record_of_bytes(
     key: bytes, rel: str, data: bytes, sig: int | None, mtime_ns: int = 0, stamp: int | None = None
 ) -> FileRecord:
     """Parse ``data`` once into frontmatter JSON, memory facts and searchable text."""
+    # Imported here: the subset reader compiles its big regexes at import, with PyYAML (~30 ms),
+    # which a command that re-reads no file (a report from a current index) should not pay.
+    from kiwifs.memory.frontmatter_keys import read_simple_first
+
     fm, simple = read_simple_first(data) if SIMPLE_FRONTMATTER else (read_frontmatter(data), False)
     return FileRecord(
         key=key,

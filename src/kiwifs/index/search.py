@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiwifs.errors import InvalidQuery, UsageError
+from kiwifs.limits import SEARCH_LIMIT
 from kiwifs.memory.rules import check_paging
 from kiwifs.text import check_text
 
@@ -37,7 +38,7 @@ from .filters import RecallFilter
 from .record import py_text
 from .termcolumns import PHRASE, TermColumns
 
-DEFAULT_LIMIT = 50
+DEFAULT_LIMIT = SEARCH_LIMIT
 MAX_LIMIT = 200
 SNIPPET_BYTES = 160
 _SYNTAX_CHARS = set('"()*^:')

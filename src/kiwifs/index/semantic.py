@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import Unavailable
+from kiwifs.limits import SEMANTIC_TOP_K
 
 from .bodies import texts
 from .candidates import CandidateCache, candidates, paths_of
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from .embedders import Matrix
 
-DEFAULT_TOP_K = 10
+DEFAULT_TOP_K = SEMANTIC_TOP_K
 MAX_TOP_K = 200
 EXACT = True  # pages near the cut scored again row by row (see exact_scores); False: not
 TIES_BY_RANK = 1000  # more pages than this at or above the cut: ties ordered by path rank

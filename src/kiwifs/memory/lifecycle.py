@@ -35,8 +35,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from typing import TYPE_CHECKING
 
 from kiwifs.errors import InvalidPath, UsageError
 from kiwifs.markdown import (
@@ -51,6 +50,9 @@ from kiwifs.text import check_text
 
 from .rules import MERGED_FROM, MergeEntry, existing_merge_keys
 from .status import MEMORY_STATUS, SUPERSEDED, is_superseded
+
+if TYPE_CHECKING:
+    from ruamel.yaml.comments import CommentedMap
 
 EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 EPISODIC = "episodic"
@@ -122,6 +124,8 @@ def new_episode(
         if scope is not None:
             doc["scope"] = scalar(scope)
         if tags:
+            from ruamel.yaml.comments import CommentedSeq  # ruamel only where a file is edited
+
             seq = CommentedSeq([scalar(t.strip()) for t in tags])
             seq.fa.set_flow_style()
             doc["tags"] = seq
