@@ -12,14 +12,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .claiming import ClaimsDesk
 from .errors import UsageError
 from .index.keeper import IndexKeeper
 from .integrity import EpisodesPrefix, Integrity
-from .memory.overview import Overview, QueueItem, QueuePage
 from .memory.rules import Claims, MemoryReport, ReportDocument, build_report, check_paging
 from .pipeline import Pipeline
+
+if TYPE_CHECKING:  # the dashboard's types: the queue and the overview import them when used
+    from .memory.overview import Overview, QueuePage
 
 QUEUE_MAX = 1000  # the most episodes one queue page lists
 
@@ -79,6 +82,8 @@ class Consolidation:
         marks = self.claims.marks()
         if not marks:
             return page
+        from .memory.overview import QueueItem
+
         items = tuple(
             QueueItem(i.episode, m.holder, m.lease_expires)
             if (m := marks.get(i.episode.path))

@@ -12,16 +12,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import InvalidPath, NotFound, UsageError
 from .events import CHECK_STORED, Event, EventBus
 from .index.checkcache import QUIET_SECONDS, CheckKeeper
 from .index.keeper import IndexKeeper
-from .memory.check import MemoryCheck, build_check
-from .memory.lineage import Lineage
-from .memory.problems import Problem, problems_in
 from .paths import canonical
 from .storage import Storage
+
+# The check's rules are imported by the calls that run it, not by every command that opens a
+# root.
+if TYPE_CHECKING:
+    from .memory.check import MemoryCheck
+    from .memory.lineage import Lineage
+    from .memory.problems import Problem
 
 EpisodesPrefix = Callable[[str | None], str]  # the prefix in force for an optional argument
 FirstAdded = Callable[[Sequence[str]], Mapping[str, float]]
@@ -71,6 +76,7 @@ class Integrity:
     def check(self, prefix: str | None = None, use_index: bool = True) -> MemoryCheck:
         """``memory check`` for ``prefix``: from the index when it answers, else a scan."""
         from .index.check import scan_rows
+        from .memory.check import build_check
 
         prefix = self.episodes_prefix(prefix)
         rows = self.indexing.check_rows(prefix) if use_index else None
@@ -91,6 +97,7 @@ class Integrity:
     def problems_now(self) -> tuple[str, list[Problem]]:
         """The check's problems for the configured prefix (what the dashboard caches)."""
         from .index.check import scan_rows
+        from .memory.problems import problems_in
 
         prefix = self.episodes_prefix(None)
         found = self.indexing.check_problems(prefix)

@@ -20,10 +20,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Sequence
-
-import zstandard
+from typing import TYPE_CHECKING
 
 from . import changelog
+
+# zstandard (with the platform module it imports, ~2 ms) loads with the first text compressed or
+# read back: opening an index and answering the memory report need neither.
+if TYPE_CHECKING:
+    import zstandard
 
 LEVEL = 3  # zstd's default; level 19 saves ~14 % more for fifty times the time
 DICT_BYTES = 64 * 1024
@@ -43,6 +47,8 @@ class Codec:
 
     def __init__(self, dictionary: bytes | None = None) -> None:
         self.dictionary = dictionary
+        import zstandard
+
         self.dict_id = 0
         if dictionary is None:
             self._compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=False)
@@ -60,6 +66,8 @@ class Codec:
 
 def train(samples: Sequence[bytes]) -> bytes | None:
     """A dictionary learnt from sample texts, or ``None`` when they are too few or too alike."""
+    import zstandard
+
     usable: list[bytes | bytearray | memoryview] = [s for s in samples if s]
     if len(usable) < MIN_SAMPLES:
         return None
@@ -85,6 +93,8 @@ def _decompressor(conn: sqlite3.Connection, dict_id: int) -> zstandard.ZstdDecom
     found = cache.get(dict_id)
     if found is not None:
         return found
+    import zstandard
+
     if dict_id == 0:
         found = zstandard.ZstdDecompressor()
     else:
@@ -105,6 +115,8 @@ def _decompressor(conn: sqlite3.Connection, dict_id: int) -> zstandard.ZstdDecom
 def unpack(conn: sqlite3.Connection, blob: bytes | None) -> str | None:
     if blob is None:
         return None
+    import zstandard
+
     dict_id = zstandard.get_frame_parameters(blob).dict_id
     return _decompressor(conn, dict_id).decompress(blob).decode("utf-8", "surrogatepass")
 

@@ -29,14 +29,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kiwifs.forking import exit_with_parent, usable_cpus
-from kiwifs.memory.problems import CheckState, Problem, problems_in
 
 from .background import BackgroundLoop
-from .check import check_rows
 from .db import BUSY_TIMEOUT, Index
 
+# The check itself (its rules and the rows it reads) is imported where it runs: opening a root
+# makes a keeper, and most commands never run the check.
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+    from kiwifs.memory.problems import CheckState, Problem
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ def read_state(
 ) -> CheckState | None:
     """The stored result for ``prefix`` (its first ``limit`` problems), or ``None`` when none is
     stored for it yet. ``current`` says whether the rows changed since (the caller knows)."""
+    from kiwifs.memory.problems import CheckState, Problem
+
     meta = dict(conn.execute("SELECT key, value FROM check_meta").fetchall())
     if meta.get("prefix") != prefix:
         return None
@@ -77,11 +81,15 @@ def read_state(
     return CheckState(float(meta["computed_at"]), int(meta["total"]), shown, current)
 
 
-Compute = Callable[[], tuple[str, list[Problem]]]  # -> (episodes prefix, problems)
+Compute = Callable[[], "tuple[str, list[Problem]]"]  # -> (episodes prefix, problems)
 
 
 def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
     """The problems read from the index database at ``index_path`` (in the worker process)."""
+    from kiwifs.memory.problems import problems_in
+
+    from .check import check_rows
+
     conn = sqlite3.connect(index_path, timeout=BUSY_TIMEOUT)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")

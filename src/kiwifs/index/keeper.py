@@ -32,7 +32,6 @@ from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocume
 
 from . import checkcache
 from . import report as indexed_report
-from . import vectors as vector_store
 from .db import (
     BUSY_TIMEOUT,
     INDEX_FILE,
@@ -44,6 +43,7 @@ from .db import (
     is_busy,
     is_damage,
 )
+from .vectorschema import disable as disable_vectors
 from .watcher import DEFAULT_PERIOD, Watcher
 
 # The modules of the other answers (search, /meta, lineage, the dashboard, the timeline, the
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from .semantic import SemanticResults
     from .termcolumns import TermColumns
     from .timeline import Timeline, TimelineKeeper
-    from .vectors import VectorStatus
+    from .vectors import EmbedRound, VectorStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -125,7 +125,7 @@ class IndexKeeper:
                     self._index = Index(self.root, temp, busy_timeout=self.busy_timeout)
                     self._in_root = False
                 if not self.vector.enabled:
-                    vector_store.disable(self._index)
+                    disable_vectors(self._index)
             return self._index
 
     def in_root(self) -> bool:
@@ -230,7 +230,7 @@ class IndexKeeper:
 
         return self._repairing(index, rebuild, rebuild)
 
-    def reindex_vectors(self, progress: Progress | None = None) -> vector_store.EmbedRound:
+    def reindex_vectors(self, progress: Progress | None = None) -> EmbedRound:
         """Embed every page again from scratch (after the text index is current)."""
         self.reconcile()
         return self.recall().store.rebuild(progress)

@@ -31,7 +31,6 @@ from .vectorschema import (
     NEW_GENERATION,
     QUEUE_MISSING,
     add_vector_indexes,
-    drop_vector_indexes,
     has_vector_indexes,
     log_changed,
 )
@@ -106,18 +105,6 @@ class EmbedRound:
         return EmbedRound(
             self.embedded + other.embedded, self.failed + other.failed, self.dropped + other.dropped
         )
-
-
-def disable(index: Index) -> None:
-    """Vectors are off for this root: stop queueing (the stored vectors are kept for later)."""
-    with index.reader() as conn:
-        row = conn.execute("SELECT value FROM vec_meta WHERE key = 'enabled'").fetchone()
-    if row is None or row[0] != "1":
-        return
-    with index.transaction() as conn:
-        conn.execute("UPDATE vec_meta SET value = '0' WHERE key = 'enabled'")
-        conn.execute("DELETE FROM vec_queue")
-        drop_vector_indexes(conn)
 
 
 class VectorStore:

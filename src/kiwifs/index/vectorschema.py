@@ -29,8 +29,12 @@ out-of-band edit, a rebuild — queues its embedding without knowing vectors exi
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
 
 from . import changelog
+
+if TYPE_CHECKING:
+    from .db import Index
 
 VECTOR_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec_chunks (
@@ -94,6 +98,21 @@ def add_vector_indexes(conn: sqlite3.Connection) -> None:
 def drop_vector_indexes(conn: sqlite3.Connection) -> None:
     for name in VECTOR_FILE_INDEXES:
         conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def disable(index: Index) -> None:
+    """Vectors are off for this root: stop queueing (the stored vectors are kept for later).
+
+    Here, not in :mod:`kiwifs.index.vectors`, because every opening of an index calls it and the
+    vector side (chunking, embedders) need not load for a root that does not embed."""
+    with index.reader() as conn:
+        row = conn.execute("SELECT value FROM vec_meta WHERE key = 'enabled'").fetchone()
+    if row is None or row[0] != "1":
+        return
+    with index.transaction() as conn:
+        conn.execute("UPDATE vec_meta SET value = '0' WHERE key = 'enabled'")
+        conn.execute("DELETE FROM vec_queue")
+        drop_vector_indexes(conn)
 
 
 def has_vector_indexes(conn: sqlite3.Connection) -> bool:

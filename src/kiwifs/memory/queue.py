@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiwifs.leases import MEMORY, Claim, check_holder, format_seconds
 
-from .lineage import Entry, cites
 from .rules import EpisodicFile, MergeEntry
+
+if TYPE_CHECKING:  # lineage's rules load with the first merge that needs them
+    from .lineage import Entry
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
@@ -103,11 +105,15 @@ def renewable(live: Mapping[str, Claim], worker: str) -> list[Claim]:
 
 
 def entry_of(merge: MergeEntry) -> Entry:
+    from .lineage import Entry
+
     return Entry(type=merge.type, id=merge.id, path=merge.path)
 
 
 def cited_claims(entries: Iterable[MergeEntry], claims: Iterable[Claim]) -> list[Claim]:
     """The claims on episodes that ``entries`` cite (by id for the id types, or by path)."""
+    from .lineage import cites
+
     wanted = [entry_of(e) for e in entries]
     return [c for c in claims if any(cites(e, c.path, c.episode_id) for e in wanted)]
 
