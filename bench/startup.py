@@ -19,8 +19,10 @@ interleaved rounds (A, B, C, …, then the next round in reverse order):
   ``memory_report_before`` with the baseline's source; the report's A/B switches:
   ``memory_report_rows`` (``report.JOINED_IN_SQL = False``: one Python string per episode,
   joined in Python) and ``memory_report_eager`` (``urllib.request``, ``multiprocessing`` and the
-  process pool imported at start, as before they were imported where used). CPU seconds (user +
-  system, the walk's workers included) are reported for the reports too.
+  process pool imported at start, as before they were imported where used) and
+  ``memory_report_imports`` (:data:`LATE_IMPORTS` imported at start: PyYAML, ruamel, the
+  frontmatter subset reader, search, the brief, the check, … as before the fourth round). CPU
+  seconds (user + system, the walk's workers included) are reported for the reports too.
 
 ``--only report`` (or ``serve``) runs one half.
 
@@ -58,11 +60,39 @@ MAIN = "from kiwifs.cli import main; main()"
 EAGER = "import kiwifs.mcp.server; " + MAIN
 
 
+# What the fourth round made the report stop importing (each is imported where it is used): the
+# frontmatter parsers and editors, git's subprocess, search, /meta, vectors and the brief, the
+# check with its lineage and problems, the dashboard, zstandard, and the servers' socket.
+LATE_IMPORTS = [
+    "yaml",
+    "ruamel.yaml",
+    "kiwifs.memory.frontmatter_keys",
+    "subprocess",
+    "socket",
+    "zstandard",
+    "kiwifs.index.timeline",
+    "kiwifs.index.search",
+    "kiwifs.index.meta",
+    "kiwifs.index.hybrid",
+    "kiwifs.index.semantic",
+    "kiwifs.index.vectors",
+    "kiwifs.index.lineage",
+    "kiwifs.index.overview",
+    "kiwifs.index.tasks",
+    "kiwifs.index.check",
+    "kiwifs.memory.brief",
+    "kiwifs.memory.check",
+    "kiwifs.memory.lineage",
+    "kiwifs.memory.problems",
+    "kiwifs.memory.overview",
+]
+
 # The report's A/B switches, each set before the command runs.
 REPORT_SWITCHES = {
     "memory_report_rows": "import kiwifs.index.report as r; r.JOINED_IN_SQL = False; " + MAIN,
     "memory_report_eager": "import urllib.request, multiprocessing, concurrent.futures.process; "
     + MAIN,
+    "memory_report_imports": "import " + ", ".join(LATE_IMPORTS) + "; " + MAIN,
 }
 
 
