@@ -62,6 +62,7 @@ NOT_FOR_THE_REPORT = [
     "kiwifs.memory.problems",
     "kiwifs.memory.overview",
     "multiprocessing",
+    "concurrent.futures",
     # the servers and the terminal renderers
     "socket",
     "kiwifs.rest",

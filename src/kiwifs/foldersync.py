@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the thread pool loads with the first write (~2 ms a read-only command spares)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 WORKERS = 2
 
@@ -32,6 +35,8 @@ class FolderSyncs:
 
     def submit(self, folder: int) -> Future[None]:
         """A future done once ``folder`` (a descriptor, still open) was fsynced after now."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         st = os.fstat(folder)
         key = (st.st_dev, st.st_ino)
         with self._lock:
