@@ -32,8 +32,8 @@ MCP_META_LIMIT = Tolerated(20, 200)  # kiwi_query_meta
 CHANGES_LIMIT = Tolerated(50, 500)  # kiwi_changes and GET /changes
 TREE_DEPTH = Tolerated(3, 20)  # kiwi_tree
 
-# The defaults of the library's recall calls, named here (a module that imports nothing) so that
-# the CLI, REST and ``Knowledge`` can show them without importing search or the brief.
+# The defaults of the library's recall calls, named here (this module imports no other of kiwifs)
+# so that ``Knowledge`` and the CLI can show them without importing search or the brief.
 SEARCH_LIMIT = 50  # keyword search
 SEMANTIC_TOP_K = 10  # semantic search
 BRIEF_BUDGET = 4000  # a brief's token budget
