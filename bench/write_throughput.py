@@ -83,6 +83,8 @@ MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCE
 VARIANTS = {
     "group-watchall": ("group", {"KIWIFS_WATCH_FOLDERS": "0"}),
     "async-watchall": ("async", {"KIWIFS_WATCH_FOLDERS": "0"}),
+    "group-indexnow": ("group", {"KIWIFS_INDEX_WRITEBACK": "0"}),
+    "async-indexnow": ("async", {"KIWIFS_INDEX_WRITEBACK": "0"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"

@@ -18,10 +18,11 @@ The policy in one place:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -45,6 +46,8 @@ from .db import (
 )
 from .vectorschema import disable as disable_vectors
 from .watcher import DEFAULT_PERIOD, Watcher
+from .writeback import Writeback
+from .writeback import enabled as writeback_enabled
 
 # The modules of the other answers (search, /meta, lineage, the dashboard, the timeline, the
 # check) are imported by the methods that give them: a one-shot command needs one of them, and
@@ -86,6 +89,7 @@ class IndexKeeper:
         self._in_root = True
         self._temp: tempfile.TemporaryDirectory[str] | None = None
         self._watcher: Watcher | None = None
+        self._writeback: Writeback | None = None  # while watching: writes indexed in batches
         self._lock = threading.RLock()
         # report totals per prefix, valid while the index generation is unchanged (watching)
         self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
@@ -152,10 +156,17 @@ class IndexKeeper:
     # -- keeping it current -----------------------------------------------------------------
 
     def on_written(self, paths: list[str]) -> None:
-        """The write pipeline's hook: refresh the written paths if the index is open."""
+        """The write pipeline's hook: refresh the written paths if the index is open (while a
+        watcher runs, queued for the next batch: see :mod:`kiwifs.index.writeback`)."""
         index = self._index
         if index is None:
             return  # not opened yet: the reconcile before the next answer catches up
+        writeback = self._writeback
+        if writeback is not None and writeback.add(paths):
+            return
+        self._refresh_written(index, paths)
+
+    def _refresh_written(self, index: Index, paths: list[str]) -> None:
         try:
             index.refresh(paths)
         except sqlite3.Error:
@@ -190,6 +201,9 @@ class IndexKeeper:
         processes, see :meth:`Index.reconcile_then`).
         """
         index = self._open()
+        writeback = self._writeback
+        if writeback is not None:
+            writeback.settle()  # every write that returned is in the rows read
 
         def current() -> T:
             watcher = self._watcher
@@ -246,12 +260,20 @@ class IndexKeeper:
                 refresh, reconcile = recall.waking(refresh), recall.waking(reconcile)
                 recall.start_worker()
             refresh, reconcile = self._then_rows_moved(refresh), self._then_rows_moved(reconcile)
-            self._watcher = Watcher(self.root, refresh, reconcile, period)
+            on_events: Callable[[Iterable[str]], object] = refresh
+            if writeback_enabled():
+                writeback = Writeback(functools.partial(self._refresh_written, index))
+                self._writeback = writeback
+                on_events = _leaving_out(writeback, refresh)
+            self._watcher = Watcher(self.root, on_events, reconcile, period)
             self._watcher.start()
 
     def stop_watching(self) -> None:
         with self._lock:
             watcher, self._watcher = self._watcher, None
+            writeback, self._writeback = self._writeback, None
+        if writeback is not None:
+            writeback.close()  # what is queued is indexed first
         if watcher is not None:
             watcher.stop()
         recall = self._recall
@@ -676,3 +698,15 @@ class IndexKeeper:
                 return indexed_tasks.todo_files(conn, path_prefix)
 
         return self._guarded(run)
+
+
+def _leaving_out(
+    writeback: Writeback, refresh: Callable[[Iterable[str]], T]
+) -> Callable[[Iterable[str]], T]:
+    """The watcher's refresh without the paths ``writeback`` has queued: its next round reads
+    them, after the events that named them."""
+
+    def run(paths: Iterable[str]) -> T:
+        return refresh(writeback.unqueued(paths))
+
+    return run
