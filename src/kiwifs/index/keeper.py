@@ -114,7 +114,15 @@ class IndexKeeper:
                 f" for more than {self.busy_timeout:g} s; try again"
             ) from exc
 
+    def _settle(self) -> None:
+        """Every write that returned is in the rows from here on: whoever reads the index
+        (answers, the vector side, the timeline) opens it through this."""
+        writeback = self._writeback
+        if writeback is not None:
+            writeback.settle()
+
     def _open(self) -> Index:
+        self._settle()
         with self._lock, self._busy_is_an_error():
             if self._index is None:
                 try:
@@ -201,9 +209,6 @@ class IndexKeeper:
         processes, see :meth:`Index.reconcile_then`).
         """
         index = self._open()
-        writeback = self._writeback
-        if writeback is not None:
-            writeback.settle()  # every write that returned is in the rows read
 
         def current() -> T:
             watcher = self._watcher
@@ -399,6 +404,7 @@ class IndexKeeper:
         Raises :class:`~kiwifs.errors.Unavailable` when vectors are not enabled, and
         :class:`~kiwifs.errors.ConfigError` when the embedder cannot be built (a missing model).
         """
+        self._settle()
         with self._lock:
             if self._recall is None:
                 from .recall import Recall
