@@ -21,6 +21,7 @@ left to the watcher's periodic reconcile, as a failed refresh inside a write was
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -29,7 +30,9 @@ from kiwifs.config import env_switch
 
 log = logging.getLogger(__name__)
 
-WINDOW = 0.01  # seconds a round waits for more paths after the first (a reader cuts it short)
+# seconds a round waits for more paths after the first (a reader cuts it short);
+# KIWIFS_WRITEBACK_MS sets it (the benchmark's A/B)
+WINDOW = float(os.environ.get("KIWIFS_WRITEBACK_MS", "10")) / 1000
 MAX_PATHS = 500  # a round starts at once with this many paths queued
 
 
