@@ -28,7 +28,8 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   (``KIWIFS_WATCH_FOLDERS=0``, as before 2026-12-01), instead of on each visible folder;
 - ``group-indexnow`` / ``async-indexnow``: each write's index rows updated inside the write,
   under the write lock (``KIWIFS_INDEX_WRITEBACK=0``, as before), instead of by the writeback
-  thread in batches.
+  thread in batches; ``group-wb10`` / ``async-wb10``: the writeback's round 10 ms after the
+  first path (``KIWIFS_WRITEBACK_MS=10``) instead of 50.
 
 Before timing, each server finishes starting (``/readyz``, 20 writes, its CPU quiet); each run
 prints the server's CPU per write (``serve`` and its commit process, from ``/proc``), the
@@ -88,8 +89,8 @@ VARIANTS = {
     "async-watchall": ("async", {"KIWIFS_WATCH_FOLDERS": "0"}),
     "group-indexnow": ("group", {"KIWIFS_INDEX_WRITEBACK": "0"}),
     "async-indexnow": ("async", {"KIWIFS_INDEX_WRITEBACK": "0"}),
-    "group-wb50": ("group", {"KIWIFS_WRITEBACK_MS": "50"}),
-    "async-wb50": ("async", {"KIWIFS_WRITEBACK_MS": "50"}),
+    "group-wb10": ("group", {"KIWIFS_WRITEBACK_MS": "10"}),
+    "async-wb10": ("async", {"KIWIFS_WRITEBACK_MS": "10"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"

@@ -6,7 +6,10 @@ its words, its compressed text, the change log) cost about 0.9 ms of a write's ~
 pages to the write-ahead log. While a server runs (a watcher keeps the index current), a write
 therefore only names its paths here and goes on; this thread refreshes every path named since
 its last round in one transaction, a round at most :data:`WINDOW` seconds after the first path
-came, so concurrent writers share transactions as they share commits.
+came, so concurrent writers share transactions as they share commits. The window (50 ms) also
+outlasts the watcher's (50 ms of debounce): the event a write raises usually finds its path
+still queued and costs nothing (measured: 50 ms against 10 ms, +20–29 % writes/s with
+``--async-commit`` and +27 % with group commit from 4 clients).
 
 Nothing reads a row older than a write that returned: every answer from the index first calls
 :meth:`Writeback.settle`, which has the paths named so far indexed at once (the window cut
@@ -32,7 +35,7 @@ log = logging.getLogger(__name__)
 
 # seconds a round waits for more paths after the first (a reader cuts it short);
 # KIWIFS_WRITEBACK_MS sets it (the benchmark's A/B)
-WINDOW = float(os.environ.get("KIWIFS_WRITEBACK_MS", "10")) / 1000
+WINDOW = float(os.environ.get("KIWIFS_WRITEBACK_MS", "50")) / 1000
 MAX_PATHS = 500  # a round starts at once with this many paths queued
 
 
