@@ -46,8 +46,6 @@ from .db import (
 )
 from .vectorschema import disable as disable_vectors
 from .watcher import DEFAULT_PERIOD, Watcher
-from .writeback import Writeback
-from .writeback import enabled as writeback_enabled
 
 # The modules of the other answers (search, /meta, lineage, the dashboard, the timeline, the
 # check) are imported by the methods that give them: a one-shot command needs one of them, and
@@ -70,6 +68,7 @@ if TYPE_CHECKING:
     from .termcolumns import TermColumns
     from .timeline import Timeline, TimelineKeeper
     from .vectors import EmbedRound, VectorStatus
+    from .writeback import Writeback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -266,8 +265,10 @@ class IndexKeeper:
                 recall.start_worker()
             refresh, reconcile = self._then_rows_moved(refresh), self._then_rows_moved(reconcile)
             on_events: Callable[[Iterable[str]], object] = refresh
-            if writeback_enabled():
-                writeback = Writeback(functools.partial(self._refresh_written, index))
+            from . import writeback as batches  # servers only: one-shot commands never watch
+
+            if batches.enabled():
+                writeback = batches.Writeback(functools.partial(self._refresh_written, index))
                 self._writeback = writeback
                 on_events = _leaving_out(writeback, refresh)
             self._watcher = Watcher(self.root, on_events, reconcile, period)
