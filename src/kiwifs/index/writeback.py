@@ -6,10 +6,10 @@ its words, its compressed text, the change log) cost about 0.9 ms of a write's ~
 pages to the write-ahead log. While a server runs (a watcher keeps the index current), a write
 therefore only names its paths here and goes on; this thread refreshes every path named since
 its last round in one transaction, a round at most :data:`WINDOW` seconds after the first path
-came, so concurrent writers share transactions as they share commits. The window (50 ms) also
-outlasts the watcher's (50 ms of debounce): the event a write raises usually finds its path
-still queued and costs nothing (measured: 50 ms against 10 ms, +20–29 % writes/s with
-``--async-commit`` and +27 % with group commit from 4 clients).
+came, so concurrent writers share transactions as they share commits. The window (50 ms) is
+as long as the watcher's debounce, so the event a write raises usually finds its path still
+queued and costs nothing (measured: 50 ms against 10 ms, +20–29 % writes/s with
+``--async-commit`` and +27 % with group commit from 4 clients; see docs/benchmarks.md).
 
 Nothing reads a row older than a write that returned: every answer from the index first calls
 :meth:`Writeback.settle`, which has the paths named so far indexed at once (the window cut
