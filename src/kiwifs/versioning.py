@@ -21,7 +21,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -60,9 +60,9 @@ MODE_BLOB, MODE_EXECUTABLE, MODE_LINK, MODE_TREE = 0o100644, 0o100755, 0o120000,
 
 
 @functools.cache
-def _git2() -> ModuleType:
-    """pygit2, imported on first use: reports and searches never touch git, and the import
-    costs ~50 ms of every CLI call."""
+def load_pygit2() -> ModuleType:
+    """pygit2, imported on first use (here and by the sibling git modules): reports and
+    searches never touch git, and the import costs ~50 ms of every CLI call."""
     import pygit2
 
     # libgit2 checks, for every entry of every tree it writes, that the object exists in the
@@ -117,7 +117,7 @@ class Git:
     def init(self) -> None:
         """Create the repository (idempotent) with KiwiFS's settings."""
         if not self.is_repo():
-            _git2().init_repository(str(self.root), initial_head="main")
+            load_pygit2().init_repository(str(self.root), initial_head="main")
         repo = self.repo
         repo.config["core.autocrlf"] = "false"
         attributes = self.root / ".gitattributes"
@@ -135,7 +135,7 @@ class Git:
     @property
     def repo(self) -> pygit2.Repository:
         if self._repo is None:
-            git2 = _git2()
+            git2 = load_pygit2()
             try:
                 self._repo = git2.Repository(str(self.root))
             except git2.GitError as exc:
@@ -188,7 +188,7 @@ class Git:
         ``wanted`` is asked once the lock is held; False makes no commit (StorageError): the
         commit process asks whether its server still lives.
         """
-        git2 = _git2()
+        git2 = load_pygit2()
         with self._lock, self._index_file.locked():
             if wanted is not None and not wanted():
                 raise StorageError("git commit not made: the server asking for it is gone")
@@ -207,7 +207,7 @@ class Git:
         contents: Mapping[str, bytes | None] | None,
     ) -> str | None:
         repo = self.repo
-        git2 = _git2()
+        git2 = load_pygit2()
         head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
         changes = {rel: self._blob(rel, contents) for rel in paths}
         base = head.tree if head is not None else None
@@ -264,7 +264,7 @@ class Git:
                 builder.insert(name, change[0], change[1])
         for name, sub in folders.items():
             current = builder.get(name)
-            subtree = current if isinstance(current, _git2().Tree) else None
+            subtree = current if isinstance(current, load_pygit2().Tree) else None
             written = self._apply(subtree, sub)
             if written is None:
                 if current is not None:
@@ -328,7 +328,7 @@ class Git:
         """Knowledge files whose disk state differs from HEAD (for crash recovery)."""
         self.sync_index()
         status = self.repo.status(untracked_files="all")
-        return sorted(p for p, flags in status.items() if flags != _git2().GIT_STATUS_IGNORED)
+        return sorted(p for p, flags in status.items() if flags != load_pygit2().GIT_STATUS_IGNORED)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -363,7 +363,7 @@ class Git:
         _check_rev(rev)
         if not self.is_repo():
             raise NotFound("version not found")
-        git2 = _git2()
+        git2 = load_pygit2()
         try:
             commit = self.repo.revparse_single(rev).peel(git2.Commit)
             entry = commit.tree[rel]
@@ -438,126 +438,6 @@ class Git:
 
 class _GitFailed(Exception):
     pass
-
-
-# ---------------------------------------------------------------------------------------------
-# history replay
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """A commit on HEAD's first-parent line: its id, first parent and commit time (POSIX s)."""
-
-    id: str
-    parent: str | None
-    time: int
-
-
-@dataclass(frozen=True)
-class BlobChange:
-    """A knowledge file a commit changed: its new blob id, or ``None`` when it was removed."""
-
-    path: str
-    blob: str | None
-
-
-def is_knowledge_path(rel: str) -> bool:
-    """The walk's rule for a path in a git tree: ``.md`` exactly, no hidden segment."""
-    return rel.endswith(".md") and not any(seg.startswith(".") for seg in rel.split("/"))
-
-
-class GitHistory:
-    """Read-only access to a root's commits for replaying history, with its own repository
-    handle: it runs on a background thread while :class:`Git` commits, and libgit2 handles are
-    not to be shared between threads."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self._repo: pygit2.Repository | None = None
-
-    @property
-    def repo(self) -> pygit2.Repository:
-        if self._repo is None:
-            self._repo = _git2().Repository(str(self.root))
-        return self._repo
-
-    def head(self) -> str | None:
-        """HEAD's commit id, ``None`` for no repository or no commit yet."""
-        if not (self.root / ".git").exists():
-            return None
-        repo = self.repo
-        return None if repo.head_is_unborn else str(repo.head.target)
-
-    def first_parents(
-        self, known: Callable[[str], bool], head: str | None = None
-    ) -> tuple[list[CommitInfo], str | None]:
-        """Commits from ``head`` (default HEAD) back along first parents, newest first, up to
-        the first one ``known`` accepts; returns them and that known commit (``None``: the walk
-        reached the first commit)."""
-        start = head or self.head()
-        out: list[CommitInfo] = []
-        current = start
-        git2 = _git2()
-        while current is not None:
-            if known(current):
-                return out, current
-            commit = self.repo.get(current)
-            if not isinstance(commit, git2.Commit):
-                break
-            parents = commit.parent_ids
-            parent = str(parents[0]) if parents else None
-            out.append(CommitInfo(current, parent, int(commit.commit_time)))
-            current = parent
-        return out, None
-
-    def changes(self, commit: str, parent: str | None) -> list[BlobChange]:
-        """The knowledge files ``commit`` changed relative to ``parent`` (or all, for none)."""
-        git2 = _git2()
-        new = self.repo[commit].peel(git2.Commit).tree
-        if parent is None:
-            return [BlobChange(path, blob) for path, blob in self.files(commit)]
-        old = self.repo[parent].peel(git2.Commit).tree
-        out: list[BlobChange] = []
-        for delta in self.repo.diff(old, new).deltas:
-            if delta.old_file.path != delta.new_file.path and is_knowledge_path(
-                delta.old_file.path
-            ):
-                out.append(BlobChange(delta.old_file.path, None))
-            path = delta.new_file.path
-            if not is_knowledge_path(path):
-                continue
-            gone = delta.status == git2.enums.DeltaStatus.DELETED or not _is_file_mode(
-                delta.new_file.mode
-            )
-            out.append(BlobChange(path, None if gone else str(delta.new_file.id)))
-        return out
-
-    def files(self, commit: str) -> Iterator[tuple[str, str]]:
-        """Every knowledge file of ``commit``'s tree with its blob id."""
-        git2 = _git2()
-        stack: list[tuple[str, pygit2.Tree]] = [("", self.repo[commit].peel(git2.Commit).tree)]
-        while stack:
-            base, tree = stack.pop()
-            for entry in tree:
-                name = entry.name or ""
-                if name.startswith("."):
-                    continue
-                rel = base + name
-                if entry.filemode == MODE_TREE:
-                    stack.append((rel + "/", self.repo[entry.id].peel(git2.Tree)))
-                elif _is_file_mode(entry.filemode) and name.endswith(".md"):
-                    yield rel, str(entry.id)
-
-    def blob(self, blob_id: str) -> bytes:
-        data: bytes = self.repo[blob_id].peel(_git2().Blob).data
-        return data
-
-    def close(self) -> None:
-        self._repo = None
-
-
-def _is_file_mode(mode: int) -> bool:
-    return mode in (MODE_BLOB, MODE_EXECUTABLE)
 
 
 def _top(path: str) -> str:

@@ -23,10 +23,10 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from kiwifs.gitreplay import BlobChange, CommitInfo, GitHistory
 from kiwifs.memory.rules import FileFacts
 from kiwifs.memory.scan import facts_of_bytes
 from kiwifs.memory.timeline import CoverageState, TimelinePoint
-from kiwifs.versioning import BlobChange, CommitInfo, GitHistory
 
 from .background import BackgroundLoop
 from .db import TIMELINE_TABLES, Index
