@@ -14,8 +14,8 @@ import pytest
 from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.committer import PendingCommit, batch_message
 from kiwifs.errors import StorageError
+from kiwifs.gitlog import Version
 from kiwifs.knowledge import Knowledge
-from kiwifs.versioning import Version
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 

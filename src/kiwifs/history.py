@@ -9,13 +9,17 @@ A root that is not a git repository has no history: lists are empty, a version i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .errors import NotFound
 from .limits import CHANGES_LIMIT
 from .paths import canonical
 from .pipeline import Pipeline
 from .storage import Storage
-from .versioning import Change, Git, Version, check_sequence
+from .versioning import Git
+
+if TYPE_CHECKING:
+    from .gitlog import Change, Version
 
 
 class History:
@@ -41,6 +45,8 @@ class History:
     def changes(self, since: str | None = None, limit: int | None = None) -> list[Change]:
         """Commits since ``since``, newest first; ``limit`` defaults to 50 and is capped at 500
         (as KiwiFS: a missing or non-positive value is the default)."""
+        from .gitlog import check_sequence  # history reads only: not part of a report's start-up
+
         check_sequence(since)
         git = self._git()
         return git.changes(since, CHANGES_LIMIT(limit)) if git else []

@@ -45,6 +45,7 @@ from .versioning import Git, blob_id
 if TYPE_CHECKING:
     from .claiming import Task
     from .committer import CommitStatus
+    from .gitlog import Change, Version
     from .index.db import ReconcileStats
     from .index.hybrid import HybridResults
     from .index.meta import MetaResults
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
     from .pipeline import WriteResult
     from .provenance import Provenance
     from .scaffold import InitResult
-    from .versioning import Change, Version
 
 __all__ = [
     "DEFAULT_ACTOR",

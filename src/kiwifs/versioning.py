@@ -1,16 +1,16 @@
 """Git, the audit trail: every write is a commit whose author is the actor who made it.
 
 Commits go through libgit2 (pygit2) in-process, which keeps a committed write in the low
-milliseconds; history queries (log, diff) run the ``git`` command, which is what users compare
-them with anyway. A root is versioned when it has its own ``.git`` folder.
+milliseconds. A root is versioned when it has its own ``.git`` folder. This module holds the
+repository (:class:`Git`): its setup, the commits and the trees and blobs they are built from,
+and the upkeep of the git index file (:mod:`kiwifs.gitindex`). History reads (versions, diffs,
+the changes feed) are :mod:`kiwifs.gitlog`'s, which :class:`Git` hands them to; the timeline's
+reader is :mod:`kiwifs.gitreplay`.
 
-Neither runs a program that the repository or a user's git configuration names. libgit2 runs no
-hooks, no external diff or textconv and no filter drivers (it knows only its built-in ``crlf``
-and ``ident`` filters, and our blobs are made from bytes, unfiltered). Every ``git`` command is
-started with :data:`_NO_PROGRAMS` and diff options :data:`_NO_DIFF_PROGRAMS`: no external diff
-(``diff.external``, ``diff.<driver>.command``, ``GIT_EXTERNAL_DIFF``), no textconv, no hooks, no
-fsmonitor, no signature check (``gpg.program``), no pager, and no transport (a partial clone's
-lazy fetch could otherwise run ``core.sshCommand``).
+A commit runs no program that the repository or a user's git configuration names: libgit2 runs
+no hooks, no external diff or textconv and no filter drivers (it knows only its built-in
+``crlf`` and ``ident`` filters, and our blobs are made from bytes, unfiltered). The ``git``
+commands of history reads are started so that they run none either (see :mod:`kiwifs.gitlog`).
 """
 
 from __future__ import annotations
@@ -22,38 +22,24 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from . import reflock
-from .errors import NotFound, StorageError, UsageError
+from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .paths import NotRegularFile, open_regular, read_all
-from .text import check_text, without_surrogates
+from .text import without_surrogates
 
 EMAIL = "kiwifs@internal"
 MAX_SUBJECT_CHARS = 1000
-_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")
-_GIT_ENV_SET = {"GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
-_NO_PROGRAMS = (
-    "--no-pager",
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "log.showSignature=false",
-    "-c",
-    "protocol.allow=never",
-)
-_NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 
 if TYPE_CHECKING:
     import pygit2
 
     from .commitproc import CommitProcess
+    from .gitlog import Change, Version
 
 # Git file modes (tree entry modes), as libgit2 and git define them.
 MODE_BLOB, MODE_EXECUTABLE, MODE_LINK, MODE_TREE = 0o100644, 0o100755, 0o120000, 0o040000
@@ -78,23 +64,6 @@ def blob_id(data: bytes) -> str:
     h = hashlib.sha1(b"blob %d\0" % len(data))  # noqa: S324 - git's object id, not security
     h.update(data)
     return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class Version:
-    hash: str
-    date: str
-    author: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Change:
-    seq: str
-    path: str
-    action: str
-    actor: str
-    timestamp: str
 
 
 class Git:
@@ -330,119 +299,35 @@ class Git:
         status = self.repo.status(untracked_files="all")
         return sorted(p for p, flags in status.items() if flags != load_pygit2().GIT_STATUS_IGNORED)
 
-    # -- reading ----------------------------------------------------------------------------
-
-    def _run(self, *args: str) -> str:
-        import subprocess  # only history reads run git: ~4 ms of import a report does not pay
-
-        env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP} | _GIT_ENV_SET
-        proc = subprocess.run(
-            ["git", *_NO_PROGRAMS, "-C", str(self.root), "-c", "core.quotepath=false", *args],
-            capture_output=True,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise _GitFailed(proc.stderr.decode("utf-8", "replace").strip())
-        return proc.stdout.decode("utf-8", "replace")
+    # -- reading: history, answered by kiwifs.gitlog ----------------------------------------
+    # Imported by the first read: a memory report reads no history, nor loads subprocess.
 
     def versions(self, rel: str) -> list[Version]:
-        if not self.is_repo() or self.head() is None:
-            return []
-        out = self._run("log", *_NO_DIFF_PROGRAMS, "--format=%H%x1f%aI%x1f%an%x1f%s%x1e", "--", rel)
-        versions = []
-        for record in out.split("\x1e"):
-            record = record.strip("\n")
-            if not record:
-                continue
-            h, date, author, subject = record.split("\x1f", 3)
-            versions.append(Version(h, date, author, subject))
-        return versions
+        from . import gitlog
+
+        return gitlog.versions(self, rel)
 
     def show(self, rel: str, rev: str) -> bytes:
-        _check_rev(rev)
-        if not self.is_repo():
-            raise NotFound("version not found")
-        git2 = load_pygit2()
-        try:
-            commit = self.repo.revparse_single(rev).peel(git2.Commit)
-            entry = commit.tree[rel]
-        except (KeyError, ValueError, git2.GitError, git2.InvalidSpecError) as exc:
-            raise NotFound("version not found") from exc
-        blob = self.repo[entry.id]
-        if not isinstance(blob, git2.Blob):
-            raise NotFound("version not found")
-        data: bytes = blob.data
-        return data
+        from . import gitlog
+
+        return gitlog.show(self, rel, rev)
 
     def diff(self, rel: str, rev_from: str, rev_to: str) -> str:
-        for rev in (rev_from, rev_to):
-            _check_rev(rev)
-        try:
-            return self._run("diff", *_NO_DIFF_PROGRAMS, "--no-color", rev_from, rev_to, "--", rel)
-        except _GitFailed as exc:
-            raise NotFound(f"unknown version: {exc}") from exc
+        from . import gitlog
+
+        return gitlog.diff(self, rel, rev_from, rev_to)
 
     def first_added(self, paths: Sequence[str]) -> dict[str, float]:
-        """When each of ``paths`` was first added to history (commit time, POSIX seconds);
-        paths git never saw are left out. One ``git log`` over the paths' top folders."""
-        wanted = set(paths)
-        if not wanted or not self.is_repo() or self.head() is None:
-            return {}
-        spec = sorted(wanted) if len(wanted) <= 64 else sorted({_top(p) for p in wanted})
-        try:
-            out = self._run(
-                "log",
-                "--diff-filter=A",
-                "--no-renames",
-                "--format=%x1e%ct",
-                "--name-only",
-                "--",
-                *spec,
-            )
-        except _GitFailed:
-            return {}
-        found: dict[str, float] = {}
-        for record in out.split("\x1e"):  # newest first: the last time seen is the first add
-            lines = record.strip("\n").split("\n")
-            if not lines or not lines[0].strip().isdigit():
-                continue
-            when = float(lines[0])
-            for line in lines[1:]:
-                if line in wanted:
-                    found[line] = when
-        return found
+        """When each of ``paths`` was first added to history (commit time, POSIX seconds)."""
+        from . import gitlog
+
+        return gitlog.first_added(self, paths)
 
     def changes(self, since: str | None, limit: int) -> list[Change]:
-        """The latest commits (after ``since``), newest first, each with what it changed.
+        """The latest commits (after ``since``), newest first, each with what it changed."""
+        from . import gitlog
 
-        The action and path come from the commit's own tree changes, never from its message: a
-        message is text a caller may choose, and ``delete: index.md`` in it deletes nothing.
-        """
-        check_sequence(since)
-        if not self.is_repo() or self.head() is None:
-            return []
-        args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}", "-z", "--name-status"]
-        args += ["--find-renames=100%", "--format=%x1e%H%x1f%an%x1f%aI"]
-        if since:
-            args.append(f"{since}..HEAD")
-        try:
-            out = self._run(*args)
-        except _GitFailed as exc:
-            raise UsageError("unknown sequence") from exc
-        return [
-            Change(h, *_action_of(files), author, date)
-            for (h, author, date), files in _log_records(out)
-        ]
-
-
-class _GitFailed(Exception):
-    pass
-
-
-def _top(path: str) -> str:
-    """A path's top-level folder (the path itself for a file at the root)."""
-    return path.split("/", 1)[0]
+        return gitlog.changes(self, since, limit)
 
 
 def _mode_of(path: Path) -> int:
@@ -455,21 +340,6 @@ def _mode_of(path: Path) -> int:
     if st.st_mode & stat.S_IXUSR:
         return MODE_EXECUTABLE
     return MODE_BLOB
-
-
-def check_sequence(since: str | None) -> None:
-    """A ``since`` of the changes feed: a commit id or its abbreviation (4–40 lowercase hex
-    digits), so that nothing else (an option, a range, a ref name) ever reaches ``git log``."""
-    if since and not (4 <= len(since) <= 40 and all(c in "0123456789abcdef" for c in since)):
-        raise UsageError("unknown sequence")
-
-
-def _check_rev(rev: str) -> None:
-    """A revision git may be asked about: not empty, no option (``-x``), no control character
-    (git would cut ``HEAD\\0…`` at the NUL and answer for ``HEAD``), valid Unicode."""
-    if not rev or rev.startswith("-") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in rev):
-        raise UsageError(f"invalid version: {rev!r}")
-    check_text(rev, "version")
 
 
 def commit_subject(message: str) -> str:
@@ -487,48 +357,3 @@ def commit_subject(message: str) -> str:
     if len(line) > MAX_SUBJECT_CHARS:
         line = line[: MAX_SUBJECT_CHARS - 1] + "\u2026"
     return line
-
-
-FileChange = tuple[str, tuple[str, ...]]  # git's status letter and the paths it names
-
-
-def _log_records(out: str) -> list[tuple[tuple[str, str, str], list[FileChange]]]:
-    """Parse ``git log -z --name-status`` with ``%x1e%H%x1f%an%x1f%aI`` headers.
-
-    Tokens are NUL-separated; after a header come entries of a status (``A``, ``M``, ``D``,
-    ``R100``…) and its one path, or two for a rename or copy. Paths are taken by count, so a
-    path holding any character at all cannot be read as a header or a status.
-    """
-    records: list[tuple[tuple[str, str, str], list[FileChange]]] = []
-    tokens = out.split("\0")
-    i = 0
-    while i < len(tokens):
-        token = tokens[i].lstrip("\n")
-        i += 1
-        if token.startswith("\x1e"):
-            h, author, date = token[1:].split("\x1f", 2)
-            records.append(((h, author, date), []))
-        elif token and records:
-            count = 2 if token[0] in "RC" else 1
-            records[-1][1].append((token[0], tuple(tokens[i : i + count])))
-            i += count
-    return records
-
-
-def _action_of(files: list[FileChange]) -> tuple[str, str]:
-    """The ``(path, action)`` of a commit from what it changed.
-
-    One file: ``write`` (added or modified), ``delete``, or ``rename`` (an exact rename; the
-    path is the new name). Several files (a bulk write, a batch of asynchronous commits) or none
-    (a merge): an empty path, with ``delete`` when every change deleted a file, else ``write``.
-    """
-    if len(files) == 1:
-        status, paths = files[0]
-        if status == "D":
-            return paths[-1], "delete"
-        if status == "R":
-            return paths[-1], "rename"
-        return paths[-1], "write"
-    if files and all(status == "D" for status, _ in files):
-        return "", "delete"
-    return "", "write"

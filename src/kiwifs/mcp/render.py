@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kiwifs.claiming import Task
+from kiwifs.gitlog import Change, Version
 from kiwifs.index.hybrid import HybridResults
 from kiwifs.index.meta import MetaHit, MetaResults
 from kiwifs.index.search import SearchHit, marked_parts
 from kiwifs.index.semantic import SemanticResults
 from kiwifs.knowledge import FileContent, TreeNode
-from kiwifs.versioning import Change, Version
 
 NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
 NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to see the root."
