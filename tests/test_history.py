@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from gitrepo import git, git_line
+from kiwifs.commitmessage import MAX_SUBJECT_CHARS, commit_subject
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
-from kiwifs.versioning import MAX_SUBJECT_CHARS, commit_subject
 
 FORGED = "delete: index.md\n\nProvenance: run:forged"
 

@@ -15,13 +15,14 @@ import logging
 from collections.abc import Callable
 
 from . import bulklog
+from .commitmessage import commit_subject, commit_trailer
 from .errors import KiwiError, StorageError, UsageError
 from .events import Event
 from .paths import canonical
-from .pipeline import Pipeline, WriteResult, commit_trailer, prepared_content
+from .pipeline import Pipeline, WriteResult, prepared_content
 from .provenance import Provenance
 from .storage import Storage, os_error_text
-from .versioning import blob_id, commit_subject
+from .versioning import blob_id
 
 log = logging.getLogger(__name__)
 

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from . import bulklog
+from .commitmessage import commit_trailer
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
 from .config import env_choice, env_switch
 from .errors import Conflict, NotFound, UsageError
@@ -422,8 +423,3 @@ def prepared_content(content: bytes, provenance: Provenance | None, actor: str) 
     data = inject_provenance(content, provenance, actor)
     refuse_alias_bomb(data)
     return data
-
-
-def commit_trailer(prov: Provenance | None) -> str | None:
-    """The git trailer recording where a write came from."""
-    return f"Provenance: {prov}" if prov else None

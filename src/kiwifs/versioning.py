@@ -30,10 +30,8 @@ from . import reflock
 from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .paths import NotRegularFile, open_regular, read_all
-from .text import without_surrogates
 
 EMAIL = "kiwifs@internal"
-MAX_SUBJECT_CHARS = 1000
 
 if TYPE_CHECKING:
     import pygit2
@@ -340,20 +338,3 @@ def _mode_of(path: Path) -> int:
     if st.st_mode & stat.S_IXUSR:
         return MODE_EXECUTABLE
     return MODE_BLOB
-
-
-def commit_subject(message: str) -> str:
-    """``message`` as the one line a commit message starts with.
-
-    Line breaks and other control characters become spaces, runs of spaces one space, lone
-    surrogates are dropped, and the line is cut at :data:`MAX_SUBJECT_CHARS`. A caller's
-    message (a bulk write's ``message``) therefore cannot add a paragraph of its own, i.e.
-    cannot forge a ``Provenance:`` trailer, nor make every history listing carry megabytes.
-    """
-    printable = "".join(
-        " " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in without_surrogates(message)
-    )
-    line = " ".join(printable.split())
-    if len(line) > MAX_SUBJECT_CHARS:
-        line = line[: MAX_SUBJECT_CHARS - 1] + "\u2026"
-    return line

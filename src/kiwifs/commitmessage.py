@@ -1,0 +1,41 @@
+"""What a commit message says: the caller's text as its subject line, and the trailer naming
+where the write came from.
+
+A message is text a caller may choose (a bulk write's ``message``), so it is made one line
+before git sees it: it cannot add a paragraph of its own, hence cannot forge a trailer, and no
+history listing carries megabytes of it. What a commit changed is always read from its tree,
+never from its message (:func:`kiwifs.gitlog.changes`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .text import without_surrogates
+
+if TYPE_CHECKING:
+    from .provenance import Provenance
+
+MAX_SUBJECT_CHARS = 1000
+
+
+def commit_subject(message: str) -> str:
+    """``message`` as the one line a commit message starts with.
+
+    Line breaks and other control characters become spaces, runs of spaces one space, lone
+    surrogates are dropped, and the line is cut at :data:`MAX_SUBJECT_CHARS`. A caller's
+    message (a bulk write's ``message``) therefore cannot add a paragraph of its own, i.e.
+    cannot forge a ``Provenance:`` trailer, nor make every history listing carry megabytes.
+    """
+    printable = "".join(
+        " " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in without_surrogates(message)
+    )
+    line = " ".join(printable.split())
+    if len(line) > MAX_SUBJECT_CHARS:
+        line = line[: MAX_SUBJECT_CHARS - 1] + "\u2026"
+    return line
+
+
+def commit_trailer(prov: Provenance | None) -> str | None:
+    """The git trailer recording where a write came from."""
+    return f"Provenance: {prov}" if prov else None
