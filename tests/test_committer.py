@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gitrepo import break_object_store_for, commit_count, git
-from kiwifs.committer import PendingCommit, batch_message
+from kiwifs.commitmessage import batch_message
+from kiwifs.committer import PendingCommit
 from kiwifs.errors import StorageError
 from kiwifs.gitlog import Version
 from kiwifs.knowledge import Knowledge

@@ -1,5 +1,5 @@
-"""What a commit message says: the caller's text as its subject line, and the trailer naming
-where the write came from.
+"""What a commit message says: the caller's text as its subject line, the trailer naming where
+the write came from, and the one message of a batch of operations committed together.
 
 A message is text a caller may choose (a bulk write's ``message``), so it is made one line
 before git sees it: it cannot add a paragraph of its own, hence cannot forge a trailer, and no
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .text import without_surrogates
 
 if TYPE_CHECKING:
+    from .committer import PendingCommit
     from .provenance import Provenance
 
 MAX_SUBJECT_CHARS = 1000
@@ -39,3 +40,25 @@ def commit_subject(message: str) -> str:
 def commit_trailer(prov: Provenance | None) -> str | None:
     """The git trailer recording where a write came from."""
     return f"Provenance: {prov}" if prov else None
+
+
+def batch_message(batch: list[PendingCommit]) -> tuple[str, str | None]:
+    """The commit message and trailer of a batch (one operation keeps its own message).
+
+    Several operations: ``<actor>: N files``, then a line per operation, its own message
+    without the ``<actor>: `` every line would repeat (``notes/a.md``, ``delete: notes/b.md``,
+    ``rename a.md → b.md``, a merge's message…), followed by the paths it wrote that the line
+    does not name (a bulk's), indented: the message still says what each one did.
+    """
+    trailers = list(dict.fromkeys(c.trailer for c in batch if c.trailer))
+    trailer = "\n".join(trailers) or None
+    if len(batch) == 1:
+        return batch[0].message, trailer
+    actor = batch[0].actor
+    paths = list(dict.fromkeys(p for c in batch for p in c.paths))
+    lines: list[str] = []
+    for c in batch:
+        line = (c.message.splitlines() or [""])[0].removeprefix(f"{actor}: ")
+        lines.append(line)
+        lines.extend(f"  {p}" for p in c.paths if p not in line)
+    return f"{actor}: {len(paths)} files\n\n" + "\n".join(lines), trailer

@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .commitmessage import batch_message
 from .errors import StorageError
 from .versioning import Git
 
@@ -104,28 +105,6 @@ class Ticket:
 
     seq: int
     failures: int
-
-
-def batch_message(batch: list[PendingCommit]) -> tuple[str, str | None]:
-    """The commit message and trailer of a batch (one operation keeps its own message).
-
-    Several operations: ``<actor>: N files``, then a line per operation, its own message
-    without the ``<actor>: `` every line would repeat (``notes/a.md``, ``delete: notes/b.md``,
-    ``rename a.md → b.md``, a merge's message…), followed by the paths it wrote that the line
-    does not name (a bulk's), indented: the message still says what each one did.
-    """
-    trailers = list(dict.fromkeys(c.trailer for c in batch if c.trailer))
-    trailer = "\n".join(trailers) or None
-    if len(batch) == 1:
-        return batch[0].message, trailer
-    actor = batch[0].actor
-    paths = list(dict.fromkeys(p for c in batch for p in c.paths))
-    lines: list[str] = []
-    for c in batch:
-        line = (c.message.splitlines() or [""])[0].removeprefix(f"{actor}: ")
-        lines.append(line)
-        lines.extend(f"  {p}" for p in c.paths if p not in line)
-    return f"{actor}: {len(paths)} files\n\n" + "\n".join(lines), trailer
 
 
 class Committer:
