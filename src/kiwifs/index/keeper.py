@@ -13,6 +13,10 @@ The policy in one place:
   index, fills it again from the files and retries once. A busy database is never reset: each
   statement waits for the other connection's lock (:data:`~kiwifs.index.db.BUSY_TIMEOUT`), then
   the call fails with :class:`~kiwifs.errors.Busy` and the index is left as it was.
+
+The answers themselves are methods the keeper inherits: the memory answers from
+:mod:`kiwifs.index.answers`, search, ``/meta`` and the vector searches from
+:mod:`kiwifs.index.lookups`; each reads the index through :meth:`IndexKeeper._guarded`.
 """
 
 from __future__ import annotations
@@ -22,17 +26,15 @@ import functools
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy
-from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
 
 from . import checkcache
-from . import report as indexed_report
+from .answers import IndexAnswers
 from .db import (
     BUSY_TIMEOUT,
     INDEX_FILE,
@@ -44,42 +46,31 @@ from .db import (
     is_busy,
     is_damage,
 )
+from .lookups import IndexLookups
 from .vectorschema import disable as disable_vectors
 from .watcher import DEFAULT_PERIOD, Watcher
 
-# The modules of the other answers (search, /meta, lineage, the dashboard, the timeline, the
-# check) are imported by the methods that give them: a one-shot command needs one of them, and
-# the memory report from the CLI none (their imports were a fifth of its start-up).
+# The vector side, the timeline and the writeback queue are imported where they are made: the
+# memory report from the CLI needs none of them (see the answers' modules for theirs).
 if TYPE_CHECKING:
     import tempfile
 
-    from kiwifs.memory.check import EpisodeRow, PageRow
-    from kiwifs.memory.lineage import Lineage
-    from kiwifs.memory.overview import Overview, QueuePage
-    from kiwifs.memory.problems import CheckState, Problem
-
-    from . import tasks as indexed_tasks
-    from .filters import RecallFilter
-    from .hybrid import HybridResults
-    from .meta import Filter, MetaResults
     from .recall import Recall
-    from .search import SearchResults
-    from .semantic import SemanticResults
-    from .termcolumns import TermColumns
     from .timeline import Timeline, TimelineKeeper
-    from .vectors import EmbedRound, VectorStatus
+    from .vectors import EmbedRound
     from .writeback import Writeback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class IndexKeeper:
+class IndexKeeper(IndexAnswers, IndexLookups):
     """The index of one root and the rules for keeping it right."""
 
     def __init__(
         self, root: Path, vector: VectorConfig | None = None, busy_timeout: float = BUSY_TIMEOUT
     ) -> None:
+        super().__init__()
         self.root = Path(root)
         self.busy_timeout = busy_timeout
         self.vector = vector or VectorConfig()
@@ -90,9 +81,6 @@ class IndexKeeper:
         self._watcher: Watcher | None = None
         self._writeback: Writeback | None = None  # while watching: writes indexed in batches
         self._lock = threading.RLock()
-        # report totals per prefix, valid while the index generation is unchanged (watching)
-        self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
-        self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
         self._timeline: Timeline | None = None
         self._timeline_keeper: TimelineKeeper | None = None
         self._checker: checkcache.CheckKeeper | None = None
@@ -182,6 +170,21 @@ class IndexKeeper:
         if recall is not None:
             recall.wake()
         self._rows_moved()
+
+    def refresh_shared(self, paths: list[str]) -> None:
+        """Bring these paths' rows up to date now in an index file this process has not opened
+        (another process, a server, may be answering from it). When this process has it open,
+        the write pipeline's hook has done it already."""
+        if self._index is not None or not (self.root / STATE_DIR / INDEX_FILE).is_file():
+            return
+        try:
+            index = self._open()
+        except (IndexUnavailable, sqlite3.Error):
+            return
+        try:
+            index.refresh(paths)
+        except sqlite3.Error:
+            log.exception("index update after a write failed; the next reconcile repairs it")
 
     def _rows_moved(self) -> None:
         """Wake the loops whose work is derived from the file rows (the background check); each
@@ -290,7 +293,7 @@ class IndexKeeper:
     def watching(self) -> bool:
         return self._watcher is not None and self._watcher.ready.is_set()
 
-    # -- answers ----------------------------------------------------------------------------
+    # -- when the index answers ---------------------------------------------------------------
 
     def _answers_reports(self) -> bool:
         """True when the report should come from the index: it exists and lives in the root."""
@@ -298,106 +301,7 @@ class IndexKeeper:
             return False
         return self.in_root()
 
-    def memory_report(
-        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
-    ) -> MemoryReport | None:
-        """The report from the index, or ``None`` when the scan is the better answer.
-
-        That is when the root cannot hold an index, and when no index exists yet: building one
-        reads and indexes every file's full text (tens of seconds at 100k files), while the scan
-        reads only frontmatter. A one-shot ``kiwifs memory report`` on a fresh root therefore
-        scans; ``kiwifs reindex``, ``serve``, ``mcp``, search and meta build the index.
-        """
-        if not self._answers_reports():
-            return None
-
-        def run(index: Index) -> MemoryReport:
-            generation = index.generation
-            cached = self._totals.get(prefix) if self.watching else None
-            totals = cached[1] if cached and cached[0] == (id(index), generation) else None
-            with index.reader() as conn:
-                result, totals = indexed_report.report(conn, prefix, limit, offset, totals, claims)
-            self._totals[prefix] = ((id(index), generation), totals)
-            return result
-
-        return self._guarded(run)
-
-    def memory_report_document(
-        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
-    ) -> ReportDocument | None:
-        """:meth:`memory_report` as a printable document (``None``: use the scan)."""
-        if not self._answers_reports():
-            return None
-
-        def run(index: Index) -> ReportDocument:
-            with index.reader() as conn:
-                document = indexed_report.report_document(conn, prefix, limit, offset, claims)
-            return ReportDocument(*document)
-
-        return self._guarded(run)
-
-    def search(
-        self,
-        query: str,
-        limit: int,
-        offset: int,
-        path_prefix: str | None,
-        where: RecallFilter | None = None,
-        recency_weight: float | None = None,
-        snippets: bool = True,
-    ) -> SearchResults:
-        from . import search
-
-        def run(index: Index) -> SearchResults:
-            with index.reader() as conn:
-                return search.search(
-                    conn,
-                    query,
-                    limit,
-                    offset,
-                    path_prefix,
-                    where,
-                    recency_weight,
-                    self._columns(index),
-                    snippets,
-                )
-
-        return self._guarded(run)
-
-    def meta(
-        self,
-        where: Sequence[str | Filter],
-        or_: Sequence[str],
-        sort: str | None,
-        order: str,
-        limit: int,
-        offset: int,
-        paths: Sequence[str] | None,
-        include_superseded: bool = False,
-    ) -> MetaResults:
-        from . import meta as meta_query
-
-        def run(index: Index) -> MetaResults:
-            with index.reader() as conn:
-                return meta_query.query(
-                    conn, where, or_, sort, order, limit, offset, paths, include_superseded
-                )
-
-        return self._guarded(run)
-
-    def episode_paths(self, episode_id: str, prefix: str) -> list[str]:
-        """Where an episode with this id already lives (an index lookup, not a report).
-
-        Current like every answer: reconciled first unless the watcher keeps the index so.
-        """
-
-        def run(index: Index) -> list[str]:
-            with index.reader() as conn:
-                return indexed_report.episode_paths(conn, episode_id, prefix)
-
-        return self._guarded(run)
-
-    # -- semantic and hybrid search ---------------------------------------------------------
+    # -- the vector side ----------------------------------------------------------------------
 
     def recall(self) -> Recall:
         """The vector side (embedder, store, worker), built on first use.
@@ -413,81 +317,7 @@ class IndexKeeper:
                 self._recall = Recall.open(self.root, self._open(), self.vector)
             return self._recall
 
-    def semantic(
-        self,
-        query: str,
-        limit: int | None,
-        offset: int,
-        threshold: float | None,
-        where: RecallFilter,
-    ) -> SemanticResults:
-        recall = self.recall()
-        return self._guarded(
-            lambda index: recall.semantic(query, limit, offset, threshold, where, self.watching)
-        )
-
-    def _columns(self, index: Index) -> TermColumns | None:
-        """The term columns, in a process that keeps running (a server): making a word's column
-        costs about one plain query, which a one-shot command would never win back."""
-        return index.columns if self.watching else None
-
-    def hybrid(
-        self,
-        query: str,
-        limit: int | None,
-        offset: int,
-        where: RecallFilter,
-        snippets: bool = True,
-    ) -> HybridResults:
-        from .recall import keyword_only
-
-        if not self.vector.enabled:
-            return self._guarded(
-                lambda index: keyword_only(
-                    index, query, limit, offset, where, snippets, self._columns(index)
-                )
-            )
-        recall = self.recall()
-        return self._guarded(
-            lambda index: recall.hybrid(query, limit, offset, where, self.watching, snippets)
-        )
-
-    def vector_status(self) -> VectorStatus:
-        from .vectors import VectorStatus
-
-        if not self.vector.enabled:
-            return VectorStatus(enabled=False)
-        return self.recall().store.status()
-
-    def stored_facts_report(self, prefix: str) -> MemoryReport:
-        """``build_report`` over the facts the index stores (the slow path, for proofs)."""
-
-        def run(index: Index) -> MemoryReport:
-            with index.reader() as conn:
-                from_index = list(indexed_report.stored_facts(conn))
-            return build_report(from_index, prefix)
-
-        return self._guarded(run)
-
-    # -- the consolidation picture ----------------------------------------------------------
-
-    def lineage(self, rel: str, prefix: str) -> Lineage:
-        from . import lineage as indexed_lineage
-
-        def run(index: Index) -> Lineage:
-            with index.reader() as conn:
-                return indexed_lineage.lineage(conn, rel, prefix)
-
-        return self._guarded(run)
-
-    def queue(self, prefix: str, path_prefix: str, limit: int, offset: int) -> QueuePage:
-        from . import overview as indexed_overview
-
-        def run(index: Index) -> QueuePage:
-            with index.reader() as conn:
-                return indexed_overview.queue_page(conn, prefix, path_prefix, limit, offset)
-
-        return self._guarded(run)
+    # -- the history timeline -----------------------------------------------------------------
 
     @property
     def timeline(self) -> Timeline:
@@ -553,28 +383,6 @@ class IndexKeeper:
         if worker is not None:
             worker.close()
 
-    def check_problems(self, prefix: str) -> list[Problem] | None:
-        """The problems of ``memory check`` from the index, in the check's worker process while
-        the background loop runs; ``None`` when the scan is the better answer (the same policy
-        as :meth:`memory_report`)."""
-        if not self._answers_reports():
-            return None
-        from kiwifs.memory.problems import problems_in
-
-        from . import check as indexed_check
-
-        worker = self._check_worker
-
-        def run(index: Index) -> list[Problem]:
-            if worker is not None:
-                found = worker.problems(str(index.path), prefix)
-                if found is not None:
-                    return found
-            with index.reader() as conn:
-                return problems_in(prefix, *indexed_check.check_rows(conn, prefix))
-
-        return self._guarded(run)
-
     def _watcher_ready(self) -> bool:
         """True unless a watcher was started and none of its reconciles has succeeded yet."""
         watcher = self._watcher
@@ -591,120 +399,6 @@ class IndexKeeper:
         if checker is None or checker.running:
             return
         checker.run_once()
-
-    def check_state(self, prefix: str) -> CheckState:
-        """The stored check for ``prefix``, or :data:`NOT_YET` while none is stored."""
-        from kiwifs.memory.problems import NOT_YET
-
-        checker = self._checker
-
-        def run(index: Index) -> CheckState:
-            # without the loop the check ran in this very call (refresh_check): current
-            current = checker is not None and (checker.current or not checker.running)
-            with index.reader() as conn:
-                found = checkcache.read_state(conn, prefix, current)
-            return NOT_YET if found is None else found
-
-        return self._guarded(run)
-
-    def overview(self, prefix: str, head: str | None, now: float) -> Overview:
-        """The dashboard's facts; cached per index generation while a watcher keeps it current
-        (every write and every replayed commit moves the generation)."""
-
-        def run(index: Index) -> Overview:
-            stamp = (id(index), index.generation)
-            cached = self._overviews.get(prefix) if self.watching else None
-            if cached is not None and cached[0] == stamp:
-                found = cached[1]
-            else:
-                found = self._compute_overview(index, prefix, now)
-                self._overviews[prefix] = (stamp, found)
-            current = head is None or found.extra.get("timeline_head") == head
-            if not current and self._timeline_keeper is not None:
-                self._timeline_keeper.wake()
-            return replace(found, timeline_current=current, computed_at=now)
-
-        return self._guarded(run)
-
-    def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
-        from kiwifs.memory.overview import Overview
-
-        from . import overview as indexed_overview
-        from . import timeline as indexed_timeline
-
-        with index.reader() as conn, indexed_report.snapshot(conn):
-            folders = indexed_overview.folder_coverage(conn, prefix)
-            oldest = indexed_overview.oldest_unmerged(conn, prefix)
-            superseded = indexed_overview.superseded_count(conn, prefix)
-            replayed = indexed_timeline.replayed_prefix(conn) == prefix
-            points = indexed_timeline.points(conn) if replayed else []
-            last = indexed_timeline.last_commit(conn) if replayed else None
-        return Overview(
-            prefix=prefix,
-            episodic=sum(f.episodic for f in folders),
-            unmerged=sum(f.unmerged for f in folders),
-            superseded=superseded,
-            folders=tuple(folders),
-            oldest=oldest,
-            timeline=tuple(points),
-            timeline_current=True,
-            computed_at=now,
-            extra={"timeline_head": last},
-        )
-
-    # -- the consolidation queue ------------------------------------------------------------
-
-    def claim_candidates(
-        self, paths: Sequence[str], prefix: str, count: int
-    ) -> tuple[set[str], list[EpisodicFile]]:
-        """Which of ``paths`` are still unmerged episodes, and the first ``count`` unmerged
-        episodes in report order, from one current state of the index."""
-
-        def run(index: Index) -> tuple[set[str], list[EpisodicFile]]:
-            with index.reader() as conn, indexed_report.snapshot(conn):
-                still = indexed_report.unmerged_among(conn, paths, prefix)
-                head = indexed_report.unmerged_head(conn, prefix, count) if count > 0 else []
-            return still, head
-
-        return self._guarded(run)
-
-    def refresh_shared(self, paths: list[str]) -> None:
-        """Bring these paths' rows up to date now in an index file this process has not opened
-        (another process, a server, may be answering from it). When this process has it open,
-        the write pipeline's hook has done it already."""
-        if self._index is not None or not (self.root / STATE_DIR / INDEX_FILE).is_file():
-            return
-        try:
-            index = self._open()
-        except (IndexUnavailable, sqlite3.Error):
-            return
-        try:
-            index.refresh(paths)
-        except sqlite3.Error:
-            log.exception("index update after a write failed; the next reconcile repairs it")
-
-    def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]] | None:
-        """The rows ``memory check`` reads (see :mod:`kiwifs.index.check`); ``None`` when the
-        scan is the better answer (the same policy as :meth:`memory_report`)."""
-        if not self._answers_reports():
-            return None
-        from . import check as indexed_check
-
-        def run(index: Index) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
-            with index.reader() as conn:
-                return indexed_check.check_rows(conn, prefix)
-
-        return self._guarded(run)
-
-    def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
-        """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
-        from . import tasks as indexed_tasks
-
-        def run(index: Index) -> list[indexed_tasks.TodoFile]:
-            with index.reader() as conn:
-                return indexed_tasks.todo_files(conn, path_prefix)
-
-        return self._guarded(run)
 
 
 def _leaving_out(

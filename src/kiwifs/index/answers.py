@@ -1,0 +1,263 @@
+"""The memory answers the index gives: the report, lineage, the queue, the dashboard's overview,
+``memory check``'s rows and stored problems, the claims' candidates and task files.
+
+Each is one method of :class:`~kiwifs.index.keeper.IndexKeeper` (it inherits them from
+:class:`IndexAnswers`) and each reads the index through the keeper's policy (:meth:`_guarded`:
+current, repaired once on damage); this module holds only what every answer asks and how.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
+
+from . import checkcache
+from . import report as indexed_report
+
+# The modules of these answers (lineage, the dashboard, the timeline, the check, the tasks) are
+# imported by the methods that give them: the memory report from the CLI needs none of them.
+if TYPE_CHECKING:
+    from kiwifs.memory.check import EpisodeRow, PageRow
+    from kiwifs.memory.lineage import Lineage
+    from kiwifs.memory.overview import Overview, QueuePage
+    from kiwifs.memory.problems import CheckState, Problem
+
+    from . import tasks as indexed_tasks
+    from .db import Index
+    from .timeline import TimelineKeeper
+
+T = TypeVar("T")
+
+
+class IndexAnswers:
+    """The memory answers of :class:`~kiwifs.index.keeper.IndexKeeper`, and the caches they keep
+    while a watcher keeps the index current (valid while the index generation is unchanged)."""
+
+    # the keeper's background loops, read by the check and the overview
+    _checker: checkcache.CheckKeeper | None
+    _check_worker: checkcache.CheckWorker | None
+    _timeline_keeper: TimelineKeeper | None
+
+    def __init__(self) -> None:
+        # report totals per prefix, valid while the index generation is unchanged (watching)
+        self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
+        self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
+
+    # -- what the keeper provides -----------------------------------------------------------
+
+    def _guarded(self, action: Callable[[Index], T]) -> T:
+        """``action`` on a current index, repaired once on damage (the keeper's policy)."""
+        raise NotImplementedError
+
+    def _answers_reports(self) -> bool:
+        """True when the report should come from the index rather than the scan."""
+        raise NotImplementedError
+
+    @property
+    def watching(self) -> bool:
+        """True while a ready watcher keeps the index current."""
+        raise NotImplementedError
+
+    # -- the answers ------------------------------------------------------------------------
+
+    def memory_report(
+        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
+    ) -> MemoryReport | None:
+        """The report from the index, or ``None`` when the scan is the better answer.
+
+        That is when the root cannot hold an index, and when no index exists yet: building one
+        reads and indexes every file's full text (tens of seconds at 100k files), while the scan
+        reads only frontmatter. A one-shot ``kiwifs memory report`` on a fresh root therefore
+        scans; ``kiwifs reindex``, ``serve``, ``mcp``, search and meta build the index.
+        """
+        if not self._answers_reports():
+            return None
+
+        def run(index: Index) -> MemoryReport:
+            generation = index.generation
+            cached = self._totals.get(prefix) if self.watching else None
+            totals = cached[1] if cached and cached[0] == (id(index), generation) else None
+            with index.reader() as conn:
+                result, totals = indexed_report.report(conn, prefix, limit, offset, totals, claims)
+            self._totals[prefix] = ((id(index), generation), totals)
+            return result
+
+        return self._guarded(run)
+
+    def memory_report_document(
+        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
+    ) -> ReportDocument | None:
+        """:meth:`memory_report` as a printable document (``None``: use the scan)."""
+        if not self._answers_reports():
+            return None
+
+        def run(index: Index) -> ReportDocument:
+            with index.reader() as conn:
+                document = indexed_report.report_document(conn, prefix, limit, offset, claims)
+            return ReportDocument(*document)
+
+        return self._guarded(run)
+
+    def episode_paths(self, episode_id: str, prefix: str) -> list[str]:
+        """Where an episode with this id already lives (an index lookup, not a report).
+
+        Current like every answer: reconciled first unless the watcher keeps the index so.
+        """
+
+        def run(index: Index) -> list[str]:
+            with index.reader() as conn:
+                return indexed_report.episode_paths(conn, episode_id, prefix)
+
+        return self._guarded(run)
+
+    def stored_facts_report(self, prefix: str) -> MemoryReport:
+        """``build_report`` over the facts the index stores (the slow path, for proofs)."""
+
+        def run(index: Index) -> MemoryReport:
+            with index.reader() as conn:
+                from_index = list(indexed_report.stored_facts(conn))
+            return build_report(from_index, prefix)
+
+        return self._guarded(run)
+
+    def lineage(self, rel: str, prefix: str) -> Lineage:
+        from . import lineage as indexed_lineage
+
+        def run(index: Index) -> Lineage:
+            with index.reader() as conn:
+                return indexed_lineage.lineage(conn, rel, prefix)
+
+        return self._guarded(run)
+
+    def queue(self, prefix: str, path_prefix: str, limit: int, offset: int) -> QueuePage:
+        from . import overview as indexed_overview
+
+        def run(index: Index) -> QueuePage:
+            with index.reader() as conn:
+                return indexed_overview.queue_page(conn, prefix, path_prefix, limit, offset)
+
+        return self._guarded(run)
+
+    def check_problems(self, prefix: str) -> list[Problem] | None:
+        """The problems of ``memory check`` from the index, in the check's worker process while
+        the background loop runs; ``None`` when the scan is the better answer (the same policy
+        as :meth:`memory_report`)."""
+        if not self._answers_reports():
+            return None
+        from kiwifs.memory.problems import problems_in
+
+        from . import check as indexed_check
+
+        worker = self._check_worker
+
+        def run(index: Index) -> list[Problem]:
+            if worker is not None:
+                found = worker.problems(str(index.path), prefix)
+                if found is not None:
+                    return found
+            with index.reader() as conn:
+                return problems_in(prefix, *indexed_check.check_rows(conn, prefix))
+
+        return self._guarded(run)
+
+    def check_state(self, prefix: str) -> CheckState:
+        """The stored check for ``prefix``, or :data:`NOT_YET` while none is stored."""
+        from kiwifs.memory.problems import NOT_YET
+
+        checker = self._checker
+
+        def run(index: Index) -> CheckState:
+            # without the loop the check ran in this very call (refresh_check): current
+            current = checker is not None and (checker.current or not checker.running)
+            with index.reader() as conn:
+                found = checkcache.read_state(conn, prefix, current)
+            return NOT_YET if found is None else found
+
+        return self._guarded(run)
+
+    def overview(self, prefix: str, head: str | None, now: float) -> Overview:
+        """The dashboard's facts; cached per index generation while a watcher keeps it current
+        (every write and every replayed commit moves the generation)."""
+
+        def run(index: Index) -> Overview:
+            stamp = (id(index), index.generation)
+            cached = self._overviews.get(prefix) if self.watching else None
+            if cached is not None and cached[0] == stamp:
+                found = cached[1]
+            else:
+                found = self._compute_overview(index, prefix, now)
+                self._overviews[prefix] = (stamp, found)
+            current = head is None or found.extra.get("timeline_head") == head
+            if not current and self._timeline_keeper is not None:
+                self._timeline_keeper.wake()
+            return replace(found, timeline_current=current, computed_at=now)
+
+        return self._guarded(run)
+
+    def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
+        from kiwifs.memory.overview import Overview
+
+        from . import overview as indexed_overview
+        from . import timeline as indexed_timeline
+
+        with index.reader() as conn, indexed_report.snapshot(conn):
+            folders = indexed_overview.folder_coverage(conn, prefix)
+            oldest = indexed_overview.oldest_unmerged(conn, prefix)
+            superseded = indexed_overview.superseded_count(conn, prefix)
+            replayed = indexed_timeline.replayed_prefix(conn) == prefix
+            points = indexed_timeline.points(conn) if replayed else []
+            last = indexed_timeline.last_commit(conn) if replayed else None
+        return Overview(
+            prefix=prefix,
+            episodic=sum(f.episodic for f in folders),
+            unmerged=sum(f.unmerged for f in folders),
+            superseded=superseded,
+            folders=tuple(folders),
+            oldest=oldest,
+            timeline=tuple(points),
+            timeline_current=True,
+            computed_at=now,
+            extra={"timeline_head": last},
+        )
+
+    # -- the consolidation queue ------------------------------------------------------------
+
+    def claim_candidates(
+        self, paths: Sequence[str], prefix: str, count: int
+    ) -> tuple[set[str], list[EpisodicFile]]:
+        """Which of ``paths`` are still unmerged episodes, and the first ``count`` unmerged
+        episodes in report order, from one current state of the index."""
+
+        def run(index: Index) -> tuple[set[str], list[EpisodicFile]]:
+            with index.reader() as conn, indexed_report.snapshot(conn):
+                still = indexed_report.unmerged_among(conn, paths, prefix)
+                head = indexed_report.unmerged_head(conn, prefix, count) if count > 0 else []
+            return still, head
+
+        return self._guarded(run)
+
+    def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]] | None:
+        """The rows ``memory check`` reads (see :mod:`kiwifs.index.check`); ``None`` when the
+        scan is the better answer (the same policy as :meth:`memory_report`)."""
+        if not self._answers_reports():
+            return None
+        from . import check as indexed_check
+
+        def run(index: Index) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
+            with index.reader() as conn:
+                return indexed_check.check_rows(conn, prefix)
+
+        return self._guarded(run)
+
+    def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
+        """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
+        from . import tasks as indexed_tasks
+
+        def run(index: Index) -> list[indexed_tasks.TodoFile]:
+            with index.reader() as conn:
+                return indexed_tasks.todo_files(conn, path_prefix)
+
+        return self._guarded(run)
