@@ -18,9 +18,9 @@ from kiwifs.cli import cli
 from kiwifs.errors import Busy, InvalidQuery, UsageError
 from kiwifs.index import record as record
 from kiwifs.index import report as indexed_report
-from kiwifs.index.db import SCHEMA_VERSION
 from kiwifs.index.keeper import IndexKeeper
 from kiwifs.index.report import prefix_range
+from kiwifs.index.schema import SCHEMA_VERSION
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts

@@ -1,14 +1,14 @@
 """The SQLite index of a knowledge root: derived from the files, disposable, rebuilt on any doubt.
 
-One database per root (``.kiwi/state/index.db``, WAL). It holds, per file, the stat signature,
-ETag, frontmatter as JSON, the full text in a contentless FTS5 table with the text itself stored
-once, compressed, in ``bodies`` (:mod:`index.bodies`: a rewritten or deleted file really
-loses its old words, unlike KiwiFS's, because its old text is there to delete) and the memory
-facts, with the ``merged-from``
-keys split into two lookup tables so that "is this episode covered?" is kept in a ``covered``
-column and the memory report is a handful of indexed queries (rows: :mod:`index.rows`). The
-``dirs`` table keeps, per folder, the digest it was last reconciled against and its entry count,
-so a reconcile compares rows only where the files moved (walk: :mod:`index.walk`).
+One database per root (``.kiwi/state/index.db``, WAL; its tables: :mod:`index.schema`). It holds,
+per file, the stat signature, ETag, frontmatter as JSON, the full text in a contentless FTS5 table
+with the text itself stored once, compressed, in ``bodies`` (:mod:`index.bodies`: a rewritten or
+deleted file really loses its old words, unlike KiwiFS's, because its old text is there to
+delete) and the memory facts, with the ``merged-from`` keys split into two lookup tables so that
+"is this episode covered?" is kept in a ``covered`` column and the memory report is a handful of
+indexed queries (rows: :mod:`index.rows`). The ``dirs`` table keeps, per folder, the digest it
+was last reconciled against and its entry count, so a reconcile compares rows only where the
+files moved (walk: :mod:`index.walk`).
 
 The schema version lives in ``PRAGMA user_version``; a different version, a corrupt file or a
 deleted one means: drop, recreate and fill again from the files. Writes go through one writer
@@ -32,8 +32,6 @@ from typing import TypeVar
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
-from .bodies import LOG_SCHEMA
-from .filters import superseded_sql
 from .folders import WalkState, abs_path, probe
 from .record import (
     FileRecord,
@@ -45,11 +43,10 @@ from .record import (
 )
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
+from .schema import SCHEMA_VERSION, recreate
 from .termcolumns import TermColumns
-from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
 from .walk import FolderWalk, PendingWalk, start_walk
 
-SCHEMA_VERSION = 13
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
 BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
@@ -61,94 +58,6 @@ PAGE_SIZE = 16384
 
 Progress = Callable[[int, int], None]
 T = TypeVar("T")
-
-SCHEMA = (
-    """
-CREATE TABLE files (
-    id INTEGER PRIMARY KEY,
-    key BLOB NOT NULL UNIQUE,
-    parent BLOB NOT NULL,
-    path TEXT NOT NULL,
-    sig INTEGER,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    etag TEXT NOT NULL,
-    frontmatter TEXT NOT NULL,
-    memory_kind TEXT NOT NULL,
-    kind_class INTEGER NOT NULL,
-    episode_id TEXT NOT NULL,
-    eid TEXT,
-    refs INTEGER NOT NULL,
-    id_keys TEXT NOT NULL,
-    path_keys TEXT NOT NULL,
-    warnings TEXT,
-    unreadable INTEGER NOT NULL,
-    covered INTEGER NOT NULL DEFAULT 0,
-    entry TEXT,
-    created REAL,
-    superseded INTEGER GENERATED ALWAYS AS ("""
-    + superseded_sql("frontmatter")
-    + """) STORED,
-    scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
-);
-CREATE INDEX files_class ON files(kind_class, key, covered, superseded);
-CREATE INDEX files_parent ON files(parent, sig);
-CREATE INDEX files_noid ON files(kind_class, key)
-    WHERE episode_id = '' AND covered = 0 AND superseded = 0;
-CREATE INDEX files_eid ON files(eid, kind_class) WHERE eid IS NOT NULL;
-CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
-CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
-CREATE INDEX files_age ON files(kind_class, covered, created, key) WHERE created IS NOT NULL;
-CREATE INDEX files_undated ON files(kind_class, key) WHERE created IS NULL AND covered = 0;
-CREATE INDEX files_scoped ON files(scope) WHERE scope IS NOT NULL;  -- keyword search's scope
-CREATE TABLE cover_ids (ident TEXT NOT NULL, file_id INTEGER NOT NULL);
-CREATE INDEX cover_ids_ident ON cover_ids(ident);
-CREATE INDEX cover_ids_file ON cover_ids(file_id);
-CREATE TABLE cover_paths (target BLOB NOT NULL, file_id INTEGER NOT NULL);
-CREATE INDEX cover_paths_target ON cover_paths(target);
-CREATE INDEX cover_paths_file ON cover_paths(file_id);
-CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
-CREATE TABLE bodies (id INTEGER PRIMARY KEY, text BLOB NOT NULL);
-CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
-CREATE VIRTUAL TABLE fts USING fts5(
-    body, content = '', tokenize = 'porter unicode61 remove_diacritics 1'
-);
-"""
-    + LOG_SCHEMA
-    + VECTOR_SCHEMA
-)
-
-# The history replayed from git (index/timeline.py): derived from commits, not from the files,
-# so a rebuild of the file rows keeps it.
-TIMELINE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS timeline (
-    seq INTEGER PRIMARY KEY,
-    commit_id TEXT NOT NULL UNIQUE,
-    time INTEGER NOT NULL,
-    day TEXT NOT NULL,
-    episodic INTEGER NOT NULL,
-    unmerged INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS timeline_day ON timeline(day, seq);
-CREATE TABLE IF NOT EXISTS timeline_added (path TEXT PRIMARY KEY, time INTEGER NOT NULL)
-    WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)
-    WITHOUT ROWID;
-"""
-TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
-
-# The last ``memory check`` (index/checkcache.py): its problems, one row each, and when it ran.
-# Derived from the file rows by a background loop, never on a request.
-CHECK_SCHEMA = """
-CREATE TABLE IF NOT EXISTS check_problems (
-    seq INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL,
-    path TEXT NOT NULL,
-    message TEXT NOT NULL,
-    related TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS check_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-"""
 
 CONTENT_CHUNK = 500  # keys per lookup when comparing records with their rows
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
@@ -278,7 +187,7 @@ class Index:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             if version == 0:
-                _recreate(conn)
+                recreate(conn)
             conn.execute("SELECT count(*) FROM files").fetchone()
         except BaseException:
             conn.close()
@@ -378,7 +287,7 @@ class Index:
         with self._lock:
             self._echo.clear()
             self.columns.clear()
-            _recreate(self._writer)
+            recreate(self._writer)
             self.generation += 1
             self.rows_generation += 1
             if bulk:
@@ -685,17 +594,3 @@ def _content_moved(
         if any(not r.etag or stored.get(r.key) != r.etag for r in chunk):
             return True
     return False
-
-
-def _recreate(conn: sqlite3.Connection) -> None:
-    """Create the schema, dropping our tables first (the file may be shared by open readers)."""
-    tables = ("fts", "bodies", "body_dicts", "dirs", "cover_paths", "cover_ids", "files", "fts_log")
-    for table in tables:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-    conn.executescript(SCHEMA)
-    conn.executescript(TIMELINE_SCHEMA)
-    conn.executescript(CHECK_SCHEMA)
-    if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
-        add_vector_indexes(conn)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    conn.commit()

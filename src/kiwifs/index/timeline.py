@@ -29,8 +29,9 @@ from kiwifs.memory.scan import facts_of_bytes
 from kiwifs.memory.timeline import CoverageState, TimelinePoint
 
 from .background import BackgroundLoop
-from .db import TIMELINE_TABLES, Index
+from .db import Index
 from .record import path_key, py_text
+from .schema import TIMELINE_TABLES
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,121 @@
+"""The index's tables: what one database holds, and the version that says which tables those are.
+
+The file rows (``files``, one per knowledge file, with the memory facts the report reads), the
+``merged-from`` lookups (``cover_ids``, ``cover_paths``), each folder's last digest (``dirs``),
+the text (``bodies``, ``body_dicts``, the contentless ``fts``), the change logs, the vector side's
+tables, and beside them two families derived from elsewhere and kept across a rebuild of the
+rows: the history replayed from git and the last ``memory check``. A change to any of them moves
+:data:`SCHEMA_VERSION`; a database of another version is deleted and made afresh.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .bodies import LOG_SCHEMA
+from .filters import superseded_sql
+from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
+
+SCHEMA_VERSION = 13
+
+SCHEMA = (
+    """
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY,
+    key BLOB NOT NULL UNIQUE,
+    parent BLOB NOT NULL,
+    path TEXT NOT NULL,
+    sig INTEGER,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    etag TEXT NOT NULL,
+    frontmatter TEXT NOT NULL,
+    memory_kind TEXT NOT NULL,
+    kind_class INTEGER NOT NULL,
+    episode_id TEXT NOT NULL,
+    eid TEXT,
+    refs INTEGER NOT NULL,
+    id_keys TEXT NOT NULL,
+    path_keys TEXT NOT NULL,
+    warnings TEXT,
+    unreadable INTEGER NOT NULL,
+    covered INTEGER NOT NULL DEFAULT 0,
+    entry TEXT,
+    created REAL,
+    superseded INTEGER GENERATED ALWAYS AS ("""
+    + superseded_sql("frontmatter")
+    + """) STORED,
+    scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
+);
+CREATE INDEX files_class ON files(kind_class, key, covered, superseded);
+CREATE INDEX files_parent ON files(parent, sig);
+CREATE INDEX files_noid ON files(kind_class, key)
+    WHERE episode_id = '' AND covered = 0 AND superseded = 0;
+CREATE INDEX files_eid ON files(eid, kind_class) WHERE eid IS NOT NULL;
+CREATE INDEX files_warn ON files(key) WHERE warnings IS NOT NULL;
+CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
+CREATE INDEX files_age ON files(kind_class, covered, created, key) WHERE created IS NOT NULL;
+CREATE INDEX files_undated ON files(kind_class, key) WHERE created IS NULL AND covered = 0;
+CREATE INDEX files_scoped ON files(scope) WHERE scope IS NOT NULL;  -- keyword search's scope
+CREATE TABLE cover_ids (ident TEXT NOT NULL, file_id INTEGER NOT NULL);
+CREATE INDEX cover_ids_ident ON cover_ids(ident);
+CREATE INDEX cover_ids_file ON cover_ids(file_id);
+CREATE TABLE cover_paths (target BLOB NOT NULL, file_id INTEGER NOT NULL);
+CREATE INDEX cover_paths_target ON cover_paths(target);
+CREATE INDEX cover_paths_file ON cover_paths(file_id);
+CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
+CREATE TABLE bodies (id INTEGER PRIMARY KEY, text BLOB NOT NULL);
+CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE VIRTUAL TABLE fts USING fts5(
+    body, content = '', tokenize = 'porter unicode61 remove_diacritics 1'
+);
+"""
+    + LOG_SCHEMA
+    + VECTOR_SCHEMA
+)
+
+# The history replayed from git (index/timeline.py): derived from commits, not from the files,
+# so a rebuild of the file rows keeps it.
+TIMELINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS timeline (
+    seq INTEGER PRIMARY KEY,
+    commit_id TEXT NOT NULL UNIQUE,
+    time INTEGER NOT NULL,
+    day TEXT NOT NULL,
+    episodic INTEGER NOT NULL,
+    unmerged INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timeline_day ON timeline(day, seq);
+CREATE TABLE IF NOT EXISTS timeline_added (path TEXT PRIMARY KEY, time INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)
+    WITHOUT ROWID;
+"""
+TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
+
+# The last ``memory check`` (index/checkcache.py): its problems, one row each, and when it ran.
+# Derived from the file rows by a background loop, never on a request.
+CHECK_SCHEMA = """
+CREATE TABLE IF NOT EXISTS check_problems (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    message TEXT NOT NULL,
+    related TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS check_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+"""
+
+
+def recreate(conn: sqlite3.Connection) -> None:
+    """Create the schema, dropping our tables first (the file may be shared by open readers)."""
+    tables = ("fts", "bodies", "body_dicts", "dirs", "cover_paths", "cover_ids", "files", "fts_log")
+    for table in tables:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.executescript(SCHEMA)
+    conn.executescript(TIMELINE_SCHEMA)
+    conn.executescript(CHECK_SCHEMA)
+    if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
+        add_vector_indexes(conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.commit()
