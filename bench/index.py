@@ -171,9 +171,9 @@ def switches(args: argparse.Namespace) -> None:
 
         bodies.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
     if args.page_size:
-        from kiwifs.index import db
+        from kiwifs.index import database
 
-        db.PAGE_SIZE = args.page_size
+        database.PAGE_SIZE = args.page_size
 
 
 def free_port() -> int:

@@ -29,7 +29,7 @@ import pytest
 from gitrepo import git
 from kiwifs.events import CHECK_STORED, Event, is_file_change
 from kiwifs.index.checkcache import CheckWorker
-from kiwifs.index.db import INDEX_FILE, STATE_DIR
+from kiwifs.index.database import INDEX_FILE, STATE_DIR
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.overview import Overview
 from kiwifs.memory.problems import (

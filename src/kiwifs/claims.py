@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import Busy, StorageError
-from .index.db import is_busy, is_damage
+from .index.database import is_busy, is_damage
 from .leases import Claim
 
 log = logging.getLogger(__name__)

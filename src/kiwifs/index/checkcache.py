@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 from kiwifs.forking import exit_with_parent, usable_cpus
 
 from .background import BackgroundLoop
-from .db import BUSY_TIMEOUT, Index
+from .database import BUSY_TIMEOUT
+from .db import Index
 
 # The check itself (its rules and the rows it reads) is imported where it runs: opening a root
 # makes a keeper, and most commands never run the check.

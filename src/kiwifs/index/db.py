@@ -18,13 +18,10 @@ write (WAL).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -32,6 +29,7 @@ from typing import TypeVar
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
+from .database import BUSY_TIMEOUT, Database
 from .folders import WalkState, abs_path, probe
 from .record import (
     FileRecord,
@@ -43,18 +41,12 @@ from .record import (
 )
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
-from .schema import SCHEMA_VERSION, recreate
+from .schema import recreate
 from .termcolumns import TermColumns
 from .walk import FolderWalk, PendingWalk, start_walk
 
-STATE_DIR = ".kiwi/state"
-INDEX_FILE = "index.db"
-BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's write lock
 ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
 BATCH = 1000
-# Pages of 16 KiB instead of SQLite's 4 KiB: rows of ~0.5-1 KB (file rows, compressed texts)
-# waste a part of a row at the end of every page, 7 % of the index at 4 KiB, 1 % at 16 KiB.
-PAGE_SIZE = 16384
 
 Progress = Callable[[int, int], None]
 T = TypeVar("T")
@@ -62,44 +54,6 @@ T = TypeVar("T")
 CONTENT_CHUNK = 500  # keys per lookup when comparing records with their rows
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
 RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
-
-
-class IndexUnavailable(Exception):
-    """The index cannot live in this root (read-only, no ``.kiwi/state``): use the plain scan."""
-
-
-_DAMAGE_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
-_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
-
-
-def _primary_code(exc: sqlite3.Error) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code & 0xFF if isinstance(code, int) else None
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """Another connection held a lock longer than the busy timeout: wait or retry, never reset."""
-    code = _primary_code(exc)
-    if code is not None:
-        return code in _BUSY_CODES
-    return "database is locked" in str(exc) or "database table is locked" in str(exc)
-
-
-def is_damage(exc: sqlite3.Error) -> bool:
-    """A damaged or foreign database (rebuild it), not a busy one or a bad query (don't).
-
-    A busy database, a full disk or a bad query says nothing about the file: throwing the
-    index away then would cost a full rebuild and, for a busy one, pull it from under the
-    process holding it.
-    """
-    if is_busy(exc) or not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    if _primary_code(exc) in _DAMAGE_CODES:
-        return True
-    if not isinstance(exc, sqlite3.OperationalError):
-        return True
-    text = str(exc)
-    return "no such table" in text or "no such column" in text
 
 
 @dataclass(frozen=True)
@@ -120,142 +74,24 @@ class ReconcileStats:
         }
 
 
-class Index:
-    """The index database of one root. Thread-safe; close it when done."""
+class Index(Database):
+    """The index database of one root, its rows kept equal to the files: stored by path (the
+    write pipeline's hook, the watcher), by a reconcile's walk, or all at once (a rebuild).
+    Thread-safe; close it when done."""
 
     def __init__(
         self, root: Path, path: Path | None = None, busy_timeout: float = BUSY_TIMEOUT
     ) -> None:
-        self.root = Path(root)
+        super().__init__(root, path, busy_timeout)
         self.real_root = os.path.realpath(self.root)  # what every read is checked against
-        self.path = Path(path) if path is not None else self.root / STATE_DIR / INDEX_FILE
-        self.busy_timeout = busy_timeout
-        self._lock = threading.RLock()
-        self._pool: list[sqlite3.Connection] = []
-        self._all_readers: list[sqlite3.Connection] = []
-        self._pool_lock = threading.Lock()
-        self.generation = 0  # bumped by every commit made through this object
-        # bumped only when a file's content (its blob id) or presence may have changed: not by
-        # the side tables (timeline, vectors, check cache), folder digests, or a racy row read
-        # again with the same content; work derived from the rows knows when to run again
-        self.rows_generation = 0
         self.columns = TermColumns()  # keyword search's in-memory word counts
         self._echo: dict[str, str] = {}
-        self._writer = self._open_writer()
-        self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
 
-    # -- connections ------------------------------------------------------------------------
+    def _forget(self) -> None:
+        self._echo.clear()
+        self.columns.clear()  # a new file: its row ids mean other documents
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        return conn
-
-    def _open_writer(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise IndexUnavailable(f"cannot create {self.path.parent}: {exc}") from exc
-        if not os.access(self.path.parent, os.W_OK):
-            raise IndexUnavailable(f"{self.path.parent} is not writable")
-        try:
-            return self._prepare()
-        except sqlite3.DatabaseError as exc:
-            if is_busy(exc):
-                raise  # the file is fine and in use: the caller waits or reports it
-            if not is_damage(exc):
-                raise IndexUnavailable(f"cannot open {self.path}: {exc}") from exc
-            self._remove_files()
-            try:
-                return self._prepare()
-            except sqlite3.DatabaseError as again:
-                if is_busy(again):
-                    raise
-                raise IndexUnavailable(f"cannot open {self.path}: {again}") from again
-
-    def _prepare(self) -> sqlite3.Connection:
-        """Open the writer; a database of another schema version is deleted and made afresh."""
-        conn = self._connect()
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                conn.close()
-                self._remove_files()
-                conn = self._connect()
-                version = 0
-            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only a new, empty file takes it
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if version == 0:
-                recreate(conn)
-            conn.execute("SELECT count(*) FROM files").fetchone()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _remove_files(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(str(self.path) + suffix)
-
-    @contextlib.contextmanager
-    def reader(self) -> Iterator[sqlite3.Connection]:
-        """Borrow a read connection (WAL readers never wait for the writer)."""
-        with self._pool_lock:
-            conn = self._pool.pop() if self._pool else None
-        if conn is None:
-            conn = self._connect()
-            conn.execute("PRAGMA query_only = 1")
-            with self._pool_lock:
-                self._all_readers.append(conn)
-        try:
-            yield conn
-        finally:
-            with self._pool_lock:
-                self._pool.append(conn)
-
-    def close(self) -> None:
-        with self._lock, self._pool_lock:
-            for conn in self._all_readers:
-                conn.close()
-            self._all_readers.clear()
-            self._pool.clear()
-            self._writer.close()
-            self._finalizer.detach()
-
-    def reset(self) -> None:
-        """Throw the database away and start empty (a corrupt file found while running)."""
-        with self._lock:
-            self._echo.clear()
-            self.close()
-            self._remove_files()
-            self.columns.clear()  # a new file: its row ids mean other documents
-            self.generation += 1
-            self.rows_generation += 1
-            self._writer = self._open_writer()
-            self._finalizer = weakref.finalize(self, _close_all, self._all_readers, [self._writer])
-
-    # -- writing ----------------------------------------------------------------------------
-
-    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """A write transaction on the writer connection (for tables kept beside the file rows:
-        it moves :attr:`generation`, not :attr:`rows_generation`)."""
-        return self._transaction(rows=False)
-
-    @contextlib.contextmanager
-    def _transaction(self, rows: bool = True) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-            self.generation += 1
-            self.rows_generation += rows
+    # -- storing rows -----------------------------------------------------------------------
 
     def apply(self, records: Iterable[FileRecord], removed: Iterable[bytes] = ()) -> None:
         """Store ``records`` and drop the rows of ``removed`` keys in one transaction."""
@@ -557,25 +393,6 @@ class Index:
             return blob_id(read_all(fd, st.st_size)) == etag
         except OSError:
             return False
-
-    def size_bytes(self) -> int:
-        """Bytes on disk of the database and its WAL."""
-        total = 0
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                total += os.stat(str(self.path) + suffix).st_size
-        return total
-
-    def checkpoint(self) -> None:
-        with self._lock:
-            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-def _close_all(*groups: list[sqlite3.Connection]) -> None:
-    """Close connections of an index nobody closed (garbage-collected ``Knowledge``)."""
-    for group in groups:
-        for conn in group:
-            conn.close()
 
 
 def _content_moved(

@@ -11,8 +11,9 @@ The policy in one place:
   a periodic reconcile catches what events miss.
 * An SQLite error that shows real damage (a corrupt or foreign file, missing tables) resets the
   index, fills it again from the files and retries once. A busy database is never reset: each
-  statement waits for the other connection's lock (:data:`~kiwifs.index.db.BUSY_TIMEOUT`), then
-  the call fails with :class:`~kiwifs.errors.Busy` and the index is left as it was.
+  statement waits for the other connection's lock
+  (:data:`~kiwifs.index.database.BUSY_TIMEOUT`), then the call fails with
+  :class:`~kiwifs.errors.Busy` and the index is left as it was.
 
 The answers themselves are methods the keeper inherits: the memory answers from
 :mod:`kiwifs.index.answers`, search, ``/meta`` and the vector searches from
@@ -35,17 +36,8 @@ from kiwifs.errors import Busy
 
 from . import checkcache
 from .answers import IndexAnswers
-from .db import (
-    BUSY_TIMEOUT,
-    INDEX_FILE,
-    STATE_DIR,
-    Index,
-    IndexUnavailable,
-    Progress,
-    ReconcileStats,
-    is_busy,
-    is_damage,
-)
+from .database import BUSY_TIMEOUT, INDEX_FILE, STATE_DIR, IndexUnavailable, is_busy, is_damage
+from .db import Index, Progress, ReconcileStats
 from .lookups import IndexLookups
 from .vectorschema import disable as disable_vectors
 from .watcher import DEFAULT_PERIOD, Watcher
