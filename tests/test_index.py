@@ -583,11 +583,20 @@ def test_cli_search_reindex_and_no_index(make_root: Callable[..., Path]) -> None
     assert fast.output == slow.output
 
 
-def test_settled_files_are_not_read_again(kb: Knowledge) -> None:
+def racy_rows(kb: Knowledge) -> int:
+    with sqlite3.connect(kb.root / INDEX) as conn:
+        return int(conn.execute("SELECT count(*) FROM files WHERE sig IS NULL").fetchone()[0])
+
+
+def test_settled_files_are_not_read_again(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once a file is older than the racy window, only a changed signature makes it re-read."""
     kb.reconcile()
-    time.sleep(2.2)
+    assert racy_rows(kb) > 0  # the fixture's files were written just now
+    # a 0.1 s window, waited out for real (the 2 s one would cost the test 2 s)
+    monkeypatch.setattr(record, "RACY_NS", 100_000_000)
+    time.sleep(0.15)
     kb.reconcile()  # the racy rows get their signatures now
+    assert racy_rows(kb) == 0
     assert kb.reconcile().updated == 0
     target = kb.root / "episodes/b.md"
     data = target.read_bytes()
