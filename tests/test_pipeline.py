@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitrepo import commit_count, git
+from kiwifs import gitindex
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, NotFound, UsageError
 from kiwifs.events import Event
 from kiwifs.knowledge import Knowledge
@@ -511,12 +512,15 @@ def test_if_none_match_star_creates_a_missing_file(kb: Knowledge, root: Path) ->
     assert (root / "inm/new.md").read_text() == "fresh\n"
 
 
-def test_index_file_catches_up_after_a_users_git_held_its_lock(root: Path, kb: Knowledge) -> None:
+def test_index_file_catches_up_after_a_users_git_held_its_lock(
+    root: Path, kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A user's ``git status`` refreshes the index under ``index.lock``; a sync that meets the
     lock is tried again, not left until the next commit."""
+    monkeypatch.setattr(gitindex, "SYNC_DELAY", 0.2)  # the 1 s delay would cost the test 1.5 s
     lock = root / ".git" / "index.lock"
     lock.write_bytes(b"")  # the user's git holds the lock while kiwifs commits and syncs
     kb.write("locked.md", "# written while git held the lock\n", actor="tester")
-    time.sleep(1.5)  # past the sync delay: the first sync meets the lock
+    time.sleep(0.4)  # past the sync delay: the first sync meets the lock
     lock.unlink()
     assert_clean(root)  # caught up with no further commit
