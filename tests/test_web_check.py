@@ -233,7 +233,7 @@ def settle(kb: Knowledge, sub: Any) -> CheckState:
 def test_the_loop_checks_after_a_write_and_announces_it(root: Path) -> None:
     with Knowledge.open(root) as kb, kb.events.subscribe() as sub:
         kb.start_watching()
-        kb.start_checking()
+        kb.start_checking(quiet=0.2)  # the default quiet second, shortened
         assert settle(kb, sub).total == 6
         kb.write(
             "concepts/new.md",
