@@ -20,7 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from realserver import free_port
 
@@ -193,12 +195,9 @@ def number(tab: Tab, selector: str) -> int:
 
 def test_dashboard_numbers_equal_the_memory_report(server: Server, tab: Tab) -> None:
     tab.page.goto(server.base + "/")
-    out = subprocess.run(
-        [KIWIFS, "memory", "report", "--json", "--root", str(server.root)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # the command in process (its process is tested in test_cli.py)
+    out = CliRunner().invoke(cli, ["memory", "report", "--json", "--root", str(server.root)])
+    assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
     assert number(tab, "#episodic-count") == report["episodic_count"]
     assert number(tab, "#unmerged-count") == report["unmerged_count"]
