@@ -91,6 +91,42 @@ def _rewrite_test_modules_once(config: pytest.Config) -> None:
             return
 
 
+# The files that take longest (seconds of test time on the 2-core machine, docs/benchmarks.md),
+# longest first. xdist hands out whole files in the order collected; started last, one of these
+# ran alone at the end while the other worker sat idle.
+SLOWEST_FILES = (
+    "test_web_browser.py",
+    "test_crash.py",
+    "test_mcp.py",
+    "test_rest.py",
+    "test_recall_interfaces.py",
+    "test_termcolumns.py",
+    "test_web_check.py",
+    "test_group_commit.py",
+    "test_scan.py",
+    "test_index_memory.py",
+    "test_pipeline.py",
+    "test_hostile_root.py",
+    "test_fuzz.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slowest files first, then the rest by their number of tests, most first (what
+    xdist's own reordering, turned off in pyproject.toml, did for all files): a short file is
+    what each worker ends on. Tests within a file keep their order."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+
+    def weight(item: pytest.Item) -> tuple[int, int]:
+        name = item.path.name
+        rank = SLOWEST_FILES.index(name) if name in SLOWEST_FILES else len(SLOWEST_FILES)
+        return rank, -counts[name]
+
+    items.sort(key=weight)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def isolated_git(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Point git (and every ``kiwifs`` subprocess) at an empty global config for the session."""
