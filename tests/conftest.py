@@ -91,23 +91,35 @@ def _rewrite_test_modules_once(config: pytest.Config) -> None:
             return
 
 
-# The files that take longest (seconds of test time on the 2-core machine, docs/benchmarks.md),
-# longest first. xdist hands out whole files in the order collected; started last, one of these
-# ran alone at the end while the other worker sat idle.
+# The files that take 2.5 s or more on the 2-core machine (docs/benchmarks.md), longest first.
+# xdist hands out whole files in the order collected; started last, one of these ran alone at
+# the end while the other worker sat idle. A file missing here only runs later.
 SLOWEST_FILES = (
     "test_web_browser.py",
     "test_crash.py",
     "test_mcp.py",
     "test_rest.py",
+    "test_web_check.py",
     "test_recall_interfaces.py",
     "test_termcolumns.py",
-    "test_web_check.py",
     "test_group_commit.py",
     "test_scan.py",
     "test_index_memory.py",
     "test_pipeline.py",
     "test_hostile_root.py",
+    "test_properties.py",
     "test_fuzz.py",
+    "test_worker.py",
+    "test_startup.py",
+    "test_rest_queue.py",
+    "test_cli.py",
+    "test_web_search.py",
+    "test_coverage_rule.py",
+    "test_vectors.py",
+    "test_forking.py",
+    "test_index.py",
+    "test_printed_json.py",
+    "test_overview.py",
 )
 
 
