@@ -91,6 +91,11 @@ VARIANTS = {
     "async-indexnow": ("async", {"KIWIFS_INDEX_WRITEBACK": "0"}),
     "group-wb10": ("group", {"KIWIFS_WRITEBACK_MS": "10"}),
     "async-wb10": ("async", {"KIWIFS_WRITEBACK_MS": "10"}),
+    "group-noreturn": ("group", {"KIWIFS_GROUP_RETURN_MS": "0"}),
+    "group-ret2": ("group", {"KIWIFS_GROUP_RETURN_MS": "2"}),
+    "group-ret8": ("group", {"KIWIFS_GROUP_RETURN_MS": "8"}),
+    "group-wait5": ("group", {"KIWIFS_GROUP_WAIT_MS": "5"}),
+    "group-wait10": ("group", {"KIWIFS_GROUP_WAIT_MS": "10"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"
@@ -445,6 +450,10 @@ def check(
         ok = ok and commits == expected
     else:
         print(f"commits: {commits} for {expected} writes (shared)")
+        for label, folder in (("1 client", "bench/one/"), (f"{clients} clients", "bench/many/")):
+            sizes = commit_sizes(root, commits, folder)
+            SHARING.setdefault(mode, {}).setdefault(folder, []).append(len(sizes))
+            print(f"writes per commit, {label}: {histogram(sizes)}")
     if missing:
         print(f"FAIL: {len(missing)} written paths are not in git log, e.g. {missing[:3]}")
         ok = False
@@ -464,6 +473,31 @@ def check(
     else:
         shutil.rmtree(tmp, ignore_errors=True)
     return ok, one, many
+
+
+SHARING: dict[str, dict[str, list[int]]] = {}  # mode: folder: commits of each run
+
+
+def commit_sizes(root: Path, commits: int, folder: str) -> list[int]:
+    """The writes (files under ``folder``) of each of the last ``commits`` commits that hold
+    any: how many writes shared a commit."""
+    log = git(root, "log", f"-{commits}", "--format=tformat:@", "--name-only")
+    sizes: list[int] = []
+    for entry in log.split("@\n"):
+        count = sum(1 for line in entry.splitlines() if line.startswith(folder))
+        if count:
+            sizes.append(count)
+    return sizes
+
+
+def histogram(sizes: list[int]) -> str:
+    """``writes: commits`` for each commit size, and the mean (the group commit's sharing)."""
+    counts: dict[int, int] = {}
+    for size in sizes:
+        counts[size] = counts.get(size, 0) + 1
+    bars = ", ".join(f"{size}: {counts[size]}" for size in sorted(counts))
+    mean = sum(sizes) / len(sizes) if sizes else 0.0
+    return f"{bars} (mean {mean:.2f} writes per commit, {len(sizes)} commits)"
 
 
 def written_paths(writes: int, clients: int) -> list[str]:
@@ -518,6 +552,9 @@ def main() -> int:
             f" ms); {args.clients} clients {med_n[0]:6.1f} writes/s (p50 {med_n[1]:.2f} ms, p99"
             f" {med_n[2]:.2f} ms){verdict}; server CPU {med1[3]:.2f} / {med_n[3]:.2f} ms/write"
         )
+        if shared := SHARING.get(mode, {}).get("bench/many/"):
+            per_commit = args.writes / statistics.median(shared)
+            print(f"{'':<10} {args.clients} clients: {per_commit:.2f} writes per commit (median)")
     return 0 if ok else 1
 
 
