@@ -17,8 +17,12 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
 - ``async``: ``serve --async-commit``: a write returns once on disk and journaled;
 - ``group-strict`` and ``per-write-late`` separate the two changes: group commit with the
   fsyncs under the lock, and per-write commits with the file fsynced outside it;
-  ``group-nowait``: group commit without the 2 ms wait for writers on their way
+  ``group-nowait``: group commit without the wait for writers on their way
   (``KIWIFS_GROUP_WAIT_MS=0``);
+- ``group-before``: the group commit's waits before 05:20 UTC on 2026-12-01 (2 ms for writers
+  waiting for the lock, none for the writers the last commit released:
+  ``KIWIFS_GROUP_WAIT_MS=2 KIWIFS_GROUP_RETURN_MS=0``); ``group-noreturn``, ``group-wait2``,
+  ``group-wait10``: one of the two waits changed (the default: 5 ms and 4 ms);
 - ``group-inproc`` / ``async-inproc``: commits made in the server's process
   (``KIWIFS_COMMIT_PROCESS=0``) instead of its commit process; ``group-serial`` /
   ``async-serial``: a write's folder fsynced after its file, each writer its own
@@ -69,19 +73,19 @@ from urllib.parse import urlencode
 import httpx
 
 MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
-    "per-write": ("--sync-commit", "0", "strict", "2", "1"),
-    "group": ("--sync-commit", "1", "", "2", "1"),
-    "async-strict": ("--async-commit", "1", "strict", "2", "1"),
-    "async": ("--async-commit", "1", "", "2", "1"),
-    "group-strict": ("--sync-commit", "1", "strict", "2", "1"),
-    "per-write-late": ("--sync-commit", "0", "", "2", "1"),
+    "per-write": ("--sync-commit", "0", "strict", "5", "1"),
+    "group": ("--sync-commit", "1", "", "5", "1"),
+    "async-strict": ("--async-commit", "1", "strict", "5", "1"),
+    "async": ("--async-commit", "1", "", "5", "1"),
+    "group-strict": ("--sync-commit", "1", "strict", "5", "1"),
+    "per-write-late": ("--sync-commit", "0", "", "5", "1"),
     "group-nowait": ("--sync-commit", "1", "", "0", "1"),
-    "group-inproc": ("--sync-commit", "1", "", "2", "0"),
-    "async-inproc": ("--async-commit", "1", "", "2", "0"),
-    "group-serial": ("--sync-commit", "1", "serial", "2", "1"),
-    "async-serial": ("--async-commit", "1", "serial", "2", "1"),
-    "group-main": ("--sync-commit", "1", "serial", "2", "0"),
-    "async-main": ("--async-commit", "1", "serial", "2", "0"),
+    "group-inproc": ("--sync-commit", "1", "", "5", "0"),
+    "async-inproc": ("--async-commit", "1", "", "5", "0"),
+    "group-serial": ("--sync-commit", "1", "serial", "5", "1"),
+    "async-serial": ("--async-commit", "1", "serial", "5", "1"),
+    "group-main": ("--sync-commit", "1", "serial", "5", "0"),
+    "async-main": ("--async-commit", "1", "serial", "5", "0"),
 }
 # more modes: a mode of MODES with more of the environment set
 VARIANTS = {
@@ -91,10 +95,9 @@ VARIANTS = {
     "async-indexnow": ("async", {"KIWIFS_INDEX_WRITEBACK": "0"}),
     "group-wb10": ("group", {"KIWIFS_WRITEBACK_MS": "10"}),
     "async-wb10": ("async", {"KIWIFS_WRITEBACK_MS": "10"}),
+    "group-before": ("group", {"KIWIFS_GROUP_WAIT_MS": "2", "KIWIFS_GROUP_RETURN_MS": "0"}),
     "group-noreturn": ("group", {"KIWIFS_GROUP_RETURN_MS": "0"}),
-    "group-ret2": ("group", {"KIWIFS_GROUP_RETURN_MS": "2"}),
-    "group-ret8": ("group", {"KIWIFS_GROUP_RETURN_MS": "8"}),
-    "group-wait5": ("group", {"KIWIFS_GROUP_WAIT_MS": "5"}),
+    "group-wait2": ("group", {"KIWIFS_GROUP_WAIT_MS": "2"}),
     "group-wait10": ("group", {"KIWIFS_GROUP_WAIT_MS": "10"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
@@ -252,6 +255,35 @@ def process_cpu(pid: int) -> float:
     return total + sum(process_cpu(child) for child in children)
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid`` (``/proc/PID/task``); {} where there is none."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            out[int(task)] = (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def thread_split(pid: int, before: dict[int, float], writes: int) -> str:
+    """The server's own threads' CPU per write in a run: the event loop (the main thread),
+    the busiest others, and their sum (what one interpreter lock serialises)."""
+    after = thread_cpu(pid)
+    used = {tid: cpu - before.get(tid, 0.0) for tid, cpu in after.items()}
+    loop = used.pop(pid, 0.0)
+    others = sorted(used.values(), reverse=True)
+    top = " ".join(f"{cpu / writes * 1000:.2f}" for cpu in others[:6])
+    total = (loop + sum(others)) / writes * 1000
+    return (
+        f"server threads {total:.2f} ms/write: event loop {loop / writes * 1000:.2f},"
+        f" busiest others {top}"
+    )
+
+
 def run_clients(
     base: str, per_client: list[list[str]], run_id: str, label: str, client: str, server: int
 ) -> tuple[Figures, int]:
@@ -260,6 +292,7 @@ def run_clients(
     latencies: list[float] = []
     failures = 0
     cpu0 = process_cpu(server)
+    threads0 = thread_cpu(server)
     t0 = time.perf_counter()
     if client == "raw":
         port = int(base.rsplit(":", 1)[1])
@@ -296,6 +329,7 @@ def run_clients(
     writes = sum(len(p) for p in per_client)
     figures = report(label, writes, elapsed, latencies, process_cpu(server) - cpu0)
     print(f"{'':<12} clients' own CPU {client_cpu / writes * 1000:.2f} ms/write ({client})")
+    print(f"{'':<12} {thread_split(server, threads0, writes)}")
     return figures, failures
 
 

@@ -9,7 +9,12 @@ operations (at most ``max_paths`` paths), so every commit still has one author:
 - **Synchronous (the default): group commit.** ``window`` is 0: the thread commits as soon as it
   is free, taking every operation queued meanwhile. Each writer waits (:meth:`Committer.wait`,
   its lock released) until a commit holding its operation is made, or an attempt at it failed.
-  One writer alone gets its own commit; concurrent writers share them.
+  One writer alone gets its own commit; concurrent writers share them. Before it starts, a
+  commit waits a moment for the writers it can expect: those waiting for the write lock
+  (:data:`GROUP_WAIT`), and those the last commit released, until each has announced its next
+  write (:data:`GROUP_RETURN`). A lone writer is never held: the commit it waits for released
+  only itself, and it is back once it submits. Four writers then share 3.4 writes per commit
+  instead of 1.8 (see docs/benchmarks.md).
 - **Asynchronous** (``kiwifs serve --async-commit``, or ``[versioning] async_commit = true``):
   a write returns once it is on disk and named in the crash journal, and the thread commits
   after ``window`` seconds, at ``max_paths`` paths, or as soon as the actor changes, as KiwiFS
@@ -45,9 +50,13 @@ MAX_RETRY_DELAY = 5.0
 FAILURES_BEFORE_ERROR = 3  # failed attempts in a row before waiters are told (~0.2 s)
 FLUSH_TIMEOUT = 60.0  # seconds a flush waits for commits that neither succeed nor fail
 CLOSE_TIMEOUT = 30.0
-# seconds a group commit waits for operations announced but not submitted yet;
+# seconds a group commit waits for operations announced (waiting for the write lock) but not
+# submitted yet: four writers pass the lock one by one in 3-5 ms on a busy server;
 # KIWIFS_GROUP_WAIT_MS=0 turns the wait off (the benchmark's A/B switch)
-GROUP_WAIT = float(os.environ.get("KIWIFS_GROUP_WAIT_MS", "2")) / 1000
+GROUP_WAIT = float(os.environ.get("KIWIFS_GROUP_WAIT_MS", "5")) / 1000
+# seconds a group commit waits for the writers the last commit released to announce their next
+# write (a client's answer and its next request); KIWIFS_GROUP_RETURN_MS=0 turns it off
+GROUP_RETURN = float(os.environ.get("KIWIFS_GROUP_RETURN_MS", "4")) / 1000
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,7 @@ class Committer:
         self._failures = 0  # failed attempts in a row
         self._error: str | None = None
         self._coming = 0  # operations announced, not submitted yet (group commit waits)
+        self._returning = 0  # writers the last group commit released, not announced again
         self._submitted = 0  # operations ever submitted (the last ticket's seq)
         self._committed = 0  # operations ever committed: always a prefix of the submitted
         self._failed_attempts = 0  # failed attempts ever
@@ -143,6 +153,7 @@ class Committer:
         start waits for it a moment (:data:`GROUP_WAIT`) rather than leaving it to the next."""
         with self._cond:
             self._coming += 1
+            self._returning = max(self._returning - 1, 0)
 
     def withdraw(self) -> None:
         """An announced operation will submit nothing (it failed, or wrote nothing)."""
@@ -286,6 +297,8 @@ class Committer:
                 self._in_flight = 0
                 self._attempts += 1
                 self._committed += len(batch)
+                if not self.window:  # group commit: its writers are likely to write again
+                    self._returning = len(batch)
                 self._failures, self._error = 0, None
                 drained = self._idling = not self._queue
                 self._cond.notify_all()  # the writers waiting on this commit go on at once
@@ -302,10 +315,22 @@ class Committer:
                 if self._stopping:
                     return None
                 self._cond.wait()
-            deadline = time.monotonic() + (self.window or max(GROUP_WAIT, 0.0))
+            now = time.monotonic()
+            deadline = now + (self.window or max(GROUP_WAIT, 0.0))
+            if not self.window and self._returning:
+                # a writer back by then announces itself, and gets GROUP_WAIT to submit
+                back_by = now + max(GROUP_RETURN, 0.0)
+                deadline = back_by + max(GROUP_WAIT, 0.0)
+            else:
+                back_by = now
             while not (self._stopping or self._flushers or self._full()):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (not self.window and not self._coming):
+                now = time.monotonic()
+                if now >= back_by:
+                    self._returning = 0  # not back in time: gone, or doing something else
+                if not self.window and not self._coming and not self._returning:
+                    break
+                remaining = (deadline if self.window or self._coming else back_by) - now
+                if remaining <= 0:
                     break
                 self._cond.wait(remaining)
             batch = [self._queue.popleft()]
