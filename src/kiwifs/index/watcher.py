@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kiwifs.config import env_switch
+from kiwifs.storage import list_folder
 
 if TYPE_CHECKING:
     import watchfiles
@@ -165,15 +166,18 @@ class Watcher:
         return None
 
     def _folders(self) -> list[str]:
-        """The root and every folder under it to watch: not hidden, not a symbolic link (the
-        index keeps no file under either)."""
-        root = os.fspath(self.root)
-        folders = [root]
-        for top, names, _files in os.walk(root):
-            names[:] = [
-                n for n in names if not n.startswith(".") and not os.path.islink(f"{top}/{n}")
-            ]
-            folders.extend(f"{top}/{n}" for n in names)
+        """The root and every folder under it that the walk enters (:func:`list_folder`'s rule:
+        not hidden, not a symbolic link), so the watches cover what the index keeps. A folder
+        that cannot be listed is watched but not entered."""
+        folders: list[str] = []
+        todo = [os.fspath(self.root)]
+        while todo:
+            folder = todo.pop()
+            folders.append(folder)
+            try:
+                todo.extend(f"{folder}/{name}" for name in list_folder(folder).folders)
+            except OSError:
+                continue
         return folders
 
     def _folder_event(self, path: str) -> bool:
