@@ -38,7 +38,6 @@ from .filters import RecallFilter
 from .record import py_text
 from .termcolumns import PHRASE, TermColumns
 
-DEFAULT_LIMIT = SEARCH_LIMIT
 MAX_LIMIT = 200
 SNIPPET_BYTES = 160
 _SYNTAX_CHARS = set('"()*^:')
@@ -86,7 +85,7 @@ class SearchResults:
 
 def check_limits(limit: int | None, offset: int | None) -> tuple[int, int]:
     """Limit defaults to 50 and is capped at 200; otherwise the paging rule of every list."""
-    lim = DEFAULT_LIMIT if limit is None else limit
+    lim = SEARCH_LIMIT if limit is None else limit
     _, off = check_paging(lim, offset)
     return min(lim, MAX_LIMIT), off
 
@@ -151,7 +150,7 @@ def recency_window(limit: int, offset: int) -> int:
 def search(
     conn: sqlite3.Connection,
     query: str,
-    limit: int | None = DEFAULT_LIMIT,
+    limit: int | None = SEARCH_LIMIT,
     offset: int = 0,
     path_prefix: str | None = None,
     where: RecallFilter | None = None,

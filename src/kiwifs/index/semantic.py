@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
     from .embedders import Matrix
 
-DEFAULT_TOP_K = SEMANTIC_TOP_K
 MAX_TOP_K = 200
 EXACT = True  # pages near the cut scored again row by row (see exact_scores); False: not
 TIES_BY_RANK = 1000  # more pages than this at or above the cut: ties ordered by path rank
@@ -66,7 +65,7 @@ class SemanticResults:
 
 
 def check_top_k(
-    limit: int | None, offset: int | None, default: int = DEFAULT_TOP_K
+    limit: int | None, offset: int | None, default: int = SEMANTIC_TOP_K
 ) -> tuple[int, int]:
     """``limit`` defaults to ``default`` and is capped at 200; negatives are usage errors."""
     lim, off = check_limits(default if limit is None else limit, offset)

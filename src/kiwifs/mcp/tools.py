@@ -21,13 +21,14 @@ from pydantic import Field
 from kiwifs.errors import PayloadTooLarge, UsageError
 from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.limits import (
+    BRIEF_BUDGET,
+    BRIEF_MAX_PAGES,
     MCP_HYBRID_LIMIT,
     MCP_META_LIMIT,
     MCP_SEARCH_LIMIT,
     MCP_SEMANTIC_LIMIT,
     TREE_DEPTH,
 )
-from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from kiwifs.memory.render import (
@@ -506,9 +507,9 @@ class Tools:
         query: Annotated[str, Field(description="What the agent needs context about.")],
         budget_tokens: Annotated[
             int, Field(description="Token budget of the pack (1 token ~ 4 characters).")
-        ] = DEFAULT_BUDGET,
+        ] = BRIEF_BUDGET,
         max_pages: Annotated[int, Field(description="At most this many pages (1-100).")] = (
-            DEFAULT_MAX_PAGES
+            BRIEF_MAX_PAGES
         ),
         path_prefix: PathPrefix = None,
         scope: Scope = None,

@@ -24,11 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kiwifs.errors import UsageError
-from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES
 
 CHARS_PER_TOKEN = 4
-DEFAULT_BUDGET = BRIEF_BUDGET
-DEFAULT_MAX_PAGES = BRIEF_MAX_PAGES
 MAX_PAGES = 100
 EXTRA_CANDIDATES = 50  # matches looked at beyond max_pages, so the manifest shows what was near
 

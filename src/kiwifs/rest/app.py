@@ -20,9 +20,8 @@ from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
-from kiwifs.index.search import DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT
 from kiwifs.knowledge import Knowledge, utc_http_date
-from kiwifs.memory.brief import DEFAULT_BUDGET, DEFAULT_MAX_PAGES
+from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.memory.queue import Released
 from kiwifs.preconditions import etag_list
 from kiwifs.requests import (
@@ -357,7 +356,7 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/search", responses=errors(400))
     async def search(
         q: str = Query(...),
-        limit: int = DEFAULT_SEARCH_LIMIT,
+        limit: int = SEARCH_LIMIT,
         offset: int = 0,
         path_prefix: str | None = None,
         pathPrefix: str | None = None,  # noqa: N803 - the name KiwiFS clients send
@@ -402,8 +401,8 @@ def _search_routes(api: APIRouter, kb: Knowledge) -> None:
     async def brief(
         q: str | None = None,
         query: str | None = None,
-        budget_tokens: int = DEFAULT_BUDGET,
-        max_pages: int = DEFAULT_MAX_PAGES,
+        budget_tokens: int = BRIEF_BUDGET,
+        max_pages: int = BRIEF_MAX_PAGES,
         path_prefix: str | None = None,
         pathPrefix: str | None = None,  # noqa: N803
         scope: str | None = None,
