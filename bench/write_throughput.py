@@ -33,7 +33,10 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
 - ``group-indexnow`` / ``async-indexnow``: each write's index rows updated inside the write,
   under the write lock (``KIWIFS_INDEX_WRITEBACK=0``, as before), instead of by the writeback
   thread in batches; ``group-wb10`` / ``async-wb10``: the writeback's round 10 ms after the
-  first path (``KIWIFS_WRITEBACK_MS=10``) instead of 50.
+  first path (``KIWIFS_WRITEBACK_MS=10``) instead of 50;
+- ``group-fixedrec`` / ``async-fixedrec``: the watcher's periodic reconcile every 5 s
+  (``KIWIFS_RECONCILE_MAX_S=5``, as before 2026-12-01 06:30 UTC) instead of backing off to 60 s
+  while it finds nothing the events missed.
 
 Before timing, each server finishes starting (``/readyz``, 20 writes, its CPU quiet); each run
 prints the server's CPU per write (``serve`` and its commit process, from ``/proc``), the
@@ -99,6 +102,8 @@ VARIANTS = {
     "group-noreturn": ("group", {"KIWIFS_GROUP_RETURN_MS": "0"}),
     "group-wait2": ("group", {"KIWIFS_GROUP_WAIT_MS": "2"}),
     "group-wait10": ("group", {"KIWIFS_GROUP_WAIT_MS": "10"}),
+    "group-fixedrec": ("group", {"KIWIFS_RECONCILE_MAX_S": "5"}),
+    "async-fixedrec": ("async", {"KIWIFS_RECONCILE_MAX_S": "5"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"

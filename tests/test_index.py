@@ -425,6 +425,25 @@ def test_reconcile_compares_only_the_folders_that_moved(kb: Knowledge) -> None:
     assert moved_folders(kb) == []
 
 
+def test_a_reconcile_counts_the_changes_no_event_can_still_be_on_its_way_for(
+    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``missed`` (what tells the watcher its events are lost) counts old-enough changes and
+    removals, not a file written a moment ago, nor a racy row read again unchanged."""
+    kb.reconcile()
+    (kb.root / "notes/fresh.md").write_text("just written\n")
+    assert kb.reconcile().missed == 0  # its event may still be coming
+    assert paths(kb.search("written")) == ["notes/fresh.md"]
+    assert kb.reconcile().missed == 0  # its racy row read again: the same content
+    monkeypatch.setattr(record, "RACY_NS", 0)  # every stat old enough to trust from here
+    assert kb.reconcile().missed == 0
+    (kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
+    (kb.root / "other/n4.md").unlink()
+    stats = kb.reconcile()
+    assert (stats.updated, stats.removed, stats.missed) == (1, 1, 2)
+    assert kb.reconcile().missed == 0
+
+
 @pytest.mark.usefixtures("settled")
 def test_same_size_edit_with_its_old_mtime_is_seen(kb: Knowledge) -> None:
     kb.reconcile()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kiwifs.index import watcher as watching_module
+from kiwifs.index.db import ReconcileStats
 from kiwifs.index.watcher import Watcher
 from waiting import wait_for
 
@@ -78,3 +80,38 @@ def test_the_folders_watched_leave_out_hidden_ones_and_links(tmp_path: Path) -> 
     watcher = Watcher(tmp_path, lambda rels: None, lambda: None)
     folders = sorted(os.path.relpath(f, tmp_path) for f in watcher._folders())
     assert folders == [".", "a", "a/b"]
+
+
+def test_the_periodic_reconcile_waits_longer_while_the_events_miss_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watching_module, "MAX_PERIOD", 0.4)
+    missed = [0]
+    reconciles: list[float] = []
+
+    def reconcile() -> ReconcileStats:
+        reconciles.append(watcher.interval)
+        return ReconcileStats(0, 0, 0, 0.0, missed=missed[0])
+
+    watcher = Watcher(tmp_path, lambda rels: None, reconcile, period=0.05)
+    watcher.start()
+    try:
+        assert watcher.wait_ready()
+        assert wait_for(lambda: watcher.interval == 0.4)  # 0.05, 0.1, 0.2, then the cap
+        assert reconciles[1:4] == [0.05, 0.1, 0.2]  # the first is the start's own
+        missed[0] = 3  # a reconcile found changes whose events were lost: back to the period
+        assert wait_for(lambda: watcher.interval == 0.05)
+    finally:
+        watcher.stop()
+
+
+def test_a_reconcile_that_cannot_tell_keeps_the_period(tmp_path: Path) -> None:
+    seen = Recorder()  # answers nothing: as good as a failed reconcile
+    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=0.05)
+    watcher.start()
+    try:
+        assert watcher.wait_ready()
+        assert wait_for(lambda: seen.reconciles >= 4)
+        assert watcher.interval == 0.05
+    finally:
+        watcher.stop()

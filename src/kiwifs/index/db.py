@@ -32,7 +32,7 @@ from .folders import WalkState
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .schema import recreate
-from .store import RowStore, content_moved
+from .store import RowStore, content_changes
 from .walk import FolderWalk, PendingWalk, start_walk
 
 BATCH = 1000
@@ -46,12 +46,15 @@ RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
 
 @dataclass(frozen=True)
 class ReconcileStats:
-    """What a reconcile found: files (re)indexed, rows removed, files walked, seconds taken."""
+    """What a reconcile found: files (re)indexed, rows removed, files walked, seconds taken,
+    and ``missed``: the changes no event could still have been on its way for (see
+    :meth:`Index.reconcile`), which tell a watcher whether its events are being lost."""
 
     updated: int
     removed: int
     files: int
     seconds: float
+    missed: int = 0
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -97,6 +100,11 @@ class Index(RowStore):
         Only the folders whose digest differs from the one stored at their last reconcile have
         their rows compared; a folder whose rows changed since (a write, the watcher) has no
         stored digest, and neither has a folder holding a record too recent to trust.
+
+        Its :attr:`ReconcileStats.missed` counts the rows removed and the files whose new
+        content was found here although it is old enough to trust (its stat is outside the
+        racy window): a change that recent may still have its event on the way to a watcher,
+        an older one had its event lost.
         """
         return self._apply_walk(self._start_walk(), progress)
 
@@ -143,15 +151,18 @@ class Index(RowStore):
         sigs = walked.state.sigs
         changed = [k for k, s in sigs.items() if known.get(k) != s]
         removed = [k for k in known if k not in sigs]
+        missed = len(removed)
         if removed:
             self.apply((), removed)
         if changed:
             changed.sort()
             if known or expected or not self._bulk_into_empty(changed, walked.state, progress):
-                self._fill(changed, walked.state, progress, full=len(changed) > FULL_COVER_UPDATE)
+                full = len(changed) > FULL_COVER_UPDATE
+                missed += self._fill(changed, walked.state, progress, full=full)
         if walked.changed or gone:
             self._store_digests(walked, gone)
-        return ReconcileStats(len(changed), len(removed), walked.files, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        return ReconcileStats(len(changed), len(removed), walked.files, seconds, missed)
 
     def _bulk_into_empty(
         self, keys: list[bytes], walked: WalkState, progress: Progress | None
@@ -205,11 +216,15 @@ class Index(RowStore):
         progress: Progress | None,
         full: bool,
         fresh: bool = False,
-    ) -> None:
+    ) -> int:
         """Read and store ``keys`` in batches; ``full`` recomputes all coverage at the end and
-        ``fresh`` says the tables are empty (a rebuild), so no old rows need clearing."""
+        ``fresh`` says the tables are empty (a rebuild), so no old rows need clearing.
+
+        Returns how many rows went or took new content although their file's stat is old
+        enough to trust (:attr:`ReconcileStats.missed`; 0 when ``fresh``)."""
         total = len(keys)
         done = 0
+        missed = 0
         for start in range(0, total, BATCH):
             chunk = keys[start : start + BATCH]
             records = [self._record(k, walked.errors.get(k)) for k in chunk]
@@ -217,9 +232,12 @@ class Index(RowStore):
             self._forget_echoes(records, bool(gone))
             with self._transaction(rows=False) as conn:
                 kept = [r for r in records if r is not None]
+                moved = fresh
                 if not fresh:
                     kept, gone = self._settled(kept, gone)
-                moved = fresh or content_moved(conn, kept, gone)
+                    news = list(content_changes(conn, kept))
+                    moved = bool(gone or news)
+                    missed += len(gone) + sum(r.sig is not None for r in news)
                 touched = Touched(full=full)
                 for key in gone:
                     delete_row(conn, key, touched)
@@ -234,3 +252,4 @@ class Index(RowStore):
         if full:
             with self._transaction() as conn:
                 conn.execute(COVER_SQL)
+        return missed

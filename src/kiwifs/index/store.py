@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kiwifs.paths import open_regular, read_all
@@ -185,13 +185,17 @@ def content_moved(
     """False when every record holds the content its row already holds and nothing goes: a
     racy row read again once it is old enough to trust changes no answer derived from the rows
     (see :attr:`~kiwifs.index.database.Database.rows_generation`)."""
-    if removed:
-        return True
+    return bool(removed) or next(content_changes(conn, records), None) is not None
+
+
+def content_changes(
+    conn: sqlite3.Connection, records: Sequence[FileRecord]
+) -> Iterator[FileRecord]:
+    """The records whose content their row does not hold yet (a new file, or new bytes),
+    looked up a chunk at a time, so that stopping at the first one costs one query."""
     for start in range(0, len(records), CONTENT_CHUNK):
         chunk = records[start : start + CONTENT_CHUNK]
         marks = ",".join("?" * len(chunk))
         sql = f"SELECT key, etag FROM files WHERE key IN ({marks})"
         stored = dict(conn.execute(sql, [r.key for r in chunk]))
-        if any(not r.etag or stored.get(r.key) != r.etag for r in chunk):
-            return True
-    return False
+        yield from (r for r in chunk if not r.etag or stored.get(r.key) != r.etag)

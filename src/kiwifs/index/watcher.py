@@ -5,6 +5,14 @@ Agents also write with ``cat`` and ``echo``. A background thread listens to ``wa
 to files one by one (a folder moved or deleted) triggers a full reconcile. Events can be lost
 (overflowing queues, network filesystems), so a reconcile also runs every ``period`` seconds.
 
+While the events keep the index current, a periodic reconcile finds nothing they had not
+already told: each such reconcile doubles the wait before the next, up to :data:`MAX_PERIOD`,
+and one that finds a change whose event was lost (:attr:`ReconcileStats.missed`) brings the
+wait back to ``period``. Walking a 100k-file root every 5 s kept an idle server at ~7 % of a
+core; the lost event a longer wait could leave unseen is seen within a minute (measured in
+docs/benchmarks.md; ``KIWIFS_RECONCILE_MAX_S`` sets the cap, ``5`` keeps the fixed period).
+Without events (the watcher could not start or died) the period stays fixed.
+
 Only the visible folders are watched, each on its own (not the root recursively): the server's
 own ``.git`` and ``.kiwi`` take dozens of writes per write of a page (git's objects, refs and
 logs, the index database's WAL), each an event the inotify thread reads and the loop then drops
@@ -33,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_PERIOD = 5.0
+# the longest wait between periodic reconciles while the events miss nothing (seconds)
+MAX_PERIOD = float(os.environ.get("KIWIFS_RECONCILE_MAX_S", "60"))
 TICK_MS = 250
 LISTEN_ATTEMPTS = 3  # a folder may go between the walk and its watch: walk again
 
@@ -52,6 +62,7 @@ class Watcher:
         self._refresh = refresh
         self._reconcile = reconcile
         self.period = period
+        self.interval = period  # the wait before the next periodic reconcile
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # a reconcile succeeded: the index is current
@@ -109,8 +120,8 @@ class Watcher:
                     continue
                 if wanted:
                     self._safely(functools.partial(self._on_changes, wanted))
-                if time.monotonic() - last >= self.period:
-                    self._reconciled()
+                if time.monotonic() - last >= self.interval:
+                    self.interval = self._next_interval(self._reconciled())
                     last = time.monotonic()
         except Exception:  # the watcher dies; the periodic loop below keeps the index right
             log.exception("file watcher failed; falling back to periodic reconcile")
@@ -119,10 +130,25 @@ class Watcher:
             while not self._stop.wait(self.period):
                 self._reconciled()
 
-    def _reconciled(self) -> None:
-        """Reconcile; the index is current (``ready``) from the first one that succeeds."""
-        if self._safely(self._reconcile):
-            self.ready.set()
+    def _reconciled(self) -> bool:
+        """Reconcile; the index is current (``ready``) from the first one that succeeds.
+
+        True when it found changes whose events were lost, or failed (or cannot tell)."""
+        try:
+            stats = self._reconcile()
+        except Exception:
+            log.exception("index update failed")
+            return True
+        self.ready.set()
+        missed = getattr(stats, "missed", None)
+        return not isinstance(missed, int) or missed > 0
+
+    def _next_interval(self, missed: bool) -> float:
+        """The wait after a periodic reconcile: back to ``period`` when it found what the events
+        missed, else twice the last one, up to :data:`MAX_PERIOD`."""
+        if missed:
+            return self.period
+        return max(self.period, min(self.interval * 2, MAX_PERIOD))
 
     def _listen(self) -> Generator[set[tuple[watchfiles.Change, str]], None, None] | None:
         """File events from here on, or ``None`` when they cannot be had (periodic only).
