@@ -58,6 +58,21 @@ def pytest_configure(config: pytest.Config) -> None:
     _rewrite_test_modules_once(config)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """What ``-n auto`` means here: one worker more than the CPUs this process may use.
+
+    Many tests spend part of their time waiting for another process (a real server starting, a
+    killed one restarting, Chromium, a git or ``kiwifs`` command); with one worker per CPU such
+    a wait left its core idle. On the 2-core machine the suite took 90 s with 2 workers, 74–80 s
+    with 3 and 80 s with 4 (docs/benchmarks.md).
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return cpus + 1
+
+
 def _rewrite_test_modules_once(config: pytest.Config) -> None:
     """Write pytest's assert-rewritten byte-code of every test module once, before the xdist
     workers start, so that each worker loads it instead of rewriting all ~60 modules itself
