@@ -524,3 +524,41 @@ def test_index_file_catches_up_after_a_users_git_held_its_lock(
     time.sleep(0.4)  # past the sync delay: the first sync meets the lock
     lock.unlink()
     assert_clean(root)  # caught up with no further commit
+
+
+def test_kiwifs_state_is_ignored_in_a_repository_a_user_made(tmp_path: Path) -> None:
+    """A root that is a git repository without kiwifs's .gitignore (``git init`` by hand):
+    the index database and journals kiwifs adds never show in ``git status``."""
+    root = tmp_path / "kb"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes/a.md").write_text("alpha\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "mine")
+    with Knowledge.open(root) as kb:
+        kb.write("notes/b.md", "beta\n")
+        assert kb.search("beta").results
+    assert (root / ".kiwi/state/index.db").is_file()
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert ".kiwi/state/" in (root / ".git/info/exclude").read_text().splitlines()
+    with Knowledge.open(root):  # the entries are added once
+        pass
+    assert (root / ".git/info/exclude").read_text().count(".kiwi/state/") == 1
+
+
+def test_adopting_a_root_commits_its_files_and_none_of_kiwifs_own(tmp_path: Path) -> None:
+    """The first ``serve`` on a root that is no repository yet commits what is there, not the
+    server lock or the state kiwifs made before it (as an older version did)."""
+    root = tmp_path / "kb"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes/a.md").write_text("alpha\n")
+    (root / ".kiwi/state").mkdir(parents=True)
+    (root / ".kiwi/state/write.lock").write_text("")
+    (root / ".kiwi/server.lock").write_text("4242\n")
+    (root / "notes/.kiwi-write-x").write_text("half\n")
+    with Knowledge.open(root) as kb:
+        kb.ensure_versioned()
+        kb.write("notes/b.md", "beta\n")
+    tracked = git(root, "ls-files").split()
+    assert tracked == [".gitattributes", "notes/a.md", "notes/b.md"]
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""

@@ -98,6 +98,8 @@ class Knowledge:
         self.storage = Storage(self.root)
         git = Git(self.root)
         self.git: Git | None = git if git.is_repo() else None
+        if self.git is not None:
+            self.git.exclude_own_files()  # a repository made without kiwifs ignores them too
         self.events = EventBus()
         self.indexing = IndexKeeper(self.root, self.config.search.vector)
         self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)

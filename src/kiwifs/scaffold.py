@@ -15,12 +15,10 @@ from pathlib import Path
 from .config import CONFIG_RELPATH
 from .errors import UsageError
 from .provenance import LIBRARY_ACTOR
-from .serverlock import SERVER_LOCK
 from .storage import Storage
-from .versioning import Git
+from .versioning import Git, missing_ignores
 
 TEMPLATES = ("knowledge", "blank")
-IGNORED = (".kiwi/state/", SERVER_LOCK, ".kiwi-write-*")
 
 
 @dataclass(frozen=True)
@@ -82,8 +80,7 @@ def _ensure_gitignore(root: Path) -> bool:
         path.write_bytes((resources.files("kiwifs") / "templates" / "gitignore").read_bytes())
         return True
     text = path.read_text(encoding="utf-8", errors="replace")
-    present = {line.strip().rstrip("/") for line in text.splitlines()}
-    missing = [entry for entry in IGNORED if entry.rstrip("/") not in present]
+    missing = missing_ignores(text)
     if not missing:
         return False
     separator = "" if text.endswith("\n") or not text else "\n"

@@ -30,8 +30,13 @@ from . import reflock
 from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .paths import NotRegularFile, open_regular, read_all
+from .serverlock import SERVER_LOCK
 
 EMAIL = "kiwifs@internal"
+# kiwifs's own files in a root, never part of its history: the index and the journals (rebuilt
+# or replayed from the files), the server lock, an interrupted write's temporary file
+IGNORED = (".kiwi/state/", SERVER_LOCK, ".kiwi-write-*")
+EXCLUDE_FILE = Path(".git") / "info" / "exclude"
 
 if TYPE_CHECKING:
     import pygit2
@@ -87,9 +92,29 @@ class Git:
             load_pygit2().init_repository(str(self.root), initial_head="main")
         repo = self.repo
         repo.config["core.autocrlf"] = "false"
+        self.exclude_own_files()
         attributes = self.root / ".gitattributes"
         if not attributes.exists():
             attributes.write_text("* -text\n")
+
+    def exclude_own_files(self) -> None:
+        """Have git ignore kiwifs's own files (:data:`IGNORED`) through the repository's
+        ``info/exclude``, which is no part of history: in a repository a user made with ``git
+        init`` (no kiwifs ``.gitignore``), or one kiwifs adopts, the index database is then
+        never listed by ``git status`` or taken by ``git add -A``, nor committed by the
+        adopting commit. Best effort: a ``.git`` that is a file or read-only is left alone."""
+        path = self.root / EXCLUDE_FILE
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+            missing = missing_ignores(text)
+            if not missing:
+                return
+            path.parent.mkdir(exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(("\n" if text and not text.endswith("\n") else "") + "\n".join(missing))
+                fh.write("\n")
+        except OSError:
+            return
 
     def adopt(self, actor: str, message: Callable[[int], str]) -> str | None:
         """Make the root a repository holding the files already there, in one commit whose
@@ -338,3 +363,10 @@ def _mode_of(path: Path) -> int:
     if st.st_mode & stat.S_IXUSR:
         return MODE_EXECUTABLE
     return MODE_BLOB
+
+
+def missing_ignores(text: str) -> list[str]:
+    """The entries of :data:`IGNORED` that the ignore file ``text`` lacks (a trailing ``/``
+    aside), in order."""
+    present = {line.strip().rstrip("/") for line in text.splitlines()}
+    return [entry for entry in IGNORED if entry.rstrip("/") not in present]
