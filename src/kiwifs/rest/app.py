@@ -69,7 +69,7 @@ from .openapi import (
     success,
 )
 from .probes import Probes
-from .recall import recall_routes
+from .routes.recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
 _BINARY = "application/octet-stream"

@@ -18,9 +18,8 @@ from fastapi import APIRouter, Request
 
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-
-from .http import read_json, run
-from .openapi import errors, json_body_schema, query
+from kiwifs.rest.http import read_json, run
+from kiwifs.rest.openapi import errors, json_body_schema, query
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
