@@ -21,7 +21,6 @@ from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge, utc_http_date
-from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.memory.queue import Released
 from kiwifs.preconditions import etag_list
 from kiwifs.requests import (
@@ -132,7 +131,6 @@ def create_app(
     )
     _file_routes(api, kb)
     _tree_and_history_routes(api, kb)
-    _search_routes(api, kb)
     recall_routes(api, kb)
     _memory_routes(api, kb)
     _claim_routes(api, kb)
@@ -346,81 +344,6 @@ def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
             ],
             "last_seq": items[0].seq if items else (since or ""),
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# search and meta (answered by the index)
-
-
-def _search_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/search", responses=errors(400))
-    async def search(
-        q: str = Query(...),
-        limit: int = SEARCH_LIMIT,
-        offset: int = 0,
-        path_prefix: str | None = None,
-        pathPrefix: str | None = None,  # noqa: N803 - the name KiwiFS clients send
-        scope: str | None = None,
-        recency_weight: float | None = None,
-        modified_after: str | None = None,
-        modifiedAfter: str | None = None,  # noqa: N803
-        include_superseded: bool = False,
-    ) -> dict[str, Any]:
-        if not q.strip():
-            raise UsageError("q is required")
-        result = await run(
-            kb.search,
-            q,
-            limit,
-            offset,
-            path_prefix or pathPrefix,
-            scope=scope,
-            recency_weight=recency_weight,
-            modified_after=modified_after or modifiedAfter,
-            include_superseded=include_superseded,
-        )
-        return result.to_json()
-
-    @api.get("/meta", responses=errors(400))
-    async def meta(
-        where: list[str] = Query(default=[]),
-        or_: list[str] = Query(default=[], alias="or"),
-        sort: str | None = None,
-        order: str = Query("asc", json_schema_extra={"enum": ["asc", "desc"]}),
-        limit: int = 50,
-        offset: int = 0,
-        path: list[str] = Query(default=[]),
-        include_superseded: bool = False,
-    ) -> dict[str, Any]:
-        result = await run(
-            kb.meta, where, or_, sort, order, limit, offset, path or None, include_superseded
-        )
-        return result.to_json()
-
-    @api.get("/brief", responses=errors(400))
-    async def brief(
-        q: str | None = None,
-        query: str | None = None,
-        budget_tokens: int = BRIEF_BUDGET,
-        max_pages: int = BRIEF_MAX_PAGES,
-        path_prefix: str | None = None,
-        pathPrefix: str | None = None,  # noqa: N803
-        scope: str | None = None,
-        include_superseded: bool = False,
-    ) -> dict[str, Any]:
-        text = q if q is not None else query
-        if text is None or not text.strip():
-            raise UsageError("q is required")
-        result = await run(
-            kb.brief,
-            text,
-            budget_tokens,
-            max_pages,
-            path_prefix or pathPrefix,
-            scope,
-            include_superseded,
-        )
-        return result.to_json()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
-"""The REST routes of semantic and hybrid search, with KiwiFS's parameter names.
+"""The REST routes of recall: keyword search, frontmatter queries, the brief, and semantic and
+hybrid search, with KiwiFS's parameter names.
 
+``GET /api/kiwi/search`` (FTS5), ``GET /api/kiwi/meta`` (frontmatter filters) and
+``GET /api/kiwi/brief`` (a context pack within a token budget) take typed query parameters.
 ``GET|POST /api/kiwi/search/semantic`` takes ``q`` or ``query``, ``topK`` (default 10),
 ``offset``, ``modifiedAfter`` (or ``modified_after``) and ours: ``scope``, ``path_prefix`` (or
 ``pathPrefix``), ``threshold``, ``include_superseded``; POST takes the same names in a JSON
@@ -14,10 +17,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
+from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.rest.http import read_json, run
 from kiwifs.rest.openapi import errors, json_body_schema, query
 
@@ -44,6 +48,86 @@ _SEMANTIC_BODY = json_body_schema(
 
 
 def recall_routes(api: APIRouter, kb: Knowledge) -> None:
+    _keyword_routes(api, kb)
+    _vector_routes(api, kb)
+
+
+def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
+    """Keyword search, frontmatter queries and the brief, answered by the index."""
+
+    @api.get("/search", responses=errors(400))
+    async def search(
+        q: str = Query(...),
+        limit: int = SEARCH_LIMIT,
+        offset: int = 0,
+        path_prefix: str | None = None,
+        pathPrefix: str | None = None,  # noqa: N803 - the name KiwiFS clients send
+        scope: str | None = None,
+        recency_weight: float | None = None,
+        modified_after: str | None = None,
+        modifiedAfter: str | None = None,  # noqa: N803
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        if not q.strip():
+            raise UsageError("q is required")
+        result = await run(
+            kb.search,
+            q,
+            limit,
+            offset,
+            path_prefix or pathPrefix,
+            scope=scope,
+            recency_weight=recency_weight,
+            modified_after=modified_after or modifiedAfter,
+            include_superseded=include_superseded,
+        )
+        return result.to_json()
+
+    @api.get("/meta", responses=errors(400))
+    async def meta(
+        where: list[str] = Query(default=[]),
+        or_: list[str] = Query(default=[], alias="or"),
+        sort: str | None = None,
+        order: str = Query("asc", json_schema_extra={"enum": ["asc", "desc"]}),
+        limit: int = 50,
+        offset: int = 0,
+        path: list[str] = Query(default=[]),
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        result = await run(
+            kb.meta, where, or_, sort, order, limit, offset, path or None, include_superseded
+        )
+        return result.to_json()
+
+    @api.get("/brief", responses=errors(400))
+    async def brief(
+        q: str | None = None,
+        query: str | None = None,
+        budget_tokens: int = BRIEF_BUDGET,
+        max_pages: int = BRIEF_MAX_PAGES,
+        path_prefix: str | None = None,
+        pathPrefix: str | None = None,  # noqa: N803
+        scope: str | None = None,
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        text = q if q is not None else query
+        if text is None or not text.strip():
+            raise UsageError("q is required")
+        result = await run(
+            kb.brief,
+            text,
+            budget_tokens,
+            max_pages,
+            path_prefix or pathPrefix,
+            scope,
+            include_superseded,
+        )
+        return result.to_json()
+
+
+def _vector_routes(api: APIRouter, kb: Knowledge) -> None:
+    """Semantic and hybrid search: the vector side, with its own lenient parameter parser."""
+
     @api.get("/search/semantic", responses=errors(400), openapi_extra={"parameters": _SEMANTIC})
     async def semantic_get(request: Request) -> dict[str, Any]:
         return await _semantic(kb, request.query_params)
