@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -20,23 +19,19 @@ from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
-from kiwifs.knowledge import Knowledge, utc_http_date
+from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import Released
-from kiwifs.preconditions import etag_list
 from kiwifs.requests import (
-    BulkRequest,
     ClaimRequest,
     ForgetRequest,
     MemoryClaimRequest,
     MemoryReleaseRequest,
     MergeRequest,
     RememberRequest,
-    RenameRequest,
     RestoreRequest,
 )
 
 from .http import (
-    MAX_FILE_BYTES,
     BrowserGuard,
     KiwiJSONResponse,
     actor_of,
@@ -47,7 +42,6 @@ from .http import (
     install_error_handlers,
     optional_int,
     quoted,
-    read_body,
     read_model,
     run,
 )
@@ -56,22 +50,19 @@ from .openapi import (
     API_PREFIX,
     HEALTH_RESPONSES,
     IF_MATCH,
-    IF_NONE_MATCH,
     PROBE_RESPONSES,
     PROVENANCE,
     errors,
     extra,
-    header,
     install_openapi,
     json_body,
-    raw_body,
     success,
 )
 from .probes import Probes
+from .routes.files import file_routes
 from .routes.recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
-_BINARY = "application/octet-stream"
 
 
 def create_app(
@@ -129,8 +120,8 @@ def create_app(
         responses=errors(401, 403, 500, 503),
         default_response_class=KiwiJSONResponse,
     )
-    _file_routes(api, kb)
-    _tree_and_history_routes(api, kb)
+    file_routes(api, kb)
+    _history_routes(api, kb)
     recall_routes(api, kb)
     _memory_routes(api, kb)
     _claim_routes(api, kb)
@@ -170,140 +161,10 @@ def _health_routes(app: FastAPI, probes: Probes) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# files
+# history
 
 
-def _file_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get(
-        "/file",
-        responses={
-            **success("text/markdown", "application/octet-stream", "application/json"),
-            304: {"description": "Not modified (`If-None-Match` / `If-Modified-Since`)."},
-            **errors(400, 404),
-        },
-        openapi_extra=extra(
-            header("If-None-Match", "304 when it is `*` or lists the current ETag."),
-            header("If-Modified-Since", "304 when the file is not newer."),
-        ),
-    )
-    async def get_file(
-        request: Request, path: str = Query(...), metadata_only: bool = False
-    ) -> Response:
-        doc = await run(kb.read, path)
-        headers = {
-            "ETag": quoted(doc.etag),
-            "Last-Modified": utc_http_date(doc.mtime),
-            "Cache-Control": "no-cache",
-        }
-        if _not_modified(request, doc.etag, doc.mtime):
-            return Response(status_code=304, headers=headers)
-        if metadata_only:
-            fm = await run(kb.frontmatter, path)
-            return KiwiJSONResponse(fm, headers=headers)
-        media = "text/markdown; charset=utf-8" if doc.path.endswith(".md") else _BINARY
-        return Response(doc.content, media_type=media, headers=headers)
-
-    @api.put(
-        "/file",
-        responses=errors(400, 409, 413),
-        openapi_extra=extra(
-            ACTOR, IF_MATCH, IF_NONE_MATCH, PROVENANCE, body=raw_body("The file's new content.")
-        ),
-    )
-    async def put_file(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
-        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
-        result = await run(
-            kb.write,
-            path,
-            body,
-            actor=actor_of(request),
-            if_match=request.headers.get("if-match"),
-            provenance=request.headers.get("x-provenance"),
-            if_none_match=request.headers.get("if-none-match"),
-        )
-        return KiwiJSONResponse(
-            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
-        )
-
-    @api.delete("/file", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR, IF_MATCH))
-    async def delete_file(request: Request, path: str = Query(...)) -> dict[str, str]:
-        rel = await run(
-            kb.delete, path, actor=actor_of(request), if_match=request.headers.get("if-match")
-        )
-        return {"deleted": rel}
-
-    @api.post(
-        "/file/append",
-        responses=errors(400, 409, 413),
-        openapi_extra=extra(ACTOR, IF_MATCH, body=raw_body("The text to append.")),
-    )
-    async def append_file(
-        request: Request, path: str = Query(...), separator: str = "\n"
-    ) -> KiwiJSONResponse:
-        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
-        result = await run(
-            kb.append,
-            path,
-            body,
-            actor=actor_of(request),
-            separator=separator,
-            if_match=request.headers.get("if-match"),
-        )
-        return KiwiJSONResponse(
-            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
-        )
-
-    @api.post(
-        "/bulk",
-        responses=errors(400, 413),
-        openapi_extra=extra(ACTOR, PROVENANCE, body=json_body(BulkRequest)),
-    )
-    async def bulk(request: Request) -> dict[str, Any]:
-        body = await read_model(request, BulkRequest)
-        results = await run(
-            kb.bulk_write,
-            [(f.path, f.content) for f in body.files],
-            actor=body_actor(request, body.actor),
-            provenance=request.headers.get("x-provenance"),
-            message=body.message or None,
-        )
-        return {"count": len(results), "files": [{"path": r.path, "etag": r.etag} for r in results]}
-
-    @api.post(
-        "/rename",
-        responses=errors(400, 404, 409, 413),
-        openapi_extra=extra(ACTOR, body=json_body(RenameRequest)),
-    )
-    async def rename(request: Request) -> dict[str, str]:
-        body = await read_model(request, RenameRequest)
-        result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
-        return {"from": body.from_, "to": result.path, "etag": result.etag}
-
-
-def _not_modified(request: Request, etag: str, mtime: float) -> bool:
-    inm = request.headers.get("if-none-match")
-    if inm is not None:
-        tags = etag_list(inm)
-        return "*" in tags or etag in tags
-    ims = request.headers.get("if-modified-since")
-    if ims:
-        try:
-            since = parsedate_to_datetime(ims).timestamp()
-        except (TypeError, ValueError):
-            return False
-        return int(mtime) <= since
-    return False
-
-
-# ---------------------------------------------------------------------------------------------
-# tree and history
-
-
-def _tree_and_history_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/tree", responses=errors(400, 404))
-    async def tree(path: str = "/") -> dict[str, Any]:
-        node = await run(kb.tree, path)
-        return node.to_json()
+def _history_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.get("/versions", responses=errors(400))
     async def versions(path: str = Query(...)) -> dict[str, Any]:

@@ -1,0 +1,168 @@
+"""The REST routes of files and folders: read (conditional GET), write, append, delete, bulk
+write and rename under ``/api/kiwi/file``, ``/bulk`` and ``/rename``; the folder tree at
+``/api/kiwi/tree``. Writes answer the new ETag, reads honour ``If-None-Match`` and
+``If-Modified-Since``.
+"""
+
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from kiwifs.knowledge import Knowledge, utc_http_date
+from kiwifs.preconditions import etag_list
+from kiwifs.requests import BulkRequest, RenameRequest
+from kiwifs.rest.http import (
+    MAX_FILE_BYTES,
+    KiwiJSONResponse,
+    actor_of,
+    body_actor,
+    quoted,
+    read_body,
+    read_model,
+    run,
+)
+from kiwifs.rest.openapi import (
+    ACTOR,
+    IF_MATCH,
+    IF_NONE_MATCH,
+    PROVENANCE,
+    errors,
+    extra,
+    header,
+    json_body,
+    raw_body,
+    success,
+)
+
+_BINARY = "application/octet-stream"
+
+
+def file_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get(
+        "/file",
+        responses={
+            **success("text/markdown", "application/octet-stream", "application/json"),
+            304: {"description": "Not modified (`If-None-Match` / `If-Modified-Since`)."},
+            **errors(400, 404),
+        },
+        openapi_extra=extra(
+            header("If-None-Match", "304 when it is `*` or lists the current ETag."),
+            header("If-Modified-Since", "304 when the file is not newer."),
+        ),
+    )
+    async def get_file(
+        request: Request, path: str = Query(...), metadata_only: bool = False
+    ) -> Response:
+        doc = await run(kb.read, path)
+        headers = {
+            "ETag": quoted(doc.etag),
+            "Last-Modified": utc_http_date(doc.mtime),
+            "Cache-Control": "no-cache",
+        }
+        if _not_modified(request, doc.etag, doc.mtime):
+            return Response(status_code=304, headers=headers)
+        if metadata_only:
+            fm = await run(kb.frontmatter, path)
+            return KiwiJSONResponse(fm, headers=headers)
+        media = "text/markdown; charset=utf-8" if doc.path.endswith(".md") else _BINARY
+        return Response(doc.content, media_type=media, headers=headers)
+
+    @api.put(
+        "/file",
+        responses=errors(400, 409, 413),
+        openapi_extra=extra(
+            ACTOR, IF_MATCH, IF_NONE_MATCH, PROVENANCE, body=raw_body("The file's new content.")
+        ),
+    )
+    async def put_file(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
+        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
+        result = await run(
+            kb.write,
+            path,
+            body,
+            actor=actor_of(request),
+            if_match=request.headers.get("if-match"),
+            provenance=request.headers.get("x-provenance"),
+            if_none_match=request.headers.get("if-none-match"),
+        )
+        return KiwiJSONResponse(
+            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
+        )
+
+    @api.delete("/file", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR, IF_MATCH))
+    async def delete_file(request: Request, path: str = Query(...)) -> dict[str, str]:
+        rel = await run(
+            kb.delete, path, actor=actor_of(request), if_match=request.headers.get("if-match")
+        )
+        return {"deleted": rel}
+
+    @api.post(
+        "/file/append",
+        responses=errors(400, 409, 413),
+        openapi_extra=extra(ACTOR, IF_MATCH, body=raw_body("The text to append.")),
+    )
+    async def append_file(
+        request: Request, path: str = Query(...), separator: str = "\n"
+    ) -> KiwiJSONResponse:
+        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
+        result = await run(
+            kb.append,
+            path,
+            body,
+            actor=actor_of(request),
+            separator=separator,
+            if_match=request.headers.get("if-match"),
+        )
+        return KiwiJSONResponse(
+            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
+        )
+
+    @api.post(
+        "/bulk",
+        responses=errors(400, 413),
+        openapi_extra=extra(ACTOR, PROVENANCE, body=json_body(BulkRequest)),
+    )
+    async def bulk(request: Request) -> dict[str, Any]:
+        body = await read_model(request, BulkRequest)
+        results = await run(
+            kb.bulk_write,
+            [(f.path, f.content) for f in body.files],
+            actor=body_actor(request, body.actor),
+            provenance=request.headers.get("x-provenance"),
+            message=body.message or None,
+        )
+        return {"count": len(results), "files": [{"path": r.path, "etag": r.etag} for r in results]}
+
+    @api.post(
+        "/rename",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, body=json_body(RenameRequest)),
+    )
+    async def rename(request: Request) -> dict[str, str]:
+        body = await read_model(request, RenameRequest)
+        result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
+        return {"from": body.from_, "to": result.path, "etag": result.etag}
+
+    @api.get("/tree", responses=errors(400, 404))
+    async def tree(path: str = "/") -> dict[str, Any]:
+        node = await run(kb.tree, path)
+        return node.to_json()
+
+
+def _not_modified(request: Request, etag: str, mtime: float) -> bool:
+    inm = request.headers.get("if-none-match")
+    if inm is not None:
+        tags = etag_list(inm)
+        return "*" in tags or etag in tags
+    ims = request.headers.get("if-modified-since")
+    if ims:
+        try:
+            since = parsedate_to_datetime(ims).timestamp()
+        except (TypeError, ValueError):
+            return False
+        return int(mtime) <= since
+    return False
