@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
@@ -60,6 +60,7 @@ from .openapi import (
 )
 from .probes import Probes
 from .routes.files import file_routes
+from .routes.history import history_routes
 from .routes.recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
@@ -121,7 +122,7 @@ def create_app(
         default_response_class=KiwiJSONResponse,
     )
     file_routes(api, kb)
-    _history_routes(api, kb)
+    history_routes(api, kb)
     recall_routes(api, kb)
     _memory_routes(api, kb)
     _claim_routes(api, kb)
@@ -158,53 +159,6 @@ def _health_routes(app: FastAPI, probes: Probes) -> None:
         """Ready: the root is there and the index has caught up with it (503 until then)."""
         status, body = await run(probes.ready)
         return KiwiJSONResponse(body, status_code=status)
-
-
-# ---------------------------------------------------------------------------------------------
-# history
-
-
-def _history_routes(api: APIRouter, kb: Knowledge) -> None:
-
-    @api.get("/versions", responses=errors(400))
-    async def versions(path: str = Query(...)) -> dict[str, Any]:
-        items = await run(kb.versions, path)
-        return {
-            "path": path.lstrip("/"),
-            "versions": [
-                {"hash": v.hash, "date": v.date, "author": v.author, "message": v.message}
-                for v in items
-            ],
-        }
-
-    @api.get("/version", responses={**success("text/markdown"), **errors(400, 404)})
-    async def version(path: str = Query(...), version: str = Query(...)) -> Response:
-        data = await run(kb.version, path, version)
-        return Response(data, media_type="text/markdown; charset=utf-8")
-
-    @api.get("/diff", responses={**success("text/plain"), **errors(400, 404)})
-    async def diff(
-        path: str = Query(...), from_: str = Query(..., alias="from"), to: str = Query(...)
-    ) -> PlainTextResponse:
-        text = await run(kb.diff, path, from_, to)
-        return PlainTextResponse(text)
-
-    @api.get("/changes", responses=errors(400))
-    async def changes(since: str | None = None, limit: str | None = None) -> dict[str, Any]:
-        items = await run(kb.changes, since or None, optional_int("limit", limit))
-        return {
-            "changes": [
-                {
-                    "seq": c.seq,
-                    "path": c.path,
-                    "action": c.action,
-                    "actor": c.actor,
-                    "timestamp": c.timestamp,
-                }
-                for c in items
-            ],
-            "last_seq": items[0].seq if items else (since or ""),
-        }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,56 @@
+"""The REST routes of history: a file's versions, one version, a diff between two, and the
+changes feed of the whole root (``/api/kiwi/versions``, ``/version``, ``/diff``, ``/changes``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse, Response
+
+from kiwifs.knowledge import Knowledge
+from kiwifs.rest.http import optional_int, run
+from kiwifs.rest.openapi import errors, success
+
+
+def history_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.get("/versions", responses=errors(400))
+    async def versions(path: str = Query(...)) -> dict[str, Any]:
+        items = await run(kb.versions, path)
+        return {
+            "path": path.lstrip("/"),
+            "versions": [
+                {"hash": v.hash, "date": v.date, "author": v.author, "message": v.message}
+                for v in items
+            ],
+        }
+
+    @api.get("/version", responses={**success("text/markdown"), **errors(400, 404)})
+    async def version(path: str = Query(...), version: str = Query(...)) -> Response:
+        data = await run(kb.version, path, version)
+        return Response(data, media_type="text/markdown; charset=utf-8")
+
+    @api.get("/diff", responses={**success("text/plain"), **errors(400, 404)})
+    async def diff(
+        path: str = Query(...), from_: str = Query(..., alias="from"), to: str = Query(...)
+    ) -> PlainTextResponse:
+        text = await run(kb.diff, path, from_, to)
+        return PlainTextResponse(text)
+
+    @api.get("/changes", responses=errors(400))
+    async def changes(since: str | None = None, limit: str | None = None) -> dict[str, Any]:
+        items = await run(kb.changes, since or None, optional_int("limit", limit))
+        return {
+            "changes": [
+                {
+                    "seq": c.seq,
+                    "path": c.path,
+                    "action": c.action,
+                    "actor": c.actor,
+                    "timestamp": c.timestamp,
+                }
+                for c in items
+            ],
+            "last_seq": items[0].seq if items else (since or ""),
+        }
