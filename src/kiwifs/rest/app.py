@@ -17,18 +17,10 @@ from fastapi.responses import StreamingResponse
 
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
-from kiwifs.errors import UsageError
 from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory.queue import Released
 from kiwifs.requests import (
     ClaimRequest,
-    ForgetRequest,
-    MemoryClaimRequest,
-    MemoryReleaseRequest,
-    MergeRequest,
-    RememberRequest,
-    RestoreRequest,
 )
 
 from .http import (
@@ -36,12 +28,9 @@ from .http import (
     KiwiJSONResponse,
     actor_of,
     auth_dependency,
-    body_actor,
     description_dependency,
     event_stream,
     install_error_handlers,
-    optional_int,
-    quoted,
     read_model,
     run,
 )
@@ -49,9 +38,7 @@ from .openapi import (
     ACTOR,
     API_PREFIX,
     HEALTH_RESPONSES,
-    IF_MATCH,
     PROBE_RESPONSES,
-    PROVENANCE,
     errors,
     extra,
     install_openapi,
@@ -61,6 +48,7 @@ from .openapi import (
 from .probes import Probes
 from .routes.files import file_routes
 from .routes.history import history_routes
+from .routes.memory import memory_routes
 from .routes.recall import recall_routes
 
 log = logging.getLogger("kiwifs.rest")
@@ -124,7 +112,7 @@ def create_app(
     file_routes(api, kb)
     history_routes(api, kb)
     recall_routes(api, kb)
-    _memory_routes(api, kb)
+    memory_routes(api, kb)
     _claim_routes(api, kb)
     _event_routes(api, kb)
     # The router's routes are complete (prefix, key check, responses): added as they are. FastAPI's
@@ -159,147 +147,6 @@ def _health_routes(app: FastAPI, probes: Probes) -> None:
         """Ready: the root is there and the index has caught up with it (503 until then)."""
         status, body = await run(probes.ready)
         return KiwiJSONResponse(body, status_code=status)
-
-
-# ---------------------------------------------------------------------------------------------
-# memory
-
-
-def _memory_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/memory/report", responses=errors(400))
-    async def memory_report(
-        episodes_prefix: str | None = None, limit: str | None = None, offset: str | None = None
-    ) -> KiwiJSONResponse:
-        # an empty value (``?limit=&offset=``) means "not given", like an empty prefix
-        report = await run(
-            kb.memory_report,
-            episodes_prefix or None,
-            optional_int("limit", limit),
-            optional_int("offset", offset) or 0,
-        )
-        return KiwiJSONResponse(report.to_json())
-
-    @api.post(
-        "/memory/merge",
-        responses=errors(400, 409, 413),
-        openapi_extra=extra(ACTOR, IF_MATCH, body=json_body(MergeRequest)),
-    )
-    async def memory_merge(request: Request) -> KiwiJSONResponse:
-        body = await read_model(request, MergeRequest)
-        result = await run(
-            kb.merge,
-            body.path,
-            body.merge_entries(),
-            actor=actor_of(request),
-            if_match=request.headers.get("if-match"),
-            worker=body.worker,
-        )
-        payload = {
-            "path": result.path,
-            "etag": result.etag,
-            "created": result.created,
-            "added": [e.to_yaml_fields() for e in result.added],
-        }
-        return KiwiJSONResponse(payload, headers={"ETag": quoted(result.etag)})
-
-    @api.post(
-        "/memory/remember",
-        status_code=201,
-        responses=errors(400, 409, 413),
-        openapi_extra=extra(ACTOR, PROVENANCE, body=json_body(RememberRequest)),
-    )
-    async def memory_remember(request: Request) -> KiwiJSONResponse:
-        body = await read_model(request, RememberRequest)
-        result = await run(
-            kb.remember,
-            body.content,
-            episode_id=body.episode_id,
-            scope=body.scope,
-            tags=body.tags,
-            actor=body_actor(request, body.actor),
-            provenance=body.provenance or request.headers.get("x-provenance"),
-            title=body.title,
-        )
-        payload = {"path": result.path, "episode_id": result.episode_id, "etag": result.etag}
-        return KiwiJSONResponse(payload, status_code=201, headers={"ETag": quoted(result.etag)})
-
-    @api.post(
-        "/memory/forget",
-        responses=errors(400, 404, 409, 413),
-        openapi_extra=extra(ACTOR, IF_MATCH, body=json_body(ForgetRequest)),
-    )
-    async def memory_forget(request: Request) -> KiwiJSONResponse:
-        body = await read_model(request, ForgetRequest)
-        result = await run(
-            kb.forget,
-            body.path,
-            body.reason,
-            body.superseded_by,
-            actor=actor_of(request),
-            if_match=request.headers.get("if-match"),
-        )
-        return KiwiJSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
-
-    @api.post(
-        "/memory/restore",
-        responses=errors(400, 404, 409, 413),
-        openapi_extra=extra(ACTOR, IF_MATCH, body=json_body(RestoreRequest)),
-    )
-    async def memory_restore(request: Request) -> KiwiJSONResponse:
-        body = await read_model(request, RestoreRequest)
-        result = await run(
-            kb.restore,
-            body.path,
-            actor=actor_of(request),
-            if_match=request.headers.get("if-match"),
-        )
-        return KiwiJSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
-
-    @api.post(
-        "/memory/claim",
-        responses=errors(400, 413),
-        openapi_extra=extra(body=json_body(MemoryClaimRequest)),
-    )
-    async def memory_claim(request: Request) -> KiwiJSONResponse:
-        body = await read_model(request, MemoryClaimRequest)
-        batch = await run(
-            kb.claim_episodes,
-            body.worker,
-            body.limit,
-            body.lease,
-            body.episodes_prefix or None,
-            body.with_content,
-        )
-        return KiwiJSONResponse(batch.to_json())
-
-    @api.post(
-        "/memory/release",
-        responses=errors(400, 404, 409, 413),
-        openapi_extra=extra(body=json_body(MemoryReleaseRequest)),
-    )
-    async def memory_release(request: Request) -> dict[str, Any]:
-        body = await read_model(request, MemoryReleaseRequest)
-        released = await run(kb.release_episodes, body.worker, body.paths)
-        return Released.of(body.worker, released).to_json()
-
-    @api.get("/memory/check", responses=errors(400))
-    async def memory_check(episodes_prefix: str | None = None) -> KiwiJSONResponse:
-        check = await run(kb.memory_check, episodes_prefix or None)
-        return KiwiJSONResponse(check.to_json())
-
-    @api.get("/memory/lineage", responses=errors(400, 404))
-    async def memory_lineage(
-        path: str | None = None,
-        episode_id: str | None = None,
-        episodes_prefix: str | None = None,
-    ) -> KiwiJSONResponse:
-        if (path is None) == (episode_id is None):
-            raise UsageError("give either path or episode_id")
-        if path is not None:
-            lineage = await run(kb.lineage, path, episodes_prefix or None)
-        else:
-            lineage = await run(kb.episode_lineage, episode_id, episodes_prefix or None)
-        return KiwiJSONResponse(lineage.to_json())
 
 
 # ---------------------------------------------------------------------------------------------
