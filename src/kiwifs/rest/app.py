@@ -10,42 +10,34 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
 from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge
-from kiwifs.requests import (
-    ClaimRequest,
-)
 
 from .http import (
     BrowserGuard,
     KiwiJSONResponse,
-    actor_of,
     auth_dependency,
     description_dependency,
     event_stream,
     install_error_handlers,
-    read_model,
     run,
 )
 from .openapi import (
-    ACTOR,
     API_PREFIX,
     HEALTH_RESPONSES,
     PROBE_RESPONSES,
     errors,
-    extra,
     install_openapi,
-    json_body,
     success,
 )
 from .probes import Probes
+from .routes.claims import claim_routes
 from .routes.files import file_routes
 from .routes.history import history_routes
 from .routes.memory import memory_routes
@@ -113,7 +105,7 @@ def create_app(
     history_routes(api, kb)
     recall_routes(api, kb)
     memory_routes(api, kb)
-    _claim_routes(api, kb)
+    claim_routes(api, kb)
     _event_routes(api, kb)
     # The router's routes are complete (prefix, key check, responses): added as they are. FastAPI's
     # include_router would build every route a second time on the app's first request (~50 ms).
@@ -147,36 +139,6 @@ def _health_routes(app: FastAPI, probes: Probes) -> None:
         """Ready: the root is there and the index has caught up with it (503 until then)."""
         status, body = await run(probes.ready)
         return KiwiJSONResponse(body, status_code=status)
-
-
-# ---------------------------------------------------------------------------------------------
-# generic claims (KiwiFS's)
-
-
-def _claim_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.post(
-        "/claim",
-        responses=errors(400, 404, 409, 413),
-        openapi_extra=extra(ACTOR, body=json_body(ClaimRequest)),
-    )
-    async def claim(request: Request) -> dict[str, str]:
-        body = await read_model(request, ClaimRequest)
-        holder = body.holder if body.holder and body.holder.strip() else actor_of(request)
-        made = await run(kb.claim, body.path, holder, body.lease_duration)
-        return made.to_json()
-
-    @api.delete("/claim", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR))
-    async def release(
-        request: Request, path: str = Query(...), holder: str | None = None
-    ) -> dict[str, str]:
-        who = holder if holder and holder.strip() else actor_of(request)
-        rel = await run(kb.release, path, who)
-        return {"released": rel, "holder": who.strip()}
-
-    @api.get("/claims")
-    async def claims() -> dict[str, Any]:
-        live = await run(kb.claims_list)
-        return {"claims": [c.to_json() for c in live]}
 
 
 # ---------------------------------------------------------------------------------------------

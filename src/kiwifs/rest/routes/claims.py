@@ -1,0 +1,41 @@
+"""The REST routes of KiwiFS's file claims: claim a task file (``POST /api/kiwi/claim``), release
+it (``DELETE``), list every live claim (``GET /api/kiwi/claims``, episodes' claims included).
+A claim without a holder is the request's actor's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from kiwifs.knowledge import Knowledge
+from kiwifs.requests import ClaimRequest
+from kiwifs.rest.http import actor_of, read_model, run
+from kiwifs.rest.openapi import ACTOR, errors, extra, json_body
+
+
+def claim_routes(api: APIRouter, kb: Knowledge) -> None:
+    @api.post(
+        "/claim",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, body=json_body(ClaimRequest)),
+    )
+    async def claim(request: Request) -> dict[str, str]:
+        body = await read_model(request, ClaimRequest)
+        holder = body.holder if body.holder and body.holder.strip() else actor_of(request)
+        made = await run(kb.claim, body.path, holder, body.lease_duration)
+        return made.to_json()
+
+    @api.delete("/claim", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR))
+    async def release(
+        request: Request, path: str = Query(...), holder: str | None = None
+    ) -> dict[str, str]:
+        who = holder if holder and holder.strip() else actor_of(request)
+        rel = await run(kb.release, path, who)
+        return {"released": rel, "holder": who.strip()}
+
+    @api.get("/claims")
+    async def claims() -> dict[str, Any]:
+        live = await run(kb.claims_list)
+        return {"claims": [c.to_json() for c in live]}
