@@ -12,11 +12,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import StreamingResponse
 
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
-from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge
 
 from .http import (
@@ -24,7 +22,6 @@ from .http import (
     KiwiJSONResponse,
     auth_dependency,
     description_dependency,
-    event_stream,
     install_error_handlers,
     run,
 )
@@ -34,10 +31,10 @@ from .openapi import (
     PROBE_RESPONSES,
     errors,
     install_openapi,
-    success,
 )
 from .probes import Probes
 from .routes.claims import claim_routes
+from .routes.events import event_routes
 from .routes.files import file_routes
 from .routes.history import history_routes
 from .routes.memory import memory_routes
@@ -106,7 +103,7 @@ def create_app(
     recall_routes(api, kb)
     memory_routes(api, kb)
     claim_routes(api, kb)
-    _event_routes(api, kb)
+    event_routes(api, kb)
     # The router's routes are complete (prefix, key check, responses): added as they are. FastAPI's
     # include_router would build every route a second time on the app's first request (~50 ms).
     app.router.routes.extend(api.routes)
@@ -139,13 +136,3 @@ def _health_routes(app: FastAPI, probes: Probes) -> None:
         """Ready: the root is there and the index has caught up with it (503 until then)."""
         status, body = await run(probes.ready)
         return KiwiJSONResponse(body, status_code=status)
-
-
-# ---------------------------------------------------------------------------------------------
-# events
-
-
-def _event_routes(api: APIRouter, kb: Knowledge) -> None:
-    @api.get("/events", responses=success("text/event-stream"))
-    async def events(request: Request) -> StreamingResponse:
-        return event_stream(request, kb.events, lambda event: event.op, is_file_change)
