@@ -1,13 +1,15 @@
-"""The REST interface (``kiwifs serve``): KiwiFS's routes over :class:`Knowledge`.
+"""The REST interface (``kiwifs serve``): KiwiFS's routes over :class:`Knowledge`, assembled.
 
-Each route parses its query, headers and body, makes one call on ``Knowledge`` in a worker thread
-(the core is synchronous) and formats the answer. Errors from the core are mapped to HTTP in one
-table, :data:`rest.answers.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+:func:`create_app` builds the FastAPI app: its lifespan, error handlers, browser guard and
+OpenAPI document, the health probes, and the routes under ``/api/kiwi`` behind the key, added
+by the modules of :mod:`kiwifs.rest.routes` (one per kind of resource). Each route parses its
+query, headers and body, makes one call on ``Knowledge`` in a worker thread (the core is
+synchronous) and formats the answer. Errors from the core are mapped to HTTP in one table,
+:data:`rest.answers.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -25,22 +27,15 @@ from .http import (
     install_error_handlers,
     run,
 )
-from .openapi import (
-    API_PREFIX,
-    HEALTH_RESPONSES,
-    PROBE_RESPONSES,
-    errors,
-    install_openapi,
-)
+from .openapi import API_PREFIX, errors, install_openapi
 from .probes import Probes
 from .routes.claims import claim_routes
 from .routes.events import event_routes
 from .routes.files import file_routes
+from .routes.health import health_routes
 from .routes.history import history_routes
 from .routes.memory import memory_routes
 from .routes.recall import recall_routes
-
-log = logging.getLogger("kiwifs.rest")
 
 
 def create_app(
@@ -90,7 +85,7 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BrowserGuard, loopback=host in LOOPBACK_HOSTS)
     install_openapi(app, described, keyed=key is not None)
-    _health_routes(app, probes or Probes(kb))
+    health_routes(app, probes or Probes(kb))
 
     api = APIRouter(
         prefix=API_PREFIX,
@@ -114,25 +109,3 @@ def create_app(
 
         install(app, kb, key, described)
     return app
-
-
-# ---------------------------------------------------------------------------------------------
-# health (unauthenticated: they say whether the server is up, never what it holds)
-
-
-def _health_routes(app: FastAPI, probes: Probes) -> None:
-    @app.get("/health", tags=["health"], responses=HEALTH_RESPONSES)
-    async def health() -> KiwiJSONResponse:
-        status, body = await run(probes.health)
-        return KiwiJSONResponse(body, status_code=status)
-
-    @app.get("/healthz", tags=["health"], responses=errors(403))
-    async def healthz() -> dict[str, str]:
-        """Alive: the process answers (KiwiFS's liveness probe)."""
-        return probes.alive()
-
-    @app.get("/readyz", tags=["health"], responses=PROBE_RESPONSES)
-    async def readyz() -> KiwiJSONResponse:
-        """Ready: the root is there and the index has caught up with it (503 until then)."""
-        status, body = await run(probes.ready)
-        return KiwiJSONResponse(body, status_code=status)
