@@ -29,21 +29,7 @@ from kiwifs.limits import (
     MCP_SEMANTIC_LIMIT,
     TREE_DEPTH,
 )
-from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
-from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-from kiwifs.memory.render import (
-    render_batch,
-    render_brief,
-    render_check,
-    render_claims,
-    render_lineage,
-    render_mcp,
-    render_released,
-)
-from kiwifs.preconditions import bare_etag
-from kiwifs.requests import FileItem, MergeItem
-
-from .render import (
+from kiwifs.mcp.render import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
     NOT_MODIFIED,
@@ -57,6 +43,19 @@ from .render import (
     render_tree,
     render_versions,
 )
+from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
+from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
+from kiwifs.memory.render import (
+    render_batch,
+    render_brief,
+    render_check,
+    render_claims,
+    render_lineage,
+    render_mcp,
+    render_released,
+)
+from kiwifs.preconditions import bare_etag
+from kiwifs.requests import FileItem, MergeItem
 
 MCP_ACTOR = "mcp-agent"
 MAX_CONTENT_BYTES = 32 * 1024 * 1024
