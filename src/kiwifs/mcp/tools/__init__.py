@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -57,38 +57,22 @@ from kiwifs.memory.render import (
 from kiwifs.preconditions import bare_etag
 from kiwifs.requests import FileItem, MergeItem
 
-MCP_ACTOR = "mcp-agent"
+from .common import (
+    MCP_ACTOR,
+    Actor,
+    IfMatch,
+    IncludeSuperseded,
+    ModifiedAfter,
+    Path_,
+    PathPrefix,
+    Provenance_,
+    Scope,
+    Worker_,
+    in_format,
+)
+
 MAX_CONTENT_BYTES = 32 * 1024 * 1024
 
-Path_ = Annotated[
-    str, Field(description="File path relative to the knowledge root, e.g. 'concepts/x.md'.")
-]
-Actor = Annotated[
-    str, Field(description="Who is writing; recorded as the git author and in provenance.")
-]
-Provenance_ = Annotated[
-    str | None,
-    Field(description="Where this content came from, as 'type:id' (e.g. 'run:run-249')."),
-]
-Scope = Annotated[
-    str | None, Field(description="Only pages whose frontmatter scope is exactly this.")
-]
-PathPrefix = Annotated[
-    str | None, Field(description="Only search under this folder, e.g. 'concepts/'.")
-]
-IncludeSuperseded = Annotated[
-    bool, Field(description="Also return forgotten pages (memory_status: superseded).")
-]
-Worker_ = Annotated[
-    str, Field(description="Your worker name; claims, renewals and merges use the same one.")
-]
-IfMatch = Annotated[
-    str | None,
-    Field(description="ETag from your last kiwi_read; the call fails if the file changed since."),
-]
-ModifiedAfter = Annotated[
-    str | None, Field(description="Only files modified after this time (RFC 3339).")
-]
 MetaValue = str | int | float | bool | None
 
 
@@ -142,17 +126,6 @@ SPECS: tuple[ToolSpec, ...] = (
 
 # Argument names that are Python keywords: the schema says ``from``/``or``, the methods ``from_``.
 ALIASES = {"from": "from_", "or": "or_"}
-
-
-class Answer(Protocol):
-    def to_json(self) -> Any: ...
-
-
-def in_format(value: Answer, format: str, text: Callable[[], str]) -> str:  # noqa: A002
-    """A tool's answer as the client asked: ``json`` (the value's JSON, indented) or the text."""
-    if format == "json":
-        return json.dumps(value.to_json(), indent=2, ensure_ascii=False)
-    return text()
 
 
 def _check_range(name: str, value: int, low: int, high: int | None = None) -> int:
