@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kiwifs.errors import PayloadTooLarge, UsageError
+from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.limits import (
     BRIEF_BUDGET,
@@ -27,20 +27,16 @@ from kiwifs.limits import (
     MCP_META_LIMIT,
     MCP_SEARCH_LIMIT,
     MCP_SEMANTIC_LIMIT,
-    TREE_DEPTH,
 )
 from kiwifs.mcp.render import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
-    NOT_MODIFIED,
     render_changes,
     render_eligible,
     render_hybrid,
     render_meta,
-    render_read,
     render_search,
     render_semantic,
-    render_tree,
     render_versions,
 )
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
@@ -54,8 +50,7 @@ from kiwifs.memory.render import (
     render_mcp,
     render_released,
 )
-from kiwifs.preconditions import bare_etag
-from kiwifs.requests import FileItem, MergeItem
+from kiwifs.requests import MergeItem
 
 from .common import (
     MCP_ACTOR,
@@ -70,8 +65,7 @@ from .common import (
     Worker_,
     in_format,
 )
-
-MAX_CONTENT_BYTES = 32 * 1024 * 1024
+from .files import FileTools
 
 MetaValue = str | int | float | bool | None
 
@@ -135,7 +129,7 @@ def _check_range(name: str, value: int, low: int, high: int | None = None) -> in
     return value
 
 
-class Tools:
+class Tools(FileTools):
     """The tool methods, bound to one knowledge root."""
 
     def __init__(self, kb: Knowledge) -> None:
@@ -145,106 +139,7 @@ class Tools:
         fn: Callable[..., str] = getattr(self, name)
         return fn
 
-    # -- files ------------------------------------------------------------------------------
-
-    def kiwi_read(
-        self,
-        path: Path_,
-        resolve_links: Annotated[
-            bool, Field(description="Accepted for KiwiFS compatibility; links are returned as is.")
-        ] = False,
-        metadata_only: Annotated[
-            bool, Field(description="Return only the frontmatter, as JSON.")
-        ] = False,
-        if_not_etag: Annotated[
-            str | None,
-            Field(description="ETag you already have; if unchanged, the content is not resent."),
-        ] = None,
-    ) -> str:
-        """Read a markdown file. The answer starts with '[ETag: <etag>]'; pass that ETag as
-        if_match to kiwi_write to avoid overwriting someone else's change."""
-        file = self.kb.read(path)
-        if if_not_etag and bare_etag(if_not_etag) == file.etag:
-            return NOT_MODIFIED.format(etag=file.etag)
-        fm = self.kb.frontmatter(path) if metadata_only else {}
-        return render_read(file, metadata_only, fm)
-
-    def kiwi_write(
-        self,
-        path: Path_,
-        content: Annotated[str, Field(description="Full markdown content (max 32 MiB).")],
-        actor: Actor = MCP_ACTOR,
-        provenance: Provenance_ = None,
-        if_match: IfMatch = None,
-    ) -> str:
-        """Create or replace a file (committed to git). Provenance 'type:id' is recorded in the
-        file's derived-from frontmatter."""
-        if not content:
-            raise UsageError("content is required")
-        # measured leniently: a lone surrogate is the core's to refuse, with its own message
-        if len(content.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
-            raise PayloadTooLarge("content exceeds the 32 MiB limit")
-        result = self.kb.write(path, content, actor, if_match, provenance)
-        return f"Written {result.path} (ETag: {result.etag})"
-
-    def kiwi_append(
-        self,
-        path: Path_,
-        content: Annotated[str, Field(description="Text to add at the end of the file.")],
-        separator: Annotated[
-            str, Field(description="Inserted between the old content and the new.")
-        ] = "\n",
-        actor: Actor = MCP_ACTOR,
-        if_match: IfMatch = None,
-    ) -> str:
-        """Append text to a file (creating it if missing), e.g. a log line."""
-        if not content:
-            raise UsageError("content is required")
-        result = self.kb.append(path, content, actor, separator, if_match)
-        return f"Appended to {result.path} (ETag: {result.etag})"
-
-    def kiwi_delete(self, path: Path_, actor: Actor = MCP_ACTOR, if_match: IfMatch = None) -> str:
-        """Delete a file (the deletion is committed; kiwi_versions still shows its history)."""
-        rel = self.kb.delete(path, actor, if_match)
-        return f"Deleted {rel}"
-
-    def kiwi_bulk_write(
-        self,
-        files: Annotated[list[FileItem], Field(description="The files to write.")],
-        actor: Actor = MCP_ACTOR,
-        provenance: Provenance_ = None,
-    ) -> str:
-        """Write several files in a single git commit: all of them or none."""
-        results = self.kb.bulk_write([(f.path, f.content) for f in files], actor, provenance)
-        lines = [f"Written {len(results)} files in a single commit"]
-        lines += [f"  - {r.path} (ETag: {r.etag})" for r in results]
-        return "\n".join(lines)
-
-    def kiwi_rename(
-        self,
-        from_: Annotated[str, Field(alias="from", description="Current path of the file.")],
-        to: Annotated[str, Field(description="New path; must not exist yet.")],
-        actor: Actor = MCP_ACTOR,
-        update_links: Annotated[
-            bool, Field(description="Accepted for KiwiFS compatibility; links are not rewritten.")
-        ] = True,
-    ) -> str:
-        """Move a file to a new path (one commit)."""
-        result = self.kb.rename(from_, to, actor)
-        return f"Renamed {from_} \u2192 {result.path} (ETag: {result.etag})"
-
     # -- browsing and search ----------------------------------------------------------------
-
-    def kiwi_tree(
-        self,
-        path: Annotated[str, Field(description="Folder to list; empty for the root.")] = "",
-        depth: Annotated[int, Field(description="How many folder levels to show (1-20).")] = 3,
-        include_permalinks: Annotated[
-            bool, Field(description="Accepted for KiwiFS compatibility; has no effect.")
-        ] = False,
-    ) -> str:
-        """List folders and files (with sizes) under a folder."""
-        return render_tree(self.kb.tree(path or None, TREE_DEPTH(depth)))
 
     def kiwi_search(
         self,
