@@ -20,30 +20,17 @@ from pydantic import Field
 
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge, StatusResult
-from kiwifs.limits import (
-    BRIEF_BUDGET,
-    BRIEF_MAX_PAGES,
-    MCP_HYBRID_LIMIT,
-    MCP_META_LIMIT,
-    MCP_SEARCH_LIMIT,
-    MCP_SEMANTIC_LIMIT,
-)
 from kiwifs.mcp.render import (
     NOT_FOUND_FILE,
     NOT_FOUND_FOLDER,
     render_changes,
     render_eligible,
-    render_hybrid,
-    render_meta,
-    render_search,
-    render_semantic,
     render_versions,
 )
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from kiwifs.memory.render import (
     render_batch,
-    render_brief,
     render_check,
     render_claims,
     render_lineage,
@@ -52,22 +39,9 @@ from kiwifs.memory.render import (
 )
 from kiwifs.requests import MergeItem
 
-from .common import (
-    MCP_ACTOR,
-    Actor,
-    IfMatch,
-    IncludeSuperseded,
-    ModifiedAfter,
-    Path_,
-    PathPrefix,
-    Provenance_,
-    Scope,
-    Worker_,
-    in_format,
-)
+from .common import MCP_ACTOR, Actor, IfMatch, Path_, Provenance_, Worker_, in_format
 from .files import FileTools
-
-MetaValue = str | int | float | bool | None
+from .recall import RecallTools
 
 
 @dataclass(frozen=True)
@@ -122,14 +96,7 @@ SPECS: tuple[ToolSpec, ...] = (
 ALIASES = {"from": "from_", "or": "or_"}
 
 
-def _check_range(name: str, value: int, low: int, high: int | None = None) -> int:
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"{low} or more"
-        raise UsageError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-class Tools(FileTools):
+class Tools(FileTools, RecallTools):
     """The tool methods, bound to one knowledge root."""
 
     def __init__(self, kb: Knowledge) -> None:
@@ -138,127 +105,6 @@ class Tools(FileTools):
     def method(self, name: str) -> Callable[..., str]:
         fn: Callable[..., str] = getattr(self, name)
         return fn
-
-    # -- browsing and search ----------------------------------------------------------------
-
-    def kiwi_search(
-        self,
-        query: Annotated[str, Field(description="Words to look for (full-text, ranked).")],
-        limit: Annotated[int, Field(description="Results per page (1-50).")] = 20,
-        offset: Annotated[int, Field(description="Results to skip, for the next page.")] = 0,
-        path_prefix: PathPrefix = None,
-        scope: Scope = None,
-        recency_weight: Annotated[
-            float | None,
-            Field(description="0-1: how much newer files rank higher (0: relevance only)."),
-        ] = None,
-        modified_after: ModifiedAfter = None,
-        modifiedAfter: ModifiedAfter = None,  # noqa: N803 - the name KiwiFS clients send
-        include_superseded: IncludeSuperseded = False,
-    ) -> str:
-        """Full-text search over every markdown file, best matches first. Forgotten pages are
-        left out unless include_superseded."""
-        if not query.strip():
-            raise UsageError("query is required")
-        _check_range("offset", offset, 0)
-        limit = MCP_SEARCH_LIMIT(limit)
-        found = self.kb.search(
-            query,
-            limit=limit + 1,
-            offset=offset,
-            path_prefix=path_prefix,
-            scope=scope,
-            recency_weight=recency_weight,
-            modified_after=modified_after or modifiedAfter,
-            include_superseded=include_superseded,
-        )
-        return render_search(found.results, limit, offset, path_prefix)
-
-    def kiwi_search_semantic(
-        self,
-        query: Annotated[str, Field(description="What you are looking for, in plain words.")],
-        limit: Annotated[
-            int, Field(description="How many pages (1-50).")
-        ] = MCP_SEMANTIC_LIMIT.default,
-        threshold: Annotated[
-            float | None, Field(description="Minimum similarity (cosine, -1 to 1), e.g. 0.3.")
-        ] = None,
-        scope: Scope = None,
-        path_prefix: PathPrefix = None,
-        include_superseded: IncludeSuperseded = False,
-    ) -> str:
-        """Find pages by meaning rather than exact words (vector similarity of embeddings).
-        Needs [search.vector] enabled in the knowledge base's config."""
-        if not query.strip():
-            raise UsageError("query is required")
-        found = self.kb.semantic_search(
-            query,
-            limit=MCP_SEMANTIC_LIMIT(limit),
-            threshold=threshold,
-            scope=scope,
-            path_prefix=path_prefix,
-            include_superseded=include_superseded,
-        )
-        return render_semantic(found)
-
-    def kiwi_search_hybrid(
-        self,
-        query: Annotated[str, Field(description="Words or a question to look for.")],
-        limit: Annotated[
-            int, Field(description="How many pages (1-50).")
-        ] = MCP_HYBRID_LIMIT.default,
-        path_prefix: PathPrefix = None,
-        scope: Scope = None,
-        include_superseded: IncludeSuperseded = False,
-    ) -> str:
-        """Keyword and semantic search combined (reciprocal rank fusion); each result says
-        whether both, the keyword side only or the semantic side only found it."""
-        if not query.strip():
-            raise UsageError("query is required")
-        found = self.kb.hybrid_search(
-            query,
-            limit=MCP_HYBRID_LIMIT(limit),
-            scope=scope,
-            path_prefix=path_prefix,
-            include_superseded=include_superseded,
-        )
-        return render_hybrid(found)
-
-    def kiwi_query_meta(
-        self,
-        filters: Annotated[
-            list[str] | dict[str, MetaValue],
-            Field(
-                description="AND filters like '$.status=draft' or '$.tags[*]=ml', or an object "
-                "{field: value} of equalities."
-            ),
-        ] = [],  # noqa: B006 - pydantic copies defaults
-        or_: Annotated[
-            list[str], Field(alias="or", description="Filters of which at least one must match.")
-        ] = [],  # noqa: B006
-        paths: Annotated[
-            list[str], Field(description="Only these files (filters are then ignored).")
-        ] = [],  # noqa: B006
-        sort: Annotated[str | None, Field(description="Field to sort by, e.g. '$.date'.")] = None,
-        order: Annotated[Literal["asc", "desc"], Field(description="Sort order.")] = "asc",
-        limit: Annotated[int, Field(description="Files per page (1-200).")] = 20,
-        offset: Annotated[int, Field(description="Files to skip.")] = 0,
-        include_superseded: IncludeSuperseded = False,
-    ) -> str:
-        """Find files by frontmatter values; lists each file with its frontmatter. Forgotten
-        pages are left out unless include_superseded."""
-        _check_range("offset", offset, 0)
-        found = self.kb.meta(
-            where=filters,
-            or_=or_,
-            sort=sort,
-            order=order,
-            limit=MCP_META_LIMIT(limit),
-            offset=offset,
-            paths=paths or None,
-            include_superseded=include_superseded,
-        )
-        return render_meta(found)
 
     # -- history ----------------------------------------------------------------------------
 
@@ -368,31 +214,6 @@ class Tools(FileTools):
         """Bring back a page retired with kiwi_forget (removes memory_status, valid_until,
         superseded_reason and superseded_by)."""
         return _status_text(self.kb.restore(path, actor, if_match))
-
-    def kiwi_brief(
-        self,
-        query: Annotated[str, Field(description="What the agent needs context about.")],
-        budget_tokens: Annotated[
-            int, Field(description="Token budget of the pack (1 token ~ 4 characters).")
-        ] = BRIEF_BUDGET,
-        max_pages: Annotated[int, Field(description="At most this many pages (1-100).")] = (
-            BRIEF_MAX_PAGES
-        ),
-        path_prefix: PathPrefix = None,
-        scope: Scope = None,
-        include_superseded: IncludeSuperseded = False,
-        format: Annotated[  # noqa: A002 - the argument name clients send
-            Literal["text", "json"], Field(description="'text' (default) or 'json'.")
-        ] = "text",
-    ) -> str:
-        """A context pack for your prompt: the best matching pages, whole, best first, within a
-        token budget, then a list of the pages left out (with their token cost) to read by path
-        if needed. Forgotten pages are left out unless include_superseded."""
-        brief = self.kb.brief(
-            query, budget_tokens, max_pages, path_prefix, scope, include_superseded
-        )
-        hint = "read them with kiwi_read if needed"
-        return in_format(brief, format, lambda: render_brief(brief, hint))
 
     # -- the consolidation queue ------------------------------------------------------------
 
