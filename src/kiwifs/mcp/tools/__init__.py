@@ -20,13 +20,7 @@ from pydantic import Field
 
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge, StatusResult
-from kiwifs.mcp.render import (
-    NOT_FOUND_FILE,
-    NOT_FOUND_FOLDER,
-    render_changes,
-    render_eligible,
-    render_versions,
-)
+from kiwifs.mcp.render import NOT_FOUND_FILE, NOT_FOUND_FOLDER, render_eligible
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from kiwifs.memory.render import (
@@ -41,6 +35,7 @@ from kiwifs.requests import MergeItem
 
 from .common import MCP_ACTOR, Actor, IfMatch, Path_, Provenance_, Worker_, in_format
 from .files import FileTools
+from .history import HistoryTools
 from .recall import RecallTools
 
 
@@ -96,7 +91,7 @@ SPECS: tuple[ToolSpec, ...] = (
 ALIASES = {"from": "from_", "or": "or_"}
 
 
-class Tools(FileTools, RecallTools):
+class Tools(FileTools, RecallTools, HistoryTools):
     """The tool methods, bound to one knowledge root."""
 
     def __init__(self, kb: Knowledge) -> None:
@@ -105,22 +100,6 @@ class Tools(FileTools, RecallTools):
     def method(self, name: str) -> Callable[..., str]:
         fn: Callable[..., str] = getattr(self, name)
         return fn
-
-    # -- history ----------------------------------------------------------------------------
-
-    def kiwi_changes(
-        self,
-        since: Annotated[
-            str | None, Field(description="last_seq from a previous call; only newer changes.")
-        ] = None,
-        limit: Annotated[int, Field(description="How many changes (1-500).")] = 50,
-    ) -> str:
-        """Recent changes to the knowledge base, newest first."""
-        return render_changes(self.kb.changes(since or None, limit), since)
-
-    def kiwi_versions(self, path: Path_) -> str:
-        """The git history of one file (commit, date, author, message), newest first."""
-        return render_versions(path, self.kb.versions(path))
 
     # -- episodic memory --------------------------------------------------------------------
 

@@ -1,0 +1,32 @@
+"""The MCP tools of history: the changes feed of the whole root, and one file's versions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from kiwifs.knowledge import Knowledge
+from kiwifs.mcp.render import render_changes, render_versions
+
+from .common import Path_
+
+
+class HistoryTools:
+    """Tools over the git history of one root (``kb``, set by :class:`kiwifs.mcp.tools.Tools`)."""
+
+    kb: Knowledge
+
+    def kiwi_changes(
+        self,
+        since: Annotated[
+            str | None, Field(description="last_seq from a previous call; only newer changes.")
+        ] = None,
+        limit: Annotated[int, Field(description="How many changes (1-500).")] = 50,
+    ) -> str:
+        """Recent changes to the knowledge base, newest first."""
+        return render_changes(self.kb.changes(since or None, limit), since)
+
+    def kiwi_versions(self, path: Path_) -> str:
+        """The git history of one file (commit, date, author, message), newest first."""
+        return render_versions(path, self.kb.versions(path))
