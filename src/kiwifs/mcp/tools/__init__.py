@@ -1,27 +1,26 @@
-"""The MCP tools themselves: one method per tool, each a thin adapter over :class:`Knowledge`.
+"""The MCP tools: one method per tool, each a thin adapter over :class:`Knowledge`.
 
 A method's signature *is* the tool's input schema (the SDK builds the JSON schema from the type
 hints and ``Field`` descriptions) and its docstring is the description the model reads, so both
 are written for the model. Each method parses, makes one ``Knowledge`` call and formats with
 :mod:`kiwifs.mcp.render`; it raises :class:`KiwiError` on failure and never deals with the
-protocol. :mod:`kiwifs.mcp.server` registers them and maps the errors in one place. Structured
-arguments (a bulk write's files, a merge's entries) are the models REST validates its bodies
-with (:mod:`kiwifs.requests`).
+protocol. The methods live in one module per kind of tool (``files``, ``recall``, ``history``,
+``memory``, ``claims``; the argument types they share in ``common``), each a mixin that
+:class:`Tools` binds to one root. This module holds the registry: :data:`SPECS`, the tools in the
+order they are listed, with their hints and failure texts. :mod:`kiwifs.mcp.server` registers
+them and maps the errors in one place. Structured arguments (a bulk write's files, a merge's
+entries) are the models REST validates its bodies with (:mod:`kiwifs.requests`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
-
-from pydantic import Field
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.render import NOT_FOUND_FILE, NOT_FOUND_FOLDER, render_eligible
-from kiwifs.memory.render import render_claims
+from kiwifs.mcp.render import NOT_FOUND_FILE, NOT_FOUND_FOLDER
 
+from .claims import ClaimTools
 from .files import FileTools
 from .history import HistoryTools
 from .memory import MemoryTools
@@ -80,7 +79,7 @@ SPECS: tuple[ToolSpec, ...] = (
 ALIASES = {"from": "from_", "or": "or_"}
 
 
-class Tools(FileTools, RecallTools, HistoryTools, MemoryTools):
+class Tools(FileTools, RecallTools, HistoryTools, MemoryTools, ClaimTools):
     """The tool methods, bound to one knowledge root."""
 
     def __init__(self, kb: Knowledge) -> None:
@@ -89,44 +88,3 @@ class Tools(FileTools, RecallTools, HistoryTools, MemoryTools):
     def method(self, name: str) -> Callable[..., str]:
         fn: Callable[..., str] = getattr(self, name)
         return fn
-
-    # -- generic claims (KiwiFS's) ----------------------------------------------------------
-
-    def kiwi_claim(
-        self,
-        path: Annotated[str, Field(description="Path to the task file.")],
-        actor: Annotated[
-            str, Field(description="Your agent identity (unique session id or name).")
-        ],
-        lease_duration: Annotated[
-            str, Field(description="How long the claim lasts: '15m', '1h' (1m to 24h).")
-        ] = "30m",
-    ) -> str:
-        """Claim a task file for exclusive work; fails if another agent holds it. Claiming
-        again renews your lease. The claim is written into the file's frontmatter."""
-        claim = self.kb.claim(path, actor, lease_duration)
-        return json.dumps(claim.to_json(), ensure_ascii=False)
-
-    def kiwi_release(
-        self,
-        path: Annotated[str, Field(description="Path to the task file.")],
-        actor: Annotated[str, Field(description="The identity you claimed it with.")],
-    ) -> str:
-        """Release a claimed task so other agents can work on it."""
-        rel = self.kb.release(path, actor)
-        return f"Released claim on {rel}"
-
-    def kiwi_claims_list(self) -> str:
-        """Every active claim (tasks and episodes): which path, who holds it, until when."""
-        return render_claims(self.kb.claims_list())
-
-    def kiwi_eligible(
-        self,
-        limit: Annotated[int, Field(description="Max results (1-200).")] = 10,
-        path_prefix: Annotated[
-            str | None, Field(description="Only under this folder, e.g. 'tasks/'.")
-        ] = None,
-    ) -> str:
-        """Tasks ready to claim: files with status todo that nobody holds, best priority
-        first (lowest number)."""
-        return render_eligible(self.kb.eligible(limit, path_prefix))
