@@ -274,6 +274,16 @@ def test_lineage_errors(root: Path) -> None:
             kb.lineage_of("  ")
 
 
+def test_lineage_by_path_or_episode_id_takes_exactly_one(root: Path) -> None:
+    with Knowledge.open(root) as kb:
+        by_path = kb.lineage_by(path="episodes/2026/a.md").to_json()
+        assert kb.lineage_by(episode_id="a").to_json() == by_path
+        assert by_path == kb.lineage_of("a").to_json()
+        for neither_or_both in ({}, {"path": "episodes/2026/a.md", "episode_id": "a"}):
+            with pytest.raises(UsageError, match="give either path or episode_id"):
+                kb.lineage_by(**neither_or_both)
+
+
 def test_a_forgotten_episode_is_not_unmerged(root: Path) -> None:
     with Knowledge.open(root) as kb:
         kb.ensure_versioned()

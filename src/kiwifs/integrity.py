@@ -61,6 +61,17 @@ class Integrity:
             return self.lineage(rel, prefix)
         return self.episode_lineage(path_or_id, prefix)
 
+    def lineage_by(
+        self, path: str | None, episode_id: str | None, prefix: str | None = None
+    ) -> Lineage:
+        """:meth:`lineage` of the file at ``path`` or of the episode ``episode_id``: exactly one
+        of the two (REST and MCP take them as two arguments, unlike the CLI's one)."""
+        if path is not None and episode_id is None:
+            return self.lineage(path, prefix)
+        if episode_id is not None and path is None:
+            return self.episode_lineage(episode_id, prefix)
+        raise UsageError("give either path or episode_id")
+
     def episode_lineage(self, episode_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of the one episode whose id is ``episode_id``."""
         ident = episode_id.strip() if isinstance(episode_id, str) else ""

@@ -457,6 +457,13 @@ class Knowledge:
         """:meth:`lineage` of a file given by path, or of the one episode with that id."""
         return self.integrity.lineage_of(path_or_id, prefix)
 
+    def lineage_by(
+        self, path: str | None = None, episode_id: str | None = None, prefix: str | None = None
+    ) -> Lineage:
+        """:meth:`lineage` of the file at ``path`` or of the episode ``episode_id`` (exactly one
+        of the two: a usage error otherwise)."""
+        return self.integrity.lineage_by(path, episode_id, prefix)
+
     def episode_lineage(self, episode_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of the one episode whose id is ``episode_id``."""
         return self.integrity.episode_lineage(episode_id, prefix)

@@ -9,7 +9,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
@@ -184,12 +183,7 @@ class MemoryTools:
         """Where a file comes from and where it went: for an episode, the pages that merged
         it; for a page, the episodes it consolidated (dangling ones flagged); for any file,
         its derived-from provenance."""
-        if (path is None) == (episode_id is None):
-            raise UsageError("give either path or episode_id")
-        if path is not None:
-            lineage = self.kb.lineage(path, episodes_prefix or None)
-        else:
-            lineage = self.kb.episode_lineage(episode_id or "", episodes_prefix or None)
+        lineage = self.kb.lineage_by(path, episode_id, episodes_prefix or None)
         return in_format(lineage, format, lambda: render_lineage(lineage))
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import Released
 from kiwifs.requests import (
@@ -160,10 +159,5 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
         episode_id: str | None = None,
         episodes_prefix: str | None = None,
     ) -> KiwiJSONResponse:
-        if (path is None) == (episode_id is None):
-            raise UsageError("give either path or episode_id")
-        if path is not None:
-            lineage = await run(kb.lineage, path, episodes_prefix or None)
-        else:
-            lineage = await run(kb.episode_lineage, episode_id, episodes_prefix or None)
+        lineage = await run(kb.lineage_by, path, episode_id, episodes_prefix or None)
         return KiwiJSONResponse(lineage.to_json())
