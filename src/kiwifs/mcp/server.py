@@ -1,6 +1,6 @@
 """The MCP server (``kiwifs mcp``, and ``/mcp`` inside ``kiwifs serve``) over :class:`Knowledge`.
 
-The tools live in :mod:`kiwifs.mcp_tools` as plain methods; this module is the protocol plumbing:
+The tools live in :mod:`kiwifs.mcp.tools` as plain methods; this module is the protocol plumbing:
 registration with the official SDK, the resources, the stdio and streamable-HTTP transports and
 the mount used by the REST server. Failures are mapped in one place, :func:`failure_text`: a
 :class:`KiwiError` becomes a tool error carrying its message (a model can act on "file not
