@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 from . import bulklog
 from .commitmessage import commit_subject, commit_trailer
-from .errors import KiwiError, StorageError, UsageError
+from .errors import KiwiError, StorageError, UsageError, os_error_text
 from .events import Event
 from .paths import canonical
 from .pipeline import Pipeline, WriteResult, prepared_content
 from .provenance import Provenance
-from .storage import Storage, os_error_text
+from .storage import Storage
 from .versioning import blob_id
 
 log = logging.getLogger(__name__)

@@ -165,3 +165,8 @@ class ConsolidationFailed(KiwiError):
     printed a plan that does not cover the batch)."""
 
     code = "consolidation"
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OS error as warnings and messages show it: the system's reason, without the path."""
+    return exc.strerror or str(exc)

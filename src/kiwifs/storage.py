@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, AnyStr, Generic
 
 from . import foldersync
-from .errors import InvalidPath, KiwiError, NotFound, StorageError
+from .errors import InvalidPath, KiwiError, NotFound, StorageError, os_error_text
 from .paths import (
     FD_PATH_KNOWN,
     HIDDEN,
@@ -198,11 +198,6 @@ def link_problem(real_root: str, path: str) -> str | None:
     if not os.path.isfile(path):
         return "broken symlink"
     return None
-
-
-def os_error_text(exc: OSError) -> str:
-    """An OS error as warnings and messages show it: the system's reason, without the path."""
-    return exc.strerror or str(exc)
 
 
 def os_failure(exc: OSError, verb: str, rel: str) -> KiwiError:

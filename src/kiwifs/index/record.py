@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kiwifs.errors import os_error_text
 from kiwifs.markdown import Frontmatter, read_frontmatter
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
-from kiwifs.storage import os_error_text
 from kiwifs.text import valid_unicode
 from kiwifs.versioning import blob_id
 
