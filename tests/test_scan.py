@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corpustruth import amend
-from kiwifs import storage
+from kiwifs import filewalk
+from kiwifs.filewalk import walk
 from kiwifs.index.record import frontmatter_json
 from kiwifs.markdown import find_block, parse_yaml, read_frontmatter
 from kiwifs.memory import frontmatter_keys, scan
 from kiwifs.memory.rules import FileFacts, build_report, file_facts, unreadable_facts
-from kiwifs.storage import walk
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 GEN_CORPUS = Path(os.environ.get("KIWIFS_SHARED", SHARED)) / "bench" / "gen_corpus.py"
@@ -614,7 +614,7 @@ def test_number_like_and_indicator_scalars_never_disagree(value: str, place: str
 
 
 # ---------------------------------------------------------------------------------------------
-# the walk the scan reads (storage.walk_rows): documented order, as a plain recursive reference
+# the walk the scan reads (filewalk.walk_rows): documented order, as a plain recursive reference
 
 
 def reference_walk(base: str, rel_dir: str = "") -> list[tuple[str, str, bool, str | None]]:
@@ -668,10 +668,10 @@ def test_walk_rows_is_the_spec_order(tmp_path: Path) -> None:
     (root / "d" / "git.md").symlink_to(root / ".git" / "x.md")
     (root / "d" / "git-new.md").symlink_to(root / ".git" / "new.md")
     (root / "d" / "hidden.md").symlink_to(root / "d" / ".hidden.md")
-    rows = list(storage.walk_rows(root))
+    rows = list(filewalk.walk_rows(root))
     assert rows == reference_walk(str(root))
-    assert [(e.rel, e.path, e.symlink, e.error) for e in storage.walk(root)] == rows
-    assert list(storage.walk_rows(root, "d/")) == reference_walk(str(root), "d/")
+    assert [(e.rel, e.path, e.symlink, e.error) for e in filewalk.walk(root)] == rows
+    assert list(filewalk.walk_rows(root, "d/")) == reference_walk(str(root), "d/")
     assert {r[3] for r in rows} == {
         None,
         "symlink points outside the root",
@@ -681,5 +681,5 @@ def test_walk_rows_is_the_spec_order(tmp_path: Path) -> None:
 
 
 def test_walk_rows_names_a_folder_it_cannot_list(tmp_path: Path) -> None:
-    rows = list(storage.walk_rows(tmp_path / "missing"))
+    rows = list(filewalk.walk_rows(tmp_path / "missing"))
     assert len(rows) == 1 and rows[0][3] is not None and rows[0][3].startswith("cannot list")

@@ -12,10 +12,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from kiwifs.filewalk import walk
 from kiwifs.memory.check import EpisodeRow, PageRow
 from kiwifs.memory.rules import MERGED_FROM, is_episodic
 from kiwifs.paths import normalize_ref_path
-from kiwifs.storage import walk
 
 from .record import path_key, py_text, read_record
 from .report import _EPISODES as EPISODES

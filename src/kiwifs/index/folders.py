@@ -1,6 +1,6 @@
 """Walking folders without reading files: list, stat, and a digest of what a folder holds.
 
-Folders are listed by :func:`storage.list_folder`, the rules every walk follows (hidden names,
+Folders are listed by :func:`filewalk.list_folder`, the rules every walk follows (hidden names,
 the ``.md`` suffix, symlinks), on bytes: one ``scandir`` each, the kernel gives entry types.
 Signing costs one ``lstat`` per file, relative to the folder's descriptor — ~2 µs of kernel time
 each, which is what a 100,000-file root spends.
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
-from kiwifs import storage
-from kiwifs.storage import cannot_list, cannot_read, link_problem
+from kiwifs import filewalk
+from kiwifs.filewalk import cannot_list, cannot_read, link_problem
 
 from .record import error_sig, path_key, raw_sig
 
@@ -94,8 +94,8 @@ def folder_result(
 
 
 def list_folder(folder: Folder) -> list[Folder]:
-    """Fill ``folder`` from :func:`storage.list_folder`; returns its sub-folders to enter."""
-    listing = storage.list_folder(folder.path)
+    """Fill ``folder`` from :func:`filewalk.list_folder`; returns its sub-folders to enter."""
+    listing = filewalk.list_folder(folder.path)
     folder.names, folder.links, folder.errors = listing.files, listing.links, listing.errors
     parent = os.path.join(folder.path, b"")
     return [Folder(folder.entry_key(name), parent + name) for name in listing.folders]
@@ -185,7 +185,7 @@ def _lstat(folder: bytes, name: bytes, fd: int | None) -> os.stat_result:
 
 
 def _link_problem(real_root: bytes, path: bytes) -> str | None:
-    """:func:`storage.link_problem` for the walk's byte paths (symlinks are rare)."""
+    """:func:`filewalk.link_problem` for the walk's byte paths (symlinks are rare)."""
     return link_problem(os.fsdecode(real_root), os.fsdecode(path))
 
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kiwifs.filewalk import cannot_list
 from kiwifs.forking import fork_is_safe, usable_cpus
-from kiwifs.storage import cannot_list
 
 from .folders import (
     Folder,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kiwifs.config import env_switch
-from kiwifs.storage import list_folder
+from kiwifs.filewalk import list_folder
 
 if TYPE_CHECKING:
     import watchfiles

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kiwifs.errors import os_error_text
+from kiwifs.filewalk import WalkEntry, WalkRow, walk_rows
 from kiwifs.forking import exit_with_parent, fork_is_safe, usable_cpus
 from kiwifs.markdown import Block, find_block, parse_yaml
 from kiwifs.paths import open_regular
-from kiwifs.storage import WalkEntry, WalkRow, walk_rows
 
 from .frontmatter_keys import relevant_frontmatter
 from .rules import FileFacts, file_facts, unreadable_facts
