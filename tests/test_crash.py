@@ -27,12 +27,12 @@ import httpx
 import pytest
 
 from gitrepo import git
+from kiwifs.atomicwrite import TEMP_PREFIX
 from kiwifs.errors import StorageError
 from kiwifs.gitindex import STALE_MARKER, WRITING_MARKER
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 from kiwifs.reflock import MARKER as REF_MARKER
-from kiwifs.storage import TEMP_PREFIX
 from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))

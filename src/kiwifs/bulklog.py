@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .storage import TEMP_PREFIX, fsync_dir
+from .atomicwrite import TEMP_PREFIX, fsync_dir
 from .versioning import blob_id
 
 JOURNAL_NAME = "bulk.journal"

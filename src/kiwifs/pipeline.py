@@ -25,7 +25,7 @@ behind each other's. Two rules keep history equal to the disk:
   fails) first wait for the queue to drain, so commits stay in the order of the disk writes.
 
 **Durability.** A write's file is written and renamed under the lock without fsync; the writer
-fsyncs it and its folder after leaving the lock (:meth:`~kiwifs.storage.Unsynced.sync`,
+fsyncs it and its folder after leaving the lock (:meth:`~kiwifs.atomicwrite.Unsynced.sync`,
 the folder's fsync makes the rename durable), before it is acknowledged, so concurrent writers'
 fsyncs overlap with each other and with the commit instead of queueing under the lock. The two
 fsyncs run at the same time, and writers of one folder share its fsync
@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from . import bulklog
+from .atomicwrite import Unsynced
 from .commitmessage import commit_trailer
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
 from .config import env_choice, env_switch
@@ -58,7 +59,7 @@ from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .preconditions import check_if_match, check_if_none_match
 from .provenance import Provenance, inject_provenance
-from .storage import Storage, Unsynced
+from .storage import Storage
 from .versioning import Git, blob_id
 from .writelock import WriteLock
 

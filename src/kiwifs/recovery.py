@@ -28,12 +28,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from . import bulklog
+from .atomicwrite import remove_temp_files, temp_files, temp_files_in
 from .bulkwrite import restore
 from .errors import KiwiError, StorageError
 from .paths import is_inside
 from .pipeline import JOURNAL, Pipeline
 from .provenance import LIBRARY_ACTOR
-from .storage import remove_temp_files, temp_files, temp_files_in
 
 log = logging.getLogger(__name__)
 
