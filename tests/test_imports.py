@@ -39,6 +39,7 @@ NOT_FOR_THE_REPORT = [
     # parsing and editing frontmatter (a report re-reads no file when none changed)
     "yaml",
     "ruamel.yaml",
+    "kiwifs.yamlloader",
     "kiwifs.memory.frontmatter_keys",
     "kiwifs.memory.scan",
     # git, and the history it replays

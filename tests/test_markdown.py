@@ -11,9 +11,6 @@ from ruamel.yaml.comments import CommentedMap
 
 from kiwifs.errors import InvalidFrontmatter
 from kiwifs.markdown import (
-    MAX_ALIAS_NODES,
-    FastLoader,
-    PlainLoader,
     append_entries,
     edit_frontmatter,
     find_block,
@@ -24,6 +21,7 @@ from kiwifs.markdown import (
 )
 from kiwifs.memory.frontmatter_keys import relevant_frontmatter
 from kiwifs.memory.rules import existing_merge_keys
+from kiwifs.yamlloader import MAX_ALIAS_NODES, FastLoader, PlainLoader
 
 LOADERS = pytest.mark.parametrize("loader", [FastLoader, PlainLoader], ids=["fast", "plain"])
 

@@ -3,149 +3,35 @@
 KiwiFS reads and writes frontmatter with two unrelated parsers that disagree.
 kiwifs has one block rule: the first line is exactly ``---`` (trailing spaces or ``\\r``
 allowed) and the block ends at the next line that is exactly ``---`` or ``...``. Reading uses
-PyYAML's safe loader (the C loader when present) with YAML 1.1 typing, except that timestamps stay
-the strings they were written as. Anything wrong with the block (unterminated, invalid YAML, not a
-mapping, over 1 MiB) reads as empty frontmatter plus a warning, never as an exception.
+PyYAML's safe loader through :mod:`kiwifs.yamlloader` (YAML 1.1 typing, timestamps kept as the
+strings they were written as, aliases bounded). Anything wrong with the block (unterminated,
+invalid YAML, not a mapping, over 1 MiB, an alias bomb) reads as empty frontmatter plus a warning,
+never as an exception; the write funnel refuses an alias bomb instead (:func:`refuse_alias_bomb`).
 
 Editing (provenance, ``merged-from``) goes through ruamel.yaml's round-trip mode so the other keys
 keep their order, comments and quoting, and the body is copied byte for byte.
-
-Aliases are bounded. YAML's ``*alias`` names a node written once and used many times; nested
-ones make a 400-byte text stand for billions of nodes ("billion laughs"), which anything walking
-the value (the JSON for the index, merge keys being flattened) then expands. Both parsers compose
-the text into its node graph first, which is cheap (an alias is a reference to a node composed
-once); :func:`alias_problem` measures the graph's expanded size there, before anything is
-constructed, and a block whose aliases add more than :data:`MAX_ALIAS_NODES` nodes, or refer to
-themselves, is not constructed at all: read as empty frontmatter with a warning, refused on write
-and edit (:class:`~kiwifs.errors.InvalidFrontmatter`).
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidFrontmatter
 
-# PyYAML and ruamel.yaml are imported on first use (~20 ms together): a command that reads no
-# frontmatter, such as the memory report from a current index, never needs them.
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
+# PyYAML (and the loader classes made from it) is imported on first parse: a command that reads
+# no frontmatter, such as the memory report from a current index, never needs it.
+
 MAX_FRONTMATTER_BYTES = 1024 * 1024
-MAX_ALIAS_NODES = 100_000
-_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _STR_TAG = "tag:yaml.org,2002:str"
-_SATURATED = 1 << 40  # expanded sizes stop growing here: the count only needs to pass the bound
-
-
-class AliasBomb(Exception):
-    """A YAML document whose aliases expand past the bound (raised before construction)."""
-
-
-def alias_problem(root: Any) -> str | None:
-    """Why the node graph under ``root`` is refused, or ``None`` when its aliases are modest.
-
-    Works on PyYAML's and ruamel's nodes alike (a node's ``value`` is a list of child nodes or
-    of key/value node pairs for collections, a string for scalars). Each distinct node is
-    visited once and its expanded size computed from its children's, so the cost is that of the
-    text, whatever the expansion; the walk is iterative, so depth costs no recursion.
-    """
-    sizes: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if children_done:
-            on_path.discard(key)
-            total = 1 + sum(sizes[id(child)] for child in _children_of(node))
-            sizes[key] = min(total, _SATURATED)
-            continue
-        if key in sizes:
-            continue
-        if key in on_path:
-            return "an alias that contains itself (a recursive alias)"
-        on_path.add(key)
-        stack.append((node, True))
-        stack.extend((child, False) for child in _children_of(node) if id(child) not in sizes)
-    added = sizes[id(root)] - len(sizes)
-    if added > MAX_ALIAS_NODES:
-        return f"its aliases expand to over {MAX_ALIAS_NODES} nodes (an alias bomb)"
-    return None
-
-
-def _children_of(node: Any) -> list[Any]:
-    value = node.value
-    if not isinstance(value, list):
-        return []
-    if value and isinstance(value[0], tuple):
-        return [part for pair in value for part in pair]
-    return value
-
-
-def _get_single_data(self: Any) -> Any:
-    """``BaseConstructor.get_single_data`` with the alias bound checked between compose and
-    construct."""
-    node = self.get_single_node()
-    if node is None:
-        return None
-    problem = alias_problem(node)
-    if problem is not None:
-        raise AliasBomb(problem)
-    return self.construct_document(node)
-
-
-def _plain_single(self: Any) -> Any:
-    """``BaseConstructor.get_single_data`` for a text known to hold no alias."""
-    node = self.get_single_node()
-    return None if node is None else self.construct_document(node)
-
-
-def _without_timestamps(base: Any) -> Any:
-    """A loader class like ``base`` whose resolver never produces timestamps and that refuses
-    alias bombs before constructing anything."""
-    resolvers = {
-        first: [(tag, rx) for tag, rx in entries if tag != _TIMESTAMP_TAG]
-        for first, entries in base.yaml_implicit_resolvers.items()
-    }
-    attributes = {"yaml_implicit_resolvers": resolvers, "get_single_data": _get_single_data}
-    return type("KiwiNoTimestamp" + base.__name__, (base,), attributes)
-
-
-class _Loaders(NamedTuple):  # not a dataclass: making one costs ~0.7 ms at import
-    plain: Any  # PyYAML's pure-Python safe loader, timestamps removed, aliases bounded
-    fast: Any  # the same on the C loader when present
-    alias_free: dict[Any, Any]  # each without the alias walk, for texts without a ``*``
-    resolver: Any  # PyYAML's resolver with timestamps: they must be quoted when written
-
-
-@functools.cache
-def _loaders() -> _Loaders:
-    import yaml
-
-    plain = _without_timestamps(yaml.SafeLoader)
-    fast = _without_timestamps(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    alias_free = {
-        loader: type(loader.__name__ + "AliasFree", (loader,), {"get_single_data": _plain_single})
-        for loader in (plain, fast)
-    }
-    return _Loaders(plain, fast, alias_free, yaml.SafeLoader(""))
-
-
-def __getattr__(name: str) -> Any:
-    """``FastLoader`` and ``PlainLoader``, the loader classes, made on first use (PEP 562)."""
-    if name == "FastLoader":
-        return _loaders().fast
-    if name == "PlainLoader":
-        return _loaders().plain
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,25 +87,27 @@ def parse_yaml(text: bytes | str, loader: type | None = None) -> Frontmatter:
     (``loader``: ``FastLoader``, the default, or ``PlainLoader``)."""
     import yaml
 
+    from .yamlloader import AliasBomb, loaders
+
     if len(text) > MAX_FRONTMATTER_BYTES:
         return Frontmatter({}, f"frontmatter is over {MAX_FRONTMATTER_BYTES} bytes")
-    loaders = _loaders()
+    made = loaders()
     if loader is None:
-        loader = loaders.fast
+        loader = made.fast
     if ("*" if isinstance(text, str) else b"*") not in text:  # type: ignore[operator]
-        loader = loaders.alias_free.get(loader, loader)  # the alias walk is a third of a parse
+        loader = made.alias_free.get(loader, loader)  # the alias walk is a third of a parse
     try:
         value = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader subclass
     except AliasBomb as exc:
         return Frontmatter({}, str(exc))
     except yaml.YAMLError as exc:
-        return Frontmatter({}, "invalid YAML: " + _one_line(str(exc)))
+        return Frontmatter({}, "invalid YAML: " + one_line(str(exc)))
     except (ValueError, TypeError, RecursionError, UnicodeDecodeError) as exc:
-        return Frontmatter({}, "invalid YAML: " + _one_line(str(exc)))
+        return Frontmatter({}, "invalid YAML: " + one_line(str(exc)))
     if value is None:
         return EMPTY
     if not isinstance(value, dict):
-        return Frontmatter({}, f"frontmatter is not a mapping (a {_yaml_kind(value)})")
+        return Frontmatter({}, f"frontmatter is not a mapping (a {yaml_kind(value)})")
     return Frontmatter(value)
 
 
@@ -245,8 +133,10 @@ def refuse_alias_bomb(data: bytes) -> None:
         return
     import yaml
 
+    from .yamlloader import alias_problem, loaders
+
     try:
-        loader = _loaders().fast(block.yaml)
+        loader = loaders().fast(block.yaml)
         try:
             node = loader.get_single_node()
         finally:
@@ -266,11 +156,11 @@ def split(data: bytes) -> tuple[bytes, bytes]:
     return block.yaml, data[block.body_start :]
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _yaml_kind(value: Any) -> str:
+def yaml_kind(value: Any) -> str:
     if isinstance(value, list):
         return "list"
     if isinstance(value, str):
@@ -304,7 +194,9 @@ def scalar(value: str) -> str:
     import yaml
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-    tag = _loaders().resolver.resolve(yaml.ScalarNode, value, (True, False))
+    from .yamlloader import loaders
+
+    tag = loaders().resolver.resolve(yaml.ScalarNode, value, (True, False))
     if tag != _STR_TAG or value != value.strip() or value == "" or not value.isprintable():
         quoted: str = DoubleQuotedScalarString(value)
         return quoted
@@ -338,11 +230,11 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
     except InvalidFrontmatter:
         raise
     except Exception as exc:  # ruamel raises several unrelated error types
-        raise InvalidFrontmatter("parse frontmatter: " + _one_line(str(exc))) from exc
+        raise InvalidFrontmatter("parse frontmatter: " + one_line(str(exc))) from exc
     if doc is None:
         doc = CommentedMap()
     if not isinstance(doc, CommentedMap):
-        raise InvalidFrontmatter(f"frontmatter is not a mapping (a {_yaml_kind(doc)})")
+        raise InvalidFrontmatter(f"frontmatter is not a mapping (a {yaml_kind(doc)})")
     if not mutate(doc):
         return data
     if not doc and not _has_comment(fm_text) and find_block(body) is None:
@@ -359,6 +251,8 @@ def edit_frontmatter(data: bytes, mutate: Callable[[CommentedMap], bool]) -> byt
 def _refuse_rt_bomb(rt: YAML, fm_text: str) -> None:
     """Compose with ruamel (cheap: aliases stay references) and check the bound before the
     round-trip load constructs anything."""
+    from .yamlloader import alias_problem
+
     node = rt.compose(fm_text)
     problem = alias_problem(node) if node is not None else None
     if problem is not None:

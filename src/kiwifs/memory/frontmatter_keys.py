@@ -14,7 +14,7 @@ cut down to ``type``, ``id`` and ``path``), so ``file_facts`` gives the same fac
 outside the subset (tabs, anchors, tags, block scalars, multi-line or escaped scalars, trailing
 comments, odd indentation, keys that are not plain strings, unusual characters) returns ``None``
 and the caller parses the text with PyYAML as before. Scalar typing is PyYAML's own: its resolver
-(timestamps removed, as in :data:`kiwifs.markdown.FastLoader`) and its safe constructors for null,
+(timestamps removed, as in :data:`kiwifs.yamlloader.FastLoader`) and its safe constructors for null,
 bool, int and float.
 """
 
@@ -28,13 +28,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from kiwifs.markdown import (
-    MAX_FRONTMATTER_BYTES,
-    FastLoader,
-    Frontmatter,
-    find_block,
-    read_frontmatter,
-)
+from kiwifs.markdown import MAX_FRONTMATTER_BYTES, Frontmatter, find_block, read_frontmatter
+from kiwifs.yamlloader import FastLoader
 
 from .rules import MERGED_FROM
 from .status import MEMORY_STATUS
