@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiwifs.errors import InvalidFrontmatter, InvalidProvenance
-from kiwifs.markdown import append_entries, edit_frontmatter, read_frontmatter, split
+from kiwifs.frontmatteredit import append_entries, edit_frontmatter
+from kiwifs.markdown import read_frontmatter, split
 from kiwifs.provenance import (
     DEFAULT_ACTOR,
     MAX_ACTOR_BYTES,

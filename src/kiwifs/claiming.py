@@ -20,10 +20,11 @@ from typing import Any
 
 from .claims import ClaimStore, Tx
 from .errors import Conflict, NotFound, UsageError
+from .frontmatteredit import edit_frontmatter, scalar
 from .index.keeper import IndexKeeper
 from .index.record import path_key
 from .leases import FILE, MEMORY, Claim, check_holder, lease_seconds, rfc3339
-from .markdown import edit_frontmatter, read_frontmatter, scalar, split
+from .markdown import read_frontmatter, split
 from .memory.queue import (
     DEFAULT_FILE_LEASE,
     DEFAULT_LEASE,

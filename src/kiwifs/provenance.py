@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidProvenance
-from .markdown import append_entries, edit_frontmatter, find_block, scalar
+from .frontmatteredit import append_entries, edit_frontmatter, scalar
+from .markdown import find_block
 from .text import check_text, without_surrogates
 
 if TYPE_CHECKING:

@@ -38,13 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kiwifs.errors import InvalidPath, UsageError
-from kiwifs.markdown import (
-    append_entries,
-    appended_entries,
-    edit_frontmatter,
-    read_frontmatter,
-    scalar,
-)
+from kiwifs.frontmatteredit import append_entries, appended_entries, edit_frontmatter, scalar
+from kiwifs.markdown import read_frontmatter
 from kiwifs.paths import canonical
 from kiwifs.text import check_text
 
