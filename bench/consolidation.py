@@ -45,7 +45,8 @@ import httpx
 from kiwifs.client import KiwiClient
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
-from kiwifs.memory.worker import TagRule, Worker
+from kiwifs.memory.steps import TagRule
+from kiwifs.memory.worker import Worker
 
 TOPICS = [f"topic-{n:02d}" for n in range(16)]
 PER_DAY = 100

@@ -27,7 +27,8 @@ from gitrepo import git
 from kiwifs.client import KiwiClient
 from kiwifs.errors import Conflict, ConsolidationFailed, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory.worker import CommandStep, Episode, PagePlan, TagRule, Worker, parse_plan
+from kiwifs.memory.steps import CommandStep, Episode, PagePlan, TagRule, parse_plan
+from kiwifs.memory.worker import Worker
 from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))

@@ -111,7 +111,8 @@ def memory_worker(
 
     SIGTERM or Ctrl-C stops it cleanly: it releases what it holds."""
     from kiwifs.client import KiwiClient
-    from kiwifs.memory.worker import CommandStep, Step, TagRule, Worker
+    from kiwifs.memory.steps import CommandStep, Step, TagRule
+    from kiwifs.memory.worker import Worker
 
     if (rule == "command") != (command is not None):
         raise click.UsageError("--command is required with --rule command, and only then")
