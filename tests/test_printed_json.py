@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kiwifs.printed_json import RawJSON, dumps
@@ -50,6 +50,9 @@ def test_what_orjson_writes_differently_is_written_as_json_dumps_does() -> None:
 
 
 @given(st.lists(values, max_size=4), st.integers(min_value=0, max_value=3), values)
+# a key twice in the raw text ('false' and False), beside a key orjson refuses (None): the
+# standard library's way must splice the text in, not read it back (which kept one key)
+@example(items=[{"false": None, False: None}], depth=1, other={None: None})
 def test_raw_json_is_written_as_the_value_it_holds(
     items: list[object], depth: int, other: object
 ) -> None:

@@ -18,6 +18,8 @@ episode's report entry that way, so a large report is printed without an object 
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +41,7 @@ def dumps(value: Any, errors: str = "strict") -> bytes:
     try:
         return orjson.dumps(_prepared(value), option=orjson.OPT_INDENT_2)
     except orjson.JSONEncodeError:
-        text = json.dumps(value, indent=2, ensure_ascii=False, default=_parsed)
-        return text.encode("utf-8", errors)
+        return _standard(value).encode("utf-8", errors)
 
 
 # Values orjson writes exactly as the standard library does.
@@ -70,8 +71,23 @@ def _prepared(value: Any) -> Any:
     return value
 
 
-def _parsed(value: Any) -> Any:
-    """The standard library's hook for :class:`RawJSON` (its text read back)."""
-    if isinstance(value, RawJSON):
-        return json.loads(value.text)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+def _standard(value: Any) -> str:
+    """The standard library's text of ``value``, each :class:`RawJSON` spliced in as written.
+
+    Each raw text goes through ``json.dumps`` as a placeholder string carrying a random token,
+    then replaces it: read back instead, a text with a key twice (the frontmatter ``'false':``
+    beside ``false:`` gives two ``"false"``) would lose one of them.
+    """
+    raws: list[str] = []
+    token = os.urandom(12).hex()
+
+    def placeholder(item: Any) -> str:
+        if not isinstance(item, RawJSON):
+            raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
+        raws.append(item.text)
+        return f"{token}{len(raws) - 1}"
+
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=placeholder)
+    if not raws:
+        return text
+    return re.sub(f'"{token}([0-9]+)"', lambda m: raws[int(m.group(1))], text)
