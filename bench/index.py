@@ -43,6 +43,34 @@ PYTHON = sys.executable
 KIWIFS = str(Path(PYTHON).with_name("kiwifs"))
 
 
+def private_copy(source: Path, target: Path) -> Path:
+    """``source`` hard-linked into ``target``, but for what kiwifs or git write in place (the
+    index database, git's index file and logs), which are copied: the shared corpus is never
+    written to. Files an older kiwifs committed into the corpus's history although they are
+    its own (the server lock, a state file) are untracked, so ``git status`` shows only what a
+    run writes."""
+    subprocess.run(["cp", "-al", str(source), str(target)], check=True)
+    for rel in (".git/logs", ".git/index", ".kiwi/state"):
+        path = target / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+            shutil.copytree(source / rel, path)
+        elif path.exists():
+            path.unlink()
+            shutil.copy2(source / rel, path)
+    tracked = subprocess.run(
+        ["git", "-C", str(target), "ls-files", ".kiwi/server.lock", ".kiwi/state"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if tracked:
+        git = ["git", "-C", str(target), "-c", "user.name=bench", "-c", "user.email=b@x"]
+        subprocess.run([*git, "rm", "-q", "--cached", *tracked], check=True)
+        subprocess.run([*git, "commit", "-qm", "bench: untrack kiwifs state"], check=True)
+    return target
+
+
 def corpus(episodes: int, seed: int) -> Path:
     """The corpus folder, generated if missing (an older ``ep<N>`` of the same seed is reused)."""
     base = HERE / ".corpora"

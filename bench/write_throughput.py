@@ -36,7 +36,13 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   first path (``KIWIFS_WRITEBACK_MS=10``) instead of 50;
 - ``group-fixedrec`` / ``async-fixedrec``: the watcher's periodic reconcile every 5 s
   (``KIWIFS_RECONCILE_MAX_S=5``, as before 2026-12-01 06:30 UTC) instead of backing off to 60 s
-  while it finds nothing the events missed.
+  while it finds nothing the events missed;
+- ``group-fulldiff`` / ``async-fulldiff``: the timeline's replay reads each commit's changes by
+  one libgit2 diff of the whole trees (``KIWIFS_TIMELINE_DIFF=full``, as before 2026-12-01
+  07:10 UTC) instead of only the folders whose trees differ.
+
+``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
+files hard-linked) instead of a fresh root: what a write costs on a big root.
 
 Before timing, each server finishes starting (``/readyz``, 20 writes, its CPU quiet); each run
 prints the server's CPU per write (``serve`` and its commit process, from ``/proc``), the
@@ -75,6 +81,11 @@ from urllib.parse import urlencode
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from index import corpus, private_copy  # noqa: E402
+
+CORPUS = 0  # --corpus: the episodes of the corpus copied for each run (0: a fresh root)
 MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
     "per-write": ("--sync-commit", "0", "strict", "5", "1"),
     "group": ("--sync-commit", "1", "", "5", "1"),
@@ -104,6 +115,8 @@ VARIANTS = {
     "group-wait10": ("group", {"KIWIFS_GROUP_WAIT_MS": "10"}),
     "group-fixedrec": ("group", {"KIWIFS_RECONCILE_MAX_S": "5"}),
     "async-fixedrec": ("async", {"KIWIFS_RECONCILE_MAX_S": "5"}),
+    "group-fulldiff": ("group", {"KIWIFS_TIMELINE_DIFF": "full"}),
+    "async-fulldiff": ("async", {"KIWIFS_TIMELINE_DIFF": "full"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"
@@ -422,12 +435,15 @@ def run_mode(
     extra = VARIANTS.get(mode, ("", {}))[1]
     env.update(extra)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    subprocess.run(
-        [*kiwifs_command(), "init", "--root", str(root)],
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    if CORPUS:
+        private_copy(corpus(CORPUS, 1), root)
+    else:
+        subprocess.run(
+            [*kiwifs_command(), "init", "--root", str(root)],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
     commits_before = int(git(root, "rev-list", "--count", "HEAD"))
 
     if core:
@@ -556,6 +572,14 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
     parser.add_argument("--core", action="store_true", help="through the core, no HTTP")
     parser.add_argument(
+        "--corpus",
+        type=int,
+        default=0,
+        metavar="EPISODES",
+        help="serve a private copy of bench/index.py's corpus of EPISODES episodes (100000:"
+        " the 100k root) instead of a fresh root",
+    )
+    parser.add_argument(
         "--client",
         choices=("raw", "httpx"),
         default="raw",
@@ -566,6 +590,8 @@ def main() -> int:
         core_writes(root, flag == "--async-commit", int(writes), int(clients))
         return 0
     args = parser.parse_args()
+    global CORPUS
+    CORPUS = args.corpus
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MODES]:
         parser.error(f"unknown mode(s): {', '.join(unknown)}")

@@ -8,6 +8,7 @@ A file is a knowledge file here by the walk's rule (:func:`is_knowledge_path`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,12 @@ class BlobChange:
 def is_knowledge_path(rel: str) -> bool:
     """The walk's rule for a path in a git tree: ``.md`` exactly, no hidden segment."""
     return rel.endswith(".md") and not any(seg.startswith(".") for seg in rel.split("/"))
+
+
+BIG_TREE = 1024  # entries above which a changed folder is compared by libgit2's diff
+# True (KIWIFS_TIMELINE_DIFF=full): every commit's changes by one libgit2 diff of the whole
+# trees, as before (the A/B of bench/timeline.py and bench/write_throughput.py)
+FULL_DIFF = os.environ.get("KIWIFS_TIMELINE_DIFF") == "full"
 
 
 class GitHistory:
@@ -86,26 +93,90 @@ class GitHistory:
         return out, None
 
     def changes(self, commit: str, parent: str | None) -> list[BlobChange]:
-        """The knowledge files ``commit`` changed relative to ``parent`` (or all, for none)."""
+        """The knowledge files ``commit`` changed relative to ``parent`` (or all, for none),
+        in path order.
+
+        libgit2's tree-to-tree diff reads every tree of both commits, unchanged sub-folders
+        too: 67 ms a commit on a 100,000-file root, for one file written. Here only the folders
+        whose tree ids differ are read (the path from the root to each change), and a changed
+        folder of more than :data:`BIG_TREE` entries is compared by libgit2 in one call (its
+        loop over entries beats Python's; such a folder holds files, seldom sub-folders). The
+        answer is the diff's, in its order (``tests/test_timeline.py`` holds them equal).
+        """
         git2 = load_pygit2()
         new = self.repo[commit].peel(git2.Commit).tree
         if parent is None:
             return [BlobChange(path, blob) for path, blob in self.files(commit)]
         old = self.repo[parent].peel(git2.Commit).tree
         out: list[BlobChange] = []
-        for delta in self.repo.diff(old, new).deltas:
+        if FULL_DIFF:
+            self._diffed(old, new, "", out)
+        else:
+            self._compared(old, new, "", out)
+        out.sort(key=lambda change: change.path)  # stable: a type change's removal first
+        return out
+
+    def _compared(
+        self, old: pygit2.Tree | None, new: pygit2.Tree | None, base: str, out: list[BlobChange]
+    ) -> None:
+        """The changes between two states of the folder ``base`` (``None``: absent), read
+        entry by entry; sub-folders whose ids are equal are not entered."""
+        if old is not None and new is not None and max(len(old), len(new)) > BIG_TREE:
+            self._diffed(old, new, base, out)
+            return
+        before = {e.name: e for e in old} if old is not None else {}
+        after = {e.name: e for e in new} if new is not None else {}
+        for name in before.keys() | after.keys():
+            if not name or name.startswith("."):
+                continue  # hidden: nothing under it is a knowledge file
+            was, now = before.get(name), after.get(name)
+            if was is not None and now is not None:
+                if was.id == now.id and was.filemode == now.filemode:
+                    continue
+            self._entry_changed(was, now, base + name, out)
+
+    def _entry_changed(
+        self, was: pygit2.Object | None, now: pygit2.Object | None, rel: str, out: list[BlobChange]
+    ) -> None:
+        """One name whose entry differs, as the diff reports it: a changed folder entered, a
+        file's removal or new blob, and a change of type split into a removal and an addition."""
+        old_tree = self._tree_of(was)
+        new_tree = self._tree_of(now)
+        if old_tree is not None or new_tree is not None:
+            self._compared(old_tree, new_tree, rel + "/", out)
+        if not rel.endswith(".md"):
+            return
+        old_leaf = was if was is not None and old_tree is None else None
+        new_leaf = now if now is not None and new_tree is None else None
+        if old_leaf is not None and (new_leaf is None or _kind(old_leaf) != _kind(new_leaf)):
+            out.append(BlobChange(rel, None))  # removed (or its type changed: removed first)
+            if new_leaf is None:
+                return
+        elif new_leaf is None:
+            return
+        out.append(BlobChange(rel, str(new_leaf.id) if _is_file_mode(new_leaf.filemode) else None))
+
+    def _tree_of(self, entry: pygit2.Object | None) -> pygit2.Tree | None:
+        if entry is None or entry.filemode != MODE_TREE:
+            return None
+        tree: pygit2.Tree = self.repo[entry.id].peel(load_pygit2().Tree)
+        return tree
+
+    def _diffed(self, old: pygit2.Tree, new: pygit2.Tree, base: str, out: list[BlobChange]) -> None:
+        """The changes between two states of the folder ``base`` by libgit2's diff."""
+        git2 = load_pygit2()
+        for delta in old.diff_to_tree(new).deltas:
             if delta.old_file.path != delta.new_file.path and is_knowledge_path(
-                delta.old_file.path
+                base + delta.old_file.path
             ):
-                out.append(BlobChange(delta.old_file.path, None))
-            path = delta.new_file.path
+                out.append(BlobChange(base + delta.old_file.path, None))
+            path = base + delta.new_file.path
             if not is_knowledge_path(path):
                 continue
             gone = delta.status == git2.enums.DeltaStatus.DELETED or not _is_file_mode(
                 delta.new_file.mode
             )
             out.append(BlobChange(path, None if gone else str(delta.new_file.id)))
-        return out
 
     def files(self, commit: str) -> Iterator[tuple[str, str]]:
         """Every knowledge file of ``commit``'s tree with its blob id."""
@@ -133,3 +204,9 @@ class GitHistory:
 
 def _is_file_mode(mode: int) -> bool:
     return mode in (MODE_BLOB, MODE_EXECUTABLE)
+
+
+def _kind(entry: pygit2.Object) -> int:
+    """The kind of a non-folder entry as a diff tells changes apart: a file (either mode), a
+    symbolic link or a sub-module; a change between kinds is a removal plus an addition."""
+    return MODE_BLOB if _is_file_mode(entry.filemode) else entry.filemode
