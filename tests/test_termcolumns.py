@@ -280,3 +280,14 @@ def test_query_words_are_fts5s_words() -> None:
     assert bm25.query_words("run-249") is None  # one token, two words: a phrase
     assert bm25.query_words("C++ x") == [("c", "C++"), ("x", "x")]
     assert bm25.query_words("++") is None
+
+
+def test_a_word_fts5_cannot_parse_is_an_invalid_query(make_root: Callable[..., Path]) -> None:
+    """A NUL inside a plain word ends FTS5's reading of the quoted word: the column's own
+    query fails, and the search reports the query as invalid (a 400), never a server error."""
+    from kiwifs.errors import InvalidQuery
+
+    with watched(make_root(corpus(8))) as kb:
+        kb.search("fox", limit=1)  # the columns are in use from here
+        with pytest.raises(InvalidQuery, match="unterminated string"):
+            kb.search("river\x00")

@@ -183,15 +183,17 @@ def search(
     window = (recency_window(lim, off), 0) if weight else (lim, off)
     rows = None
     scope = where.scope if where is not None else None
-    if COLUMNS and not weight and match != text:  # plain words: never an FTS5 syntax error
-        words = query_words(text) if columns is not None else None
-        rows = _from_columns(conn, words, condition, extra, scope, columns, *window)
-    elif COLUMNS and PHRASES and not weight and columns is not None:
-        phrases = syntax_phrases(text)
+    keys = None
+    if COLUMNS and not weight and columns is not None:
+        # plain words, or a query of AND-ed phrases; a word FTS5 cannot read (a NUL in it)
+        # makes a column's own query fail: the plain query below reports it as invalid
+        plain = match != text
+        keys = query_words(text) if plain else syntax_phrases(text) if PHRASES else None
+    if keys is not None:
         try:
-            rows = _from_columns(conn, phrases, condition, extra, scope, columns, *window)
+            rows = _from_columns(conn, keys, condition, extra, scope, columns, *window)
         except sqlite3.OperationalError:
-            rows = None  # FTS5 refused a phrase: the plain query below reports it
+            rows = None
     try:
         if rows is None:
             rows = _ranked(conn, match, condition, extra, *window)
