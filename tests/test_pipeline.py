@@ -370,7 +370,8 @@ def test_delete_with_matching_if_match(kb: Knowledge, root: Path) -> None:
 
 
 def test_open_commits_what_a_crash_left_on_disk(root: Path) -> None:
-    Knowledge.open(root).write("kept.md", "committed", actor="a")
+    with Knowledge.open(root) as kb:  # closed: no thread of it may touch .git/index later
+        kb.write("kept.md", "committed", actor="a")
     before = commit_count(root)
     # the process died after the journal entry and the disk write, before the commit
     (root / "crashed").mkdir()
@@ -380,7 +381,7 @@ def test_open_commits_what_a_crash_left_on_disk(root: Path) -> None:
     journal.write_text("crashed/new.md\nkept.md\n")
     assert git(root, "status", "--porcelain", "--", "crashed", "kept.md") != ""
 
-    Knowledge.open(root)
+    Knowledge.open(root).close()  # the open repairs
 
     assert commit_count(root) == before + 1
     assert last_commit(root)[0] == "kiwifs"
@@ -390,7 +391,7 @@ def test_open_commits_what_a_crash_left_on_disk(root: Path) -> None:
     assert journal.read_text() == ""
     assert_clean(root)
     # and a second open has nothing left to do
-    Knowledge.open(root)
+    Knowledge.open(root).close()
     assert commit_count(root) == before + 1
 
 
