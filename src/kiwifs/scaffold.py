@@ -16,7 +16,7 @@ from .config import CONFIG_RELPATH
 from .errors import UsageError
 from .provenance import LIBRARY_ACTOR
 from .storage import Storage
-from .versioning import Git, missing_ignores
+from .versioning import Git, add_ignores
 
 TEMPLATES = ("knowledge", "blank")
 
@@ -79,10 +79,4 @@ def _ensure_gitignore(root: Path) -> bool:
     if not path.exists():
         path.write_bytes((resources.files("kiwifs") / "templates" / "gitignore").read_bytes())
         return True
-    text = path.read_text(encoding="utf-8", errors="replace")
-    missing = missing_ignores(text)
-    if not missing:
-        return False
-    separator = "" if text.endswith("\n") or not text else "\n"
-    path.write_text(text + separator + "\n".join(missing) + "\n")
-    return True
+    return add_ignores(path)

@@ -105,14 +105,8 @@ class Git:
         adopting commit. Best effort: a ``.git`` that is a file or read-only is left alone."""
         path = self.root / EXCLUDE_FILE
         try:
-            text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-            missing = missing_ignores(text)
-            if not missing:
-                return
             path.parent.mkdir(exist_ok=True)
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(("\n" if text and not text.endswith("\n") else "") + "\n".join(missing))
-                fh.write("\n")
+            add_ignores(path)
         except OSError:
             return
 
@@ -365,8 +359,15 @@ def _mode_of(path: Path) -> int:
     return MODE_BLOB
 
 
-def missing_ignores(text: str) -> list[str]:
-    """The entries of :data:`IGNORED` that the ignore file ``text`` lacks (a trailing ``/``
-    aside), in order."""
+def add_ignores(path: Path) -> bool:
+    """Append to the ignore file at ``path`` (made when absent) the entries of :data:`IGNORED`
+    it lacks (a trailing ``/`` aside), leaving its own lines as they are; True when it changed."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     present = {line.strip().rstrip("/") for line in text.splitlines()}
-    return [entry for entry in IGNORED if entry.rstrip("/") not in present]
+    missing = [entry for entry in IGNORED if entry.rstrip("/") not in present]
+    if not missing:
+        return False
+    separator = "\n" if text and not text.endswith("\n") else ""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(separator + "\n".join(missing) + "\n")
+    return True
