@@ -101,7 +101,7 @@ class GitHistory:
         whose tree ids differ are read (the path from the root to each change), and a changed
         folder of more than :data:`BIG_TREE` entries is compared by libgit2 in one call (its
         loop over entries beats Python's; such a folder holds files, seldom sub-folders). The
-        answer is the diff's, in its order (``tests/test_timeline.py`` holds them equal).
+        answer is the diff's, in its order (``tests/test_gitreplay.py`` holds them equal).
         """
         git2 = load_pygit2()
         new = self.repo[commit].peel(git2.Commit).tree

@@ -38,6 +38,8 @@ from kiwifs.filewalk import list_folder
 if TYPE_CHECKING:
     import watchfiles
 
+    from .db import ReconcileStats
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PERIOD = 5.0
@@ -54,7 +56,7 @@ class Watcher:
         self,
         root: Path,
         refresh: Callable[[list[str]], object],
-        reconcile: Callable[[], object],
+        reconcile: Callable[[], ReconcileStats | None],
         period: float = DEFAULT_PERIOD,
     ) -> None:
         self.root = Path(root)
@@ -133,15 +135,15 @@ class Watcher:
     def _reconciled(self) -> bool:
         """Reconcile; the index is current (``ready``) from the first one that succeeds.
 
-        True when it found changes whose events were lost, or failed (or cannot tell)."""
+        True when it found changes whose events were lost, or failed (or cannot tell: no
+        stats)."""
         try:
             stats = self._reconcile()
         except Exception:
             log.exception("index update failed")
             return True
         self.ready.set()
-        missed = getattr(stats, "missed", None)
-        return not isinstance(missed, int) or missed > 0
+        return stats is None or stats.missed > 0
 
     def _next_interval(self, missed: bool) -> float:
         """The wait after a periodic reconcile: back to ``period`` when it found what the events
