@@ -41,32 +41,10 @@ sys.path.insert(0, str(HERE))
 
 from index import KIWIFS, corpus  # noqa: E402
 from startup import free_port, status  # noqa: E402
+from write_throughput import process_cpu  # noqa: E402
 
 VARIANTS = {"adaptive": {}, "fixed": {"KIWIFS_RECONCILE_MAX_S": "5"}}
 SETTLE_S = 10.0
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and of its live children (the commit process, parsers)."""
-    total = 0.0
-    for proc in [str(pid), *_children(pid)]:
-        try:
-            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / TICKS
-    return total
-
-
-def _children(pid: int) -> list[str]:
-    found: list[str] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += (task / "children").read_text().split()
-        except OSError:
-            continue
-    return found
 
 
 def found(base: str, word: str) -> bool:
@@ -91,9 +69,9 @@ def one_round(root: Path, env: dict[str, str], seconds: float, page: Path) -> tu
                 raise RuntimeError("kiwifs serve exited")
             time.sleep(0.05)
         time.sleep(SETTLE_S)
-        before = tree_cpu(proc.pid)
+        before = process_cpu(proc.pid)
         time.sleep(seconds)
-        used = (tree_cpu(proc.pid) - before) / seconds * 100
+        used = (process_cpu(proc.pid) - before) / seconds * 100
         word = f"lostevent{time.time_ns()}"
         with tempfile.TemporaryDirectory(dir=root.parent) as outside:
             link = Path(outside) / "link.md"
