@@ -125,12 +125,30 @@ _RELEVANT_LINE = re.compile(
     + r"):(?:[ ]+([^\n]*?))?[ ]*(?=\n)"
 )
 _NEXT_TOP = re.compile(r"\n[A-Za-z_]")
-# Every top-level ``key: value`` or ``key:`` line, and every item start or entry in a block
-# (the whole-frontmatter reader, :func:`simple_frontmatter`).
-_TOP_LINE = re.compile(r"\n([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?:[ ]+([^\n]*?))?[ ]*(?=\n)")
-_ANY_ITEM_OR_ENTRY = re.compile(
-    r"\n[ ]*(?:-(?:[ ]+([^\n]*?))?|([A-Za-z_][A-Za-z0-9_.\-]{0,127}):(?:[ ]+([^\n]*?))?)[ ]*(?=\n)"
+# First characters a plain scalar cannot start with (YAML indicators); ``-`` is allowed when a
+# non-space follows.
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+# The whole-frontmatter reader (:func:`simple_frontmatter`): one match per line that holds
+# something, read in one ``findall`` once the grammar has proven the block. Groups: a top-level
+# key; an item's dash, with the key of its first entry if it has one; an indented entry's key;
+# then the value, if any, as exactly one of: double-quoted, single-quoted (both without escapes,
+# as the grammar allows), a plain scalar that is text as written, or any other value. A plain
+# scalar is text as written when its first character can neither start a YAML indicator nor
+# have PyYAML resolve it to another type (no resolver for it), or when none of PyYAML's resolver
+# patterns matches it whole: it is then a string to PyYAML too, and needs no Python to read.
+_RESOLVER_FIRST = "".join(sorted(c for c in _IMPLICIT if c))
+_TEXT_AS_WRITTEN = (
+    rf"(?:[^{re.escape(_RESOLVER_FIRST)}\-?:,\[\]{{}}\#&*!|>'\"%@`\ \n]"
+    rf"|(?=[{re.escape(''.join(sorted(set(_RESOLVER_FIRST) - _INDICATORS)))}]|-[^ \n])"
+    rf"(?!(?:{_resolver_bodies(lambda tag: True)})[ ]*+\n))"
 )
+_REST_OF_LINE = r"(?:[^ \n]++|[ ]++(?=[^ \n]))"  # up to the line's trailing spaces
+_LINE = re.compile(
+    rf"\n(?:({_KEY}):|[ ]*+(-)(?:[ ]++({_KEY}):(?=[ \n]))?|[ ]++({_KEY}):)"
+    rf"(?:[ ]++(?:(\"[^\"\\\n]*+\")|('[^'\n]*+')|({_TEXT_AS_WRITTEN}{_REST_OF_LINE}*+)"
+    rf"|({_REST_OF_LINE}++)))?[ ]*+(?=\n)"
+)
+_STR_KEYS: set[str] = set()  # keys seen to be text to PyYAML (bounded, see _text_key)
 # In a proven block: the first line that is not blank or a comment, then item starts and the
 # entries a merged-from item is read for.
 _FIRST_CONTENT = re.compile(r"(?:\n[ ]*(?:\#[^\n]*)?(?=\n))*\n[ ]*([^ \n\#])")
@@ -148,9 +166,6 @@ _FLOW_ITEM_AT = re.compile(
 )
 _DOUBLE_QUOTED = re.compile(r'"([^"\\]*)"\Z')
 _SINGLE_QUOTED = re.compile(r"'([^']*)'\Z")
-# First characters a plain scalar cannot start with (YAML indicators); ``-`` is allowed when a
-# non-space follows.
-_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 
 
 class _Unproven(Exception):
@@ -194,12 +209,7 @@ def simple_frontmatter(text: bytes) -> dict[str, Any] | None:
     if source is None or _SUBSET_DOCUMENT.fullmatch(source) is None:
         return None
     try:
-        out: dict[str, Any] = {}
-        for match in _TOP_LINE.finditer(source):
-            key, rest = match.groups()
-            _check_key(key)
-            out[key] = _inline_value(rest) if rest else _block_after(source, match.end() + 1, True)
-        return out
+        return _whole(source)
     except _Unproven:
         return None
 
@@ -217,6 +227,65 @@ def read_simple_first(data: bytes) -> tuple[Frontmatter, bool]:
         if simple is not None:
             return Frontmatter(simple), True
     return read_frontmatter(data), False
+
+
+def _whole(source: str) -> dict[str, Any]:
+    """Every key of a proven block, line by line (see :data:`_LINE`).
+
+    The grammar has proven the shape: a top-level key's block is a list (dash lines) or a flat
+    mapping (indented entries), and an indented entry under a list continues that list's last
+    item, which is then a mapping. So the lines are read in order without checking columns.
+    """
+    out: dict[str, Any] = {}
+    top = ""  # the top-level key whose block is being read
+    block: Any = None  # its list or mapping, once a line of it is read
+    item: dict[str, Any] | None = None  # the list's last item, when a mapping
+    for key, dash, item_key, entry_key, dq, sq, text, other in _LINE.findall(source):
+        if text:
+            value: Any = text
+        elif dq:
+            value = dq[1:-1]
+        elif sq:
+            value = sq[1:-1]
+        else:
+            value = _inline_value(other) if other else None
+        if key:
+            if key not in _STR_KEYS:
+                _text_key(key)
+            out[key] = value
+            top, block, item = key, None, None
+        elif dash:
+            if block is None:
+                block = out[top] = []
+            elif type(block) is not list:
+                raise _Unproven  # a dash in a mapping: not what the grammar accepts
+            if item_key:
+                if item_key not in _STR_KEYS:
+                    _text_key(item_key)
+                item = {item_key: value}
+                block.append(item)
+            else:
+                item = None
+                block.append(value)
+        else:
+            if entry_key not in _STR_KEYS:
+                _text_key(entry_key)
+            if item is not None:
+                item[entry_key] = value
+            elif block is None:
+                block = out[top] = {entry_key: value}
+            elif type(block) is dict:
+                block[entry_key] = value
+            else:
+                raise _Unproven  # an entry under a scalar item: not what the grammar accepts
+    return out
+
+
+def _text_key(key: str) -> None:
+    """Raise unless PyYAML reads ``key`` as text; remember the keys that are."""
+    _check_key(key)
+    if len(_STR_KEYS) < 4096:
+        _STR_KEYS.add(key)
 
 
 def _subset_source(text: bytes) -> str | None:
@@ -262,28 +331,25 @@ def _relevant(source: str) -> dict[str, Any]:
     return out
 
 
-def _block_after(source: str, start: int, every_key: bool = False) -> Any:
+def _block_after(source: str, start: int) -> Any:
     """The value of a top-level ``key:`` whose block starts at offset ``start``.
 
     The grammar has proven the block's shape: a list (every line whose first character is
     ``-`` starts an item), a flat mapping, or nothing. So only item starts and the
-    ``type``/``id``/``path`` entries need reading (the other lines are skipped in C), unless
-    ``every_key`` asks for the whole value (each key then checked to be a string).
+    ``type``/``id``/``path`` entries need reading (the other lines are skipped in C).
     """
     nxt = _NEXT_TOP.search(source, start - 1)  # the block ends where a top-level key starts
     block = source[start - 1 : nxt.start() + 1 if nxt else len(source)]
     first = _FIRST_CONTENT.match(block)
     if first is None:
         return None
-    lines = _ANY_ITEM_OR_ENTRY if every_key else _ITEM_OR_ENTRY
+    lines = _ITEM_OR_ENTRY
     if first.group(1) != "-":
         mapping: dict[str, Any] = {}
         for match in lines.finditer(block):
             _, key, rest = match.groups()
             if key is None:
                 raise _Unproven  # a dash in a mapping: not what the grammar accepts
-            if every_key:
-                _check_key(key)
             mapping[key] = _inline_value(rest) if rest else None
         return mapping
     items: list[Any] = []
@@ -299,12 +365,10 @@ def _block_after(source: str, start: int, every_key: bool = False) -> Any:
             current = {}
             items.append(current)
             key, rest = entry.groups()
-            if not every_key and key not in ENTRY_KEYS:
+            if key not in ENTRY_KEYS:
                 continue
         if current is None:
             raise _Unproven  # an entry under a scalar item: not what the grammar accepts
-        if every_key:
-            _check_key(key)
         current[key] = _inline_value(rest) if rest else None
     return items
 
