@@ -26,6 +26,7 @@ from kiwifs.index.db import Index
 from kiwifs.index.embedders import make_embedder
 from kiwifs.index.filters import parse_modified_after, superseded_sql
 from kiwifs.index.vectors import VectorStore
+from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
 from vectorkit import EmbeddingServer, build_model, local_config
@@ -412,11 +413,15 @@ def test_nothing_is_dropped_while_the_embedder_is_down(
 RETRY_AFTER = 5.0
 
 
+VECTOR_UPKEEP = {"files_etag", "files_recall", "files_scope"} | set(QUEUE_TRIGGERS)
+
+
 def vector_indexes(root: Path) -> set[str]:
+    """The indexes and queue triggers of the vector side that the root's index holds."""
     conn = sqlite3.connect(root / ".kiwi/state/index.db")
     try:
-        rows = conn.execute("SELECT name FROM sqlite_schema WHERE name LIKE 'files_%'")
-        return {r[0] for r in rows} & {"files_etag", "files_recall", "files_scope"}
+        rows = conn.execute("SELECT name FROM sqlite_schema WHERE type IN ('index', 'trigger')")
+        return {r[0] for r in rows} & VECTOR_UPKEEP
     finally:
         conn.close()
 
@@ -431,15 +436,33 @@ def test_the_vector_side_indexes_exist_only_while_vectors_are_on(
     (root / ".kiwi/config.toml").write_text(local_config(model))
     with Knowledge.open(root) as kb:
         assert paths(kb.semantic_search("bird", scope="s")) == ["a.md"]
-        assert vector_indexes(root) == {"files_etag", "files_recall", "files_scope"}
-        kb.reindex()  # a rebuild keeps the vectors, and so their indexes
-        assert vector_indexes(root) == {"files_etag", "files_recall", "files_scope"}
+        assert vector_indexes(root) == VECTOR_UPKEEP
+        kb.reindex()  # a rebuild keeps the vectors, and so their indexes and triggers
+        assert vector_indexes(root) == VECTOR_UPKEEP
         assert paths(kb.semantic_search("bird", scope="s")) == ["a.md"]
     (root / ".kiwi/config.toml").unlink()
     with Knowledge.open(root) as kb:
         kb.search("kiwi")
         with pytest.raises(Unavailable):
             kb.semantic_search("kiwi")
+    assert vector_indexes(root) == set()
+
+
+def test_an_older_index_loses_its_idle_queue_triggers_when_opened(make_root: MakeRoot) -> None:
+    """Indexes made before the queue triggers came and went with vectors have them with
+    vectors off; the first opening drops them, and writes still index."""
+    root = make_root({"a.md": "kiwi"})
+    with Knowledge.open(root) as kb:
+        kb.search("kiwi")
+    conn = sqlite3.connect(root / ".kiwi/state/index.db")
+    for sql in QUEUE_TRIGGERS.values():
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+    assert vector_indexes(root) == set(QUEUE_TRIGGERS)
+    with Knowledge.open(root) as kb:
+        kb.write("b.md", b"kiwi again\n")
+        assert sorted(h.path for h in kb.search("kiwi").results) == ["a.md", "b.md"]
     assert vector_indexes(root) == set()
 
 

@@ -14,7 +14,7 @@ import sqlite3
 
 from .bodies import LOG_SCHEMA
 from .filters import superseded_sql
-from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_indexes
+from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
 SCHEMA_VERSION = 13
 
@@ -116,6 +116,6 @@ def recreate(conn: sqlite3.Connection) -> None:
     conn.executescript(TIMELINE_SCHEMA)
     conn.executescript(CHECK_SCHEMA)
     if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
-        add_vector_indexes(conn)
+        add_vector_upkeep(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.commit()

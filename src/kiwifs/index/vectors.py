@@ -30,8 +30,8 @@ from .embedders import Embedder, _numpy
 from .vectorschema import (
     NEW_GENERATION,
     QUEUE_MISSING,
-    add_vector_indexes,
-    has_vector_indexes,
+    add_vector_upkeep,
+    has_vector_upkeep,
     log_changed,
 )
 
@@ -129,11 +129,11 @@ class VectorStore:
         """Make the database hold vectors of this embedder, queueing whatever lacks them."""
         with self.index.reader() as conn:
             found = dict(conn.execute("SELECT key, value FROM vec_meta"))
-            indexed = has_vector_indexes(conn)
+            indexed = has_vector_upkeep(conn)
         if found.get("identity") == self.identity and found.get("enabled") == "1" and indexed:
             return
         with self.index.transaction() as conn:
-            add_vector_indexes(conn)
+            add_vector_upkeep(conn)
             found = dict(conn.execute("SELECT key, value FROM vec_meta"))
             if found.get("identity") != self.identity:
                 _wipe(conn)

@@ -21,9 +21,10 @@ rows, so chunks of content that no longer exists never surface (they are collect
 The triggers test for an existing entry rather than ``INSERT OR IGNORE``: inside a trigger the
 outer statement's conflict policy (the row upsert's ABORT) would override the IGNORE.
 
-The triggers put a file's ETag in the queue in the same transaction that writes its row, so
-every path that changes a row — a write through kiwifs, the watcher, a reconcile after an
-out-of-band edit, a rebuild — queues its embedding without knowing vectors exist.
+While vectors are on, triggers put a file's ETag in the queue in the same transaction that
+writes its row, so every path that changes a row — a write through kiwifs, the watcher, a
+reconcile after an out-of-band edit, a rebuild — queues its embedding without knowing vectors
+exist.
 """
 
 from __future__ import annotations
@@ -57,23 +58,32 @@ CREATE TABLE IF NOT EXISTS vec_queue (
 CREATE INDEX IF NOT EXISTS vec_queue_due ON vec_queue(next_try);
 CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vec_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, etag TEXT NOT NULL);
-CREATE TRIGGER IF NOT EXISTS vec_queue_on_insert AFTER INSERT ON files
-WHEN NEW.unreadable = 0
-    AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
-BEGIN
-    INSERT INTO vec_queue (etag) SELECT NEW.etag
-    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag)
-        AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
-END;
-CREATE TRIGGER IF NOT EXISTS vec_queue_on_update AFTER UPDATE OF etag, unreadable ON files
-WHEN NEW.unreadable = 0
-    AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
-BEGIN
-    INSERT INTO vec_queue (etag) SELECT NEW.etag
-    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag)
-        AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
-END;
 """
+
+# The triggers that queue a written row's content. They exist only while vectors are on (made
+# and dropped with the indexes below): without vectors their condition is false for every row,
+# yet testing it cost a third of the file rows' insert in a rebuild. The condition stays, so
+# that a root whose vectors are switched off by another process never queues.
+QUEUE_TRIGGERS = {
+    "vec_queue_on_insert": """CREATE TRIGGER IF NOT EXISTS vec_queue_on_insert
+AFTER INSERT ON files
+WHEN NEW.unreadable = 0
+    AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
+BEGIN
+    INSERT INTO vec_queue (etag) SELECT NEW.etag
+    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag)
+        AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
+END""",
+    "vec_queue_on_update": """CREATE TRIGGER IF NOT EXISTS vec_queue_on_update
+AFTER UPDATE OF etag, unreadable ON files
+WHEN NEW.unreadable = 0
+    AND EXISTS (SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1')
+BEGIN
+    INSERT INTO vec_queue (etag) SELECT NEW.etag
+    WHERE NOT EXISTS (SELECT 1 FROM vec_done WHERE etag = NEW.etag)
+        AND NOT EXISTS (SELECT 1 FROM vec_queue WHERE etag = NEW.etag);
+END""",
+}
 
 # Indexes of the file rows that only the vector side reads (the queue's joins by content, the
 # semantic candidates by filter): made when vectors are switched on, dropped when they are
@@ -90,35 +100,47 @@ VECTOR_FILE_INDEXES = {
 VECTORS_ENABLED = "SELECT 1 FROM vec_meta WHERE key = 'enabled' AND value = '1'"
 
 
-def add_vector_indexes(conn: sqlite3.Connection) -> None:
-    for sql in VECTOR_FILE_INDEXES.values():
+def add_vector_upkeep(conn: sqlite3.Connection) -> None:
+    """The indexes and triggers that only a root with vectors needs."""
+    for sql in (*VECTOR_FILE_INDEXES.values(), *QUEUE_TRIGGERS.values()):
         conn.execute(sql)
 
 
-def drop_vector_indexes(conn: sqlite3.Connection) -> None:
+def drop_vector_upkeep(conn: sqlite3.Connection) -> None:
     for name in VECTOR_FILE_INDEXES:
         conn.execute(f"DROP INDEX IF EXISTS {name}")
+    for name in QUEUE_TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
 
 
 def disable(index: Index) -> None:
     """Vectors are off for this root: stop queueing (the stored vectors are kept for later).
 
     Here, not in :mod:`kiwifs.index.vectors`, because every opening of an index calls it and the
-    vector side (chunking, embedders) need not load for a root that does not embed."""
+    vector side (chunking, embedders) need not load for a root that does not embed. An index
+    made before the triggers came and went with vectors has them although vectors are off: they
+    are dropped here too."""
     with index.reader() as conn:
         row = conn.execute("SELECT value FROM vec_meta WHERE key = 'enabled'").fetchone()
-    if row is None or row[0] != "1":
+        idle = _upkeep_count(conn, "trigger", QUEUE_TRIGGERS) > 0
+    if (row is None or row[0] != "1") and not idle:
         return
     with index.transaction() as conn:
         conn.execute("UPDATE vec_meta SET value = '0' WHERE key = 'enabled'")
         conn.execute("DELETE FROM vec_queue")
-        drop_vector_indexes(conn)
+        drop_vector_upkeep(conn)
 
 
-def has_vector_indexes(conn: sqlite3.Connection) -> bool:
-    marks = ",".join("?" * len(VECTOR_FILE_INDEXES))
-    sql = f"SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN ({marks})"
-    return bool(conn.execute(sql, tuple(VECTOR_FILE_INDEXES)).fetchone()[0] == 3)
+def has_vector_upkeep(conn: sqlite3.Connection) -> bool:
+    return _upkeep_count(conn, "index", VECTOR_FILE_INDEXES) == len(
+        VECTOR_FILE_INDEXES
+    ) and _upkeep_count(conn, "trigger", QUEUE_TRIGGERS) == len(QUEUE_TRIGGERS)
+
+
+def _upkeep_count(conn: sqlite3.Connection, kind: str, names: dict[str, str]) -> int:
+    marks = ",".join("?" * len(names))
+    sql = f"SELECT count(*) FROM sqlite_schema WHERE type = ? AND name IN ({marks})"
+    return int(conn.execute(sql, (kind, *names)).fetchone()[0])
 
 
 # Queue every readable file's content that has no vectors yet (vectors switched on, a new model).
