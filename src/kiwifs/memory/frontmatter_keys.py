@@ -136,10 +136,10 @@ _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 # scalar is text as written when its first character can neither start a YAML indicator nor
 # have PyYAML resolve it to another type (no resolver for it), or when none of PyYAML's resolver
 # patterns matches it whole: it is then a string to PyYAML too, and needs no Python to read.
-_RESOLVER_FIRST = "".join(sorted(c for c in _IMPLICIT if c))
+_RESOLVER_FIRST = frozenset(c for c in _IMPLICIT if c)
 _TEXT_AS_WRITTEN = (
-    rf"(?:[^{re.escape(_RESOLVER_FIRST)}\-?:,\[\]{{}}\#&*!|>'\"%@`\ \n]"
-    rf"|(?=[{re.escape(''.join(sorted(set(_RESOLVER_FIRST) - _INDICATORS)))}]|-[^ \n])"
+    rf"(?:[^{re.escape(''.join(sorted(_RESOLVER_FIRST | _INDICATORS)))}\ \n]"
+    rf"|(?=[{re.escape(''.join(sorted(_RESOLVER_FIRST - _INDICATORS)))}]|-[^ \n])"
     rf"(?!(?:{_resolver_bodies(lambda tag: True)})[ ]*+\n))"
 )
 _REST_OF_LINE = r"(?:[^ \n]++|[ ]++(?=[^ \n]))"  # up to the line's trailing spaces
@@ -148,7 +148,6 @@ _LINE = re.compile(
     rf"(?:[ ]++(?:(\"[^\"\\\n]*+\")|('[^'\n]*+')|({_TEXT_AS_WRITTEN}{_REST_OF_LINE}*+)"
     rf"|({_REST_OF_LINE}++)))?[ ]*+(?=\n)"
 )
-_STR_KEYS: set[str] = set()  # keys seen to be text to PyYAML (bounded, see _text_key)
 # In a proven block: the first line that is not blank or a comment, then item starts and the
 # entries a merged-from item is read for.
 _FIRST_CONTENT = re.compile(r"(?:\n[ ]*(?:\#[^\n]*)?(?=\n))*\n[ ]*([^ \n\#])")
@@ -250,8 +249,8 @@ def _whole(source: str) -> dict[str, Any]:
         else:
             value = _inline_value(other) if other else None
         if key:
-            if key not in _STR_KEYS:
-                _text_key(key)
+            if not _KEY_IS_STR.get(key):
+                _check_key(key)
             out[key] = value
             top, block, item = key, None, None
         elif dash:
@@ -260,16 +259,16 @@ def _whole(source: str) -> dict[str, Any]:
             elif type(block) is not list:
                 raise _Unproven  # a dash in a mapping: not what the grammar accepts
             if item_key:
-                if item_key not in _STR_KEYS:
-                    _text_key(item_key)
+                if not _KEY_IS_STR.get(item_key):
+                    _check_key(item_key)
                 item = {item_key: value}
                 block.append(item)
             else:
                 item = None
                 block.append(value)
         else:
-            if entry_key not in _STR_KEYS:
-                _text_key(entry_key)
+            if not _KEY_IS_STR.get(entry_key):
+                _check_key(entry_key)
             if item is not None:
                 item[entry_key] = value
             elif block is None:
@@ -279,13 +278,6 @@ def _whole(source: str) -> dict[str, Any]:
             else:
                 raise _Unproven  # an entry under a scalar item: not what the grammar accepts
     return out
-
-
-def _text_key(key: str) -> None:
-    """Raise unless PyYAML reads ``key`` as text; remember the keys that are."""
-    _check_key(key)
-    if len(_STR_KEYS) < 4096:
-        _STR_KEYS.add(key)
 
 
 def _subset_source(text: bytes) -> str | None:
@@ -343,10 +335,9 @@ def _block_after(source: str, start: int) -> Any:
     first = _FIRST_CONTENT.match(block)
     if first is None:
         return None
-    lines = _ITEM_OR_ENTRY
     if first.group(1) != "-":
         mapping: dict[str, Any] = {}
-        for match in lines.finditer(block):
+        for match in _ITEM_OR_ENTRY.finditer(block):
             _, key, rest = match.groups()
             if key is None:
                 raise _Unproven  # a dash in a mapping: not what the grammar accepts
@@ -354,7 +345,7 @@ def _block_after(source: str, start: int) -> Any:
         return mapping
     items: list[Any] = []
     current: dict[str, Any] | None = None
-    for match in lines.finditer(block):
+    for match in _ITEM_OR_ENTRY.finditer(block):
         content, key, rest = match.groups()
         if key is None:  # a dash line: a new item
             current = None
