@@ -39,7 +39,10 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   while it finds nothing the events missed;
 - ``group-fulldiff`` / ``async-fulldiff``: the timeline's replay reads each commit's changes by
   one libgit2 diff of the whole trees (``KIWIFS_TIMELINE_DIFF=full``, as before 2026-12-01
-  07:10 UTC) instead of only the folders whose trees differ.
+  07:10 UTC) instead of only the folders whose trees differ;
+- ``group-readback`` / ``async-readback``: the timeline's replay reads the changes of the
+  server's own commits back from git (``KIWIFS_TIMELINE_KNOWN=0``, as before 2026-12-02)
+  instead of taking those the commit noted as it was made.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
 files hard-linked) instead of a fresh root: what a write costs on a big root.
@@ -117,6 +120,8 @@ VARIANTS = {
     "async-fixedrec": ("async", {"KIWIFS_RECONCILE_MAX_S": "5"}),
     "group-fulldiff": ("group", {"KIWIFS_TIMELINE_DIFF": "full"}),
     "async-fulldiff": ("async", {"KIWIFS_TIMELINE_DIFF": "full"}),
+    "group-readback": ("group", {"KIWIFS_TIMELINE_KNOWN": "0"}),
+    "async-readback": ("async", {"KIWIFS_TIMELINE_KNOWN": "0"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"

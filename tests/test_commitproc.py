@@ -16,6 +16,7 @@ from kiwifs import commitproc
 from kiwifs.errors import StorageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.pipeline import JOURNAL, STATE_DIR
+from kiwifs.versioning import blob_id
 
 
 @pytest.fixture
@@ -110,8 +111,10 @@ def test_the_child_answers_each_request_then_stops_at_the_end_of_its_pipe(root: 
     answers = io.BytesIO()
     commitproc.serve(root, os.getppid(), requests, answers)
     answers.seek(0)
-    ok, oid = commitproc._receive(answers)
-    assert ok and oid == git_line(root, "rev-parse", "HEAD")
+    ok, made = commitproc._receive(answers)
+    assert ok and made.id == git_line(root, "rev-parse", "HEAD")
+    assert made.parent == git_line(root, "rev-parse", "HEAD~1")
+    assert made.changes == (("x.md", blob_id(b"x\n")),)  # the timeline's replay reads these
     assert commitproc._receive(answers) == (True, None)  # nothing changed: no commit
     with pytest.raises(EOFError):
         commitproc._receive(answers)

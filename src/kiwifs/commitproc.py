@@ -44,6 +44,7 @@ from typing import IO, Any
 
 from .config import env_switch
 from .errors import StorageError
+from .madecommits import MadeCommit
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 10.0
@@ -93,7 +94,7 @@ class CommitProcess:
         message: str,
         trailer: str | None,
         contents: Mapping[str, bytes | None] | None,
-    ) -> str | None:
+    ) -> MadeCommit | None:
         """What :meth:`kiwifs.versioning.Git.commit_objects` returns, made in the child."""
         request = (paths, actor, message, trailer, None if contents is None else dict(contents))
         with self._lock:
@@ -105,7 +106,9 @@ class CommitProcess:
                 ok, value = self._ask(request, again=True)
         if not ok:
             raise StorageError(str(value))
-        return None if value is None else str(value)
+        if value is not None and not isinstance(value, MadeCommit):
+            raise StorageError(f"git commit failed: the commit process answered {value!r}")
+        return value
 
     def _ask(self, request: object, again: bool = False) -> tuple[bool, object]:
         """Send ``request`` to the child (started if need be) and return its answer."""
@@ -160,7 +163,9 @@ class CommitProcess:
 
 
 def serve(root: Path, server: int, requests: IO[bytes], answers: IO[bytes]) -> None:
-    """The child's loop: one commit per frame, answered ``(True, id)`` or ``(False, error)``.
+    """The child's loop: one commit per frame, answered ``(True, made)`` (a
+    :class:`~kiwifs.madecommits.MadeCommit`, or ``None`` for nothing to commit) or ``(False,
+    error)``.
 
     A commit is made only while the server (pid ``server``) lives: one killed while its
     commit waited for the git lock has acknowledged none of its writes, and the next start
@@ -181,8 +186,8 @@ def serve(root: Path, server: int, requests: IO[bytes], answers: IO[bytes]) -> N
         if not server_alive():
             return
         try:
-            oid = git.commit_objects(paths, actor, message, trailer, contents, server_alive)
-            answer: tuple[bool, str | None] = (True, oid)
+            made = git.commit_objects(paths, actor, message, trailer, contents, server_alive)
+            answer: tuple[bool, MadeCommit | str | None] = (True, made)
         except StorageError as exc:
             answer = (False, exc.message)
         except Exception as exc:  # the server must get an answer whatever happened

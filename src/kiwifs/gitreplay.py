@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import madecommits
+from .madecommits import is_knowledge_path
 from .versioning import MODE_BLOB, MODE_EXECUTABLE, MODE_TREE, load_pygit2
 
 if TYPE_CHECKING:
@@ -35,11 +37,6 @@ class BlobChange:
 
     path: str
     blob: str | None
-
-
-def is_knowledge_path(rel: str) -> bool:
-    """The walk's rule for a path in a git tree: ``.md`` exactly, no hidden segment."""
-    return rel.endswith(".md") and not any(seg.startswith(".") for seg in rel.split("/"))
 
 
 BIG_TREE = 1024  # entries above which a changed folder is compared by libgit2's diff
@@ -102,7 +99,12 @@ class GitHistory:
         folder of more than :data:`BIG_TREE` entries is compared by libgit2 in one call (its
         loop over entries beats Python's; such a folder holds files, seldom sub-folders). The
         answer is the diff's, in its order (``tests/test_gitreplay.py`` holds them equal).
+        A commit this process made is not read at all: its changes were noted as it was made
+        (:mod:`kiwifs.madecommits`).
         """
+        known = madecommits.lookup(commit, parent)
+        if known is not None:  # a commit this process made: no tree is read
+            return [BlobChange(path, blob) for path, blob in known]
         git2 = load_pygit2()
         new = self.repo[commit].peel(git2.Commit).tree
         if parent is None:

@@ -26,9 +26,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from . import reflock
+from . import madecommits, reflock
 from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
+from .madecommits import MadeCommit, is_knowledge_path
 from .paths import NotRegularFile, open_regular, read_all
 from .serverlock import SERVER_LOCK
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 # Git file modes (tree entry modes), as libgit2 and git define them.
 MODE_BLOB, MODE_EXECUTABLE, MODE_LINK, MODE_TREE = 0o100644, 0o100755, 0o120000, 0o040000
+FILE_MODES = (MODE_BLOB, MODE_EXECUTABLE)
 
 
 @functools.cache
@@ -148,16 +150,17 @@ class Git:
         """
         process = self._process
         if process is None:
-            oid = self.commit_objects(paths, actor, message, trailer, contents)
+            made = self.commit_objects(paths, actor, message, trailer, contents)
         else:
-            oid = process.commit(paths, actor, message, trailer, contents)
-        if oid is None:
+            made = process.commit(paths, actor, message, trailer, contents)
+        if made is None:
             return None
+        madecommits.record(made)  # the timeline's replay reads them from here, not from git
         with self._lock:
             self._index_stale = True
         if not self._index_syncer.poke():
             self.sync_index()  # closed: no background thread any more, sync now
-        return oid
+        return made.id
 
     def commit_objects(
         self,
@@ -167,9 +170,10 @@ class Git:
         trailer: str | None = None,
         contents: Mapping[str, bytes | None] | None = None,
         wanted: Callable[[], bool] | None = None,
-    ) -> str | None:
+    ) -> MadeCommit | None:
         """The commit itself, under the git lock, without the index file's upkeep: what
         :meth:`commit` does here, or the commit process (:mod:`kiwifs.commitproc`) for it.
+        ``None`` when nothing changed.
 
         ``wanted`` is asked once the lock is held; False makes no commit (StorageError): the
         commit process asks whether its server still lives.
@@ -191,13 +195,14 @@ class Git:
         message: str,
         trailer: str | None,
         contents: Mapping[str, bytes | None] | None,
-    ) -> str | None:
+    ) -> MadeCommit | None:
         repo = self.repo
         git2 = load_pygit2()
         head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
         changes = {rel: self._blob(rel, contents) for rel in paths}
         base = head.tree if head is not None else None
-        tree = self._apply(base, changes)
+        seen = _Seen()
+        tree = self._apply(base, changes, "", seen)
         if tree is None:
             tree = repo.TreeBuilder().write()
         if head is not None and head.tree_id == tree:
@@ -207,7 +212,9 @@ class Git:
         parents = [head.id] if head is not None else []
         self._index_file.mark_stale()  # before HEAD moves: a crash from here on is repaired
         with reflock.moving_head(self.root):
-            return str(repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents))
+            oid = str(repo.create_commit("HEAD", sig, sig, full + "\n", tree, parents))
+        parent = str(head.id) if head is not None else None
+        return MadeCommit(oid, parent, seen.changes())
 
     def _relative(self, exc: BaseException) -> str:
         """An error's text with the root's absolute path left out (it reaches API clients)."""
@@ -233,9 +240,14 @@ class Git:
         return self.repo.create_blob(read_all(fd, st.st_size)), _mode_of(full)
 
     def _apply(
-        self, tree: pygit2.Tree | None, changes: Mapping[str, tuple[pygit2.Oid, int] | None]
+        self,
+        tree: pygit2.Tree | None,
+        changes: Mapping[str, tuple[pygit2.Oid, int] | None],
+        base: str,
+        seen: _Seen,
     ) -> pygit2.Oid | None:
-        """Write ``tree`` with ``changes`` applied; ``None`` when the result is empty."""
+        """Write ``tree`` (the folder ``base``) with ``changes`` applied, noting in ``seen``
+        what each entry was and becomes; ``None`` when the result is empty."""
         repo = self.repo
         builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
         folders: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
@@ -243,15 +255,20 @@ class Git:
             name, sep, rest = rel.partition("/")
             if sep:
                 folders.setdefault(name, {})[rest] = change
-            elif change is None:
+                continue
+            seen.leaf(base + name, builder.get(name), change)
+            if change is None:
                 if builder.get(name) is not None:
                     builder.remove(name)
             else:
                 builder.insert(name, change[0], change[1])
+        git2 = load_pygit2()
         for name, sub in folders.items():
             current = builder.get(name)
-            subtree = current if isinstance(current, load_pygit2().Tree) else None
-            written = self._apply(subtree, sub)
+            subtree = current if isinstance(current, git2.Tree) else None
+            if current is not None and subtree is None:
+                seen.complex()  # a file becomes a folder: the diff reports it its own way
+            written = self._apply(subtree, sub, f"{base}{name}/", seen)
             if written is None:
                 if current is not None:
                     builder.remove(name)
@@ -345,6 +362,36 @@ class Git:
         from . import gitlog
 
         return gitlog.changes(self, since, limit)
+
+
+class _Seen:
+    """The knowledge files a commit changes, noted while its trees are built: what
+    :mod:`kiwifs.madecommits` keeps for the timeline. Anything but a file replaced by a file
+    (or added, or removed) makes the commit *complex*, and then nothing is kept."""
+
+    def __init__(self) -> None:
+        self._changes: list[tuple[str, str | None]] = []
+        self._complex = False
+
+    def complex(self) -> None:
+        self._complex = True
+
+    def leaf(self, rel: str, old: pygit2.Object | None, new: tuple[pygit2.Oid, int] | None) -> None:
+        """Entry ``rel`` was ``old`` and becomes ``new`` (``None``: absent)."""
+        if old is not None and old.filemode not in FILE_MODES:
+            self._complex = True  # a folder, a link or a sub-module replaced or removed
+        elif new is not None and new[1] not in FILE_MODES:
+            self._complex = True  # a link added
+        elif new is None:
+            if old is not None:
+                self._changes.append((rel, None))
+        elif old is None or old.id != new[0] or old.filemode != new[1]:
+            self._changes.append((rel, str(new[0])))
+
+    def changes(self) -> madecommits.Changes | None:
+        if self._complex:
+            return None
+        return tuple(sorted(c for c in self._changes if is_knowledge_path(c[0])))
 
 
 def _mode_of(path: Path) -> int:

@@ -1,0 +1,171 @@
+"""The changes a commit kiwifs made noted as it was made: equal to what git's trees say, or not
+noted at all (the timeline then reads them from git)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kiwifs import gitreplay, madecommits
+from kiwifs.gitreplay import BlobChange, GitHistory
+from kiwifs.knowledge import Knowledge
+from kiwifs.versioning import Git, blob_id
+
+NAMES = ["a.md", "b.md", "notes", ".hidden", "x", "sub.md"]
+paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
+# what a commit is asked to make of a path: bytes written, deleted (None), or read from the
+# disk, where the test leaves a file, an executable file, a symbolic link or nothing
+Step = tuple[str, str, bytes]
+steps = st.lists(
+    st.tuples(
+        paths,
+        st.sampled_from(["write", "delete", "disk-file", "disk-exec", "disk-link", "disk-gone"]),
+        st.sampled_from([b"one\n", b"two\n"]),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_records() -> Iterator[None]:
+    madecommits.forget()
+    yield
+    madecommits.forget()
+
+
+def read_back(history: GitHistory, commit: str, parent: str) -> list[BlobChange]:
+    """What git's trees say ``commit`` changed (libgit2's diff of the whole trees)."""
+    known = madecommits.ENABLED
+    madecommits.ENABLED = False
+    old_full = gitreplay.FULL_DIFF
+    gitreplay.FULL_DIFF = True
+    try:
+        return history.changes(commit, parent)
+    finally:
+        madecommits.ENABLED, gitreplay.FULL_DIFF = known, old_full
+
+
+def settle_disk(root: Path, rel: str, how: str, data: bytes) -> None:
+    """Leave the disk as ``how`` says for ``rel``, whatever stood in the way: a file where a
+    folder is needed is removed, and so is a folder where a file goes (kinds that change)."""
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        above = root.joinpath(*parts[:i])
+        if above.is_symlink() or above.is_file():
+            above.unlink()
+    full = root / rel
+    full.parent.mkdir(parents=True, exist_ok=True)
+    if full.is_symlink() or full.is_file():
+        full.unlink()
+    elif full.is_dir():
+        shutil.rmtree(full)
+    if how in ("write", "disk-file", "disk-exec"):
+        full.write_bytes(data)
+        if how == "disk-exec":
+            full.chmod(0o755)
+    elif how == "disk-link":
+        os.symlink("target.md", full)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(first=steps, second=steps)
+def test_noted_changes_equal_gits_diff(
+    tmp_path_factory: pytest.TempPathFactory, first: list[Step], second: list[Step]
+) -> None:
+    root = tmp_path_factory.mktemp("r")
+    git = Git(root)
+    git.init()
+    git.commit([".gitattributes"], "t", "start")
+    history = GitHistory(root)
+    for batch in (first, second):
+        taken: dict[str, bytes | None] = {}
+        on_disk: list[str] = []
+        for rel, how, data in batch:
+            settle_disk(root, rel, how, data)
+            if how == "write":
+                taken[rel] = data
+            elif how == "delete":
+                taken[rel] = None
+            else:
+                on_disk.append(rel)
+        parent = git.head()
+        made = git.commit([*taken, *on_disk], "t", "m", None, taken) if taken or on_disk else None
+        if made is None or parent is None:
+            continue
+        noted = madecommits.lookup(made, parent)
+        if noted is not None:
+            assert [BlobChange(p, b) for p, b in noted] == read_back(history, made, parent)
+
+
+def test_plain_writes_and_deletions_are_noted(tmp_path: Path) -> None:
+    git = Git(tmp_path)
+    git.init()
+    git.commit([".gitattributes"], "t", "start")
+    first = git.head()
+    second = git.commit(
+        ["n/a.md", "n/b.md", "n/c.txt"],
+        "t",
+        "m",
+        None,
+        {"n/a.md": b"a\n", "n/b.md": b"b\n", "n/c.txt": b"c\n"},
+    )
+    assert second is not None and first is not None
+    assert madecommits.lookup(second, first) == (
+        ("n/a.md", blob_id(b"a\n")),
+        ("n/b.md", blob_id(b"b\n")),
+    )
+    third = git.commit(["n/a.md", "n/b.md"], "t", "m", None, {"n/a.md": None, "n/b.md": b"b\n"})
+    assert third is not None
+    assert madecommits.lookup(third, second) == (("n/a.md", None),)  # b.md did not change
+    assert madecommits.lookup(third, first) is None  # not its parent
+
+
+def test_a_link_is_not_noted(tmp_path: Path) -> None:
+    git = Git(tmp_path)
+    git.init()
+    git.commit([".gitattributes"], "t", "start")
+    first = git.head()
+    os.symlink("x.md", tmp_path / "l.md")
+    made = git.commit(["l.md"], "t", "m")
+    assert made is not None and first is not None
+    assert madecommits.lookup(made, first) is None
+
+
+def test_the_commit_process_hands_its_changes_back(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KIWIFS_COMMIT_PROCESS", raising=False)
+    with Knowledge.open(root) as kb:
+        kb.start_commit_process()
+        assert kb.git is not None
+        parent = kb.git.head()
+        kb.write("notes/a.md", "# A\n", actor="alice")
+        head = kb.git.head()
+        assert head is not None and head != parent
+        noted = madecommits.lookup(head, parent)
+        assert noted is not None and [p for p, _ in noted] == ["notes/a.md"]
+
+
+def test_old_records_are_forgotten_past_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(madecommits, "MAX_PATHS", 4)
+    git = Git(tmp_path)
+    git.init()
+    git.commit([".gitattributes"], "t", "start")
+    made: list[tuple[str, str]] = []
+    for i in range(4):
+        parent = git.head()
+        head = git.commit([f"f{i}.md"], "t", "m", None, {f"f{i}.md": b"%d\n" % i})
+        assert head is not None and parent is not None
+        made.append((head, parent))
+    assert [madecommits.lookup(h, p) is not None for h, p in made] == [False, False, True, True]
