@@ -71,6 +71,31 @@ def private_copy(source: Path, target: Path) -> Path:
     return target
 
 
+def versioned_corpus(episodes: int, seed: int) -> Path:
+    """The corpus with a git history, as a served root has one: made once beside the corpus
+    (``ep<N>-seed<S>-git``) from hard links and a ``kiwifs init`` that commits every file, the
+    index database copied first so that the corpus itself is never written to. The write
+    benchmarks serve private copies of it (:func:`private_copy`)."""
+    source = corpus(episodes, seed)
+    root = source.with_name(source.name + "-git")
+    if (root / ".git").is_dir():
+        return root
+    building = source.with_name(source.name + "-git.tmp")
+    shutil.rmtree(building, ignore_errors=True)
+    subprocess.run(["cp", "-al", str(source), str(building)], check=True)
+    state = building / ".kiwi" / "state"
+    if state.is_dir():
+        shutil.rmtree(state)
+        shutil.copytree(source / ".kiwi" / "state", state)
+    subprocess.run(
+        [KIWIFS, "init", "--template", "blank", "--root", str(building)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    building.rename(root)
+    return root
+
+
 def corpus(episodes: int, seed: int) -> Path:
     """The corpus folder, generated if missing (an older ``ep<N>`` of the same seed is reused)."""
     base = HERE / ".corpora"

@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from index import corpus, private_copy  # noqa: E402
+from index import private_copy, versioned_corpus  # noqa: E402
 
 from kiwifs import gitreplay  # noqa: E402
 from kiwifs.gitreplay import CommitInfo, GitHistory  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    source = corpus(args.episodes, args.seed)
+    source = versioned_corpus(args.episodes, args.seed)
     with tempfile.TemporaryDirectory(dir=HERE / ".corpora") as scratch:
         root = private_copy(source, Path(scratch) / "root")
         git = Git(root)

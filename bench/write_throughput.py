@@ -86,7 +86,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from index import corpus, private_copy  # noqa: E402
+from index import private_copy, versioned_corpus  # noqa: E402
 
 CORPUS = 0  # --corpus: the episodes of the corpus copied for each run (0: a fresh root)
 MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
@@ -447,7 +447,7 @@ def run_mode(
     env.update(extra)
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     if CORPUS:
-        private_copy(corpus(CORPUS, 1), root)
+        private_copy(versioned_corpus(CORPUS, 1), root)
     else:
         subprocess.run(
             [*kiwifs_command(), "init", "--root", str(root)],
