@@ -1,0 +1,100 @@
+"""The git index file's reconcile: HEAD's entry of each differing path taken from the diff
+equals a lookup in HEAD's tree, and a burst of commits is reconciled to a clean ``git status``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pygit2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gitrepo import git
+from kiwifs import gitindex
+from kiwifs.knowledge import Knowledge
+
+BLOB, EXEC, LINK = (
+    pygit2.enums.FileMode.BLOB,
+    pygit2.enums.FileMode.BLOB_EXECUTABLE,
+    pygit2.enums.FileMode.LINK,
+)
+SUBMODULE = pygit2.enums.FileMode.COMMIT
+NAMES = ["a.md", "b.md", "n", "x.txt"]
+paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
+states = st.dictionaries(
+    paths,
+    st.tuples(st.sampled_from([BLOB, EXEC, LINK, SUBMODULE]), st.sampled_from([b"1", b"2"])),
+    max_size=8,
+)
+
+
+def consistent(files: dict[str, tuple[int, bytes]]) -> dict[str, tuple[int, bytes]]:
+    """No path both a file and a folder of other paths."""
+    kept: dict[str, tuple[int, bytes]] = {}
+    for path in sorted(files, key=len):
+        parts = path.split("/")
+        if any("/".join(parts[:i]) in kept for i in range(1, len(parts))):
+            continue
+        if any(other.startswith(path + "/") for other in kept):
+            continue
+        kept[path] = files[path]
+    return kept
+
+
+def oid_of(repo: pygit2.Repository, mode: int, data: bytes) -> pygit2.Oid:
+    if mode == SUBMODULE:  # a sub-module's commit need not exist in this repository
+        return pygit2.Oid(hex=(data.hex() * 40)[:40])
+    return repo.create_blob(data)
+
+
+def head_tree(repo: pygit2.Repository, files: dict[str, tuple[int, bytes]]) -> pygit2.Tree:
+    index = pygit2.Index()
+    for path, (mode, data) in files.items():
+        index.add(pygit2.IndexEntry(path, oid_of(repo, mode, data), mode))
+    tree: pygit2.Tree = repo[index.write_tree(repo)].peel(pygit2.Tree)
+    return tree
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(head=states, staged=states)
+def test_heads_from_the_diff_equal_lookups_in_the_tree(
+    tmp_path_factory: pytest.TempPathFactory,
+    head: dict[str, tuple[int, bytes]],
+    staged: dict[str, tuple[int, bytes]],
+) -> None:
+    repo = pygit2.init_repository(str(tmp_path_factory.mktemp("r")))
+    tree = head_tree(repo, consistent(head))
+    index = repo.index
+    index.read_tree(tree)
+    for path, (mode, data) in consistent(staged).items():
+        for existing in [e.path for e in index]:
+            if existing.startswith(path + "/") or path.startswith(existing + "/"):
+                index.remove(existing)
+        index.add(pygit2.IndexEntry(path, oid_of(repo, mode, data), mode))
+    differing = gitindex._differing(tree, index)
+    expected = set()
+    for delta in tree.diff_to_index(index).deltas:
+        expected |= {delta.old_file.path, delta.new_file.path}
+    assert list(differing) == sorted(expected)
+    for path, entry in differing.items():
+        assert entry == gitindex._tree_entry(tree, path)
+
+
+def test_a_burst_of_commits_in_one_folder_is_reconciled(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KIWIFS_GROUP_COMMIT", "0")
+    with Knowledge.open(root) as kb:
+        assert kb.git is not None
+        monkeypatch.setattr(kb.git._index_syncer, "poke", lambda: True)  # reconciled below
+        for i in range(300):
+            kb.write(f"burst/f{i:03d}.md", f"# {i}\n", actor="t")
+        os.chmod(root / "burst" / "f007.md", 0o755)  # executable now: HEAD's mode is kept
+        assert git(root, "status", "--short", "--", "burst/f000.md").strip() != ""
+        assert kb.git._index_file.reconcile()
+    assert git(root, "status", "--short").splitlines() == [" M burst/f007.md"]
+    assert git(root, "diff", "--cached", "--name-only") == ""
