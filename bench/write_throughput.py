@@ -42,7 +42,9 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   07:10 UTC) instead of only the folders whose trees differ;
 - ``group-readback`` / ``async-readback``: the timeline's replay reads the changes of the
   server's own commits back from git (``KIWIFS_TIMELINE_KNOWN=0``, as before 2026-12-02)
-  instead of taking those the commit noted as it was made.
+  instead of taking those the commit noted as it was made;
+- ``group-newroot`` / ``async-newroot``: a folder that comes gets a reconcile of the whole root
+  (``KIWIFS_WATCH_NEW=0``, as before 2026-12-02) instead of a walk of that folder alone.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
 files hard-linked) instead of a fresh root: what a write costs on a big root.
@@ -122,6 +124,8 @@ VARIANTS = {
     "async-fulldiff": ("async", {"KIWIFS_TIMELINE_DIFF": "full"}),
     "group-readback": ("group", {"KIWIFS_TIMELINE_KNOWN": "0"}),
     "async-readback": ("async", {"KIWIFS_TIMELINE_KNOWN": "0"}),
+    "group-newroot": ("group", {"KIWIFS_WATCH_NEW": "0"}),
+    "async-newroot": ("async", {"KIWIFS_WATCH_NEW": "0"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -56,11 +57,46 @@ def test_a_folder_made_after_the_start_is_watched(watching: tuple[Watcher, Recor
     (root / "notes/a.md").write_text("a\n")
     assert wait_for(lambda: seen.saw("notes/a.md"))
     reconciles = seen.reconciles
-    (root / "new/deeper").mkdir(parents=True)
-    # the folder came: the watches set up again, then a reconcile
-    assert wait_for(lambda: seen.reconciles > reconciles)
+    (root / ".staging/new/deeper").mkdir(parents=True)
+    (root / ".staging/new/deeper/early.md").write_text("e\n")  # no event: hidden, unwatched
+    (root / ".staging/new").rename(root / "new")
+    if watcher._per_folder:
+        # the folder came: the watches set up again, then the new folder walked alone
+        assert wait_for(lambda: seen.saw("new/deeper/early.md"))
+        assert seen.reconciles == reconciles
+    else:
+        assert wait_for(lambda: seen.reconciles > reconciles)  # the whole root reconciled
     (root / "new/deeper/b.md").write_text("b\n")  # no reconcile for an hour: only an event
     assert wait_for(lambda: seen.saw("new/deeper/b.md"))
+
+
+def test_a_folder_that_went_gets_a_reconcile(watching: tuple[Watcher, Recorder]) -> None:
+    watcher, seen = watching
+    root = watcher.root
+    before = seen.reconciles
+    (root / "gone/sub").mkdir(parents=True)
+    (root / "gone/sub/x.md").write_text("x\n")
+    # per folder: the new folder walked; recursively: the root reconciled
+    assert wait_for(lambda: seen.saw("gone/sub/x.md") or seen.reconciles > before)
+    reconciles = seen.reconciles
+    shutil.rmtree(root / "gone")  # only a reconcile of the root can drop its rows
+    assert wait_for(lambda: seen.reconciles > reconciles)
+
+
+def test_the_switch_reconciles_the_root_for_a_new_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watching_module, "NEW_FOLDERS_ONLY", False)
+    seen = Recorder()
+    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=3600)
+    watcher.start()
+    try:
+        assert watcher.wait_ready()
+        reconciles = seen.reconciles
+        (tmp_path / "new").mkdir()
+        assert wait_for(lambda: seen.reconciles > reconciles)
+    finally:
+        watcher.stop()
 
 
 def test_hidden_files_are_never_refreshed(watching: tuple[Watcher, Recorder]) -> None:

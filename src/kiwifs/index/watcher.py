@@ -16,8 +16,10 @@ Without events (the watcher could not start or died) the period stays fixed.
 Only the visible folders are watched, each on its own (not the root recursively): the server's
 own ``.git`` and ``.kiwi`` take dozens of writes per write of a page (git's objects, refs and
 logs, the index database's WAL), each an event the inotify thread reads and the loop then drops
-(0.8 ms of CPU per write, measured). A folder that comes or goes has the watches set up again,
-then a reconcile, so a file written in a new folder before its watch existed is still found.
+(0.8 ms of CPU per write, measured). A folder that comes or goes has the watches set up again;
+then a folder that came is walked (alone), so a file written in it before its watch existed is
+still found, and one that went (or was moved) gets a reconcile of the whole root, the one way to
+tell which rows it took along.
 ``KIWIFS_WATCH_FOLDERS=0`` watches the root recursively, as before (the benchmark's A/B).
 """
 
@@ -47,6 +49,9 @@ DEFAULT_PERIOD = 5.0
 MAX_PERIOD = float(os.environ.get("KIWIFS_RECONCILE_MAX_S", "60"))
 TICK_MS = 250
 LISTEN_ATTEMPTS = 3  # a folder may go between the walk and its watch: walk again
+# True: folders that only came are walked alone, not the whole root (KIWIFS_WATCH_NEW=0: a
+# reconcile of the root for them too, as before: the benchmark's A/B switch)
+NEW_FOLDERS_ONLY = env_switch("KIWIFS_WATCH_NEW")
 
 
 class Watcher:
@@ -115,9 +120,14 @@ class Watcher:
                     return  # stopped
                 wanted = [(change, path) for change, path in batch if self._wanted(change, path)]
                 if wanted and self._per_folder and any(self._folder_event(p) for _, p in wanted):
+                    came = self._folders_that_came(wanted)
                     changes.close()
                     changes = self._listen()  # the new folders watched first, then walked:
-                    self._reconciled()  # a file written meanwhile is seen by one or the other
+                    # a file written meanwhile is seen by one or the other
+                    if came is not None and NEW_FOLDERS_ONLY:
+                        self._safely(functools.partial(self._walk_new, came, wanted))
+                        continue
+                    self._reconciled()
                     last = time.monotonic()
                     continue
                 if wanted:
@@ -215,6 +225,46 @@ class Watcher:
             return False
         return os.path.isdir(path) or "." not in rel.rsplit("/", 1)[-1]
 
+    def _folders_that_came(self, events: list[tuple[watchfiles.Change, str]]) -> list[str] | None:
+        """The folders these events added, when folders only came (each one there now, a real
+        folder); ``None`` when one went or changed otherwise: then only a reconcile of the
+        whole root can tell which rows to drop."""
+        import watchfiles
+
+        came: list[str] = []
+        for change, path in events:
+            if not self._folder_event(path):
+                continue
+            if change != watchfiles.Change.added or os.path.islink(path) or not os.path.isdir(path):
+                return None
+            came.append(path)
+        return came
+
+    def _walk_new(self, folders: list[str], events: list[tuple[watchfiles.Change, str]]) -> None:
+        """Refresh what new folders hold (their files may predate their watches) and the files
+        the same events named: the walk's rules, only under those folders."""
+        rels = [rel for _, path in events if (rel := self._markdown(path)) is not None]
+        todo = list(folders)
+        while todo:
+            folder = todo.pop()
+            try:
+                listing = list_folder(folder)
+            except OSError:
+                continue  # gone again, or unreadable: as the walk would skip it
+            todo.extend(f"{folder}/{name}" for name in listing.folders)
+            rels.extend(
+                rel for name in listing.files if (rel := self._relative(f"{folder}/{name}"))
+            )
+        if rels:
+            self._refresh(sorted(set(rels)))
+
+    def _markdown(self, path: str) -> str | None:
+        """``path`` relative to the root when it names a markdown file (not a folder)."""
+        rel = self._relative(path)
+        if rel is None or not rel.endswith(".md") or os.path.isdir(path):
+            return None
+        return rel
+
     def _wanted(self, change: watchfiles.Change, path: str) -> bool:
         rel = self._relative(path)
         return rel is not None and not any(seg.startswith(".") for seg in rel.split("/"))
@@ -231,8 +281,8 @@ class Watcher:
             rel = self._relative(path)
             if rel is None:
                 continue
-            if rel.endswith(".md") and not os.path.isdir(path):
-                rels.append(rel)
+            if (md := self._markdown(path)) is not None:
+                rels.append(md)
             elif os.path.isdir(path) or "." not in rel.rsplit("/", 1)[-1]:
                 self._reconcile()  # a folder came or went: its files have no events of their own
                 return
