@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def git(root: Path, *args: str) -> str:
@@ -42,3 +45,17 @@ def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
     fan = root / ".git" / "objects" / blob_id(content)[:2]
     fan.write_text("not a folder")
     return fan, content
+
+
+def consistent(files: dict[str, T]) -> dict[str, T]:
+    """``files`` without the paths that sit under another path's file (a tree cannot hold
+    both ``x`` as a file and ``x/…``): generated trees made possible."""
+    kept: dict[str, T] = {}
+    for path in sorted(files, key=lambda p: (p.count("/"), p)):
+        parts = path.split("/")
+        if any("/".join(parts[:i]) in kept for i in range(1, len(parts))):
+            continue
+        if any(other.startswith(path + "/") for other in kept):
+            continue
+        kept[path] = files[path]
+    return kept

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitrepo import git
+from gitrepo import consistent, git
 from kiwifs import gitindex
 from kiwifs.knowledge import Knowledge
 
@@ -28,19 +28,6 @@ states = st.dictionaries(
     st.tuples(st.sampled_from([BLOB, EXEC, LINK, SUBMODULE]), st.sampled_from([b"1", b"2"])),
     max_size=8,
 )
-
-
-def consistent(files: dict[str, tuple[int, bytes]]) -> dict[str, tuple[int, bytes]]:
-    """No path both a file and a folder of other paths."""
-    kept: dict[str, tuple[int, bytes]] = {}
-    for path in sorted(files, key=len):
-        parts = path.split("/")
-        if any("/".join(parts[:i]) in kept for i in range(1, len(parts))):
-            continue
-        if any(other.startswith(path + "/") for other in kept):
-            continue
-        kept[path] = files[path]
-    return kept
 
 
 def oid_of(repo: pygit2.Repository, mode: int, data: bytes) -> pygit2.Oid:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gitrepo import consistent
 from kiwifs import gitreplay
 from kiwifs.gitreplay import BlobChange, GitHistory
 
@@ -25,20 +26,6 @@ Files = dict[str, tuple[int, bytes]]
 paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
 entries = st.tuples(st.sampled_from(MODES), st.sampled_from([b"one\n", b"two\n", b"three\n"]))
 trees = st.dictionaries(paths, entries, max_size=12)
-
-
-def consistent(files: Files) -> Files:
-    """``files`` without the paths that sit under another path's file (a tree cannot hold
-    both ``x`` as a file and ``x/…``)."""
-    kept: Files = {}
-    for path in sorted(files, key=lambda p: (p.count("/"), p)):
-        parts = path.split("/")
-        if any("/".join(parts[:i]) in kept for i in range(1, len(parts))):
-            continue
-        if any(other.startswith(path + "/") for other in kept):
-            continue
-        kept[path] = files[path]
-    return kept
 
 
 def write_tree(repo: pygit2.Repository, files: Files) -> pygit2.Oid:
