@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import madecommits
 from .madecommits import is_knowledge_path
-from .versioning import MODE_BLOB, MODE_EXECUTABLE, MODE_TREE, load_pygit2
+from .versioning import FILE_MODES, MODE_BLOB, MODE_TREE, load_pygit2
 
 if TYPE_CHECKING:
     import pygit2
@@ -205,7 +205,7 @@ class GitHistory:
 
 
 def _is_file_mode(mode: int) -> bool:
-    return mode in (MODE_BLOB, MODE_EXECUTABLE)
+    return mode in FILE_MODES
 
 
 def _kind(entry: pygit2.Object) -> int:

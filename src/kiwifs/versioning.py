@@ -256,9 +256,10 @@ class Git:
             if sep:
                 folders.setdefault(name, {})[rest] = change
                 continue
-            seen.leaf(base + name, builder.get(name), change)
+            old = builder.get(name)
+            seen.leaf(base + name, old, change)
             if change is None:
-                if builder.get(name) is not None:
+                if old is not None:
                     builder.remove(name)
             else:
                 builder.insert(name, change[0], change[1])

@@ -221,7 +221,7 @@ class Watcher:
     def _folder_event(self, path: str) -> bool:
         """Whether the event at ``path`` is about a folder (one that came, or went)."""
         rel = self._relative(path)
-        if rel is None or (rel.endswith(".md") and not os.path.isdir(path)):
+        if rel is None or self._markdown(path) is not None:
             return False
         return os.path.isdir(path) or "." not in rel.rsplit("/", 1)[-1]
 
@@ -278,12 +278,9 @@ class Watcher:
     def _on_changes(self, changes: Iterable[tuple[watchfiles.Change, str]]) -> None:
         rels: list[str] = []
         for _change, path in changes:
-            rel = self._relative(path)
-            if rel is None:
-                continue
             if (md := self._markdown(path)) is not None:
                 rels.append(md)
-            elif os.path.isdir(path) or "." not in rel.rsplit("/", 1)[-1]:
+            elif self._folder_event(path):
                 self._reconcile()  # a folder came or went: its files have no events of their own
                 return
         if rels:
