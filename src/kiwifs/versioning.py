@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from . import madecommits, reflock
 from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
+from .gittrees import TreeCache, use_builder
 from .madecommits import MadeCommit, is_knowledge_path
 from .paths import NotRegularFile, open_regular, read_all
 from .serverlock import SERVER_LOCK
@@ -82,6 +83,7 @@ class Git:
         self._index_stale = False
         self._index_syncer = BackgroundSync(self.sync_index)
         self._process: CommitProcess | None = None
+        self._trees = TreeCache()  # the entries of the trees this process wrote last
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -200,9 +202,11 @@ class Git:
         git2 = load_pygit2()
         head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
         changes = {rel: self._blob(rel, contents) for rel in paths}
-        base = head.tree if head is not None else None
         seen = _Seen()
-        tree = self._apply(base, changes, "", seen)
+        if use_builder():
+            tree = self._apply_builder(head.tree if head is not None else None, changes, "", seen)
+        else:
+            tree = self._apply(head.tree_id if head is not None else None, changes, "", seen)
         if tree is None:
             tree = repo.TreeBuilder().write()
         if head is not None and head.tree_id == tree:
@@ -241,13 +245,63 @@ class Git:
 
     def _apply(
         self,
+        tree: pygit2.Oid | None,
+        changes: Mapping[str, tuple[pygit2.Oid, int] | None],
+        base: str,
+        seen: _Seen,
+    ) -> pygit2.Oid | None:
+        """Write tree ``tree`` (the folder ``base``) with ``changes`` applied, noting in
+        ``seen`` what each entry was and becomes; ``None`` when the result is empty.
+
+        Trees are changed and written as lists of their entries (:mod:`kiwifs.gittrees`);
+        a name new to its tree is first checked by libgit2's tree builder, so that names
+        git refuses (``.git``, ``git~1``…) are refused as they were.
+        """
+        repo = self.repo
+        entries = self._trees.take(repo, tree)
+        folders: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
+        for rel, change in changes.items():
+            name, sep, rest = rel.partition("/")
+            if sep:
+                folders.setdefault(name, {})[rest] = change
+                continue
+            key = os.fsencode(name)
+            old = entries.get(key)
+            seen.leaf(base + name, old, change)
+            if change is None:
+                entries.remove(key)
+            else:
+                if old is None:
+                    repo.TreeBuilder().insert(name, change[0], change[1])  # refuses bad names
+                entries.put(key, change[0].raw, change[1])
+        for name, sub in folders.items():
+            key = os.fsencode(name)
+            current = entries.get(key)
+            subtree = None
+            if current is not None:
+                if current[1] == MODE_TREE:
+                    subtree = load_pygit2().Oid(raw=current[0])
+                else:
+                    seen.complex()  # a file becomes a folder: the diff reports it its own way
+            written = self._apply(subtree, sub, f"{base}{name}/", seen)
+            if written is None:
+                entries.remove(key)
+            else:
+                if current is None:
+                    repo.TreeBuilder().insert(name, written, MODE_TREE)  # refuses bad names
+                entries.put(key, written.raw, MODE_TREE)
+        if not entries:
+            return None
+        return self._trees.write(repo, entries)
+
+    def _apply_builder(
+        self,
         tree: pygit2.Tree | None,
         changes: Mapping[str, tuple[pygit2.Oid, int] | None],
         base: str,
         seen: _Seen,
     ) -> pygit2.Oid | None:
-        """Write ``tree`` (the folder ``base``) with ``changes`` applied, noting in ``seen``
-        what each entry was and becomes; ``None`` when the result is empty."""
+        """:meth:`_apply` with libgit2's tree builders (``KIWIFS_TREE_WRITER=builder``)."""
         repo = self.repo
         builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
         folders: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
@@ -257,7 +311,7 @@ class Git:
                 folders.setdefault(name, {})[rest] = change
                 continue
             old = builder.get(name)
-            seen.leaf(base + name, old, change)
+            seen.leaf(base + name, None if old is None else (old.id.raw, old.filemode), change)
             if change is None:
                 if old is not None:
                     builder.remove(name)
@@ -269,7 +323,7 @@ class Git:
             subtree = current if isinstance(current, git2.Tree) else None
             if current is not None and subtree is None:
                 seen.complex()  # a file becomes a folder: the diff reports it its own way
-            written = self._apply(subtree, sub, f"{base}{name}/", seen)
+            written = self._apply_builder(subtree, sub, f"{base}{name}/", seen)
             if written is None:
                 if current is not None:
                     builder.remove(name)
@@ -377,16 +431,18 @@ class _Seen:
     def complex(self) -> None:
         self._complex = True
 
-    def leaf(self, rel: str, old: pygit2.Object | None, new: tuple[pygit2.Oid, int] | None) -> None:
-        """Entry ``rel`` was ``old`` and becomes ``new`` (``None``: absent)."""
-        if old is not None and old.filemode not in FILE_MODES:
+    def leaf(
+        self, rel: str, old: tuple[bytes, int] | None, new: tuple[pygit2.Oid, int] | None
+    ) -> None:
+        """Entry ``rel`` was ``old`` (raw id, mode) and becomes ``new`` (``None``: absent)."""
+        if old is not None and old[1] not in FILE_MODES:
             self._complex = True  # a folder, a link or a sub-module replaced or removed
         elif new is not None and new[1] not in FILE_MODES:
             self._complex = True  # a link added
         elif new is None:
             if old is not None:
                 self._changes.append((rel, None))
-        elif old is None or old.id != new[0] or old.filemode != new[1]:
+        elif old is None or old[0] != new[0].raw or old[1] != new[1]:
             self._changes.append((rel, str(new[0])))
 
     def changes(self) -> madecommits.Changes | None:
