@@ -44,10 +44,15 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   server's own commits back from git (``KIWIFS_TIMELINE_KNOWN=0``, as before 2026-12-02)
   instead of taking those the commit noted as it was made;
 - ``group-newroot`` / ``async-newroot``: a folder that comes gets a reconcile of the whole root
-  (``KIWIFS_WATCH_NEW=0``, as before 2026-12-02) instead of a walk of that folder alone.
+  (``KIWIFS_WATCH_NEW=0``, as before 2026-12-02) instead of a walk of that folder alone;
+- ``group-builder`` / ``async-builder``: each commit's trees built by libgit2's tree builder
+  (``KIWIFS_TREE_WRITER=builder``, as before 2026-12-02 10:45 UTC) instead of written from
+  the entries kept from the last commit (:mod:`kiwifs.gittrees`).
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
-files hard-linked) instead of a fresh root: what a write costs on a big root.
+files hard-linked) instead of a fresh root: what a write costs on a big root. ``--into FOLDER``
+writes every file straight into FOLDER (``episodes/2024/05``: a month of 4,300 episodes, where
+an agent's next episode goes) instead of into new folders of their own.
 
 Before timing, each server finishes starting (``/readyz``, 20 writes, its CPU quiet); each run
 prints the server's CPU per write (``serve`` and its commit process, from ``/proc``), the
@@ -126,6 +131,8 @@ VARIANTS = {
     "async-readback": ("async", {"KIWIFS_TIMELINE_KNOWN": "0"}),
     "group-newroot": ("group", {"KIWIFS_WATCH_NEW": "0"}),
     "async-newroot": ("async", {"KIWIFS_WATCH_NEW": "0"}),
+    "group-builder": ("group", {"KIWIFS_TREE_WRITER": "builder"}),
+    "async-builder": ("async", {"KIWIFS_TREE_WRITER": "builder"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"
@@ -367,17 +374,14 @@ def run_clients(
 
 
 def run_single(base: str, writes: int, client: str, server: int) -> tuple[Figures, int]:
-    paths = [f"bench/one/file-{i:05d}.md" for i in range(writes)]
+    paths = [one_path(i) for i in range(writes)]
     return run_clients(base, [paths], "bench-1", "1 client", client, server)
 
 
 def run_concurrent(
     base: str, writes: int, clients: int, client: str, server: int
 ) -> tuple[Figures, int]:
-    per_client = [
-        [f"bench/many/c{c}/file-{i:05d}.md" for i in range(c, writes, clients)]
-        for c in range(clients)
-    ]
+    per_client = [[many_path(c, i) for i in range(c, writes, clients)] for c in range(clients)]
     return run_clients(base, per_client, f"bench-{clients}", f"{clients} clients", client, server)
 
 
@@ -411,12 +415,9 @@ def core_writes(root: str, asynchronous: bool, writes: int, clients: int) -> Non
         cpu = sum(os.times()[:2]) - cpu0
         return report(label, writes, time.perf_counter() - t0, latencies, cpu)
 
-    one = run([[f"bench/one/file-{i:05d}.md" for i in range(writes)]], "bench-1", "1 thread")
+    one = run([[one_path(i) for i in range(writes)]], "bench-1", "1 thread")
     many = run(
-        [
-            [f"bench/many/c{c}/file-{i:05d}.md" for i in range(c, writes, clients)]
-            for c in range(clients)
-        ],
+        [[many_path(c, i) for i in range(c, writes, clients)] for c in range(clients)],
         f"bench-{clients}",
         f"{clients} threads",
     )
@@ -520,7 +521,7 @@ def check(
         ok = ok and commits == expected
     else:
         print(f"commits: {commits} for {expected} writes (shared)")
-        for label, folder in (("1 client", "bench/one/"), (f"{clients} clients", "bench/many/")):
+        for label, folder in (("1 client", ONE), (f"{clients} clients", MANY)):
             sizes = commit_sizes(root, commits, folder)
             SHARING.setdefault(mode, {}).setdefault(folder, []).append(len(sizes))
             print(f"writes per commit, {label}: {histogram(sizes)}")
@@ -541,8 +542,21 @@ def check(
     if keep:
         print(f"root kept at {root}")
     else:
-        shutil.rmtree(tmp, ignore_errors=True)
+        SPENT.append(tmp)
     return ok, one, many
+
+
+# Roots of finished runs, deleted when the benchmark ends rather than between runs: deleting a
+# root frees its ~10,000 inodes, and ext4 without a journal (this machine's disk) skips every
+# inode freed in the last minutes when it allocates one, so each file the next run creates paid
+# a scan past them (up to ~0.5 ms a file, a third of the CPU of a run; see docs/benchmarks.md).
+SPENT: list[Path] = []
+
+
+def delete_spent() -> None:
+    for tmp in SPENT:
+        shutil.rmtree(tmp, ignore_errors=True)
+    SPENT.clear()
 
 
 SHARING: dict[str, dict[str, list[int]]] = {}  # mode: folder: commits of each run
@@ -570,9 +584,24 @@ def histogram(sizes: list[int]) -> str:
     return f"{bars} (mean {mean:.2f} writes per commit, {len(sizes)} commits)"
 
 
+# Where the writes go: new files in folders of their own (bench/one/, bench/many/c<N>/), or with
+# --into FOLDER all beside the files of FOLDER (a month of the 100k corpus's episodes: 4,300
+# files), names telling the runs and clients apart. ONE and MANY start the paths of each run.
+INTO = ""
+ONE, MANY = "bench/one/", "bench/many/"
+
+
+def one_path(i: int) -> str:
+    return f"{ONE}file-{i:05d}.md"
+
+
+def many_path(c: int, i: int) -> str:
+    return f"{MANY}c{c}-file-{i:05d}.md" if INTO else f"{MANY}c{c}/file-{i:05d}.md"
+
+
 def written_paths(writes: int, clients: int) -> list[str]:
-    one = [f"bench/one/file-{i:05d}.md" for i in range(writes)]
-    many = [f"bench/many/c{i % clients}/file-{i:05d}.md" for i in range(writes)]
+    one = [one_path(i) for i in range(writes)]
+    many = [many_path(i % clients, i) for i in range(writes)]
     return one + many
 
 
@@ -595,6 +624,12 @@ def main() -> int:
         " the 100k root) instead of a fresh root",
     )
     parser.add_argument(
+        "--into",
+        metavar="FOLDER",
+        help="write every file straight into FOLDER, beside its files (with --corpus 100000:"
+        " episodes/2024/05, a month of 4,300 episodes) instead of into new folders",
+    )
+    parser.add_argument(
         "--client",
         choices=("raw", "httpx"),
         default="raw",
@@ -605,20 +640,28 @@ def main() -> int:
         core_writes(root, flag == "--async-commit", int(writes), int(clients))
         return 0
     args = parser.parse_args()
-    global CORPUS
+    global CORPUS, INTO, ONE, MANY
     CORPUS = args.corpus
+    if args.into:
+        if args.core:
+            parser.error("--into goes with kiwifs serve, not --core")
+        INTO = args.into.strip("/")
+        ONE, MANY = f"{INTO}/bench-one-", f"{INTO}/bench-many-"
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MODES]:
         parser.error(f"unknown mode(s): {', '.join(unknown)}")
     runs: dict[str, list[tuple[Figures, Figures]]] = {m: [] for m in modes}
     ok = True
-    for r in range(args.rounds):
-        for mode in modes if r % 2 == 0 else modes[::-1]:
-            passed, one, many = run_mode(
-                mode, args.writes, args.clients, args.keep, args.core, args.client
-            )
-            ok = ok and passed
-            runs[mode].append((one, many))
+    try:
+        for r in range(args.rounds):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
+                passed, one, many = run_mode(
+                    mode, args.writes, args.clients, args.keep, args.core, args.client
+                )
+                ok = ok and passed
+                runs[mode].append((one, many))
+    finally:
+        delete_spent()
     print(f"\n== medians of {args.rounds} round(s), load average {os.getloadavg()[0]:.1f}")
     for mode, figures in runs.items():
         med1 = [statistics.median(f[0][i] for f in figures) for i in range(4)]
@@ -632,7 +675,7 @@ def main() -> int:
             f" ms); {args.clients} clients {med_n[0]:6.1f} writes/s (p50 {med_n[1]:.2f} ms, p99"
             f" {med_n[2]:.2f} ms){verdict}; server CPU {med1[3]:.2f} / {med_n[3]:.2f} ms/write"
         )
-        if shared := SHARING.get(mode, {}).get("bench/many/"):
+        if shared := SHARING.get(mode, {}).get(MANY):
             per_commit = args.writes / statistics.median(shared)
             print(f"{'':<10} {args.clients} clients: {per_commit:.2f} writes per commit (median)")
     return 0 if ok else 1
