@@ -184,6 +184,16 @@ def write_files(root: Path, files: Files) -> Path:
 
 
 @pytest.fixture
+def fresh_records() -> Iterator[None]:
+    """The commits this process noted (``madecommits``) forgotten before and after a test."""
+    from kiwifs import madecommits
+
+    madecommits.forget()
+    yield
+    madecommits.forget()
+
+
+@pytest.fixture
 def root(tmp_path: Path) -> Path:
     """A versioned root laid out by the blank template, as ``kiwifs init --template blank``."""
     from kiwifs.knowledge import Knowledge

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from commitsteps import Step, settle_batch, steps_of
 from gitrepo import git
 from kiwifs import madecommits
 from kiwifs.errors import StorageError
@@ -23,25 +23,8 @@ from kiwifs.versioning import Git
 # names whose order is git's own business: "a" as a folder sorts as "a/", after "a-b" and
 # "a.md" but before "a0"; upper case, non-ASCII and long names too
 NAMES = ["a", "a.md", "a-b", "a0", "ab", "A", "é.md", "x" * 40]
-paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
-# bytes written, deleted (None), or left on disk as a file, an executable or a link
-Step = tuple[str, str, bytes]
-steps = st.lists(
-    st.tuples(
-        paths,
-        st.sampled_from(["write", "write", "delete", "disk-exec", "disk-link"]),
-        st.sampled_from([b"one\n", b"two\n"]),
-    ),
-    min_size=1,
-    max_size=6,
-)
-
-
-@pytest.fixture(autouse=True)
-def fresh_records() -> Iterator[None]:
-    madecommits.forget()
-    yield
-    madecommits.forget()
+steps = steps_of(NAMES, ["write", "write", "delete", "disk-exec", "disk-link"])
+pytestmark = pytest.mark.usefixtures("fresh_records")
 
 
 @contextlib.contextmanager
@@ -56,27 +39,6 @@ def tree_writer(mode: str) -> Iterator[None]:
         os.environ.pop("KIWIFS_TREE_WRITER", None)
         if old is not None:
             os.environ["KIWIFS_TREE_WRITER"] = old
-
-
-def settle(root: Path, rel: str, how: str, data: bytes) -> None:
-    """Leave ``rel`` on disk as ``how`` says, removing whatever kind stood in the way."""
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        above = root.joinpath(*parts[:i])
-        if above.is_symlink() or above.is_file():
-            above.unlink()
-    full = root / rel
-    full.parent.mkdir(parents=True, exist_ok=True)
-    if full.is_symlink() or full.is_file():
-        full.unlink()
-    elif full.is_dir():
-        shutil.rmtree(full)
-    if how in ("write", "disk-exec"):
-        full.write_bytes(data)
-        if how == "disk-exec":
-            full.chmod(0o755)
-    elif how == "disk-link":
-        os.symlink("target.md", full)
 
 
 def started(root: Path) -> Git:
@@ -103,16 +65,7 @@ def test_trees_equal_the_tree_builders(
     for number, batch in enumerate(batches):
         noted = {}
         for mode, repo in repos.items():
-            taken: dict[str, bytes | None] = {}
-            on_disk: list[str] = []
-            for rel, how, data in batch:
-                settle(roots[mode], rel, how, data)
-                if how == "write":
-                    taken[rel] = data
-                elif how == "delete":
-                    taken[rel] = None
-                else:
-                    on_disk.append(rel)
+            taken, on_disk = settle_batch(roots[mode], batch)
             parent = repo.head()
             with tree_writer(mode):
                 made = repo.commit([*taken, *on_disk], "t", "m", None, taken)

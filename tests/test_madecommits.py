@@ -4,40 +4,22 @@ noted at all (the timeline then reads them from git)."""
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from commitsteps import Step, settle_batch, steps_of
 from kiwifs import gitreplay, madecommits
 from kiwifs.gitreplay import BlobChange, GitHistory
 from kiwifs.knowledge import Knowledge
 from kiwifs.versioning import Git, blob_id
 
 NAMES = ["a.md", "b.md", "notes", ".hidden", "x", "sub.md"]
-paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
 # what a commit is asked to make of a path: bytes written, deleted (None), or read from the
 # disk, where the test leaves a file, an executable file, a symbolic link or nothing
-Step = tuple[str, str, bytes]
-steps = st.lists(
-    st.tuples(
-        paths,
-        st.sampled_from(["write", "delete", "disk-file", "disk-exec", "disk-link", "disk-gone"]),
-        st.sampled_from([b"one\n", b"two\n"]),
-    ),
-    min_size=1,
-    max_size=6,
-)
-
-
-@pytest.fixture(autouse=True)
-def fresh_records() -> Iterator[None]:
-    madecommits.forget()
-    yield
-    madecommits.forget()
+steps = steps_of(NAMES, ["write", "delete", "disk-file", "disk-exec", "disk-link", "disk-gone"])
+pytestmark = pytest.mark.usefixtures("fresh_records")
 
 
 def read_back(history: GitHistory, commit: str, parent: str) -> list[BlobChange]:
@@ -50,28 +32,6 @@ def read_back(history: GitHistory, commit: str, parent: str) -> list[BlobChange]
         return history.changes(commit, parent)
     finally:
         madecommits.ENABLED, gitreplay.FULL_DIFF = known, old_full
-
-
-def settle_disk(root: Path, rel: str, how: str, data: bytes) -> None:
-    """Leave the disk as ``how`` says for ``rel``, whatever stood in the way: a file where a
-    folder is needed is removed, and so is a folder where a file goes (kinds that change)."""
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        above = root.joinpath(*parts[:i])
-        if above.is_symlink() or above.is_file():
-            above.unlink()
-    full = root / rel
-    full.parent.mkdir(parents=True, exist_ok=True)
-    if full.is_symlink() or full.is_file():
-        full.unlink()
-    elif full.is_dir():
-        shutil.rmtree(full)
-    if how in ("write", "disk-file", "disk-exec"):
-        full.write_bytes(data)
-        if how == "disk-exec":
-            full.chmod(0o755)
-    elif how == "disk-link":
-        os.symlink("target.md", full)
 
 
 @settings(
@@ -87,16 +47,7 @@ def test_noted_changes_equal_gits_diff(
     git.commit([".gitattributes"], "t", "start")
     history = GitHistory(root)
     for batch in (first, second):
-        taken: dict[str, bytes | None] = {}
-        on_disk: list[str] = []
-        for rel, how, data in batch:
-            settle_disk(root, rel, how, data)
-            if how == "write":
-                taken[rel] = data
-            elif how == "delete":
-                taken[rel] = None
-            else:
-                on_disk.append(rel)
+        taken, on_disk = settle_batch(root, batch)
         parent = git.head()
         made = git.commit([*taken, *on_disk], "t", "m", None, taken) if taken or on_disk else None
         if made is None or parent is None:

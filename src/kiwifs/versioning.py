@@ -259,12 +259,8 @@ class Git:
         """
         repo = self.repo
         entries = self._trees.take(repo, tree)
-        folders: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
-        for rel, change in changes.items():
-            name, sep, rest = rel.partition("/")
-            if sep:
-                folders.setdefault(name, {})[rest] = change
-                continue
+        leaves, folders = _by_folder(changes)
+        for name, change in leaves.items():
             key = os.fsencode(name)
             old = entries.get(key)
             seen.leaf(base + name, old, change)
@@ -304,12 +300,8 @@ class Git:
         """:meth:`_apply` with libgit2's tree builders (``KIWIFS_TREE_WRITER=builder``)."""
         repo = self.repo
         builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
-        folders: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
-        for rel, change in changes.items():
-            name, sep, rest = rel.partition("/")
-            if sep:
-                folders.setdefault(name, {})[rest] = change
-                continue
+        leaves, folders = _by_folder(changes)
+        for name, change in leaves.items():
             old = builder.get(name)
             seen.leaf(base + name, None if old is None else (old.id.raw, old.filemode), change)
             if change is None:
@@ -417,6 +409,25 @@ class Git:
         from . import gitlog
 
         return gitlog.changes(self, since, limit)
+
+
+TreeChange = tuple["pygit2.Oid", int] | None  # a path's new blob id and mode; None: gone
+
+
+def _by_folder(
+    changes: Mapping[str, TreeChange],
+) -> tuple[dict[str, TreeChange], dict[str, dict[str, TreeChange]]]:
+    """``changes`` split into the entries of this folder and, per sub-folder, the changes
+    below it (paths relative to that sub-folder)."""
+    leaves: dict[str, TreeChange] = {}
+    folders: dict[str, dict[str, TreeChange]] = {}
+    for rel, change in changes.items():
+        name, sep, rest = rel.partition("/")
+        if sep:
+            folders.setdefault(name, {})[rest] = change
+        else:
+            leaves[name] = change
+    return leaves, folders
 
 
 class _Seen:
