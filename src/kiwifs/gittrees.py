@@ -6,9 +6,10 @@ serialises them: for the folder a writer fills, ~0.35 ms at 250 files, ~1 ms at 
 ~2.5 ms at 4,300 (a month of episodes), most of a commit. Here a tree is the list of its
 entries as git stores them (``<mode> <name>\\0<20-byte id>``), in git's order, beside their sort
 keys: a change is a binary search and a list insert, and the object is the entries joined and
-written by the object database (0.09, 0.5 and 0.7 ms for the same three folders, measured in
-docs/benchmarks.md). :class:`TreeCache` keeps the entries of the trees written last under their
-ids, so the next commit on the same folder starts from them instead of parsing the tree again.
+written by the object database. A commit into those three folders is 1.2, 1.45 and 1.7
+times as fast (``bench/git_trees.py``, figures in docs/benchmarks.md). :class:`TreeCache` keeps
+the entries of the trees written last under their ids, so the next commit on the same folder
+starts from them instead of parsing the tree again.
 
 Git's order: entries sorted by name as bytes, a folder's name compared as if it ended in
 ``/``. A name appears once in a tree, whatever its type: putting a file where a folder of the
