@@ -140,8 +140,13 @@ def test_entries_out_of_order_are_put_in_order() -> None:
     raw = b"100644 b\0" + oid + b"100644 a\0" + oid
     entries = Entries.parse(raw)
     assert entries.keys == [b"a", b"b"]
-    with pytest.raises(StorageError):
-        Entries.parse(b"100644 a\0" + oid[:5])
+    for damaged in (
+        b"100644 a\0" + oid[:5],  # an id cut short
+        b"100644 a\0" + oid + b"junk" + b"100644 b\0" + oid,  # bytes between two entries
+        b"100644 \0" + oid,  # no name
+    ):
+        with pytest.raises(StorageError):
+            Entries.parse(damaged)
 
 
 def test_the_cache_keeps_the_last_trees_within_its_limit(tmp_path: Path) -> None:

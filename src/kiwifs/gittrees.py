@@ -21,6 +21,7 @@ benchmark's A/B switch, see :mod:`kiwifs.versioning`).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections import OrderedDict
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 MODE_TREE = 0o040000
 _TREE_MODES = (b"40000", b"040000")  # git writes the first; the second is read as well
+# one entry of a tree object: mode, name (anything but NUL), the raw 20-byte id
+_ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
 OBJECT_TREE = 2  # git's object type number of a tree (GIT_OBJECT_TREE)
 # entries kept over all cached trees: ~100 bytes each, so ~20 MB at most
 CACHE_ENTRIES = 200_000
@@ -57,20 +60,11 @@ class Entries:
     @classmethod
     def parse(cls, raw: bytes) -> Entries:
         """The entries of a tree object's content; StorageError when it is not one."""
-        keys: list[bytes] = []
-        items: list[bytes] = []
-        find = raw.find
-        pos, end = 0, len(raw)
-        while pos < end:
-            space = find(b" ", pos)
-            nul = find(b"\0", space + 1)
-            stop = nul + 21
-            if space < 0 or nul < 0 or stop > end:
-                raise StorageError("git tree object is damaged")
-            name = raw[space + 1 : nul]
-            keys.append(name + b"/" if raw[pos:space] in _TREE_MODES else name)
-            items.append(raw[pos:stop])
-            pos = stop
+        found = _ENTRY.findall(raw)
+        items = [b"%s %s\0%s" % entry for entry in found]
+        if sum(map(len, items)) != len(raw):  # the matches, which never overlap, are not all
+            raise StorageError("git tree object is damaged")
+        keys = [name + b"/" if mode in _TREE_MODES else name for mode, name, _ in found]
         if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
             # not in git's order (written by some other tool): put in order, as libgit2's
             # tree builder would, for the binary searches to hold
