@@ -32,7 +32,7 @@ from .errors import StorageError
 if TYPE_CHECKING:
     import pygit2
 
-MODE_TREE = 0o040000
+MODE_TREE = 0o040000  # a folder's tree entry mode, as git and libgit2 define it
 _TREE_MODES = (b"40000", b"040000")  # git writes the first; the second is read as well
 # one entry of a tree object: mode, name (anything but NUL), the raw 20-byte id
 _ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
@@ -153,7 +153,3 @@ class TreeCache:
                 _, old = self._trees.popitem(last=False)
                 self._size -= len(old)
         return oid
-
-    def clear(self) -> None:
-        self._trees.clear()
-        self._size = 0

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from . import madecommits, reflock
 from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
+from .gittrees import MODE_TREE as MODE_TREE  # with the other modes, for gitreplay
 from .gittrees import TreeCache, use_builder
 from .madecommits import MadeCommit, is_knowledge_path
 from .paths import NotRegularFile, open_regular, read_all
@@ -46,8 +47,9 @@ if TYPE_CHECKING:
     from .commitproc import CommitProcess
     from .gitlog import Change, Version
 
-# Git file modes (tree entry modes), as libgit2 and git define them.
-MODE_BLOB, MODE_EXECUTABLE, MODE_LINK, MODE_TREE = 0o100644, 0o100755, 0o120000, 0o040000
+# Git file modes (tree entry modes), as libgit2 and git define them; a folder's, MODE_TREE, is
+# gittrees's.
+MODE_BLOB, MODE_EXECUTABLE, MODE_LINK = 0o100644, 0o100755, 0o120000
 FILE_MODES = (MODE_BLOB, MODE_EXECUTABLE)
 
 
