@@ -6,6 +6,7 @@ all or nothing; a crash between the disk write and the commit is repaired at the
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -406,6 +407,34 @@ def test_recover_with_a_journal_of_already_committed_paths_adds_no_commit(root: 
 def test_journal_is_empty_after_each_write(kb: Knowledge, root: Path) -> None:
     kb.write("j.md", "x")
     kb.bulk_write([("j2.md", "y")])
+    assert (root / STATE_DIR / JOURNAL).read_text() == ""
+
+
+def journal_descriptors(root: Path) -> int:
+    """This process's open descriptors on the root's journal file."""
+    journal = os.path.realpath(root / STATE_DIR / JOURNAL)
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == journal)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_the_journal_is_held_open_only_while_write_lock_is_ours(root: Path) -> None:
+    """One ``write()`` per operation: the journal stays open while this process holds
+    write.lock (no other process may touch it then) and is closed when the lock goes."""
+    with Knowledge.open(root) as kb:
+        kb.write("j.md", "x")  # no committer: the flock is let go at once
+        assert journal_descriptors(root) == 0
+        kb.enable_async_commit(60.0, 1000)  # commits wait: the flock stays with the writes
+        kb.write("a.md", "1")
+        kb.write("b.md", "2")
+        assert journal_descriptors(root) == 1
+        assert (root / STATE_DIR / JOURNAL).read_text() == "a.md\nb.md\n"
+        kb.pipeline.flush()
+        kb.write("c.md", "3")  # after the flush: the flock was let go and taken again
+        kb.pipeline.flush()
+        assert journal_descriptors(root) == 0
+    assert journal_descriptors(root) == 0
+    assert changed_in_head(root) == ["c.md"]
     assert (root / STATE_DIR / JOURNAL).read_text() == ""
 
 

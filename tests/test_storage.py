@@ -151,6 +151,35 @@ def test_open_parent_checks_every_folder_it_opens(root: Path) -> None:
         open_parent(real_root, "absent/x.md", create=False)
 
 
+def test_a_write_follows_folder_links_only_where_the_path_layer_allows(
+    root: Path, tmp_path: Path
+) -> None:
+    """A write opens plain folders without following links and follows (then checks) only a
+    folder that is a link: the same answers as checking the resolved path before writing."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, root / "out")
+    os.symlink("notes", root / "inner")
+    os.symlink(tmp_path / "nowhere.md", root / "dangling-out.md")
+    os.symlink("notes/later.md", root / "dangling-in.md")
+    storage = Storage(root)
+    for rel in ("out/x.md", "out/deeper/x.md", "dangling-out.md"):
+        with pytest.raises(InvalidPath, match=r"path outside root \(symlink\): "):
+            storage.write(rel, b"owned")
+    assert os.listdir(outside) == [] and not (tmp_path / "nowhere.md").exists()
+    assert os.path.islink(root / "dangling-out.md")
+    storage.write("inner/b.md", b"b\n")  # a link inside the root: followed
+    assert (root / "notes" / "b.md").read_bytes() == b"b\n"
+    storage.write("dangling-in.md", b"c\n")  # a dangling link inside the root: replaced
+    assert not (root / "dangling-in.md").is_symlink()
+    assert not (root / "notes" / "later.md").exists()
+    storage.write("new/folders/d.md", b"d\n")  # missing folders are made on the way
+    assert (root / "new" / "folders" / "d.md").read_bytes() == b"d\n"
+    (root / "notes" / "file.md").write_text("f\n")
+    with pytest.raises(InvalidPath, match="is a file, not a folder"):
+        storage.write("notes/file.md/e.md", b"e\n")
+
+
 def test_read_many_reads_what_read_reads_and_nothing_else(root: Path, tmp_path: Path) -> None:
     """A brief reads its pages in one call: the same bytes as one read each, and ``None`` for
     every path one read refuses (a FIFO, a folder, links into ``.git`` or out of the root, a

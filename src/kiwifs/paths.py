@@ -88,12 +88,23 @@ def confine(root: Path, rel: str) -> Path:
     probe = target
     while not os.path.lexists(probe) and str(probe) != real_root:
         probe = probe.parent
-    why = refusal(real_root, os.path.realpath(probe))
-    if why == OUTSIDE:
-        raise InvalidPath(f"path outside root (symlink): {rel}")
-    if why == HIDDEN:
-        raise InvalidPath(f"path leads through a symlink to a hidden path: {rel}")
+    check_resolved(real_root, os.path.realpath(probe), rel)
     return target
+
+
+def check_resolved(real_root: str, real_path: str, rel: str) -> None:
+    """Raise :class:`InvalidPath` when ``rel``, resolved to ``real_path``, leaves the root or
+    leads into a hidden path (:func:`refusal`)."""
+    why = refusal(real_root, real_path)
+    if why is not None:
+        raise refused_path(rel, why)
+
+
+def refused_path(rel: str, why: str) -> InvalidPath:
+    """The error for ``rel`` leading outside the root or into a hidden path (``why``)."""
+    if why == HIDDEN:
+        return InvalidPath(f"path leads through a symlink to a hidden path: {rel}")
+    return InvalidPath(f"path outside root (symlink): {rel}")
 
 
 def refusal(real_root: str, real_path: str) -> str | None:
@@ -130,6 +141,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # O_NONBLOCK: opening a FIFO for reading must return at once (it is then refused by fstat)
 _READ_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _DIR_FLAGS = os.O_RDONLY | _CLOEXEC | getattr(os, "O_DIRECTORY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class NotRegularFile(OSError):
@@ -140,10 +152,12 @@ class NotRegularFile(OSError):
 
 
 class LinkRefused(OSError):
-    """An opened descriptor that, symlinks resolved, lies outside the root or in a hidden path."""
+    """An opened descriptor that, symlinks resolved, lies outside the root or in a hidden path
+    (``why``: :data:`OUTSIDE` or :data:`HIDDEN`)."""
 
     def __init__(self, why: str) -> None:
         super().__init__(errno.EACCES, LINK_HIDDEN if why == HIDDEN else LINK_OUTSIDE)
+        self.why = why
 
 
 def _proc_fd_path(fd: int) -> str | None:
@@ -245,17 +259,43 @@ def open_parent(real_root: str, rel: str, create: bool) -> int:
     fd = os.open(real_root, _DIR_FLAGS)
     try:
         for segment in rel.split("/")[:-1]:
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(segment, 0o755, dir_fd=fd)
-            inner = os.open(segment, _DIR_FLAGS, dir_fd=fd)
+            inner = _open_folder(fd, segment, real_root, create)
             os.close(fd)
             fd = inner
-            check_descriptor(fd, real_root)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_folder(parent: int, segment: str, real_root: str, create: bool) -> int:
+    """The folder ``segment`` of the checked folder ``parent``, checked; made if missing and
+    ``create``.
+
+    A real folder is opened without following links and needs no check: it lies inside
+    ``parent``, and :func:`canonical` already refused a hidden ``segment``. Only a symlink (or
+    a folder made just now, which a link may have replaced) is followed and then checked on its
+    descriptor. Every system call here releases the interpreter lock, and a write makes these
+    calls while holding the root's write lock, so fewer of them is fewer waits for the lock.
+    """
+    try:
+        if _NOFOLLOW:
+            return os.open(segment, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)
+        os.stat(segment, dir_fd=parent)  # no O_NOFOLLOW here: every step is checked
+    except FileNotFoundError:
+        if not create:
+            raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(segment, 0o755, dir_fd=parent)
+    except OSError:  # a symlink (ELOOP), or not a folder: opened again, following, below
+        pass
+    inner = os.open(segment, _DIR_FLAGS, dir_fd=parent)
+    try:
+        check_descriptor(inner, real_root)
+    except BaseException:
+        os.close(inner)
+        raise
+    return inner
 
 
 def normalize_ref_path(path: str) -> str | None:

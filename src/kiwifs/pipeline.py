@@ -104,6 +104,10 @@ class Pipeline:
         self._strict = fsync == "strict"
         self._serial = fsync == "serial"
         self._local = threading.local()  # per thread: locked() depth, announced to committer
+        # The journal's descriptor, opened by the first operation after write.lock is taken and
+        # closed when it is let go: while the flock is ours no other process touches the file,
+        # and one write() per operation is all the journal costs under the lock.
+        self._journal_fd: int | None = None
 
     # -- locking and journal ----------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class Pipeline:
         """write.lock about to go, nothing pending: what the journal names is committed."""
         if self.committer is not None:
             self.clear_journal()  # else each operation empties it after its commit
+        self._close_journal()
 
     def journal(self, paths: list[str]) -> None:
         """Name ``paths`` in the crash journal; every operation calls it before touching disk.
@@ -157,11 +162,20 @@ class Pipeline:
             self.committer.check()
         if self.git is None:
             return
-        with open(self.state / JOURNAL, "a", encoding="utf-8") as fh:
-            fh.write("".join(p + "\n" for p in paths))
-            if self._strict:
-                fh.flush()
-                os.fsync(fh.fileno())
+        fd = self._journal_fd
+        if fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            fd = self._journal_fd = os.open(self.state / JOURNAL, flags, 0o666)
+        view = memoryview("".join(p + "\n" for p in paths).encode("utf-8"))
+        while view:
+            view = view[os.write(fd, view) :]
+        if self._strict:
+            os.fsync(fd)
+
+    def _close_journal(self) -> None:
+        fd, self._journal_fd = self._journal_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def clear_journal(self) -> None:
         if self.git is None:
@@ -284,6 +298,7 @@ class Pipeline:
             committer.close()
         self.committer, self.asynchronous = None, False
         self._write_lock.close()
+        self._close_journal()
 
     def write(
         self,

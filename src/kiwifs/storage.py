@@ -26,11 +26,13 @@ from .paths import (
     NOT_REGULAR_FILE,
     LinkRefused,
     NotRegularFile,
+    check_resolved,
     confine,
     is_inside,
     open_parent,
     open_regular,
     read_all,
+    refused_path,
 )
 
 READ_MANY = True  # the benchmark's A/B switch: False makes read_many one read() per file
@@ -60,13 +62,21 @@ class Storage:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._real_root: str | None = None
 
     def abspath(self, rel: str) -> Path:
         """The confined absolute path of canonical ``rel``."""
         return confine(self.root, rel)
 
     def real_root(self) -> str:
-        return os.path.realpath(self.root)
+        """The root with its symlinks resolved: once, as soon as the root is a folder (a root
+        is opened where it is; a symlink to it re-pointed later does not move it)."""
+        real = self._real_root
+        if real is None:
+            real = os.path.realpath(self.root)
+            if os.path.isdir(real):
+                self._real_root = real
+        return real
 
     def read(self, rel: str) -> bytes:
         return self.read_with_stat(rel)[0]
@@ -131,20 +141,29 @@ class Storage:
         ``durable=False`` leaves out both fsyncs and returns the file, still open, for the
         caller to make durable later (:meth:`Unsynced.sync`), outside its lock.
         """
-        path = self.abspath(rel)
-        _check_length(self.real_root(), rel)
+        real_root = self.real_root()
+        if not FD_PATH_KNOWN:
+            confine(self.root, rel)  # descriptors cannot be checked here: the path is, before
+        _check_length(real_root, rel)
         try:
-            folder = open_parent(self.real_root(), rel, create=True)
+            folder = open_parent(real_root, rel, create=True)
+        except LinkRefused as exc:
+            raise refused_path(rel, exc.why) from exc
         except OSError as exc:
             raise _refused(rel, exc) or os_failure(exc, "write", rel) from exc
+        name = rel.rpartition("/")[2]
         try:
-            _check_replaceable(folder, path.name, rel)
-            fd = write_in(folder, path.name, data, durable)
-            return None if fd is None else Unsynced(fd, rel, os.dup(folder))
-        except OSError as exc:
-            raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
-        finally:
+            _check_replaceable(folder, name, rel, real_root)
+            fd = write_in(folder, name, data, durable)
+        except BaseException as exc:
             os.close(folder)
+            if isinstance(exc, OSError):
+                raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
+            raise
+        if fd is None:
+            os.close(folder)
+            return None
+        return Unsynced(fd, rel, folder)
 
     def delete(self, rel: str) -> None:
         path = self.abspath(rel)
@@ -196,12 +215,19 @@ def _check_length(real_root: str, rel: str) -> None:
         raise os_failure(OSError(errno.ENAMETOOLONG, "File name too long"), "write", rel)
 
 
-def _check_replaceable(folder: int, name: str, rel: str) -> None:
-    """``name`` in ``folder`` must be absent or a regular file (through a link: its target)."""
+def _check_replaceable(folder: int, name: str, rel: str, real_root: str) -> None:
+    """``name`` in ``folder`` must be absent or a regular file (through a link: its target,
+    which must lie inside the root and out of hidden paths, as for a read)."""
     try:
-        st = os.stat(name, dir_fd=folder)
+        st = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
-        return  # absent, or a dangling link (the path layer checked where it points)
+        return  # absent
+    if stat.S_ISLNK(st.st_mode):
+        check_resolved(real_root, os.path.realpath(os.path.join(real_root, rel)), rel)
+        try:
+            st = os.stat(name, dir_fd=folder)
+        except FileNotFoundError:
+            return  # a dangling link, pointing inside the root: replaced
     if stat.S_ISDIR(st.st_mode):
         raise InvalidPath(f"{rel} is a folder")
     if not stat.S_ISREG(st.st_mode):
