@@ -5,9 +5,11 @@ the order they are walked in is :mod:`kiwifs.filewalk`'s; how a file is replaced
 the temporary files a crash leaves) is :mod:`kiwifs.atomicwrite`'s.
 
 Every read and write goes through the path layer's rules that keep a hostile root harmless
-(see docs/security.md): :func:`kiwifs.paths.confine` before use, then
-:func:`kiwifs.paths.open_regular` (only regular files, checked on the descriptor) and
-:func:`kiwifs.paths.open_parent` (a write's folder, checked step by step).
+(see docs/security.md): a read :func:`kiwifs.paths.confine`-s its path before use, then
+:func:`kiwifs.paths.open_regular` opens only regular files, checked on the descriptor; a write
+is checked on what it opens, step by step (:func:`kiwifs.paths.open_parent` for its folder,
+then its last segment), which is the same rule in fewer system calls: a write makes them while
+holding the root's write lock.
 """
 
 from __future__ import annotations
