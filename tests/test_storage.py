@@ -180,6 +180,19 @@ def test_a_write_follows_folder_links_only_where_the_path_layer_allows(
         storage.write("notes/file.md/e.md", b"e\n")
 
 
+@pytest.mark.parametrize(
+    "rel", ["../outside.md", "notes/../../outside.md", ".git/hooks/x", "notes/.hidden.md", "/x.md"]
+)
+def test_a_write_takes_only_canonical_paths(root: Path, tmp_path: Path, rel: str) -> None:
+    """Inner callers (a bulk journal read back after a crash) name paths too: a write refuses
+    any that is not canonical, since its folders are opened by name."""
+    before = git_files(root)
+    with pytest.raises(InvalidPath):
+        Storage(root).write(rel, b"owned")
+    assert not (tmp_path / "outside.md").exists() and not (root / "notes" / ".hidden.md").exists()
+    assert git_files(root) == before
+
+
 def test_read_many_reads_what_read_reads_and_nothing_else(root: Path, tmp_path: Path) -> None:
     """A brief reads its pages in one call: the same bytes as one read each, and ``None`` for
     every path one read refuses (a FIFO, a folder, links into ``.git`` or out of the root, a

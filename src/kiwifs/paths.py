@@ -272,16 +272,16 @@ def _open_folder(parent: int, segment: str, real_root: str, create: bool) -> int
     """The folder ``segment`` of the checked folder ``parent``, checked; made if missing and
     ``create``.
 
-    A real folder is opened without following links and needs no check: it lies inside
-    ``parent``, and :func:`canonical` already refused a hidden ``segment``. Only a symlink (or
-    a folder made just now, which a link may have replaced) is followed and then checked on its
-    descriptor. Every system call here releases the interpreter lock, and a write makes these
+    A real folder with a plain name is opened without following links and needs no check: it
+    lies inside ``parent`` and is not hidden. A symlink, a folder made just now (a link may have
+    replaced it) and any other name (``..``, a hidden one) are followed and then checked on
+    their descriptor. Every system call here releases the interpreter lock, and a write makes these
     calls while holding the root's write lock, so fewer of them is fewer waits for the lock.
     """
     try:
-        if _NOFOLLOW:
+        if _NOFOLLOW and segment not in ("", "..") and not segment.startswith("."):
             return os.open(segment, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)
-        os.stat(segment, dir_fd=parent)  # no O_NOFOLLOW here: every step is checked
+        os.stat(segment, dir_fd=parent)  # every other step is checked on its descriptor
     except FileNotFoundError:
         if not create:
             raise

@@ -28,6 +28,7 @@ from .paths import (
     NOT_REGULAR_FILE,
     LinkRefused,
     NotRegularFile,
+    canonical,
     check_resolved,
     confine,
     is_inside,
@@ -143,6 +144,8 @@ class Storage:
         ``durable=False`` leaves out both fsyncs and returns the file, still open, for the
         caller to make durable later (:meth:`Unsynced.sync`), outside its lock.
         """
+        if canonical(rel) != rel:  # its folders are opened by name: none may be ``..`` or hidden
+            raise InvalidPath(f"not a canonical path: {rel!r}")
         real_root = self.real_root()
         if not FD_PATH_KNOWN:
             confine(self.root, rel)  # descriptors cannot be checked here: the path is, before
