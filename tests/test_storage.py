@@ -181,16 +181,19 @@ def test_a_write_follows_folder_links_only_where_the_path_layer_allows(
 
 
 @pytest.mark.parametrize(
-    "rel", ["../outside.md", "notes/../../outside.md", ".git/hooks/x", "notes/.hidden.md", "/x.md"]
+    "rel", ["../outside.md", "notes/../../outside.md", ".git/hooks/x", "notes/.git/x", "/x.md"]
 )
-def test_a_write_takes_only_canonical_paths(root: Path, tmp_path: Path, rel: str) -> None:
-    """Inner callers (a bulk journal read back after a crash) name paths too: a write refuses
-    any that is not canonical, since its folders are opened by name."""
+def test_a_write_takes_only_folders_a_path_may_name(root: Path, tmp_path: Path, rel: str) -> None:
+    """Inner callers (a bulk journal read back after a crash, ``init``'s ``.gitkeep`` files)
+    name paths too: since a write opens its folders by name, none may be ``..``, empty or
+    hidden. A hidden file name in a plain folder stays writable, as before."""
     before = git_files(root)
     with pytest.raises(InvalidPath):
         Storage(root).write(rel, b"owned")
-    assert not (tmp_path / "outside.md").exists() and not (root / "notes" / ".hidden.md").exists()
+    assert not (tmp_path / "outside.md").exists() and not (root / "notes" / ".git").exists()
     assert git_files(root) == before
+    Storage(root).write("notes/.gitkeep", b"")
+    assert (root / "notes" / ".gitkeep").read_bytes() == b""
 
 
 def test_read_many_reads_what_read_reads_and_nothing_else(root: Path, tmp_path: Path) -> None:

@@ -144,8 +144,9 @@ class Storage:
         ``durable=False`` leaves out both fsyncs and returns the file, still open, for the
         caller to make durable later (:meth:`Unsynced.sync`), outside its lock.
         """
-        if canonical(rel) != rel:  # its folders are opened by name: none may be ``..`` or hidden
-            raise InvalidPath(f"not a canonical path: {rel!r}")
+        parent, _, name = rel.rpartition("/")  # folders are opened by name: none may be ``..``,
+        if name in ("", ".", "..") or ("/" in rel and canonical(parent) != parent):  # or hidden
+            raise InvalidPath(f"not a path in the root: {rel!r}")
         real_root = self.real_root()
         if not FD_PATH_KNOWN:
             confine(self.root, rel)  # descriptors cannot be checked here: the path is, before
