@@ -215,13 +215,17 @@ def commits_touching_part_of(root: Path, paths: set[str], pathspec: str) -> list
     return partial
 
 
-def midway_kill(root: Path, gen: int) -> str:
-    """Kill bulk write ``gen`` midway (retrying with fresh paths until a kill lands midway)."""
+def midway_kill(root: Path, gen: int) -> tuple[str, set[str], str]:
+    """Kill bulk write ``gen`` midway (retrying with fresh paths until a kill lands midway);
+    returns its new folder, and the generations its old files held and HEAD before it began (a
+    missed kill's bulk is finished and committed by the recovery before the next try)."""
     for attempt in range(8):
         new_dir = f"new{gen}-{attempt}"
+        before, _ = bulk_state(root, new_dir)
+        head = git(root, "rev-parse", "HEAD")
         written = kill_bulk_midway(root, gen, new_dir)
         if 0 < written < BULK_SIZE - OLD:
-            return new_dir
+            return new_dir, before, head
         with Knowledge.open(root):  # the kill missed: recover, and try again
             pass
     pytest.fail("no kill landed in the middle of the bulk write in 8 attempts")
@@ -230,7 +234,7 @@ def midway_kill(root: Path, gen: int) -> str:
 def test_a_bulk_killed_midway_is_recovered_whole(root: Path) -> None:
     with Knowledge.open(root) as kb:
         kb.bulk_write([(f"bulk/old/f{i:03d}.md", f"gen 1 old {i}\n") for i in range(OLD)])
-    new_dir = midway_kill(root, 2)
+    new_dir, _, _ = midway_kill(root, 2)
     gens, new = bulk_state(root, new_dir)
     assert gens == {"2"} and 0 < new < BULK_SIZE - OLD  # on disk in part, before recovery
 
@@ -249,14 +253,13 @@ def test_a_bulk_killed_midway_is_recovered_whole(root: Path) -> None:
 def test_a_bulk_that_cannot_be_finished_is_rolled_back(root: Path) -> None:
     with Knowledge.open(root) as kb:
         kb.bulk_write([(f"bulk/old/f{i:03d}.md", f"gen 1 old {i}\n") for i in range(OLD)])
-    head = git(root, "rev-parse", "HEAD")
-    new_dir = midway_kill(root, 2)
+    new_dir, before, head = midway_kill(root, 2)
     # before the restart, a folder appears where the bulk's last file should go
     (root / f"bulk/{new_dir}/f{BULK_SIZE - OLD - 1:03d}.md").mkdir(parents=True)
 
     with Knowledge.open(root):
         gens, new = bulk_state(root, new_dir)
-        assert gens == {"1"}  # the old contents are back
+        assert gens == before  # the old contents are back ({"1"} unless a kill missed first)
         assert new == 1  # only the folder in the way: no new file remains
         assert git(root, "rev-parse", "HEAD") == head
         assert status(root) == ""
@@ -267,7 +270,7 @@ def test_a_live_process_finishes_a_bulk_another_process_left_before_writing(root
     replayed over that write (or any later one)."""
     with Knowledge.open(root) as kb:
         kb.bulk_write([(f"bulk/old/f{i:03d}.md", f"gen 1 old {i}\n") for i in range(OLD)])
-        new_dir = midway_kill(root, 2)  # another process dies mid-bulk; kb stays open
+        new_dir, _, _ = midway_kill(root, 2)  # another process dies mid-bulk; kb stays open
         kb.write("bulk/old/f000.md", "written after the crash\n", actor="later")
         gens, new = bulk_state(root, new_dir)
         assert (gens, new) == ({"2", "after"}, BULK_SIZE - OLD)

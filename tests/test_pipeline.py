@@ -22,6 +22,7 @@ from kiwifs.markdown import read_frontmatter
 from kiwifs.pipeline import JOURNAL, STATE_DIR
 from kiwifs.preconditions import parse_if_match
 from kiwifs.versioning import blob_id
+from waiting import wait_for
 
 
 def last_commit(root: Path) -> tuple[str, str, str]:
@@ -422,8 +423,9 @@ def test_the_journal_is_held_open_only_while_write_lock_is_ours(root: Path) -> N
     """One ``write()`` per operation: the journal stays open while this process holds
     write.lock (no other process may touch it then) and is closed when the lock goes."""
     with Knowledge.open(root) as kb:
-        kb.write("j.md", "x")  # no committer: the flock is let go at once
-        assert journal_descriptors(root) == 0
+        kb.write("j.md", "x")
+        kb.pipeline.flush()  # drained: write.lock is let go (once a background user leaves it)
+        assert wait_for(lambda: journal_descriptors(root) == 0, timeout=10)
         kb.enable_async_commit(60.0, 1000)  # commits wait: the flock stays with the writes
         kb.write("a.md", "1")
         kb.write("b.md", "2")
@@ -432,7 +434,7 @@ def test_the_journal_is_held_open_only_while_write_lock_is_ours(root: Path) -> N
         kb.pipeline.flush()
         kb.write("c.md", "3")  # after the flush: the flock was let go and taken again
         kb.pipeline.flush()
-        assert journal_descriptors(root) == 0
+        assert wait_for(lambda: journal_descriptors(root) == 0, timeout=10)
     assert journal_descriptors(root) == 0
     assert changed_in_head(root) == ["c.md"]
     assert (root / STATE_DIR / JOURNAL).read_text() == ""
