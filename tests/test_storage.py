@@ -196,6 +196,23 @@ def test_a_write_takes_only_folders_a_path_may_name(root: Path, tmp_path: Path, 
     assert (root / "notes" / ".gitkeep").read_bytes() == b""
 
 
+def test_a_read_that_fails_is_refused_as_a_path_first(root: Path, tmp_path: Path) -> None:
+    """A read is checked on the descriptor it opened; when the open fails, the path's own
+    refusal still comes first (400, not 404), as when every path was checked before use."""
+    os.symlink(tmp_path, root / "up")
+    storage = Storage(root)
+    for rel in ("gitlink/absent.md", "gitlink", "gitlink/hooks", "leak.md/x.md"):
+        with pytest.raises(InvalidPath, match="hidden path"):
+            storage.read(rel)
+    with pytest.raises(InvalidPath, match="outside root"):
+        storage.read("up/absent.md")
+    with pytest.raises(NotFound, match="file not found"):
+        storage.read("notes/absent.md")
+    with pytest.raises(NotFound, match="is a folder"):
+        storage.read("notes")
+    assert storage.read_optional("notes/absent.md") is None
+
+
 def test_read_many_reads_what_read_reads_and_nothing_else(root: Path, tmp_path: Path) -> None:
     """A brief reads its pages in one call: the same bytes as one read each, and ``None`` for
     every path one read refuses (a FIFO, a folder, links into ``.git`` or out of the root, a

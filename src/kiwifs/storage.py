@@ -85,17 +85,23 @@ class Storage:
         return self.read_with_stat(rel)[0]
 
     def read_with_stat(self, rel: str) -> tuple[bytes, os.stat_result]:
-        """The file's bytes and the ``fstat`` of the very file they were read from."""
-        path = self.abspath(rel)
+        """The file's bytes and the ``fstat`` of the very file they were read from.
+
+        The file is opened and checked on its descriptor (where it really is), not also
+        resolved before: that took ~16 system calls a read, and a read may run under the
+        write lock (``If-Match``, an edit). Only when the open fails is the path checked too,
+        first, so a path the check refuses gets the same error as when it was checked before
+        use. Where descriptors cannot be located, the path is checked before use.
+        """
+        if not FD_PATH_KNOWN:
+            self.abspath(rel)
+        real_root = self.real_root()
         try:
-            fd, st = open_regular(path, self.real_root())
+            fd, st = open_regular(os.path.join(real_root, rel), real_root)
             return read_all(fd, st.st_size), st
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise NotFound(f"file not found: {rel}") from exc
-        except IsADirectoryError as exc:
-            raise NotFound(f"{rel} is a folder, not a file") from exc
         except OSError as exc:
-            raise _refused(rel, exc) or os_failure(exc, "read", rel) from exc
+            self.abspath(rel)  # refused as a path first, as before use
+            raise _read_error(rel, exc) from exc
 
     def read_many(self, rels: Iterable[str]) -> list[bytes | None]:
         """Each file's bytes, or ``None`` where :meth:`read` would fail (gone, not a regular
@@ -203,6 +209,15 @@ class Storage:
             except OSError:
                 return
             current = current.parent
+
+
+def _read_error(rel: str, exc: OSError) -> KiwiError:
+    """The error for a read of ``rel`` that failed with ``exc``."""
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return NotFound(f"file not found: {rel}")
+    if isinstance(exc, IsADirectoryError):
+        return NotFound(f"{rel} is a folder, not a file")
+    return _refused(rel, exc) or os_failure(exc, "read", rel)
 
 
 def _refused(rel: str, exc: OSError) -> InvalidPath | None:
