@@ -108,6 +108,7 @@ class Pipeline:
         # closed when it is let go: while the flock is ours no other process touches the file,
         # and one write() per operation is all the journal costs under the lock.
         self._journal_fd: int | None = None
+        self._journal_guard = threading.Lock()
 
     # -- locking and journal ----------------------------------------------------------------
 
@@ -162,10 +163,11 @@ class Pipeline:
             self.committer.check()
         if self.git is None:
             return
-        fd = self._journal_fd
-        if fd is None:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-            fd = self._journal_fd = os.open(self.state / JOURNAL, flags, 0o666)
+        with self._journal_guard:
+            fd = self._journal_fd
+            if fd is None:
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                fd = self._journal_fd = os.open(self.state / JOURNAL, flags, 0o666)
         view = memoryview("".join(p + "\n" for p in paths).encode("utf-8"))
         while view:
             view = view[os.write(fd, view) :]
@@ -173,7 +175,8 @@ class Pipeline:
             os.fsync(fd)
 
     def _close_journal(self) -> None:
-        fd, self._journal_fd = self._journal_fd, None
+        with self._journal_guard:  # the committer's release and close() may both get here
+            fd, self._journal_fd = self._journal_fd, None
         if fd is not None:
             os.close(fd)
 
