@@ -150,8 +150,9 @@ class Storage:
         ``durable=False`` leaves out both fsyncs and returns the file, still open, for the
         caller to make durable later (:meth:`Unsynced.sync`), outside its lock.
         """
-        parent, _, name = rel.rpartition("/")  # folders are opened by name: none may be ``..``,
-        if name in ("", ".", "..") or ("/" in rel and canonical(parent) != parent):  # or hidden
+        parent, _, name = rel.rpartition("/")
+        if name in ("", ".", "..") or ("/" in rel and canonical(parent) != parent):
+            # its folders are opened by name below: none may be ``..``, empty or hidden
             raise InvalidPath(f"not a path in the root: {rel!r}")
         real_root = self.real_root()
         if not FD_PATH_KNOWN:
@@ -163,7 +164,6 @@ class Storage:
             raise refused_path(rel, exc.why) from exc
         except OSError as exc:
             raise _refused(rel, exc) or os_failure(exc, "write", rel) from exc
-        name = rel.rpartition("/")[2]
         try:
             _check_replaceable(folder, name, rel, real_root)
             fd = write_in(folder, name, data, durable)
