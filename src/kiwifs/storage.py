@@ -5,11 +5,11 @@ the order they are walked in is :mod:`kiwifs.filewalk`'s; how a file is replaced
 the temporary files a crash leaves) is :mod:`kiwifs.atomicwrite`'s.
 
 Every read and write goes through the path layer's rules that keep a hostile root harmless
-(see docs/security.md): a read :func:`kiwifs.paths.confine`-s its path before use, then
-:func:`kiwifs.paths.open_regular` opens only regular files, checked on the descriptor; a write
-is checked on what it opens, step by step (:func:`kiwifs.paths.open_parent` for its folder,
-then its last segment), which is the same rule in fewer system calls: a write makes them while
-holding the root's write lock.
+(see docs/security.md): a read opens only regular files and checks them on the descriptor
+(:func:`kiwifs.paths.open_regular`), resolving the path (:func:`kiwifs.paths.confine`) only
+when the open fails, so that a refused path keeps its error; a write is checked on what it
+opens, step by step (:func:`kiwifs.paths.open_parent` for its folder, then its last segment).
+The same rule in fewer system calls: reads and writes make them under the root's write lock.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class Storage:
             raise InvalidPath(f"not a path in the root: {rel!r}")
         real_root = self.real_root()
         if not FD_PATH_KNOWN:
-            confine(self.root, rel)  # descriptors cannot be checked here: the path is, before
+            self.abspath(rel)  # descriptors cannot be checked here: the path is, before
         _check_length(real_root, rel)
         try:
             folder = open_parent(real_root, rel, create=True)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 # gittrees's.
 MODE_BLOB, MODE_EXECUTABLE, MODE_LINK = 0o100644, 0o100755, 0o120000
 FILE_MODES = (MODE_BLOB, MODE_EXECUTABLE)
+TreeChange = tuple["pygit2.Oid", int] | None  # a path's new blob id and mode; None: gone
 
 
 @functools.cache
@@ -226,9 +227,7 @@ class Git:
         """An error's text with the root's absolute path left out (it reaches API clients)."""
         return str(exc).replace(f"{self.root.resolve()}/", "").replace(f"{self.root}/", "")
 
-    def _blob(
-        self, rel: str, contents: Mapping[str, bytes | None] | None
-    ) -> tuple[pygit2.Oid, int] | None:
+    def _blob(self, rel: str, contents: Mapping[str, bytes | None] | None) -> TreeChange:
         """The blob id and file mode of ``rel``'s new state, or ``None`` when it is gone."""
         full = self.root / rel
         if contents is not None and rel in contents:
@@ -248,7 +247,7 @@ class Git:
     def _apply(
         self,
         tree: pygit2.Oid | None,
-        changes: Mapping[str, tuple[pygit2.Oid, int] | None],
+        changes: Mapping[str, TreeChange],
         base: str,
         seen: _Seen,
     ) -> pygit2.Oid | None:
@@ -295,7 +294,7 @@ class Git:
     def _apply_builder(
         self,
         tree: pygit2.Tree | None,
-        changes: Mapping[str, tuple[pygit2.Oid, int] | None],
+        changes: Mapping[str, TreeChange],
         base: str,
         seen: _Seen,
     ) -> pygit2.Oid | None:
@@ -413,9 +412,6 @@ class Git:
         return gitlog.changes(self, since, limit)
 
 
-TreeChange = tuple["pygit2.Oid", int] | None  # a path's new blob id and mode; None: gone
-
-
 def _by_folder(
     changes: Mapping[str, TreeChange],
 ) -> tuple[dict[str, TreeChange], dict[str, dict[str, TreeChange]]]:
@@ -444,9 +440,7 @@ class _Seen:
     def complex(self) -> None:
         self._complex = True
 
-    def leaf(
-        self, rel: str, old: tuple[bytes, int] | None, new: tuple[pygit2.Oid, int] | None
-    ) -> None:
+    def leaf(self, rel: str, old: tuple[bytes, int] | None, new: TreeChange) -> None:
         """Entry ``rel`` was ``old`` (raw id, mode) and becomes ``new`` (``None``: absent)."""
         if old is not None and old[1] not in FILE_MODES:
             self._complex = True  # a folder, a link or a sub-module replaced or removed
