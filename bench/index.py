@@ -137,11 +137,13 @@ VARIANTS = {
 }
 
 
-def build(root: Path, bulk: bool = True) -> dict[str, float]:
+def build(root: Path, bulk: bool = True, keep: bool = False) -> dict[str, float]:
     """Build the index from scratch in this process: ``bulk`` is the A/B switch between the
-    parallel bulk rebuild (``kiwifs reindex``) and the row-by-row path a reconcile uses."""
+    parallel bulk rebuild (``kiwifs reindex``) and the row-by-row path a reconcile uses.
+    The index is deleted first, unless ``keep``: then the build replaces it, as ``kiwifs
+    reindex`` does on a root that has one."""
     state = root / ".kiwi/state"
-    for name in ("index.db", "index.db-wal", "index.db-shm"):
+    for name in ("index.db", "index.db-wal", "index.db-shm") if not keep else ():
         (state / name).unlink(missing_ok=True)
     start = time.perf_counter()
     with Knowledge.open(root) as kb:
@@ -190,9 +192,12 @@ def answers_digest(db: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) -> dict[str, object]:
+def build_ab(
+    root: Path, rounds: int, variants: list[str], base: Path | None, over: bool = False
+) -> dict[str, object]:
     """Interleaved builds, each in a fresh process (so peak RSS is the build's own); ``base``
-    is a source tree of an older kiwifs whose bulk build runs in the same rounds."""
+    is a source tree of an older kiwifs whose bulk build runs in the same rounds; ``over``
+    builds over the index the last build left instead of deleting it first."""
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     if base is not None:
         runs["base"] = []
@@ -204,7 +209,7 @@ def build_ab(root: Path, rounds: int, variants: list[str], base: Path | None) ->
             else:
                 cmd = [PYTHON, __file__, "--build-only", "bulk", *VARIANTS[mode]]
                 env = dict(os.environ)
-            cmd += ["--root", str(root)]
+            cmd += ["--root", str(root), *(["--keep-index"] if over else [])]
             out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout
             runs[mode].append(json.loads(out))
     answers = {str(r.pop("answers")) for m in runs for r in runs[m]}
@@ -414,24 +419,30 @@ def main() -> None:
         help=f"builds to interleave, of {','.join(VARIANTS)}",
     )
     ap.add_argument("--base", type=Path, help="source tree of an older kiwifs to build too")
+    ap.add_argument(
+        "--over-existing",
+        action="store_true",
+        help="build over the index instead of deleting it first (what `kiwifs reindex` does)",
+    )
     ap.add_argument("--build-only", choices=("rows", "bulk"), help=argparse.SUPPRESS)
     ap.add_argument("--row-by-row", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--keep-index", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:
         switches(args)
         bulk = args.build_only == "bulk" and not args.row_by_row
-        print(json.dumps(build(args.root, bulk=bulk)))
+        print(json.dumps(build(args.root, bulk=bulk, keep=args.keep_index)))
         return
     root = corpus(args.episodes, args.seed)
     out: dict[str, object] = {"corpus": str(root), "episodes": args.episodes}
 
     if not args.skip_build or not (root / ".kiwi/state/index.db").exists():
         variants = args.variants.split(",")
-        out["build"] = build_ab(root, args.build_rounds, variants, args.base)
+        out["build"] = build_ab(root, args.build_rounds, variants, args.base, args.over_existing)
     if args.only_build:
         print(json.dumps(out, indent=2))
         return
