@@ -143,8 +143,9 @@ def build(root: Path, bulk: bool = True, keep: bool = False) -> dict[str, float]
     The index is deleted first, unless ``keep``: then the build replaces it, as ``kiwifs
     reindex`` does on a root that has one."""
     state = root / ".kiwi/state"
-    for name in ("index.db", "index.db-wal", "index.db-shm") if not keep else ():
-        (state / name).unlink(missing_ok=True)
+    if not keep:
+        for name in ("index.db", "index.db-wal", "index.db-shm"):
+            (state / name).unlink(missing_ok=True)
     start = time.perf_counter()
     with Knowledge.open(root) as kb:
         kb.indexing._open().rebuild(bulk=bulk)

@@ -167,10 +167,11 @@ class Storage:
         try:
             _check_replaceable(folder, name, rel, real_root)
             fd = write_in(folder, name, data, durable)
-        except BaseException as exc:
+        except OSError as exc:
             os.close(folder)
-            if isinstance(exc, OSError):
-                raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
+            raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
+        except BaseException:
+            os.close(folder)
             raise
         if fd is None:
             os.close(folder)
