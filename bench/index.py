@@ -134,6 +134,11 @@ VARIANTS = {
     "pyyaml": ["--plain-frontmatter"],  # every frontmatter block through PyYAML
     "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
+    "ftshash1m": ["--fts-hash", str(1 << 20)],  # FTS5's default hash during the load
+    "coverupdate": ["--cover-after"],  # coverage by one UPDATE of every row after the load
+    "keepwal": ["--keep-wal"],  # the load's WAL synced by the next checkpoint, then deleted
+    "parseafter": ["--parse-after"],  # parsers forked after the old tables are dropped
+    "walkhere": ["--walk-here"],  # the rebuild's walk in one process
 }
 
 
@@ -233,6 +238,18 @@ def switches(args: argparse.Namespace) -> None:
         from kiwifs.index import database
 
         database.PAGE_SIZE = args.page_size
+    if args.fts_hash or args.cover_after or args.keep_wal:
+        from kiwifs.index import bulk
+
+        if args.fts_hash:
+            bulk.FTS_HASH = args.fts_hash
+        bulk.COVER_WHILE_LOADING = not args.cover_after
+        bulk.DROP_LOAD_WAL = not args.keep_wal
+    if args.parse_after or args.walk_here:
+        from kiwifs.index import db
+
+        db.PARSE_AHEAD = not args.parse_after
+        db.SPLIT_WALK = not args.walk_here
 
 
 def free_port() -> int:
@@ -430,6 +447,11 @@ def main() -> None:
     ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--fts-hash", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--cover-after", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--keep-wal", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--parse-after", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--walk-here", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--keep-index", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()

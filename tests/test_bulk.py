@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import zstandard
 
-from kiwifs.index import bodies
+from kiwifs.index import bodies, bulk
 from kiwifs.index.bulk import parsed
 from kiwifs.index.db import Index
 from kiwifs.index.walk import start_walk
@@ -50,11 +53,11 @@ def tables(db: Path) -> dict[str, list[object]]:
         conn.close()
 
 
-def built(root: Path, name: str, **kw: object) -> dict[str, list[object]]:
+def built(root: Path, name: str, count: int = 9, **kw: object) -> dict[str, list[object]]:
     db = root.parent / f"{name}.db"
     index = Index(root, db)
     try:
-        assert index.rebuild(**kw) == 9  # type: ignore[arg-type]
+        assert index.rebuild(**kw) == count  # type: ignore[arg-type]
     finally:
         index.close()
     return tables(db)
@@ -72,15 +75,93 @@ def test_bulk_rebuild_equals_the_row_by_row_one(make_root: Callable[..., Path]) 
     assert covered["episodes/2026/b.md"] == 0
 
 
-def test_forked_parsing_equals_parsing_here(make_root: Callable[..., Path]) -> None:
+def test_forked_parsing_equals_parsing_here(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many small jobs: the first ones handed out at once, the rest as rows are taken."""
     root = make_root(
         {f"e/{i:03}.md": f"---\nepisode_id: ep-{i}\n---\nword {i}\n" for i in range(60)}
     )
+    monkeypatch.setattr(bulk, "CHUNK", 3)
+    monkeypatch.setattr(bulk, "AHEAD", 4)
+    monkeypatch.setattr(bulk, "IN_FLIGHT", 1)
     walked = start_walk(root).result()
     keys = sorted(walked.state.sigs)
     here = list(parsed(os.fspath(root), str(root.resolve()), keys, {}, workers=1))
     forked = list(parsed(os.fspath(root), str(root.resolve()), keys, {}, workers=2, threshold=0))
     assert len(here) == 60 and forked == here
+
+
+# Parsers started, one row taken, then the rows closed: in a fresh process, which has one
+# thread (the workers are forked only then); prints the workers' pids while they ran and after.
+CLOSED_EARLY = """
+import glob, os, sys
+from pathlib import Path
+from kiwifs.index.bulk import parsed
+root = sys.argv[1]
+for i in range(40):
+    Path(root, f"e{i}.md").write_text(f"word {i}\\n")
+def children():
+    tasks = glob.glob(f"/proc/{os.getpid()}/task/*/children")
+    return sorted(pid for task in tasks for pid in open(task).read().split())
+keys = [f"e{i}.md".encode() for i in range(40)]
+with parsed(root, root, keys, {}, workers=2, threshold=1) as rows:
+    assert next(rows) is not None
+    print(len(children()), end=" ")
+print(len(children()))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
+def test_rows_closed_before_they_are_all_taken_end_their_workers(tmp_path: Path) -> None:
+    """A rebuild that fails after its parsers started (they start before the old tables are
+    dropped) closes the rows: no worker is left behind."""
+    command = [sys.executable, "-c", CLOSED_EARLY, str(tmp_path)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "0"]
+
+
+def test_coverage_worked_out_while_loading_equals_the_update_after_it(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Covered by a row before it, by itself, by a row after it (by id and by path), or not
+    at all: the same ``covered`` as one UPDATE of every row after the load, and as the
+    row-by-row path."""
+    page = "---\nmerged-from:\n{}---\nmerged\n"
+    root = make_root(
+        {
+            "a-first.md": page.format("  - type: episode\n    id: ep-2\n"),
+            "e/1.md": "---\nmemory_kind: episodic\nepisode_id: ep-1\n---\none\n",
+            "e/2.md": "---\nmemory_kind: episodic\nepisode_id: ep-2\n---\ntwo\n",
+            "e/3.md": "---\nmemory_kind: episodic\nepisode_id: ep-3\n---\nthree\n",
+            "e/4.md": "---\nmemory_kind: episodic\nepisode_id: ' ep-4 '\n---\nfour\n",
+            "e/self.md": (
+                "---\nmemory_kind: episodic\nepisode_id: ep-s\nmerged-from:\n"
+                "  - type: episode\n    id: ep-s\n---\nitself\n"
+            ),
+            "e/uncovered.md": "---\nmemory_kind: episodic\nepisode_id: ep-9\n---\nnine\n",
+            "z-last.md": page.format(
+                "  - type: episode\n    id: ep-4\n  - type: file\n    path: e/1.md\n"
+                "  - type: run\n    id: ep-3\n"
+            ),
+        }
+    )
+    rows = built(root, "rows", 8, bulk=False)
+    loading = built(root, "loading", 8, workers=1)
+    monkeypatch.setattr(bulk, "COVER_WHILE_LOADING", False)
+    after = built(root, "after", 8, workers=1)
+    assert loading == after == rows
+    covered = {r[3]: r[18] for r in loading["files"]}
+    assert covered == {
+        "a-first.md": 0,
+        "e/1.md": 1,  # by path, from a later row
+        "e/2.md": 1,  # by id, from an earlier row
+        "e/3.md": 1,  # a run's id covers as an episode's does
+        "e/4.md": 1,  # the id is stripped, as the report strips it
+        "e/self.md": 1,
+        "e/uncovered.md": 0,
+        "z-last.md": 0,
+    }
 
 
 def test_reindex_progress_reaches_the_total(make_root: Callable[..., Path]) -> None:
@@ -150,3 +231,63 @@ def test_a_load_with_vectors_on_queues_every_content_as_rows_do(
         conn.close()
     assert len(queued["rows"]) == 8  # every page is readable
     assert queued["bulk"] == queued["rows"]
+
+
+def test_the_load_writes_its_words_in_fewer_segments_and_leaves_fts5s_default(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A larger FTS5 hash for the load: fewer segments to write and merge, the same answers,
+    and afterwards no ``hashsize`` of its own in ``fts_config`` (later writes use FTS5's)."""
+    words = " ".join(f"w{i}" for i in range(2000))
+    root = make_root({f"e/{i:03}.md": f"{i} {words}\n" for i in range(300)})
+
+    def segments(name: str) -> tuple[int, list[int], list[tuple[object, ...]]]:
+        db = root.parent / f"{name}.db"
+        index = Index(root, db)
+        try:
+            index.rebuild(workers=1)
+        finally:
+            index.close()
+        conn = sqlite3.connect(db)
+        try:
+            count = conn.execute("SELECT count(DISTINCT segid) FROM fts_idx").fetchone()[0]
+            hits = [r[0] for r in conn.execute("SELECT rowid FROM fts WHERE fts MATCH 'w7'")]
+            config = conn.execute("SELECT * FROM fts_config ORDER BY k").fetchall()
+        finally:
+            conn.close()
+        return count, hits, config
+
+    big = segments("big")
+    monkeypatch.setattr(bulk, "FTS_HASH", bulk.FTS_DEFAULT_HASH)
+    small = segments("small")
+    assert big[0] < small[0]
+    assert big[1:] == small[1:] and len(big[1]) == 300
+
+
+def test_the_loads_wal_is_emptied_and_a_reader_on_an_old_snapshot_keeps_its_rows(
+    make_root: Callable[..., Path],
+) -> None:
+    """The load's WAL (as large as the index) is emptied before anything syncs it; a reader
+    still on the old snapshot keeps it from being emptied, and the rebuild does not wait."""
+    root = make_root(
+        {f"e/{i:03}.md": f"---\nepisode_id: ep-{i}\n---\nword {i}\n" for i in range(300)}
+    )
+    db = root.parent / "wal.db"
+    wal = Path(f"{db}-wal")
+    index = Index(root, db)
+    try:
+        index.rebuild(workers=1)
+        assert wal.stat().st_size < 64 << 10  # the digests' few pages, not the load
+        reader = sqlite3.connect(db)
+        try:
+            reader.execute("BEGIN")
+            old = reader.execute("SELECT count(*) FROM files").fetchone()[0]
+            (root / "e/new.md").write_text("new\n")
+            assert index.rebuild(workers=1) == 301
+            assert reader.execute("SELECT count(*) FROM files").fetchone()[0] == old == 300
+            reader.rollback()
+            assert reader.execute("SELECT count(*) FROM files").fetchone()[0] == 301
+        finally:
+            reader.close()
+    finally:
+        index.close()
