@@ -1,6 +1,6 @@
 """Each fast path against the plain way of doing the same, both measured in this one run.
 
-    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,json,entries]
+    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,json,entries,racy]
 
 Sections (``--only`` picks some):
 
@@ -17,6 +17,11 @@ Sections (``--only`` picks some):
   (``JOINED_IN_SQL = False``): the stored entry text taken as it is from the rows, one Python
   string per row, joined in Python; C: path and text made per row, as a report with claims to
   mark still does.
+* ``racy`` -- a reconcile of 3,000 rows stored within the racy window (no signature; every
+  write through a server leaves such a row), their files now old enough to trust, in a root of
+  its own. A: as shipped, each file read and hashed, and only its stat stored when the bytes
+  are its row's (``db.SAME_BYTES_STAT_ONLY``); B: each file parsed and its whole row stored
+  again (``KIWIFS_STAT_ONLY=0``).
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
 is shared and its load drifts, and each measured run waits (up to ``--idle-wait`` seconds) until
@@ -44,6 +49,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +57,7 @@ from typing import Any
 
 from index import corpus
 
+from kiwifs.index import db, record
 from kiwifs.index import report as indexed
 from kiwifs.index.db import Index
 from kiwifs.printed_json import dumps
@@ -231,6 +238,50 @@ def entries_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
         index.close()
 
 
+RACY_FILES = 3000
+RACY_NS = record.RACY_NS
+
+
+def racy_ab(repeat: int, idle_wait: float) -> dict[str, Any]:
+    words = " ".join(f"word{i}" for i in range(300))
+
+    def variant(stat_only: bool) -> Run:
+        def run() -> tuple[float, float, str]:
+            with tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp, "root")
+                (root / "episodes/new").mkdir(parents=True)
+                for i in range(RACY_FILES):
+                    (root / f"episodes/new/e{i}.md").write_text(
+                        f"---\nmemory_kind: episodic\nepisode_id: e{i}\n---\n{words} {i}\n"
+                    )
+                index = Index(root, Path(tmp, "index.db"))
+                try:
+                    record.RACY_NS = 1 << 62  # every row stored without a signature
+                    index.reconcile()
+                    record.RACY_NS, db.SAME_BYTES_STAT_ONLY = 0, stat_only
+                    start, cpu = time.perf_counter(), time.process_time()
+                    assert index.reconcile().updated == RACY_FILES
+                    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+                    with index.reader() as conn:
+                        rows = conn.execute(
+                            "SELECT key, sig IS NULL, etag, frontmatter FROM files ORDER BY key"
+                        ).fetchall()
+                        rows.append(conn.execute(RACY_WORDS).fetchone())
+                finally:
+                    index.close()
+                    record.RACY_NS, db.SAME_BYTES_STAT_ONLY = RACY_NS, True
+            return wall, cpu, hashlib.md5(repr(rows).encode()).hexdigest()
+
+        return run
+
+    return interleaved(
+        {"A: stat only": variant(True), "B: whole rows": variant(False)}, repeat, idle_wait
+    )
+
+
+RACY_WORDS = "SELECT count(*) FROM fts WHERE fts MATCH 'word7 AND word299'"
+
+
 def _autogroup() -> str:
     try:
         with open("/proc/self/autogroup") as fh:
@@ -244,7 +295,9 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=9, help="measured runs of each variant")
-    ap.add_argument("--only", default="walk,scan,json,entries", help="sections, comma-separated")
+    ap.add_argument(
+        "--only", default="walk,scan,json,entries,racy", help="sections, comma-separated"
+    )
     ap.add_argument("--idle-wait", type=float, default=60, help="seconds to wait for idle CPUs")
     args = ap.parse_args()
     root = corpus(args.episodes, args.seed)
@@ -262,6 +315,8 @@ def main() -> None:
             out["json"] = json_ab(root, args.repeat, args.idle_wait)
         elif section == "entries":
             out["entries"] = entries_ab(root, args.repeat, args.idle_wait)
+        elif section == "racy":
+            out["racy"] = racy_ab(args.repeat, args.idle_wait)
         else:
             sys.exit(f"unknown section {section!r}")
     out["load_after"] = os.getloadavg()

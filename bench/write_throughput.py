@@ -47,7 +47,10 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   (``KIWIFS_WATCH_NEW=0``, as before 2026-12-02) instead of a walk of that folder alone;
 - ``group-builder`` / ``async-builder``: each commit's trees built by libgit2's tree builder
   (``KIWIFS_TREE_WRITER=builder``, as before 2026-12-02 10:45 UTC) instead of written from
-  the entries kept from the last commit (:mod:`kiwifs.gittrees`).
+  the entries kept from the last commit (:mod:`kiwifs.gittrees`);
+- ``group-fullrows`` / ``async-fullrows``: a reconcile stores the whole row again for a file
+  whose bytes its row holds already (``KIWIFS_STAT_ONLY=0``, as before 2026-12-02 17:30 UTC)
+  instead of only its new stat.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
 files hard-linked) instead of a fresh root: what a write costs on a big root. ``--into FOLDER``
@@ -132,6 +135,8 @@ VARIANTS = {
     "group-newroot": ("group", {"KIWIFS_WATCH_NEW": "0"}),
     "async-newroot": ("async", {"KIWIFS_WATCH_NEW": "0"}),
     "group-builder": ("group", {"KIWIFS_TREE_WRITER": "builder"}),
+    "group-fullrows": ("group", {"KIWIFS_STAT_ONLY": "0"}),
+    "async-fullrows": ("async", {"KIWIFS_STAT_ONLY": "0"}),
     "async-builder": ("async", {"KIWIFS_TREE_WRITER": "builder"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})

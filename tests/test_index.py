@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from kiwifs.cli import cli
 from kiwifs.errors import Busy, InvalidQuery, UsageError
-from kiwifs.index import record as record
+from kiwifs.index import db, record
 from kiwifs.index import report as indexed_report
 from kiwifs.index.keeper import IndexKeeper
 from kiwifs.index.report import prefix_range
@@ -442,6 +442,40 @@ def test_a_reconcile_counts_the_changes_no_event_can_still_be_on_its_way_for(
     stats = kb.reconcile()
     assert (stats.updated, stats.removed, stats.missed) == (1, 1, 2)
     assert kb.reconcile().missed == 0
+
+
+def test_a_racy_row_read_again_with_the_same_bytes_gets_only_its_stat(
+    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row stored within the racy window has no signature, and the next reconcile reads its
+    file again: with the same bytes, only the stat is stored (one UPDATE), not the whole row
+    (its words, its text, its cover rows) as with the switch off."""
+    monkeypatch.setattr(record, "RACY_NS", 0)
+    kb.reconcile()
+    index = kb.indexing._open()
+
+    def sig(rel: str) -> object:
+        with index.reader() as conn:
+            return conn.execute("SELECT sig FROM files WHERE path = ?", (rel,)).fetchone()[0]
+
+    def changes_of_the_second_reconcile(name: str) -> int:
+        (kb.root / f"notes/{name}.md").write_text(f"---\nstatus: new\n---\n{name} words\n")
+        monkeypatch.setattr(record, "RACY_NS", 1 << 62)  # every stat too recent to trust
+        kb.reconcile()
+        assert sig(f"notes/{name}.md") is None
+        kb.reconcile()  # read again while still too recent: no signature yet
+        assert sig(f"notes/{name}.md") is None
+        monkeypatch.setattr(record, "RACY_NS", 0)
+        before = index._writer.total_changes
+        assert kb.reconcile().updated == 1
+        assert sig(f"notes/{name}.md") is not None
+        assert paths(kb.search(f"{name}")) == [f"notes/{name}.md"]
+        return int(index._writer.total_changes - before)
+
+    stat_only = changes_of_the_second_reconcile("first")
+    monkeypatch.setattr(db, "SAME_BYTES_STAT_ONLY", False)
+    whole_row = changes_of_the_second_reconcile("second")
+    assert stat_only + 3 <= whole_row
 
 
 @pytest.mark.usefixtures("settled")

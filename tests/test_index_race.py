@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from kiwifs.index.db import Index
+from kiwifs.index.folders import WalkState
 from kiwifs.index.record import FileRecord, path_key, read_record
 
 
@@ -59,13 +62,59 @@ def test_reconcile_never_stores_a_read_older_than_a_write(tmp_path: Path) -> Non
     path = _episode(root, "e1.md", "first words")
     index = _WriteDuringRead(root, tmp_path / "index.db")
     index.reconcile()
-    os.utime(path, ns=(2, 2))  # out-of-band change: the next reconcile reads e1 again
+    _episode(root, "e1.md", "out of band")  # the next reconcile reads e1 again, in full
+    os.utime(path, ns=(2, 2))
     index.target = b"episodes\0e1.md"
     newer = "---\nmemory_kind: episodic\nepisode_id: e1\n---\nsecond words\n"
     index.rewrite = (path, newer)
     index.reconcile()
     assert index.rewrite is None  # the write really fell between read and store
     assert _words(index, "episodes/e1.md") == _etag_of(path, "episodes/e1.md")
+
+
+class _WriteAfterHashing(Index):
+    """An index whose reconcile, right after finding ``target`` holding its row's bytes, sees it
+    rewritten and the rewrite's own refresh stored."""
+
+    target: bytes = b""
+    rewrite: tuple[Path, str] | None = None
+    refreshed = True  # the rewrite is a write through the pipeline (False: an editor's)
+
+    def _same_bytes(
+        self, keys: list[bytes], walked: WalkState
+    ) -> tuple[list[bytes], list[tuple[bytes, str, os.stat_result, int | None]]]:
+        found = super()._same_bytes(keys, walked)
+        if self.target in {entry[0] for entry in found[1]} and self.rewrite is not None:
+            path, body = self.rewrite
+            self.rewrite = None
+            os.utime(path, ns=(1, 1))
+            path.write_text(body)
+            if self.refreshed:
+                self.refresh([self.target.replace(b"\0", b"/").decode()])
+        return found
+
+
+@pytest.mark.parametrize("refreshed", [True, False], ids=["pipeline", "editor"])
+def test_a_file_found_holding_its_rows_bytes_and_written_before_the_store_keeps_the_write(
+    tmp_path: Path, refreshed: bool
+) -> None:
+    """Found holding the bytes its row holds, then written before its new stat is stored: the
+    row gets the new bytes, never the old bytes with the new file's stat (which no later
+    reconcile would question)."""
+    root = tmp_path / "root"
+    path = _episode(root, "e1.md", "first words")
+    index = _WriteAfterHashing(root, tmp_path / "index.db")
+    index.refreshed = refreshed
+    index.reconcile()
+    os.utime(path, ns=(2, 2))  # the same bytes, a new stat: only the stat to store
+    index.target = b"episodes\0e1.md"
+    index.rewrite = (path, "---\nmemory_kind: episodic\nepisode_id: e1\n---\nsecond words\n")
+    index.reconcile()
+    assert index.rewrite is None  # the write really fell between the hash and the store
+    assert _words(index, "episodes/e1.md") == _etag_of(path, "episodes/e1.md")
+    with index.reader() as conn:
+        (hits,) = conn.execute("SELECT count(*) FROM fts WHERE fts MATCH 'second'").fetchone()
+    assert hits == 1
 
 
 def test_apply_of_a_stale_record_keeps_the_newer_row(tmp_path: Path) -> None:

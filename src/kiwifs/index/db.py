@@ -29,11 +29,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from .folders import WalkState
+from kiwifs.config import env_switch
+
+from .folders import WalkState, abs_path
+from .record import FileRecord, raw_sig, same_bytes_stat
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .schema import recreate
-from .store import RowStore, content_changes
+from .store import CONTENT_CHUNK, RowStore, content_changes
 from .walk import FolderWalk, PendingWalk, start_walk
 
 if TYPE_CHECKING:
@@ -43,6 +46,9 @@ BATCH = 1000
 # A rebuild forks its parsers before it empties the old tables, so they parse meanwhile (False:
 # after, the benchmark's baseline).
 PARSE_AHEAD = True
+# A reconcile stores only the new stat of a file whose bytes its row holds already (False: the
+# whole row again; KIWIFS_STAT_ONLY=0, the write benchmark's A/B).
+SAME_BYTES_STAT_ONLY = env_switch("KIWIFS_STAT_ONLY")
 # A rebuild's walk split between worker processes by the folder sizes the last walk stored
 # (False: one process, the benchmark's baseline).
 SPLIT_WALK = True
@@ -226,6 +232,61 @@ class Index(RowStore):
         self.generation += 1
         self.rows_generation += 1
 
+    def _same_bytes(
+        self, keys: list[bytes], walked: WalkState
+    ) -> tuple[list[bytes], list[tuple[bytes, str, os.stat_result, int | None]]]:
+        """``keys`` split into those to read in full and those whose file holds the bytes its
+        row holds (with the file's stat): for these only the stat is new.
+
+        A reconcile meets such files all the time: a row stored within the racy window has no
+        signature, and every reconcile reads its file again until it is old enough to trust.
+        Parsing it and storing the whole row again (its words out of FTS5 and back in, its text
+        compressed, nine indexes) cost about 1 ms a file, as much as indexing the write itself.
+        """
+        with self.reader() as conn:
+            etags: dict[bytes, str] = {}
+            for start in range(0, len(keys), CONTENT_CHUNK):
+                chunk = keys[start : start + CONTENT_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT key, etag FROM files WHERE key IN ({marks})"
+                etags.update((key, etag) for key, etag in conn.execute(sql, chunk) if etag)
+        full: list[bytes] = []
+        same: list[tuple[bytes, str, os.stat_result, int | None]] = []
+        for key in keys:
+            etag = etags.get(key)
+            if etag is not None and key not in walked.errors:
+                found = same_bytes_stat(abs_path(self.root, key), self.real_root, etag)
+                if found is not None:
+                    same.append((key, etag, *found))
+                    continue
+            full.append(key)
+        return full, same
+
+    def _restat(
+        self, conn: sqlite3.Connection, same: list[tuple[bytes, str, os.stat_result, int | None]]
+    ) -> list[tuple[bytes, FileRecord | None]]:
+        """Store the new stat of files found holding their row's bytes (writer lock held).
+        Returns the files read in full instead, because the file or its row changed since (a
+        write got in): each key with its record as the file is now, ``None`` when it is gone."""
+        again: list[bytes] = []
+        moved: list[tuple[int | None, int, bytes]] = []
+        for key, etag, st, sig in same:
+            row = conn.execute("SELECT etag FROM files WHERE key = ?", (key,)).fetchone()
+            try:
+                now = raw_sig(os.stat(abs_path(self.root, key)))
+            except OSError:
+                now = None
+            if row is None or row[0] != etag or now != raw_sig(st):
+                again.append(key)
+            else:
+                moved.append((sig, st.st_mtime_ns, key))
+        conn.executemany(
+            "UPDATE files SET sig = ?, mtime_ns = ? WHERE key = ?"
+            " AND (sig IS NOT ? OR mtime_ns IS NOT ?)",
+            [(sig, mtime, key, sig, mtime) for sig, mtime, key in moved],
+        )
+        return [(key, self._read_now(key)) for key in again]
+
     def _store_digests(self, walked: FolderWalk, gone: Iterable[bytes]) -> None:
         """Record what the changed folders looked like when their rows were made to match.
 
@@ -260,10 +321,18 @@ class Index(RowStore):
         missed = 0
         for start in range(0, total, BATCH):
             chunk = keys[start : start + BATCH]
-            records = [self._record(k, walked.errors.get(k)) for k in chunk]
-            gone = [k for k, r in zip(chunk, records, strict=True) if r is None]
+            same: list[tuple[bytes, str, os.stat_result, int | None]] = []
+            read = chunk
+            if not fresh and SAME_BYTES_STAT_ONLY:
+                read, same = self._same_bytes(chunk, walked)
+            records = [self._record(k, walked.errors.get(k)) for k in read]
+            gone = [k for k, r in zip(read, records, strict=True) if r is None]
             self._forget_echoes(records, bool(gone))
             with self._transaction(rows=False) as conn:
+                again = self._restat(conn, same)
+                self._forget_echoes((r for _, r in again), any(r is None for _, r in again))
+                records += [r for _, r in again]
+                gone += [key for key, r in again if r is None]
                 kept = [r for r in records if r is not None]
                 moved = fresh
                 if not fresh:
