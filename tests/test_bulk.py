@@ -121,6 +121,52 @@ def test_rows_closed_before_they_are_all_taken_end_their_workers(tmp_path: Path)
     assert out.stdout.split() == ["2", "0"]
 
 
+# The whole rebuild as `kiwifs reindex` runs it: the parsers forked (a fresh process has one
+# thread), started before the old tables are dropped, over an index that exists; then the same
+# root built row by row. Prints whether the tables are the same and how many rows they hold.
+FORKED_REBUILD = """
+import sqlite3, sys
+from pathlib import Path
+from kiwifs.index import bodies, bulk
+from kiwifs.index.db import Index
+from kiwifs.forking import fork_is_safe
+root = Path(sys.argv[1])
+for i in range(120):
+    cites = f"merged-from:\\n  - type: episode\\n    id: ep-{i + 1}\\n" if i % 3 == 0 else ""
+    page = root / f"e{i % 7}/{i:03}.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    head = f"---\\nmemory_kind: episodic\\nepisode_id: ep-{i}\\n{cites}---\\n"
+    page.write_text(head + f"word{i} run\\n")
+bulk.PARALLEL_THRESHOLD, bulk.CHUNK, bulk.AHEAD, bulk.IN_FLIGHT = 1, 7, 2, 1
+def build(name, **kw):
+    index = Index(root, root.parent / name)
+    try:
+        index.rebuild(**kw)
+        index.rebuild(**kw)  # over the index the first one left
+    finally:
+        index.close()
+    conn = sqlite3.connect(root.parent / name)
+    rows = conn.execute("SELECT * FROM files ORDER BY key").fetchall()
+    words = conn.execute("SELECT rowid FROM fts WHERE fts MATCH 'run' ORDER BY 1").fetchall()
+    ids = [r[0] for r in conn.execute("SELECT id FROM bodies ORDER BY id")]
+    texts = sorted(bodies.texts(conn, ids).values())
+    conn.close()
+    return [r[1:] for r in rows], len(words), texts
+assert fork_is_safe()
+forked = build("forked.db", workers=2)
+rows = build("rows.db", bulk=False)
+print(forked == rows, len(forked[0]), sum(r[17] for r in forked[0]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
+def test_a_forked_rebuild_over_an_index_equals_the_row_by_row_one(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    command = [sys.executable, "-c", FORKED_REBUILD, str(tmp_path / "root")]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "120", "40"]  # every third episode covered
+
+
 def test_coverage_worked_out_while_loading_equals_the_update_after_it(
     make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
