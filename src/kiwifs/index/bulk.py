@@ -395,7 +395,7 @@ class _Batch:
             self.cover_ids.update(idents)
             self.cover_paths.update(targets)
             eid, key = values[11], values[0]
-            if (eid is not None and eid in self.cover_ids) or key in self.cover_paths:
+            if self._covers(eid, key):
                 covered = 1
             else:
                 self.uncovered.append((file_id, eid, key))
@@ -406,14 +406,13 @@ class _Batch:
 
     def cover_the_rest(self, conn: sqlite3.Connection) -> None:
         """Mark the rows that only a row loaded after them covers (every row is in)."""
-        ids, paths = self.cover_ids, self.cover_paths
-        late = [
-            (file_id,)
-            for file_id, eid, key in self.uncovered
-            if (eid is not None and eid in ids) or key in paths
-        ]
+        late = [(file_id,) for file_id, eid, key in self.uncovered if self._covers(eid, key)]
         conn.executemany("UPDATE files SET covered = 1 WHERE id = ?", late)
         self.uncovered = []
+
+    def _covers(self, eid: str | bytes | None, key: bytes) -> bool:
+        """Whether a row loaded so far covers the episode ``eid`` at ``key``."""
+        return (eid is not None and eid in self.cover_ids) or key in self.cover_paths
 
     def flush(self, conn: sqlite3.Connection) -> None:
         conn.executemany(INSERT_FILE, self.files)

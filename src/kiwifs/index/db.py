@@ -36,7 +36,7 @@ from .record import FileRecord, raw_sig, same_bytes_stat
 from .report import snapshot
 from .rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from .schema import recreate
-from .store import CONTENT_CHUNK, RowStore, content_changes
+from .store import RowStore, content_changes, stored_etags
 from .walk import FolderWalk, PendingWalk, start_walk
 
 if TYPE_CHECKING:
@@ -244,12 +244,7 @@ class Index(RowStore):
         compressed, nine indexes) cost about 1 ms a file, as much as indexing the write itself.
         """
         with self.reader() as conn:
-            etags: dict[bytes, str] = {}
-            for start in range(0, len(keys), CONTENT_CHUNK):
-                chunk = keys[start : start + CONTENT_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                sql = f"SELECT key, etag FROM files WHERE key IN ({marks})"
-                etags.update((key, etag) for key, etag in conn.execute(sql, chunk) if etag)
+            etags = stored_etags(conn, keys)
         full: list[bytes] = []
         same: list[tuple[bytes, str, os.stat_result, int | None]] = []
         for key in keys:
@@ -270,13 +265,13 @@ class Index(RowStore):
         write got in): each key with its record as the file is now, ``None`` when it is gone."""
         again: list[bytes] = []
         moved: list[tuple[int | None, int, bytes]] = []
+        etags = stored_etags(conn, [key for key, _, _, _ in same])
         for key, etag, st, sig in same:
-            row = conn.execute("SELECT etag FROM files WHERE key = ?", (key,)).fetchone()
             try:
                 now = raw_sig(os.stat(abs_path(self.root, key)))
             except OSError:
                 now = None
-            if row is None or row[0] != etag or now != raw_sig(st):
+            if etags.get(key) != etag or now != raw_sig(st):
                 again.append(key)
             else:
                 moved.append((sig, st.st_mtime_ns, key))

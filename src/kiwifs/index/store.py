@@ -195,7 +195,17 @@ def content_changes(
     looked up a chunk at a time, so that stopping at the first one costs one query."""
     for start in range(0, len(records), CONTENT_CHUNK):
         chunk = records[start : start + CONTENT_CHUNK]
+        stored = stored_etags(conn, [r.key for r in chunk])
+        yield from (r for r in chunk if not r.etag or stored.get(r.key) != r.etag)
+
+
+def stored_etags(conn: sqlite3.Connection, keys: Sequence[bytes]) -> dict[bytes, str]:
+    """The blob id each row of ``keys`` holds (rows that hold none, unreadable files, left
+    out), looked up :data:`CONTENT_CHUNK` keys a query."""
+    found: dict[bytes, str] = {}
+    for start in range(0, len(keys), CONTENT_CHUNK):
+        chunk = keys[start : start + CONTENT_CHUNK]
         marks = ",".join("?" * len(chunk))
         sql = f"SELECT key, etag FROM files WHERE key IN ({marks})"
-        stored = dict(conn.execute(sql, [r.key for r in chunk]))
-        yield from (r for r in chunk if not r.etag or stored.get(r.key) != r.etag)
+        found.update((key, etag) for key, etag in conn.execute(sql, chunk) if etag)
+    return found
