@@ -50,7 +50,10 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   the entries kept from the last commit (:mod:`kiwifs.gittrees`);
 - ``group-fullrows`` / ``async-fullrows``: a reconcile stores the whole row again for a file
   whose bytes its row holds already (``KIWIFS_STAT_ONLY=0``, as before 2026-12-02 17:30 UTC)
-  instead of only its new stat.
+  instead of only its new stat;
+- ``group-nowbwait`` / ``async-nowbwait``: the watcher checks a path the writeback's running
+  round has taken at once (``KIWIFS_WRITEBACK_WAIT=0``, as before 2026-12-02 18:30 UTC), finding
+  it new to the index and indexing it a second time, instead of after that round.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
 files hard-linked) instead of a fresh root: what a write costs on a big root. ``--into FOLDER``
@@ -138,6 +141,8 @@ VARIANTS = {
     "group-fullrows": ("group", {"KIWIFS_STAT_ONLY": "0"}),
     "async-fullrows": ("async", {"KIWIFS_STAT_ONLY": "0"}),
     "async-builder": ("async", {"KIWIFS_TREE_WRITER": "builder"}),
+    "group-nowbwait": ("group", {"KIWIFS_WRITEBACK_WAIT": "0"}),
+    "async-nowbwait": ("async", {"KIWIFS_WRITEBACK_WAIT": "0"}),
 }
 MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
 DEFAULT_MODES = "per-write,group,async-strict,async"

@@ -57,6 +57,35 @@ def test_the_watcher_leaves_queued_paths_to_the_round(rounds: tuple[Writeback, R
     assert writeback.unqueued(["notes/a.md"]) == ["notes/a.md"]  # indexed: no longer queued
 
 
+def test_the_watcher_waits_for_the_round_that_took_its_path() -> None:
+    """A path's event comes while the round that took it reads it: checked before the round
+    stores its row, the path would look new to the index and be indexed a second time."""
+    entered, release = threading.Event(), threading.Event()
+
+    def refresh(paths: list[str]) -> None:
+        entered.set()
+        release.wait(30)
+
+    writeback = Writeback(refresh, window=0.0)
+    try:
+        writeback.add(["notes/a.md"])
+        assert entered.wait(10)  # the round has taken notes/a.md and is indexing it
+        assert writeback.unqueued(["notes/b.md"]) == ["notes/b.md"]  # not taken: at once
+        answers: list[list[str]] = []
+        watcher = threading.Thread(
+            target=lambda: answers.append(writeback.unqueued(["notes/a.md", "notes/b.md"]))
+        )
+        watcher.start()
+        watcher.join(0.3)
+        assert watcher.is_alive() and answers == []  # waits for the round
+        release.set()
+        watcher.join(10)
+        assert answers == [["notes/a.md", "notes/b.md"]]  # the round is done: both checked
+    finally:
+        release.set()
+        writeback.close()
+
+
 def test_closing_indexes_what_is_queued_then_refuses_more(tmp_path: Path) -> None:
     seen = Rounds()
     writeback = Writeback(seen.refresh, window=HOUR)
