@@ -1,6 +1,6 @@
 """Each fast path against the plain way of doing the same, both measured in this one run.
 
-    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,json,entries,racy]
+    python bench/fast_paths.py [--episodes 100000] [--repeat 9] [--only walk,scan,...,rounds]
 
 Sections (``--only`` picks some):
 
@@ -22,6 +22,14 @@ Sections (``--only`` picks some):
   its own. A: as shipped, each file read and hashed, and only its stat stored when the bytes
   are its row's (``db.SAME_BYTES_STAT_ONLY``); B: each file parsed and its whole row stored
   again (``KIWIFS_STAT_ONLY=0``).
+
+* ``rounds`` -- :data:`ROUNDS` rounds of :data:`ROUND_FILES` new files each stored by
+  ``Index.refresh`` (what the writeback of a server does under load) into a copy of the 100k
+  index as ``kiwifs reindex`` leaves it. A: as shipped, a round's words written last, as one
+  FTS5 segment (``rows.LAST_TEXTS``), and FTS5 merging 64 segments a level
+  (``schema.FTS_MERGING``); B: each file's words written as its row is stored
+  (``KIWIFS_TEXTS_LAST=0``); C: FTS5's default merge settings (``KIWIFS_FTS_MERGE=0``);
+  D: both, as before 2026-12-02 19:30 UTC.
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
 is shared and its load drifts, and each measured run waits (up to ``--idle-wait`` seconds) until
@@ -57,7 +65,7 @@ from typing import Any
 
 from index import corpus
 
-from kiwifs.index import db, record
+from kiwifs.index import db, record, rows
 from kiwifs.index import report as indexed
 from kiwifs.index.db import Index
 from kiwifs.printed_json import dumps
@@ -282,6 +290,69 @@ def racy_ab(repeat: int, idle_wait: float) -> dict[str, Any]:
 RACY_WORDS = "SELECT count(*) FROM fts WHERE fts MATCH 'word7 AND word299'"
 
 
+ROUNDS = 300
+ROUND_FILES = 20  # about a writeback round's paths with 4 clients writing (50 ms)
+
+
+def rounds_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp, "root")
+        subprocess.run(["cp", "-al", str(root), str(copy)], check=True)
+        source = copy / ".kiwi/state/index.db"
+
+        def variant(texts_last: bool, merging: bool) -> Run:
+            def run() -> tuple[float, float, str]:
+                target = Path(tmp, "index.db")
+                for suffix in ("-wal", "-shm"):
+                    Path(f"{target}{suffix}").unlink(missing_ok=True)
+                subprocess.run(["cp", str(source), str(target)], check=True)
+                new = copy / "episodes/new"
+                subprocess.run(["rm", "-rf", str(new)], check=True)
+                new.mkdir()
+                os.environ["KIWIFS_FTS_MERGE"] = "1" if merging else "0"
+                rows.LAST_TEXTS = texts_last
+                index = Index(copy, target)
+                try:
+                    wall = cpu = 0.0
+                    for n in range(ROUNDS):
+                        names = [f"episodes/new/r{n}-{i}.md" for i in range(ROUND_FILES)]
+                        for i, name in enumerate(names):
+                            (copy / name).write_text(
+                                f"---\nmemory_kind: episodic\nepisode_id: r{n}-{i}\n---\n"
+                                f"round{n} file{i} the agent called the tool and retried\n"
+                            )
+                        start, started = time.perf_counter(), time.process_time()
+                        index.refresh(names)
+                        wall += time.perf_counter() - start
+                        cpu += time.process_time() - started
+                    with index.reader() as conn:
+                        found = conn.execute(ROUND_WORDS).fetchall()
+                finally:
+                    index.close()
+                    rows.LAST_TEXTS = True
+                    os.environ.pop("KIWIFS_FTS_MERGE", None)
+                return wall, cpu, hashlib.md5(repr(found).encode()).hexdigest()
+
+            return run
+
+        return interleaved(
+            {
+                "A: words last, 64 a level": variant(True, True),
+                "B: KIWIFS_TEXTS_LAST=0": variant(False, True),
+                "C: KIWIFS_FTS_MERGE=0": variant(True, False),
+                "D: both (before)": variant(False, False),
+            },
+            repeat,
+            idle_wait,
+        )
+
+
+ROUND_WORDS = (
+    "SELECT f.path FROM fts JOIN files f ON f.id = fts.rowid"
+    " WHERE fts MATCH 'round7 OR (file3 AND retried)' ORDER BY f.path"
+)
+
+
 def _autogroup() -> str:
     try:
         with open("/proc/self/autogroup") as fh:
@@ -296,7 +367,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=9, help="measured runs of each variant")
     ap.add_argument(
-        "--only", default="walk,scan,json,entries,racy", help="sections, comma-separated"
+        "--only", default="walk,scan,json,entries,racy,rounds", help="sections, comma-separated"
     )
     ap.add_argument("--idle-wait", type=float, default=60, help="seconds to wait for idle CPUs")
     args = ap.parse_args()
@@ -317,6 +388,8 @@ def main() -> None:
             out["entries"] = entries_ab(root, args.repeat, args.idle_wait)
         elif section == "racy":
             out["racy"] = racy_ab(args.repeat, args.idle_wait)
+        elif section == "rounds":
+            out["rounds"] = rounds_ab(root, args.repeat, args.idle_wait)
         else:
             sys.exit(f"unknown section {section!r}")
     out["load_after"] = os.getloadavg()

@@ -53,7 +53,12 @@ The modes (``--modes``, run in this order, then reversed, for ``--rounds`` round
   instead of only its new stat;
 - ``group-nowbwait`` / ``async-nowbwait``: the watcher checks a path the writeback's running
   round has taken at once (``KIWIFS_WRITEBACK_WAIT=0``, as before 2026-12-02 18:30 UTC), finding
-  it new to the index and indexing it a second time, instead of after that round.
+  it new to the index and indexing it a second time, instead of after that round;
+- ``group-textsnow``: each file's words go into the text index as its row is stored
+  (``KIWIFS_TEXTS_LAST=0``, as before 2026-12-02 19:30 UTC), so FTS5 writes out a segment for
+  each file, instead of the round's words last, as one segment; ``group-ftsdefault``: FTS5's
+  default merge settings (``KIWIFS_FTS_MERGE=0``, as before then) instead of 64 segments a
+  level; ``group-ftsbefore`` / ``async-ftsbefore``: both.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
 files hard-linked) instead of a fresh root: what a write costs on a big root. ``--into FOLDER``
@@ -141,6 +146,10 @@ VARIANTS = {
     "group-fullrows": ("group", {"KIWIFS_STAT_ONLY": "0"}),
     "async-fullrows": ("async", {"KIWIFS_STAT_ONLY": "0"}),
     "async-builder": ("async", {"KIWIFS_TREE_WRITER": "builder"}),
+    "group-textsnow": ("group", {"KIWIFS_TEXTS_LAST": "0"}),
+    "group-ftsdefault": ("group", {"KIWIFS_FTS_MERGE": "0"}),
+    "group-ftsbefore": ("group", {"KIWIFS_TEXTS_LAST": "0", "KIWIFS_FTS_MERGE": "0"}),
+    "async-ftsbefore": ("async", {"KIWIFS_TEXTS_LAST": "0", "KIWIFS_FTS_MERGE": "0"}),
     "group-nowbwait": ("group", {"KIWIFS_WRITEBACK_WAIT": "0"}),
     "async-nowbwait": ("async", {"KIWIFS_WRITEBACK_WAIT": "0"}),
 }

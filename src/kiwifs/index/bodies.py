@@ -36,12 +36,6 @@ MIN_SAMPLES = 100  # below this, a dictionary learns too little to pay for itsel
 LOG_SCHEMA = "CREATE TABLE fts_log (seq INTEGER PRIMARY KEY, doc INTEGER NOT NULL);\n"
 
 
-def logged(conn: sqlite3.Connection, doc: int) -> None:
-    """Note in ``fts_log`` that ``doc``'s words changed, in the caller's write transaction:
-    the in-memory term columns of every process catch up from it (:mod:`index.termcolumns`)."""
-    changelog.append(conn, "fts_log", "doc", (doc,))
-
-
 class Codec:
     """Compresses texts with one dictionary (or none). Not thread-safe: one per thread."""
 
@@ -147,24 +141,64 @@ def _codec(conn: sqlite3.Connection) -> Codec:
     return codec
 
 
-def store(conn: sqlite3.Connection, file_id: int, text: str) -> None:
-    """Index ``text`` as the file's words and keep it for the next delete."""
-    conn.execute("INSERT INTO bodies (id, text) VALUES (?, ?)", (file_id, _codec(conn).pack(text)))
-    conn.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (file_id, text))
-    logged(conn, file_id)
+class TextChanges:
+    """One transaction's changes to the words and stored texts, written as its last statements.
+
+    SQLite 3.40's FTS5 writes the words it holds in memory out as a new segment whenever a
+    statement that may need undoing (an upsert, a multi-row update) starts in the same
+    transaction: storing a file's words before its row's upsert cost a segment per file, and
+    on the 100k root that flush and the merges it brought took more than half of a round's
+    time. Held here and written after every other statement of the transaction, the words of
+    a whole round go down as one segment, at commit.
+
+    A text stored and forgotten again within the transaction never reaches the tables; a row
+    id forgotten and stored again (a file rewritten, or an id reused after a delete) has its
+    old words removed before the new ones go in.
+    """
+
+    def __init__(self) -> None:
+        self._gone: dict[int, None] = {}  # row ids whose stored text and words go
+        self._new: dict[int, str] = {}  # row id: the text to store and index
+
+    def store(self, file_id: int, text: str) -> None:
+        """Index ``text`` as the file's words and keep it for the next delete."""
+        self._new[file_id] = text
+
+    def forget(self, file_id: int) -> None:
+        """Remove the file's words and its stored text (a row without one has none to lose)."""
+        if self._new.pop(file_id, None) is None:
+            self._gone[file_id] = None
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Apply the changes: the stored texts and the change log first, the words last."""
+        gone, new = list(self._gone), self._new
+        self._gone, self._new = {}, {}
+        if not gone and not new:
+            return
+        old = _stored(conn, gone)
+        conn.executemany("DELETE FROM bodies WHERE id = ?", ((i,) for i in old))
+        codec = _codec(conn)
+        conn.executemany(
+            "INSERT INTO bodies (id, text) VALUES (?, ?)",
+            ((i, codec.pack(text)) for i, text in new.items()),
+        )
+        changelog.append(conn, "fts_log", "doc", [*old, *(i for i in new if i not in old)])
+        conn.executemany(
+            "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)",
+            ((i, unpack(conn, blob)) for i, blob in old.items()),
+        )
+        conn.executemany("INSERT INTO fts (rowid, body) VALUES (?, ?)", new.items())
 
 
-def forget(conn: sqlite3.Connection, file_id: int) -> None:
-    """Remove the file's words (given the text they came from) and its stored text."""
-    row = conn.execute("SELECT text FROM bodies WHERE id = ?", (file_id,)).fetchone()
-    if row is None:
-        return  # an unreadable file: never in the text index
-    conn.execute(
-        "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)",
-        (file_id, unpack(conn, row[0])),
-    )
-    logged(conn, file_id)
-    conn.execute("DELETE FROM bodies WHERE id = ?", (file_id,))
+def _stored(conn: sqlite3.Connection, ids: list[int]) -> dict[int, bytes]:
+    """The compressed stored texts of ``ids`` that have one, in the order of ``ids``."""
+    found: dict[int, bytes] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(f"SELECT id, text FROM bodies WHERE id IN ({marks})", chunk)
+        found.update((int(i), bytes(blob)) for i, blob in rows)
+    return {i: found[i] for i in ids if i in found}
 
 
 def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from .schema import SCHEMA_VERSION, recreate
+from .schema import SCHEMA_VERSION, recreate, tune_merging
 
 STATE_DIR = ".kiwi/state"
 INDEX_FILE = "index.db"
@@ -131,6 +131,8 @@ class Database:
             conn.execute("PRAGMA synchronous = NORMAL")
             if version == 0:
                 recreate(conn)
+            else:
+                tune_merging(conn)
             conn.execute("SELECT count(*) FROM files").fetchone()
         except BaseException:
             conn.close()

@@ -340,8 +340,7 @@ class Index(RowStore):
                     delete_row(conn, key, touched)
                 for record in kept:
                     upsert_row(conn, record, touched, fresh)
-                if not full:
-                    touched.recompute(conn)
+                touched.finish(conn)
             self.rows_generation += moved
             done += len(chunk)
             if progress:

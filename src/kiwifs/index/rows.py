@@ -17,13 +17,17 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from kiwifs.config import env_switch
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
-from .bodies import forget, store
+from .bodies import TextChanges
 from .record import FileRecord, db_text, parent_key, path_key
 from .report import stored_entry
 
 FULL_COVER_UPDATE = 2000  # touched ids and paths above which all of ``covered`` is recomputed
+# True: a transaction's words written after its other statements, in one FTS5 segment
+# (KIWIFS_TEXTS_LAST=0: each file's words as its row is stored: the benchmarks' A/B)
+LAST_TEXTS = env_switch("KIWIFS_TEXTS_LAST")
 
 COVER_SQL = (
     "UPDATE files SET covered = ((eid IS NOT NULL AND EXISTS "
@@ -54,13 +58,15 @@ def cover_idents(id_keys: Iterable[str]) -> set[str]:
 
 
 class Touched:
-    """Episode ids and paths whose coverage may have changed inside one transaction."""
+    """Episode ids and paths whose coverage may have changed inside one transaction, and the
+    transaction's text changes; :meth:`finish` writes both, as its last statements."""
 
     def __init__(self, full: bool = False) -> None:
         self.full = full
         self.idents: set[str | bytes] = set()
         self.targets: set[bytes] = set()
         self.ids: set[int] = set()
+        self.texts = TextChanges() if LAST_TEXTS else None
 
     def add_file(self, conn: sqlite3.Connection, file_id: int) -> None:
         """Remember what an existing row covered before it is replaced or deleted."""
@@ -71,6 +77,30 @@ class Touched:
         self.idents.update(r[0] for r in conn.execute(q, (file_id,)))
         q = "SELECT target FROM cover_paths WHERE file_id = ?"
         self.targets.update(r[0] for r in conn.execute(q, (file_id,)))
+
+    def store_text(self, conn: sqlite3.Connection, file_id: int, text: str) -> None:
+        if self.texts is not None:
+            self.texts.store(file_id, text)
+            return
+        now = TextChanges()
+        now.store(file_id, text)
+        now.write(conn)
+
+    def forget_text(self, conn: sqlite3.Connection, file_id: int) -> None:
+        if self.texts is not None:
+            self.texts.forget(file_id)
+            return
+        now = TextChanges()
+        now.forget(file_id)
+        now.write(conn)
+
+    def finish(self, conn: sqlite3.Connection) -> None:
+        """End the transaction's changes: ``covered`` recomputed for what they touched (unless
+        ``full``: the caller recomputes all of it), then the words."""
+        if not self.full:
+            self.recompute(conn)
+        if self.texts is not None:
+            self.texts.write(conn)
 
     def recompute(self, conn: sqlite3.Connection) -> None:
         if self.full or len(self.idents) + len(self.targets) > FULL_COVER_UPDATE:
@@ -90,7 +120,7 @@ def delete_row(conn: sqlite3.Connection, key: bytes, touched: Touched) -> None:
     touched.targets.add(key)
     conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (file_id,))
     conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (file_id,))
-    forget(conn, file_id)
+    touched.forget_text(conn, file_id)
     conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
     conn.execute(FORGET_DIGEST, (parent_key(key),))
 
@@ -165,7 +195,7 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
             touched.add_file(conn, row[0])
             conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (row[0],))
             conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
-            forget(conn, row[0])
+            touched.forget_text(conn, row[0])
     values, idents, targets, text = row_parts(record)
     ident = values[11]
     file_id = conn.execute(UPSERT, values).fetchone()[0]
@@ -184,4 +214,4 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
         touched.idents.update(idents)
         touched.targets.update(targets)
     if text is not None:
-        store(conn, file_id, text)
+        touched.store_text(conn, file_id, text)

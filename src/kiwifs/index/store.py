@@ -58,7 +58,7 @@ class RowStore(Database):
                 delete_row(conn, key, touched)
             for record in records:
                 upsert_row(conn, record, touched, fresh=False)
-            touched.recompute(conn)
+            touched.finish(conn)
         self.rows_generation += moved
 
     def _settled(

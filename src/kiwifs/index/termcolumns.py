@@ -17,7 +17,7 @@ recomputed from it must be FTS5's exactly, or no column is made and the plain qu
 Words in fewer than :data:`MIN_DF` documents get no column (FTS5 ranks them in ~1 ms).
 
 **Staying current.** Every change of the text index appends the document's id to ``fts_log``
-(``bodies.logged``, in the writer's transaction: a rolled-back write leaves no entry). A query
+(``bodies.TextChanges``, in the writer's transaction: a rolled-back write leaves no entry). A query
 reads, in one snapshot, the log past the last entry the columns have seen, and recounts those
 documents (their stored text, FTS5's tokenizer, FTS5's stored lengths). The columns are thrown
 away and remade when they cannot be caught up: the log was cut past them (it keeps
