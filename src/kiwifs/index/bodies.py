@@ -203,10 +203,5 @@ def _stored(conn: sqlite3.Connection, ids: list[int]) -> dict[int, bytes]:
 
 def texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
     """The stored texts of ``ids`` (an id without one maps to ``""``)."""
-    found: dict[int, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(f"SELECT id, text FROM bodies WHERE id IN ({marks})", chunk)
-        found.update((int(i), unpack(conn, blob) or "") for i, blob in rows)
-    return {i: found.get(i, "") for i in ids}
+    stored = _stored(conn, ids)
+    return {i: (unpack(conn, stored[i]) or "") if i in stored else "" for i in ids}
