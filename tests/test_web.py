@@ -329,3 +329,17 @@ def test_session_tokens_expire_and_follow_the_key() -> None:
 def test_open_server_needs_no_login(web: Web) -> None:
     assert web.get("/login").status_code == 303
     assert web.get("/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "cookie",
+    [b"\xb2.0", b"\xb2\xb2.abc", "١٢٣.0".encode(), b"12345678901234567890.0", b"..", b"\xff"],
+    ids=["superscript-digit", "superscripts", "arabic-digits", "huge", "dots", "latin-1"],
+)
+def test_an_unparsable_session_cookie_is_not_signed_in(locked: Web, cookie: bytes) -> None:
+    """A cookie whose expiry is not ASCII digits once crashed ``int()``: an unauthenticated 500
+    with a logged traceback per request. Any unparsable cookie means "not signed in"."""
+    header = {"Cookie": b"kiwifs_session=" + cookie}
+    assert locked.get("/", headers=header).status_code == 303
+    assert locked.get("/ui/overview.json", headers=header).status_code == 401
+    assert locked.get("/openapi.json", headers=header).status_code == 401

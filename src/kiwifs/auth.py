@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from urllib.parse import urlsplit
 
 from .config import Config
@@ -58,6 +59,7 @@ def key_matches(given: str, expected: str) -> bool:
 SESSION_SECONDS = 12 * 3600
 SESSION_COOKIE = "kiwifs_session"  # the web interface's cookie holding a session token
 _SESSION_CONTEXT = b"kiwifs web session v1:"
+_EXPIRES = re.compile(r"[0-9]{1,12}")
 
 
 def _session_mac(api_key: str, expires: int) -> str:
@@ -79,7 +81,8 @@ def session_valid(token: str | None, api_key: str | None, now: float) -> bool:
     if not token:
         return False
     expires_text, sep, mac = token.partition(".")
-    if not sep or not expires_text.isdigit() or len(expires_text) > 12:
+    # ASCII digits only: str.isdigit() also accepts "²", which int() then refuses (a 500)
+    if not sep or _EXPIRES.fullmatch(expires_text) is None:
         return False
     expires = int(expires_text)
     if not key_matches(mac, _session_mac(api_key, expires)):
