@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,9 +32,8 @@ from kiwifs.gitindex import STALE_MARKER, WRITING_MARKER
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 from kiwifs.reflock import MARKER as REF_MARKER
-from realserver import free_port
+from realserver import launch, wait_ready
 
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
 
 
@@ -318,26 +316,15 @@ class Server:
 
 
 def start_server(root: Path, mode: str) -> Server:
-    port = free_port()
     flag = "--async-commit" if mode == "async" else "--sync-commit"
-    log = open(root.parent / "serve.log", "ab")  # noqa: SIM115 - the child keeps it
-    proc = subprocess.Popen(
-        [KIWIFS, "serve", "--root", str(root), "--port", str(port), flag],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        assert proc.poll() is None, (root.parent / "serve.log").read_text()
-        try:
-            if httpx.get(base + "/health", timeout=2.0).status_code == 200:
-                return Server(proc, base)
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("kiwifs serve did not answer /health")
+    log = root.parent / "serve.log"  # appended to by every restart
+    proc, base = launch(["serve", "--root", str(root), flag], log)
+    try:
+        wait_ready(base, proc, log, "/health")
+    except BaseException:
+        proc.kill()
+        raise
+    return Server(proc, base)
 
 
 class Stop(Exception):

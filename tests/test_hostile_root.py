@@ -15,10 +15,8 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -37,7 +35,7 @@ from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
-from realserver import free_port
+from realserver import launch, wait_ready
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -622,24 +620,12 @@ def test_real_server_answers_around_a_fifo_and_stops_on_sigterm(tmp_path: Path) 
     root = tmp_path / "kb"
     Knowledge.init(root)
     os.mkfifo(root / "pipe.md")
-    port = free_port()
     log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
+    with fifo_valve(root / "pipe.md"):
+        proc, base = launch(["serve", "--root", str(root)], log)
     try:
         with fifo_valve(root / "pipe.md"), httpx.Client(base_url=base, timeout=60) as client:
-            for _ in range(300):
-                assert proc.poll() is None, log.read_text()
-                try:
-                    if client.get("/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
+            wait_ready(base, proc, log, "/health")
             refused(client.get(f"{API}/file", params={"path": "pipe.md"}), "not a regular file")
             refused(client.post(f"{API}/file/append", params={"path": "pipe.md"}, content=b"x"))
             ok = client.put(f"{API}/file", params={"path": "after.md"}, content=b"# after\n")

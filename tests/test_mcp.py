@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -34,7 +32,7 @@ from gitrepo import break_object_store_for
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server, http_app
-from realserver import free_port
+from realserver import launch, stop, wait_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +84,6 @@ READ_ONLY = {
     "kiwi_eligible",
 }
 DESTRUCTIVE = {"kiwi_write", "kiwi_delete", "kiwi_bulk_write", "kiwi_rename"}
-READY_TIMEOUT = 30.0
 
 
 @pytest.fixture
@@ -638,32 +635,15 @@ def test_mcp_command_flags(tmp_path: Path) -> None:
 
 
 @contextmanager
-def running(args: list[str], port: int, log: Path, ready_path: str = "/health") -> Iterator[str]:
-    """Start ``kiwifs <args>``, yield its base URL once ``ready_path`` answers, always stop it."""
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            [KIWIFS, *args], stdout=subprocess.DEVNULL, stderr=err, env=child_env()
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + READY_TIMEOUT
-            while True:
-                assert proc.poll() is None, f"server exited: {log.read_text()}"
-                try:
-                    if httpx.get(base + ready_path, timeout=1.0).status_code < 500:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, f"server not ready: {log.read_text()}"
-                time.sleep(0.1)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+def running(args: list[str], log: Path, ready_path: str = "/health") -> Iterator[str]:
+    """Start ``kiwifs <args>`` on a free port, yield its base URL once ``ready_path`` answers
+    (below 500), always stop it."""
+    proc, base = launch(args, log, child_env(), stdout_to_log=False)
+    try:
+        wait_ready(base, proc, log, ready_path, frozenset(range(500)))
+        yield base
+    finally:
+        stop(proc, timeout=10)
 
 
 @asynccontextmanager
@@ -678,9 +658,8 @@ async def http_session(
 
 
 async def test_http_transport(root: Path, tmp_path: Path) -> None:
-    port = free_port()
-    args = ["mcp", "--root", str(root), "--http", "--port", str(port)]
-    with running(args, port, tmp_path / "http.log") as base:
+    args = ["mcp", "--root", str(root), "--http"]
+    with running(args, tmp_path / "http.log") as base:
         health = httpx.get(base + "/health").json()
         assert health["status"] == "ok" and health["transport"] == "http"
         assert httpx.post(base + "/health").status_code == 405
@@ -692,10 +671,9 @@ async def test_http_transport(root: Path, tmp_path: Path) -> None:
 
 
 async def test_mcp_mounted_in_serve_behind_auth(root: Path, tmp_path: Path) -> None:
-    port = free_port()
-    args = ["serve", "--root", str(root), "--port", str(port), "--api-key", "s3cret"]
+    args = ["serve", "--root", str(root), "--api-key", "s3cret"]
     # /readyz: the routes are built (/health answers while they are, see docs/rest.md)
-    with running(args, port, tmp_path / "serve.log", "/readyz") as base:
+    with running(args, tmp_path / "serve.log", "/readyz") as base:
         refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert refused.status_code == 401 and "error" in refused.json()
         auth = {"Authorization": "Bearer s3cret"}

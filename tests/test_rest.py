@@ -33,12 +33,12 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+import realserver
 from asgiclient import AppClient, serve_in_process
 from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.versioning import blob_id
-from realserver import free_port
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -1239,27 +1239,9 @@ class Server:
 
 def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> Server:
     """Start ``kiwifs serve`` on a free port and wait (bounded) until /health answers."""
-    port = free_port()
-    log = root.parent / f"serve-{root.name}-{port}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    server = Server(root, f"http://127.0.0.1:{port}", proc, log)
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise RuntimeError(f"kiwifs serve exited ({proc.returncode}):\n{server.output()}")
-        try:
-            if httpx.get(server.base + "/health", timeout=2.0).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    stop_server(server)
-    raise RuntimeError(f"kiwifs serve did not answer /health:\n{server.output()}")
+    log = root.parent / f"serve-{root.name}.log"
+    base, proc = realserver.start(root, log, args, env, probe="/health")
+    return Server(root, base, proc, log)
 
 
 def stop_server(server: Server) -> None:
@@ -1394,7 +1376,7 @@ def test_sse_client_receives_write_and_delete(live: Server) -> None:
 
 def test_second_server_on_the_same_root_is_refused(live: Server) -> None:
     proc = subprocess.run(
-        [KIWIFS, "serve", "--root", str(live.root), "--port", str(free_port())],
+        [KIWIFS, "serve", "--root", str(live.root), "--port", "0"],
         capture_output=True,
         text=True,
         timeout=120,

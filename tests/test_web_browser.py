@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,11 +21,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+import realserver
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
-from realserver import free_port
 
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 CHROMIUM = os.environ.get("KIWIFS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
     "--headless",
@@ -83,25 +81,9 @@ def make_root(path: Path) -> Path:
 
 
 def start(root: Path, *args: str) -> Server:
-    port = free_port()
-    with open(root.parent / f"serve-{port}.log", "wb") as log:  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port), *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(root, f"http://127.0.0.1:{port}", proc)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            # ready: the routes built and the index current (/health answers before that)
-            if httpx.get(server.base + "/readyz", timeout=1).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError((root.parent / f"serve-{port}.log").read_text())
+    # ready: the routes built and the index current (/health answers before that)
+    base, proc = realserver.start(root, root.parent / f"serve-{root.name}.log", args)
+    return Server(root, base, proc)
 
 
 def stop(server: Server) -> None:

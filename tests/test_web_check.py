@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import queue
 import re
 import shutil
@@ -43,7 +42,7 @@ from kiwifs.memory.problems import (
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
-from realserver import free_port
+from realserver import serving
 from waiting import running, wait_for
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
@@ -361,26 +360,9 @@ class Served:
 
 @pytest.fixture
 def served(root: Path) -> Iterator[Served]:
-    port = free_port()
-    with open(root.parent / "serve.log", "wb") as log:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "KIWIFS_WORKERS": "1"},
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    env = {"KIWIFS_WORKERS": "1"}
+    with serving(root, args=(), env=env, probe="/health") as (base, proc):
         yield Served(base, proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def check_settled(client: httpx.Client) -> bool:

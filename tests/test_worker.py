@@ -29,7 +29,7 @@ from kiwifs.errors import Conflict, ConsolidationFailed, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.steps import CommandStep, Episode, PagePlan, TagRule, parse_plan
 from kiwifs.memory.worker import Worker
-from realserver import free_port
+from realserver import serving
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
@@ -58,27 +58,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iter
             (root / prefix / f"{n:03d}.md").write_text(episode_text(prefix, n))
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "episodes")
-    port = free_port()
-    log = root.parent / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(url + "/health", timeout=2.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with serving(root, probe="/health") as (url, proc):
         yield Server(root, url, proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def check(server: Server, prefix: str) -> dict[str, object]:

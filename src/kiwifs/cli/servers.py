@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 @click.command()
 @root_option()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", "-p", type=int, default=None, help="Port (default: config, else 3333).")
+@click.option(
+    "--port",
+    "-p",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port (default: config, else 3333; 0: any free port, printed at start).",
+)
 @click.option(
     "--api-key",
     envvar="KIWIFS_API_KEY",
@@ -64,8 +70,9 @@ def serve(
     kb = Knowledge.open(root, sweep=True)
     kb.acquire_server_lock()
     key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
-    bind_port = port or kb.config.server.port or DEFAULT_SERVE_PORT
-    sock = listen_socket(host, bind_port)
+    wanted = port if port is not None else kb.config.server.port or DEFAULT_SERVE_PORT
+    sock = listen_socket(host, wanted)
+    bind_port = sock.getsockname()[1]  # port 0: the one the system chose
     kb.ensure_versioned()
     kb.prepare_vectors()
     versioning = kb.config.versioning
@@ -139,9 +146,9 @@ REMOTE_UNSUPPORTED = (
 @click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
     "--port",
-    type=click.IntRange(1, 65535),
+    type=click.IntRange(0, 65535),
     default=None,
-    help=f"HTTP port (only with --http; default {DEFAULT_MCP_PORT}).",
+    help=f"HTTP port (only with --http; default {DEFAULT_MCP_PORT}; 0: any free port).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
 def mcp(
@@ -165,7 +172,8 @@ def mcp(
     from kiwifs.mcp.server import run_http, run_stdio
 
     kb = Knowledge.open(root, sweep=True)
-    sock = listen_socket(host, port or DEFAULT_MCP_PORT) if use_http else None
+    wanted = port if port is not None else DEFAULT_MCP_PORT
+    sock = listen_socket(host, wanted) if use_http else None
     kb.ensure_versioned()
     kb.prepare_vectors()
     if sock is not None:
