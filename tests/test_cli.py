@@ -242,6 +242,29 @@ def test_report_json(queue_root: Path) -> None:
     assert out.stderr == ""
 
 
+def test_text_output_never_sends_control_sequences_to_the_terminal(tmp_path: Path) -> None:
+    """An ``episode_id`` (or a page's text) holding OSC/CSI sequences is printed as visible
+    escapes, on stdout and in the warnings on stderr; JSON keeps the value itself."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, template="blank")
+    hostile = '"\\e]0;pwned\\a\\e[2J\\x9b31m\\u202eevil"'  # YAML escapes: ESC, BEL, CSI, RLO
+    for name in ("a", "b"):  # the same id twice: a warning that names it, on stderr
+        (root / "episodes").mkdir(exist_ok=True)
+        (root / f"episodes/{name}.md").write_text(
+            f"---\nepisode_id: {hostile}\n---\nretry \x1b[8mhidden\x1b[0m storm\n"
+        )
+    shown = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202eevil"
+    out = in_process("memory", "report", "--root", str(root))
+    assert f"(episode_id={shown})" in out.stdout
+    assert shown in out.stderr
+    for text in (out.stdout, out.stderr):
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e")
+    brief = in_process("brief", "storm", "--root", str(root))
+    assert "retry \\x1b[8mhidden\\x1b[0m storm" in brief.stdout and "\x1b" not in brief.stdout
+    data = json.loads(in_process("memory", "report", "--json", "--root", str(root)).stdout)
+    assert data["unmerged"][0]["episode_id"] == "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eevil"
+
+
 def test_json_output_is_json_dumps_byte_for_byte(tmp_path: Path) -> None:
     """``--json`` prints ``json.dumps(value, indent=2, ensure_ascii=False)``: non-ASCII text, a
     file name that is not UTF-8 (its bytes as on disk) and search scores small enough for an

@@ -6,6 +6,7 @@ errors and a missing root, 1 otherwise): the CLI's one place that maps the error
 from __future__ import annotations
 
 import codecs
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,6 +26,31 @@ def root_option(default: str | None = DEFAULT_ROOT) -> Callable[[F], F]:
     return click.option(
         "--root", "-r", default=default, show_default=True, help=ROOT_HELP, type=click.Path()
     )
+
+
+# What a terminal would act on instead of showing: C0 controls but tab and newline (ESC starts
+# the CSI/OSC sequences that move the cursor, retitle the window, or hide text), DEL, the C1
+# controls (U+009B is a one-character CSI on some terminals) and the bidirectional overrides
+# that make a line read differently from what it holds.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on written as a visible escape
+    (``\\x1b``, ``\\u202e``): an ``episode_id``, a path or a page's text is data, and printing
+    it must not let it drive the terminal."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def echo(message: str, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` of human-readable text, made :func:`terminal_safe` first (JSON output goes
+    through :func:`echo_json`, whose escapes already keep control characters out)."""
+    click.echo(terminal_safe(message), err=err, nl=nl)
 
 
 def echo_json(value: Any) -> None:
@@ -51,5 +77,5 @@ class KiwiGroup(click.Group):
         try:
             return super().invoke(ctx)
         except KiwiError as exc:
-            click.echo(f"error: {exc.message}", err=True)
+            echo(f"error: {exc.message}", err=True)
             ctx.exit(exc.exit_code)

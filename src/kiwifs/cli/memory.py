@@ -14,7 +14,7 @@ from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.provenance import LIBRARY_ACTOR
 
-from .common import KiwiGroup, echo_json, root_option
+from .common import KiwiGroup, echo, echo_json, root_option
 
 
 @click.group(cls=KiwiGroup)
@@ -58,9 +58,9 @@ def memory_report(
     else:
         from kiwifs.memory.render import render_cli
 
-        click.echo(render_cli(report), nl=False)
+        echo(render_cli(report), nl=False)
         for warning in report.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            echo(f"warning: {warning}", err=True)
     if fail_on_unmerged and unmerged:
         sys.exit(1)
 
@@ -107,12 +107,12 @@ def memory_merge(
         echo_json(payload)
         return
     if result.added:
-        click.echo(
+        echo(
             f"merged {len(result.added)} entr{'y' if len(result.added) == 1 else 'ies'}"
             f" into {result.path}"
         )
     else:
-        click.echo(f"nothing to do: {result.path} already cites every entry")
+        echo(f"nothing to do: {result.path} already cites every entry")
 
 
 @memory.command("remember")
@@ -148,7 +148,7 @@ def memory_remember(
     if as_json:
         echo_json({"path": result.path, "episode_id": result.episode_id, "etag": result.etag})
     else:
-        click.echo(result.path)
+        echo(result.path)
 
 
 @memory.command("forget")
@@ -185,10 +185,10 @@ def _echo_status(result: StatusResult, as_json: bool) -> None:
     if as_json:
         echo_json(result.to_json())
     elif result.changed:
-        click.echo(f"{'forgot' if result.superseded else 'restored'} {result.path}")
+        echo(f"{'forgot' if result.superseded else 'restored'} {result.path}")
     else:
         state = "already superseded" if result.superseded else "not superseded"
-        click.echo(f"nothing to do: {result.path} is {state}")
+        echo(f"nothing to do: {result.path} is {state}")
 
 
 @memory.command("check")
@@ -215,7 +215,7 @@ def memory_check(
     else:
         from kiwifs.memory.render import render_check
 
-        click.echo(render_check(check), nl=False)
+        echo(render_check(check), nl=False)
     if fail_on_problems and check.problems:
         sys.exit(1)
 
@@ -234,4 +234,4 @@ def memory_lineage(root: str, path_or_id: str, as_json: bool, episodes_prefix: s
     else:
         from kiwifs.memory.render import render_lineage
 
-        click.echo(render_lineage(lineage), nl=False)
+        echo(render_lineage(lineage), nl=False)

@@ -14,7 +14,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 
-from .common import echo_json, root_option
+from .common import echo, echo_json, root_option
 
 
 @click.command("claim")
@@ -48,7 +48,7 @@ def memory_claim(
     else:
         from kiwifs.memory.render import render_batch
 
-        click.echo(render_batch(batch), nl=False)
+        echo(render_batch(batch), nl=False)
 
 
 @click.command("release")
@@ -65,7 +65,7 @@ def memory_release(root: str, paths: tuple[str, ...], worker: str, as_json: bool
     else:
         from kiwifs.memory.render import render_released
 
-        click.echo(render_released(released), nl=False)
+        echo(render_released(released), nl=False)
 
 
 @click.command("worker")
@@ -127,11 +127,11 @@ def memory_worker(
             prefix=episodes_prefix or None,
             until_empty=until_empty,
             poll=poll,
-            log=lambda line: click.echo(line, err=True),
+            log=lambda line: echo(line, err=True),
         )
         _stop_on_signals(worker.stop)
         stats = worker.run()
-    click.echo(
+    echo(
         f"{name}: {stats.episodes} episodes in {stats.batches} batches,"
         f" {stats.pages} page merges, {stats.conflicts} conflicts",
         err=True,

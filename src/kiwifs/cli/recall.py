@@ -11,7 +11,7 @@ import click
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 
-from .common import echo_json, root_option
+from .common import echo, echo_json, root_option
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -82,11 +82,11 @@ def search(
         echo_json(found.to_json())
         return
     if not found.results:
-        click.echo("No results found.")
+        echo("No results found.")
     for n, hit in enumerate(found.results, start=offset + 1):
-        click.echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
+        echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
         if hit.snippet:
-            click.echo(f"   {_plain_snippet(hit.snippet)}")
+            echo(f"   {_plain_snippet(hit.snippet)}")
 
 
 def _score_text(mode: str, hit: Any) -> str:
@@ -140,4 +140,4 @@ def brief(
         return
     from kiwifs.memory.render import render_brief
 
-    click.echo(render_brief(pack), nl=False)
+    echo(render_brief(pack), nl=False)
