@@ -683,3 +683,48 @@ def test_walk_rows_is_the_spec_order(tmp_path: Path) -> None:
 def test_walk_rows_names_a_folder_it_cannot_list(tmp_path: Path) -> None:
     rows = list(filewalk.walk_rows(tmp_path / "missing"))
     assert len(rows) == 1 and rows[0][3] is not None and rows[0][3].startswith("cannot list")
+
+
+def forgetful_root(root: Path) -> Path:
+    """Episodes of which some are forgotten (``memory_status: superseded``) and one is merged."""
+    files: dict[str, str] = {}
+    for n in range(12):
+        status = "memory_status: superseded\n" if n % 3 == 0 else ""
+        files[f"episodes/e{n:02}.md"] = f"---\nepisode_id: e{n:02}\n{status}---\nrun {n}\n"
+    files["pages/merged.md"] = (
+        "---\nmemory_kind: semantic\nmerged-from:\n  - {type: episode, id: e01}\n---\n"
+    )
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_the_parallel_scan_keeps_forgotten_episodes_out_of_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The readers' rows carry the superseded flag: the scan (``--no-index`` and a root without
+    an index) answers what the index answers, forgotten episodes counted and never unmerged."""
+    from click.testing import CliRunner
+
+    from kiwifs.cli import cli
+    from kiwifs.knowledge import Knowledge
+
+    root = forgetful_root(tmp_path / "root")
+    parallel = build_report(scan.scan_facts(root, workers=2), "episodes/").to_json()
+    monkeypatch.setattr(scan, "PARALLEL_THRESHOLD", 4)  # the CLI's scan forks past 4 files
+    runner = CliRunner()
+    args = ["memory", "report", "--root", str(root), "--json"]
+    scanned = runner.invoke(cli, [*args, "--no-index"])
+    assert scanned.exit_code == 0, scanned.output
+    with Knowledge.open(root) as kb:
+        kb.reindex()
+    indexed = runner.invoke(cli, args)
+    assert indexed.exit_code == 0, indexed.output
+    expected = json.loads(indexed.output)
+    assert expected["superseded_count"] == 4
+    assert "episodes/e03.md" not in {e["path"] for e in expected["unmerged"]}
+    assert json.loads(scanned.output) == expected
+    assert parallel == {k: v for k, v in expected.items() if k in parallel}
+    fields = FileFacts.__dataclass_fields__
+    assert len(scan.FactsRow.__args__) == len(fields) - 1  # every field but the path travels

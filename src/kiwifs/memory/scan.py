@@ -42,7 +42,9 @@ _CHUNKS_IN_FLIGHT_PER_WORKER = 3
 # What travels between processes: plain tuples pickle several times faster than dataclasses.
 Job = WalkRow  # rel, path, symlink, walk error
 # A row is FileFacts without its path: the parent still has the path (the very same string).
-FactsRow = tuple[str, str, int, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool]
+# Every other field travels, in FileFacts's order: a field left out (``superseded`` once was)
+# would silently take its default in the parent.
+FactsRow = tuple[str, str, int, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool, bool]
 
 
 def read_head(path: str) -> bytes:
@@ -123,7 +125,7 @@ def _rows_of_chunk(jobs: list[Job]) -> list[FactsRow]:
         # interned: one "episodic" per chunk crosses the pipe (pickle shares equal objects)
         rows.append(
             (sys.intern(f.memory_kind), f.episode_id, f.refs)
-            + (f.id_keys, f.path_keys, f.warnings, f.unreadable)
+            + (f.id_keys, f.path_keys, f.warnings, f.unreadable, f.superseded)
         )
     return rows
 
