@@ -10,7 +10,9 @@ watcher all list folders with it.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from .errors import os_error_text
 from .paths import HIDDEN, LINK_HIDDEN, LINK_OUTSIDE, refusal
 
 MARKDOWN_SUFFIX = ".md"
+SYMLINK_LOOP = "symlink loop"  # a link that leads back to itself, directly or not
 
 
 def is_knowledge_name(name: str) -> bool:
@@ -166,9 +169,13 @@ def link_problem(real_root: str, path: str) -> str | None:
     why = refusal(real_root, os.path.realpath(path))
     if why is not None:
         return LINK_HIDDEN if why == HIDDEN else LINK_OUTSIDE
-    if not os.path.isfile(path):
-        return "broken symlink"
-    return None
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return SYMLINK_LOOP
+    return "broken symlink"
 
 
 def cannot_read(exc: OSError) -> str:

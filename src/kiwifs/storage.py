@@ -45,15 +45,24 @@ _PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
 def os_failure(exc: OSError, verb: str, rel: str) -> KiwiError:
     """The error for an OS failure on canonical ``rel``: the caller's mistake or the server's.
 
-    A name longer than the filesystem allows, or a parent that is a file (``index.md/x.md``),
-    is a path this root cannot hold: :class:`InvalidPath`. Anything else (permissions, a full
-    disk, I/O) is the server's trouble: :class:`StorageError`.
+    A name longer than the filesystem allows, a parent that is a file (``index.md/x.md``), or a
+    symlink loop on the way (``loop.md -> loop.md``: ELOOP) is a path this root cannot hold:
+    :class:`InvalidPath`. Anything else (permissions, a full disk, I/O) is the server's
+    trouble: :class:`StorageError`.
     """
+    if exc.errno == errno.ELOOP:
+        return symlink_loop(rel)
     if exc.errno == errno.ENAMETOOLONG:
         return InvalidPath(f"path is too long for the filesystem: {_shortened(rel)}")
     if exc.errno in (errno.ENOTDIR, errno.EEXIST):
         return InvalidPath(f"a parent of {_shortened(rel)} is a file, not a folder")
     return StorageError(f"cannot {verb} {rel}: {os_error_text(exc)}")
+
+
+def symlink_loop(rel: str) -> InvalidPath:
+    """The error for a path that leads through a symlink loop: a refused path like a link out
+    of the root, not a failure of the server (it answered 503 once)."""
+    return InvalidPath(f"{_shortened(rel)}: symlink loop (too many levels of symbolic links)")
 
 
 def _shortened(rel: str, keep: int = 200) -> str:
@@ -169,6 +178,8 @@ class Storage:
             fd = write_in(folder, name, data, durable)
         except OSError as exc:
             os.close(folder)
+            if exc.errno == errno.ELOOP:  # the name is a symlink loop: left as it is
+                raise symlink_loop(rel) from exc
             raise StorageError(f"cannot write {rel}: {os_error_text(exc)}") from exc
         except BaseException:
             os.close(folder)
