@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -12,6 +13,7 @@ from kiwifs.config import parse_config
 from kiwifs.errors import ConfigError, Forbidden, Unauthorized
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
+from realserver import KIWIFS
 
 
 @pytest.mark.parametrize(
@@ -121,3 +123,33 @@ async def test_a_web_page_cannot_append_to_a_loopback_server(
         assert rebound.status_code == 403
         assert (tmp_path / "kb" / "index.md").read_bytes() == before
         assert (await client.post(url, content=b"agent", headers=text)).status_code == 200
+
+
+@pytest.mark.parametrize("kind", ["perspace", "PerSpace", "oauth", ""])
+def test_an_auth_type_kiwifs_lacks_is_refused_even_with_a_key(kind: str) -> None:
+    """KiwiFS's ``perspace`` once started the server with no authentication at all."""
+    config = parse_config(f'[auth]\ntype = "{kind}"\napi_key = "k"\n')
+    with pytest.raises(ConfigError, match=r"supported: none, apikey") as refused:
+        api_key_for(config)
+    with pytest.raises(ConfigError):
+        api_key_for(config, "flag")
+    assert ("perspace keys are not supported yet" in refused.value.message) == (
+        kind.lower() == "perspace"
+    )
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
+def test_servers_refuse_an_auth_type_they_cannot_enforce(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A process (the timeout only bounds the failure: a server that starts would never end)."""
+    root = tmp_path / "kb"
+    Knowledge.init(root)
+    (root / ".kiwi" / "config.toml").write_text('[auth]\ntype = "perspace"\n')
+    args = [KIWIFS, *command, "--root", str(root), "--port", "0"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: [auth] type = 'perspace'") and "none, apikey" in line
+    assert "perspace keys are not supported yet" in line

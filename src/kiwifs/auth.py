@@ -21,7 +21,7 @@ import hmac
 import re
 from urllib.parse import urlsplit
 
-from .config import Config
+from .config import Config, check_auth_type
 from .errors import ConfigError, Forbidden, Unauthorized
 
 BEARER = "Bearer "
@@ -29,10 +29,15 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def api_key_for(config: Config, override: str | None = None) -> str | None:
-    """The key in force: ``override`` (flag or environment), else the config's, else none."""
+    """The key in force: ``override`` (flag or environment), else the config's, else none.
+
+    An ``[auth] type`` kiwifs does not implement is a :class:`ConfigError` even with a key
+    given: the server must not start believing it enforces rules it does not.
+    """
+    auth = config.auth
+    check_auth_type(auth)
     if override:
         return override
-    auth = config.auth
     if auth.type.strip().lower() != "apikey":
         return None
     if not auth.api_key:

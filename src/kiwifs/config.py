@@ -93,10 +93,30 @@ class VersioningConfig:
         return self.strategy.lower() not in ("none", "cow")
 
 
+AUTH_TYPES = ("none", "apikey")
+
+
 @dataclass(frozen=True)
 class AuthConfig:
     type: str = "none"
     api_key: str = ""
+
+
+def check_auth_type(auth: AuthConfig) -> None:
+    """Refuse an ``[auth] type`` kiwifs does not implement, naming the ones it does.
+
+    Checked by every interface that listens on a socket (:func:`kiwifs.auth.api_key_for`), not
+    when the file is read: a server that ignored KiwiFS's ``perspace`` would serve every file to
+    anyone, while the local commands (search, reindex, stdio MCP) use no auth and still work.
+    """
+    kind = auth.type.strip().lower()
+    if kind in AUTH_TYPES:
+        return
+    detail = " (perspace keys are not supported yet)" if kind == "perspace" else ""
+    raise ConfigError(
+        f"[auth] type = {auth.type!r} in {CONFIG_RELPATH} is not supported{detail}; "
+        f"supported: {', '.join(AUTH_TYPES)}"
+    )
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,10 @@ def mcp(
     from kiwifs.mcp.server import run_http, run_stdio
 
     kb = Knowledge.open(root, sweep=True)
+    if use_http:
+        from kiwifs.auth import api_key_for
+
+        api_key_for(kb.config)  # an auth setup it cannot enforce: no start (before binding)
     wanted = port if port is not None else DEFAULT_MCP_PORT
     sock = listen_socket(host, wanted) if use_http else None
     kb.ensure_versioned()
