@@ -343,3 +343,26 @@ def test_an_unparsable_session_cookie_is_not_signed_in(locked: Web, cookie: byte
     assert locked.get("/", headers=header).status_code == 303
     assert locked.get("/ui/overview.json", headers=header).status_code == 401
     assert locked.get("/openapi.json", headers=header).status_code == 401
+
+
+def search_box(resp: httpx.Response) -> str:
+    """The value of the header's search box."""
+    match = re.search(r'<form class="search"[^>]*>\s*<input[^>]*value="([^"]*)"', resp.text)
+    assert match, "no header search box"
+    return html.unescape(match.group(1))
+
+
+def test_the_header_search_box_holds_only_a_search_query(web: Web) -> None:
+    """The queue page's own ``q`` (its page of results) once filled the box with a repr."""
+    for url in ("/queue", "/", "/browse", "/warnings", "/file/concepts/auth.md"):
+        assert search_box(web.get(url)) == "", url
+    assert search_box(web.get("/search", params={"q": 'run "x" <b>'})) == 'run "x" <b>'
+
+
+def test_search_highlights_are_marks_and_the_rest_is_escaped(web: Web) -> None:
+    found = web.get("/search", params={"q": "onerror"})
+    snippet = re.search(r'<div class="snippet">(.*?)</div>', found.text, re.S)
+    assert snippet, found.text
+    # the frontmatter line of EVIL: its title escaped, the searched word highlighted
+    assert snippet.group(1) == "title: &#34;&lt;img src=x <mark>onerror</mark>=alert(1)&gt;&#34;"
+    assert "<img src=x" not in found.text

@@ -21,6 +21,8 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
+from kiwifs.index.search import marked_parts
+
 EXTERNAL_REL = "noopener noreferrer nofollow"
 
 
@@ -139,6 +141,16 @@ def diff_lines(text: str) -> list[DiffLine]:
             kind = "ctx"
         out.append(DiffLine(kind, line))
     return out
+
+
+def highlighted(snippet: str) -> Markup:
+    """A search snippet as HTML: its highlights as ``<mark>``, every character of the file's
+    text escaped (a snippet is a line of an untrusted file, frontmatter included)."""
+    parts = (
+        Markup("<mark>%s</mark>") % text if marked else escape(text)
+        for text, marked in marked_parts(snippet)
+    )
+    return Markup("").join(parts)
 
 
 def age_text(seconds: float) -> str:

@@ -85,6 +85,7 @@ def templates() -> Jinja2Templates:
         diff_url=render.diff_url,
         raw_url=render.raw_url,
         age_text=render.age_text,
+        highlighted=render.highlighted,
         value_text=render.value_text,
         is_entries=render.is_entries,
         percent=render.percent,
@@ -356,6 +357,7 @@ def _browse_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
             "search.html",
             400 if problem else 200,
             title="Search",
+            search_query=q,  # the header's search box shows it; no other page sets it
             q=q,
             prefix=prefix,
             mode=mode,
