@@ -114,7 +114,7 @@ def test_check_text_json_and_fail_on_problems(root: Path) -> None:
     assert clean.exit_code == 0 and "problems:                0\n" in clean.output
     assert "oldest unmerged:         episodes/e0.md, waiting " in clean.output
     run(root, "memory", "merge", "concepts/p.md", "--episode", "e0", "--episode", "ghost")
-    run(root, "memory", "merge", "concepts/q.md", "--path", "episodes/e0.md")
+    run(root, "memory", "merge", "concepts/q.md", "--path", "episodes/e0.md", "--force")
     out = run(root, "memory", "check")
     assert out.exit_code == 0
     assert "  - concepts/p.md: episode ghost (" in out.output
@@ -146,3 +146,19 @@ def test_worker_flags_are_checked_before_anything_runs(root: Path) -> None:
             cli, ["memory", "worker", "--worker", "w", "--url", "http://127.0.0.1:9", *args]
         )
         assert out.exit_code == 2, (args, out.output)
+
+
+def test_merge_refuses_a_double_merge_unless_forced_and_warns(root: Path) -> None:
+    assert run(root, "memory", "merge", "concepts/b.md", "--episode", "e0").exit_code == 0
+    refused = run(root, "memory", "merge", "concepts/a.md", "--episode", "e0", "--worker", "A")
+    assert refused.exit_code == 1
+    assert "error: episodes/e0.md is already merged into concepts/b.md" in refused.stderr
+    assert not (root / "concepts/a.md").exists()
+    forced = run(root, "memory", "merge", "concepts/a.md", "--episode", "e0", "--force")
+    assert forced.exit_code == 0 and forced.stdout == "merged 1 entry into concepts/a.md\n"
+    warned = run(root, "memory", "merge", "concepts/c.md", "--episode", "x", "--json")
+    assert warned.exit_code == 0 and json.loads(warned.stdout)["warnings"] == [
+        "episode x cites nothing yet (no episode has id 'x'); memory check lists it as dangling"
+        " until the episode exists"
+    ]
+    assert warned.stderr == f"warning: {json.loads(warned.stdout)['warnings'][0]}\n"

@@ -157,3 +157,22 @@ async def test_check_and_lineage_tools(root: Path) -> None:
         missing = await fails(c, "kiwi_memory_lineage", {"path": "nope.md"})
         assert missing == "file not found: nope.md"
         assert "give either path or episode_id" in await fails(c, "kiwi_memory_lineage", {})
+
+
+async def test_merge_refuses_a_double_merge_unless_forced_and_warns(root: Path) -> None:
+    async with session(root) as c:
+        entries = [{"id": "e0"}]
+        await ok(c, "kiwi_memory_merge", {"path": "concepts/b.md", "entries": entries})
+        refused = await fails(c, "kiwi_memory_merge", {"path": "concepts/a.md", "entries": entries})
+        assert "episodes/e0.md is already merged into concepts/b.md" in refused
+        forced = await ok(
+            c, "kiwi_memory_merge", {"path": "concepts/a.md", "entries": entries, "force": True}
+        )
+        assert forced.startswith("Created concepts/a.md: merged 1 entry")
+        warned = await ok(
+            c, "kiwi_memory_merge", {"path": "concepts/c.md", "entries": [{"id": "x"}]}
+        )
+        assert warned.endswith(
+            "\nWarning: episode x cites nothing yet (no episode has id 'x'); memory check lists"
+            " it as dangling until the episode exists"
+        )

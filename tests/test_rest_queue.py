@@ -218,3 +218,27 @@ def test_check_and_lineage(client: AppClient) -> None:
     ):
         assert error_of(client.get(f"{API}/memory/lineage", params=params), status)
     assert error_of(client.get(f"{API}/memory/check", params={"episodes_prefix": ".."}), 400)
+
+
+def test_a_late_merge_is_refused_force_merges_and_warnings_come_back(
+    client: AppClient, root: Path, clock: Clock
+) -> None:
+    merge = f"{API}/memory/merge"
+    claim(client, worker="A", limit=1, lease="1m")
+    clock.now += 62
+    claim(client, worker="B", limit=1)
+    body = {"path": "concepts/b.md", "entries": [{"id": "e0"}], "worker": "B"}
+    assert client.post(merge, json=body).json()["warnings"] == []
+    late = {"path": "concepts/a.md", "entries": [{"id": "e0"}], "worker": "A"}
+    before = commit_count(root)
+    assert "already merged into concepts/b.md" in error_of(client.post(merge, json=late), 409)
+    assert commit_count(root) == before
+    assert client.get(f"{API}/memory/check").json()["double_merges"] == []
+    assert "force must be" in error_of(client.post(merge, json={**late, "force": "yes"}), 400)
+    forced = client.post(merge, json={**late, "force": True})
+    assert forced.status_code == 200, forced.text
+    unknown = client.post(merge, json={"path": "concepts/c.md", "entries": [{"id": "nope"}]})
+    assert unknown.status_code == 200 and unknown.json()["warnings"] == [
+        "episode nope cites nothing yet (no episode has id 'nope'); memory check lists it as"
+        " dangling until the episode exists"
+    ]

@@ -31,9 +31,11 @@ from .memory.queue import (
     MAX_LIMIT,
     ClaimBatch,
     ClaimedEpisode,
+    MergeFindings,
     cited_claims,
     fresh_episodes,
     merge_refusal,
+    merged_refusal,
     released_by_merge,
     renewable,
 )
@@ -171,10 +173,10 @@ class ClaimsDesk:
     # -- the guard of a merge ---------------------------------------------------------------
 
     def merge_guard(
-        self, page: str, entries: Sequence[MergeEntry], worker: str | None
+        self, page: str, entries: Sequence[MergeEntry], worker: str | None, force: bool = False
     ) -> MergeGuard:
         holder = check_holder(worker, "worker") if worker is not None else None
-        return MergeGuard(self, canonical(page), list(entries), holder)
+        return MergeGuard(self, canonical(page), list(entries), holder, force)
 
     # -- file claims (KiwiFS's generic claims) ----------------------------------------------
 
@@ -282,15 +284,27 @@ class _FileClaim:
 
 
 class MergeGuard:
-    """Held by a merge from its claim check to its commit (see :meth:`Pipeline.edit`)."""
+    """Held by a merge from its claim check to its commit (see :meth:`Pipeline.edit`).
+
+    Under the write lock, no other merge can commit between the check of what the entries cite
+    (claims, and the pages that already merged those episodes) and this merge's commit, so the
+    index it asks is the state the commit builds on. ``warnings`` are the entries that cite
+    nothing, known once the guard is entered."""
 
     def __init__(
-        self, desk: ClaimsDesk, page: str, entries: list[MergeEntry], worker: str | None
+        self,
+        desk: ClaimsDesk,
+        page: str,
+        entries: list[MergeEntry],
+        worker: str | None,
+        force: bool = False,
     ) -> None:
         self.desk = desk
         self.page = page
         self.entries = entries
         self.worker = worker
+        self.force = force
+        self.warnings: tuple[str, ...] = ()
         self._transaction = desk.store.transaction()
         self._cited: list[Claim] = []
         self._now = 0.0
@@ -301,14 +315,27 @@ class MergeGuard:
         try:
             self._now = self.desk.clock()
             self._cited = cited_claims(self.entries, self._tx.all())
-            for claim in self._cited:
-                reason = merge_refusal(claim, self.worker, self._now)
-                if reason is not None:
-                    raise Conflict(reason)
+            findings = self.desk.indexing.merge_findings(
+                self.page, self.entries, self.desk.prefix(None)
+            )
+            self.warnings = findings.warnings
+            if not self.force:
+                self._refuse(findings)
         except BaseException as exc:
             self._transaction.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
+
+    def _refuse(self, findings: MergeFindings) -> None:
+        """Raise :class:`Conflict` when a claim holds a cited episode or another page has
+        merged one already."""
+        for claim in self._cited:
+            reason = merge_refusal(claim, self.worker, self._now)
+            if reason is not None:
+                raise Conflict(reason)
+        reason = merged_refusal(findings, self.page)
+        if reason is not None:
+            raise Conflict(reason)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -316,7 +343,8 @@ class MergeGuard:
         if kind is None and self._tx is not None:
             # another process may answer claims from the index: it must see this page first
             self.desk.indexing.refresh_shared([self.page])
-            self._tx.delete(released_by_merge(self._cited, self.worker, self._now))
+            ended = released_by_merge(self._cited, self.worker, self._now, self.force)
+            self._tx.delete(ended)
         return self._transaction.__exit__(kind, exc, tb)
 
 

@@ -594,14 +594,17 @@ class Knowledge:
         actor: str | None = None,
         if_match: str | None = None,
         worker: str | None = None,
+        force: bool = False,
     ) -> MergeResult:
         """Record in ``page``'s ``merged-from`` that it consumed ``entries`` (idempotent).
 
-        Claims are honoured (docs/memory.md): citing an episode another holder claims under a
-        live lease is a :class:`Conflict` and writes nothing; so is citing one whose claim by
-        ``worker`` has expired. The worker's claims on the merged episodes end with the commit.
+        No episode is merged twice (docs/memory.md): citing an episode another holder claims
+        under a live lease is a :class:`Conflict` and writes nothing; so is citing one whose
+        claim by ``worker`` has expired, or one another page's ``merged-from`` already cites.
+        ``force`` merges anyway. The worker's claims on the merged episodes end with the commit.
+        Entries that cite nothing are written, and named in the result's ``warnings``.
         """
-        return self.memory_writes.merge(page, entries, actor, if_match, worker)
+        return self.memory_writes.merge(page, entries, actor, if_match, worker, force)
 
 
 def utc_http_date(timestamp: float) -> str:

@@ -5,8 +5,9 @@ writers is checked under the pipeline's lock:
 
 * a new episode's id is free (one index lookup), so two agents choosing one id cannot both win;
 * a merge's claims (:meth:`~kiwifs.claiming.ClaimsDesk.merge_guard`): citing an episode another
-  worker holds, or one whose claim by this worker expired, writes nothing, and the worker's
-  claims on the cited episodes end with the commit.
+  worker holds, one whose claim by this worker expired, or one another page already merged,
+  writes nothing (unless forced), and the worker's claims on the cited episodes end with the
+  commit.
 """
 
 from __future__ import annotations
@@ -34,10 +35,22 @@ from .provenance import Provenance, as_provenance, library_actor, now_utc
 
 @dataclass(frozen=True)
 class MergeResult:
+    """A merge's outcome; ``warnings`` name the entries that cite nothing (yet)."""
+
     path: str
     etag: str
     added: tuple[MergeEntry, ...]
     created: bool
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "etag": self.etag,
+            "created": self.created,
+            "added": [e.to_yaml_fields() for e in self.added],
+            "warnings": list(self.warnings),
+        }
 
 
 @dataclass(frozen=True)
@@ -144,13 +157,17 @@ class MemoryWriter:
         actor: str | None = None,
         if_match: str | None = None,
         worker: str | None = None,
+        force: bool = False,
     ) -> MergeResult:
-        """Record in ``page``'s ``merged-from`` that it consumed ``entries`` (idempotent)."""
+        """Record in ``page``'s ``merged-from`` that it consumed ``entries`` (idempotent);
+        ``force`` merges what claims or other pages' merges would refuse."""
         who = library_actor(actor)
         wanted = [validate_entry(e) for e in entries]
         if not wanted:
             raise UsageError("give at least one episode id or path to merge")
-        guard = self.claims.merge_guard(page, wanted, worker)
+        if not isinstance(force, bool):
+            raise UsageError("force must be true or false")
+        guard = self.claims.merge_guard(page, wanted, worker, force)
         stamp = now_utc()
         added: tuple[MergeEntry, ...] = ()
         created = False
@@ -162,7 +179,7 @@ class MemoryWriter:
             return data
 
         result = self.pipeline.edit(page, change, who, if_match, guard=guard)
-        return MergeResult(result.path, result.etag, added, created)
+        return MergeResult(result.path, result.etag, added, created, guard.warnings)
 
     def _set_status(
         self,

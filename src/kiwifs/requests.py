@@ -71,6 +71,7 @@ class MergeRequest(BaseModel):
     path: str = Field(min_length=1)
     entries: list[MergeItem] = Field(min_length=1)
     worker: str | None = None
+    force: StrictBool = False  # "yes" is not a yes: a double merge must be meant
 
     def merge_entries(self) -> list[MergeEntry]:
         return [e.to_entry() for e in self.entries]

@@ -76,6 +76,9 @@ def memory_report(
     "--actor", default=LIBRARY_ACTOR, show_default=True, help="Git author and entry actor."
 )
 @click.option("--worker", default=None, help="The worker merging: its claims on them end.")
+@click.option(
+    "--force", is_flag=True, help="Merge even episodes claimed by others or merged elsewhere."
+)
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_merge(
     page: str,
@@ -86,25 +89,24 @@ def memory_merge(
     note: str,
     actor: str,
     worker: str | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Record in PAGE's merged-from that it consumed the given episodes (idempotent).
 
-    An episode another worker claims under a live lease is a conflict (exit 1)."""
+    An episode another worker claims under a live lease, or that another page already merged,
+    is a conflict (exit 1) unless --force. An entry that cites nothing is written, with a
+    warning on stderr."""
     if not episodes and not paths:
         raise click.UsageError("give at least one --episode ID or --path P")
     entries = [MergeEntry(type=typ, id=e, note=note) for e in episodes]
     entries += [MergeEntry(type=typ, path=p, note=note) for p in paths]
     with Knowledge.open(root) as kb:
-        result = kb.merge(page, entries, actor=actor, worker=worker)
+        result = kb.merge(page, entries, actor=actor, worker=worker, force=force)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
-        payload = {
-            "path": result.path,
-            "etag": result.etag,
-            "created": result.created,
-            "added": [e.to_yaml_fields() for e in result.added],
-        }
-        echo_json(payload)
+        echo_json(result.to_json())
         return
     if result.added:
         echo(

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from kiwifs.memory.lineage import Lineage
     from kiwifs.memory.overview import Overview, QueuePage
     from kiwifs.memory.problems import CheckState, Problem
+    from kiwifs.memory.queue import MergeFindings
+    from kiwifs.memory.rules import MergeEntry
 
     from . import tasks as indexed_tasks
     from .db import Index
@@ -110,6 +112,19 @@ class IndexAnswers:
         def run(index: Index) -> list[str]:
             with index.reader() as conn:
                 return indexed_report.episode_paths(conn, episode_id, prefix)
+
+        return self._guarded(run)
+
+    def merge_findings(
+        self, page: str, entries: Sequence[MergeEntry], prefix: str
+    ) -> MergeFindings:
+        """The episodes a merge into ``page`` cites that other pages already merged, and its
+        entries that cite nothing (the merge's guard asks, under the write lock)."""
+        from . import lineage as indexed_lineage
+
+        def run(index: Index) -> MergeFindings:
+            with index.reader() as conn:
+                return indexed_lineage.merge_findings(conn, page, entries, prefix)
 
         return self._guarded(run)
 

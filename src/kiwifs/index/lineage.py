@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import NotFound
-from kiwifs.memory.lineage import Lineage, Lookups, build_lineage
+from kiwifs.memory.lineage import Lineage, Lookups, build_lineage, citations
 
 from .record import db_text, path_key, py_text
 from .report import prefix_range, snapshot
 from .rows import ALWAYS, BY_PREFIX
+
+if TYPE_CHECKING:
+    from kiwifs.memory.queue import MergeFindings
+    from kiwifs.memory.rules import MergeEntry
 
 CITING = (
     "SELECT f.key, f.path, f.frontmatter FROM files f WHERE f.id IN ("
@@ -83,3 +88,41 @@ def lineage(conn: sqlite3.Connection, rel: str, prefix: str) -> Lineage:
             citing,
             Lookups(with_id, exists),
         )
+
+
+def merge_findings(
+    conn: sqlite3.Connection, page: str, entries: Sequence[MergeEntry], prefix: str
+) -> MergeFindings:
+    """What a merge of ``entries`` into ``page`` runs into (:func:`kiwifs.memory.queue.
+    merge_findings`), from one snapshot: the episodes they cite and the pages citing those."""
+    from kiwifs.memory.queue import merge_findings as findings
+
+    lo, hi = prefix_range(prefix)
+
+    def with_id(ident: str) -> list[str]:
+        return [py_text(p) for (p,) in conn.execute(WITH_ID, (db_text(ident), lo, hi))]
+
+    def exists(path: str) -> bool:
+        target = path_key(path)
+        found = (
+            target is not None
+            and conn.execute("SELECT 1 FROM files WHERE key = ?", (target,)).fetchone()
+        )
+        return bool(found)
+
+    def merged_by(path: str) -> tuple[str, ...] | None:
+        key = path_key(path)
+        row = None
+        if key is not None:
+            row = conn.execute(
+                "SELECT kind_class, episode_id, eid FROM files WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None or key is None or not episodic_class(row[0], key, prefix):
+            return None
+        ident = row[2] if row[2] is not None else db_text("\0")
+        pages = [(py_text(p), _frontmatter(fm)) for _k, p, fm in conn.execute(CITING, (ident, key))]
+        cited = citations(pages, path, py_text(row[1]))
+        return tuple(dict.fromkeys(c.page for c in cited))
+
+    with snapshot(conn):
+        return findings(page, entries, Lookups(with_id, exists), merged_by)

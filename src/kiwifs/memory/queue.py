@@ -11,7 +11,7 @@ coverage rule: its id for the id types, or its path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from kiwifs.leases import MEMORY, Claim, check_holder, format_seconds
 from .rules import EpisodicFile, MergeEntry
 
 if TYPE_CHECKING:  # lineage's rules load with the first merge that needs them
-    from .lineage import Entry
+    from .lineage import Entry, Lookups
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
@@ -30,6 +30,13 @@ DEFAULT_FILE_LEASE = 1800.0  # generic claims: 30 minutes, as KiwiFS
 
 HELD = "{path} is claimed by {holder} until {until}; only that worker may merge it"
 EXPIRED = "the claim of {holder} on {path} expired at {until}; claim it again before merging"
+MERGED = (
+    "{path} is already merged into {pages}; merging it into {page} as well would merge it twice"
+    " (force the merge if you mean it)"
+)
+DANGLING = (
+    "{entry} cites nothing yet ({why}); memory check lists it as dangling until the episode exists"
+)
 
 
 @dataclass(frozen=True)
@@ -129,10 +136,64 @@ def merge_refusal(claim: Claim, worker: str | None, now: float) -> str | None:
     return None
 
 
-def released_by_merge(cited: Iterable[Claim], worker: str | None, now: float) -> list[str]:
-    """Memory claims a successful merge ends: the worker's own, and expired ones."""
+def released_by_merge(
+    cited: Iterable[Claim], worker: str | None, now: float, force: bool = False
+) -> list[str]:
+    """Memory claims a successful merge ends: the worker's own, and expired ones; a forced
+    merge ends every memory claim it cites (the episode is merged, its holder must learn it)."""
     return [
         c.path
         for c in cited
-        if c.kind == MEMORY and ((worker is not None and c.holder == worker) or not c.live(now))
+        if c.kind == MEMORY
+        and (force or (worker is not None and c.holder == worker) or not c.live(now))
     ]
+
+
+@dataclass(frozen=True)
+class MergeFindings:
+    """What a merge's entries run into besides claims: episodes other pages already merged
+    (episode path → those pages), and warnings for the entries that cite nothing."""
+
+    merged_elsewhere: dict[str, tuple[str, ...]]
+    warnings: tuple[str, ...]
+
+
+def merge_findings(
+    page: str,
+    entries: Iterable[MergeEntry],
+    lookups: Lookups,
+    merged_by: Callable[[str], tuple[str, ...] | None],
+) -> MergeFindings:
+    """Resolve ``entries`` (lineage's rule, as ``memory check`` does) for a merge into ``page``.
+
+    ``merged_by(path)`` is every page whose ``merged-from`` cites the episode at ``path``
+    (``None``: not an episode). An episode ``page`` already cites is not merged elsewhere by
+    this merge, whatever else cites it: merging it again changes nothing.
+    """
+    from .lineage import resolve
+
+    elsewhere: dict[str, tuple[str, ...]] = {}
+    warnings: list[str] = []
+    for merge in entries:
+        found = resolve(entry_of(merge), lookups)
+        if found.dangling:
+            warnings.append(DANGLING.format(entry=_label(merge), why=found.problem))
+        for target in found.targets:
+            pages = merged_by(target)
+            if pages and page not in pages:
+                elsewhere[target] = pages
+    return MergeFindings(elsewhere, tuple(warnings))
+
+
+def merged_refusal(findings: MergeFindings, page: str) -> str | None:
+    """Why a merge into ``page`` would merge an episode twice (the first such episode), or
+    ``None``. A worker whose claim was lost to another worker's merge gets this answer too: it
+    holds no claim any more, and the episode is covered elsewhere."""
+    for path, pages in findings.merged_elsewhere.items():
+        return MERGED.format(path=path, pages=", ".join(pages), page=page)
+    return None
+
+
+def _label(entry: MergeEntry) -> str:
+    """An entry as a warning names it: ``episode run-7`` or ``episode path episodes/a.md``."""
+    return f"{entry.type} {entry.id}" if entry.id else f"{entry.type} path {entry.path}"

@@ -60,23 +60,38 @@ class MemoryTools:
             str | None,
             Field(description="Your worker name from kiwi_memory_claim: ends your claims."),
         ] = None,
+        force: Annotated[
+            bool,
+            Field(
+                description="Merge even an episode another worker holds or another page"
+                " already merged (a deliberate double merge)."
+            ),
+        ] = False,
     ) -> str:
         """Record in a page's merged-from frontmatter that it consolidated these episodes, so
         they leave the memory report. Idempotent; creates the page if it does not exist.
-        Refused if another worker has claimed one of the episodes."""
+        Refused if another worker has claimed one of the episodes, or another page already
+        merged one (unless force). Entries that cite nothing are recorded with a warning."""
         result = self.kb.merge(
-            path, [e.to_entry() for e in entries], actor, if_match, worker=worker or None
+            path,
+            [e.to_entry() for e in entries],
+            actor,
+            if_match,
+            worker=worker or None,
+            force=force,
         )
         if not result.added:
-            return (
+            lines = [
                 f"Nothing to merge: {result.path} already cites every entry (ETag: {result.etag})"
-            )
-        verb = "Created" if result.created else "Updated"
-        lines = [
-            f"{verb} {result.path}: merged {len(result.added)} entr"
-            f"{'y' if len(result.added) == 1 else 'ies'} (ETag: {result.etag})"
-        ]
-        lines += [f"  - {e.type} {e.id or e.path}" for e in result.added]
+            ]
+        else:
+            verb = "Created" if result.created else "Updated"
+            lines = [
+                f"{verb} {result.path}: merged {len(result.added)} entr"
+                f"{'y' if len(result.added) == 1 else 'ies'} (ETag: {result.etag})"
+            ]
+            lines += [f"  - {e.type} {e.id or e.path}" for e in result.added]
+        lines += [f"Warning: {w}" for w in result.warnings]
         return "\n".join(lines)
 
     def kiwi_remember(

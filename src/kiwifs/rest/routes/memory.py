@@ -59,14 +59,9 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
             actor=actor_of(request),
             if_match=request.headers.get("if-match"),
             worker=body.worker,
+            force=body.force,
         )
-        payload = {
-            "path": result.path,
-            "etag": result.etag,
-            "created": result.created,
-            "added": [e.to_yaml_fields() for e in result.added],
-        }
-        return KiwiJSONResponse(payload, headers={"ETag": quoted(result.etag)})
+        return KiwiJSONResponse(result.to_json(), headers={"ETag": quoted(result.etag)})
 
     @api.post(
         "/memory/remember",
