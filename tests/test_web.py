@@ -15,7 +15,8 @@ import anyio
 import httpx
 import pytest
 
-from kiwifs.auth import session_token, session_valid
+from kiwifs.auth import LOGIN_ATTEMPTS, LOGIN_WINDOW, LoginLimiter, Sessions
+from kiwifs.errors import TooManyRequests
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.rest.app import create_app
@@ -316,14 +317,79 @@ def test_login_refuses_other_sites_and_foreign_redirects(locked: Web) -> None:
     ]
 
 
-def test_session_tokens_expire_and_follow_the_key() -> None:
-    token = session_token("k1", now=1000.0, lifetime=60)
-    assert session_valid(token, "k1", 1059.0)
-    assert not session_valid(token, "k1", 1060.0)
-    assert not session_valid(token, "k2", 1001.0)
-    assert not session_valid(token.replace(".", ".0"), "k1", 1001.0)
-    assert not session_valid(None, "k1", 0) and session_valid(None, None, 0)
-    assert "k1" not in token
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_sessions_expire_end_and_are_bounded() -> None:
+    clock = Clock()
+    sessions = Sessions("k1", clock=clock, lifetime=60, most=2)
+    token = sessions.start()
+    assert "k1" not in token and sessions.valid(token)
+    clock.now = 1059.0
+    assert sessions.valid(token)
+    clock.now = 1060.0
+    assert not sessions.valid(token)
+    first, second, third = sessions.start(), sessions.start(), sessions.start()
+    assert not sessions.valid(first) and sessions.valid(second) and sessions.valid(third)
+    sessions.end(second)
+    assert not sessions.valid(second) and sessions.valid(third)
+    assert not Sessions("k2").valid(third)  # another server (or a new key): signed out
+    assert not sessions.valid(None) and not sessions.valid("") and not sessions.valid("\udcff")
+    assert Sessions(None).valid(None)
+
+
+def test_logout_ends_the_session_on_the_server(locked: Web) -> None:
+    """A session cookie once kept working after sign-out (stateless, 12 h): a copy taken before
+    signing out must stop working too."""
+    assert locked.post("/login", data={"key": KEY, "next": "/"}).status_code == 303
+    copied = {"Cookie": f"{COOKIE}={locked.cookies[COOKIE]}"}
+    assert locked.get("/queue").status_code == 200
+    assert locked.post("/logout").status_code == 303
+    other = Web(locked.app)  # another browser holding the copied cookie
+    assert other.get("/queue", headers=copied).status_code == 303
+    assert other.get("/ui/overview.json", headers=copied).status_code == 401
+    assert other.get("/openapi.json", headers=copied).status_code == 401
+
+
+def test_failed_sign_ins_are_rate_limited(kb: Knowledge) -> None:
+    """Guessing the key through /login was once as fast as the server answered."""
+    web = Web(create_app(kb, api_key=KEY))  # an app of its own: its limiter starts empty
+    for _ in range(LOGIN_ATTEMPTS):
+        assert web.post("/login", data={"key": "guess"}).status_code == 401
+    refused = web.post("/login", data={"key": KEY})  # even the right key, until the wait is over
+    assert refused.status_code == 429 and COOKIE not in web.cookies
+    assert 1 <= int(refused.headers["retry-after"]) <= LOGIN_WINDOW
+    assert "too many failed sign-ins" in text_of(refused, "login-error")
+
+
+def test_the_login_limit_counts_failures_per_address_in_a_window() -> None:
+    clock = Clock()
+    limiter = LoginLimiter(attempts=2, window=60, clock=clock, most=2)
+    limiter.failed("a")
+    clock.now += 10
+    limiter.failed("a")
+    with pytest.raises(TooManyRequests) as limited:
+        limiter.check("a")
+    assert limited.value.retry_after == 50
+    limiter.check("b")  # another address is not affected
+    clock.now += 50  # the first failure leaves the window
+    limiter.check("a")
+    limiter.failed("a")
+    with pytest.raises(TooManyRequests):
+        limiter.check("a")
+    limiter.succeeded("a")
+    limiter.check("a")
+    for address in ("a", "b", "c"):  # at most two addresses remembered: "a" is forgotten
+        limiter.failed(address)
+        limiter.failed(address)
+    limiter.check("a")
 
 
 def test_open_server_needs_no_login(web: Web) -> None:

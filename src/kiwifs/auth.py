@@ -6,9 +6,9 @@ must send ``Authorization: Bearer <key>``, compared in constant time. A configur
 for a key but gives none fails closed: the server refuses to start.
 
 A browser cannot send that header with every link it follows, so the web interface signs in once
-with the key and then carries a *session token*: an expiry time and an HMAC-SHA256 of it keyed
-with the API key. The token never contains the key, expires on its own, and every token stops
-working when the key changes.
+with the key and then carries a *session token* (:class:`Sessions`): random, held by the server
+until it expires or the user signs out. Failed sign-ins are rate-limited per client address
+(:class:`LoginLimiter`).
 
 And one rule against web pages (:func:`check_browser`): a server on the user's machine is in reach
 of every page the user's browser opens, key or no key.
@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
+import math
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from .config import Config, check_auth_type
-from .errors import ConfigError, Forbidden, Unauthorized
+from .errors import ConfigError, Forbidden, TooManyRequests, Unauthorized
 
 BEARER = "Bearer "
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -63,36 +68,130 @@ def key_matches(given: str, expected: str) -> bool:
 
 SESSION_SECONDS = 12 * 3600
 SESSION_COOKIE = "kiwifs_session"  # the web interface's cookie holding a session token
-_SESSION_CONTEXT = b"kiwifs web session v1:"
-_EXPIRES = re.compile(r"[0-9]{1,12}")
+MAX_SESSIONS = 1000  # sessions one server holds; past it, the oldest is signed out
+LOGIN_ATTEMPTS = 5  # failed sign-ins a client address may make…
+LOGIN_WINDOW = 60.0  # …within this many seconds, before it must wait
+MAX_LOGIN_CLIENTS = 10_000  # addresses whose failures are remembered at once
+
+Clock = Callable[[], float]
 
 
-def _session_mac(api_key: str, expires: int) -> str:
-    message = _SESSION_CONTEXT + str(expires).encode()
-    return hmac.new(api_key.encode(), message, hashlib.sha256).hexdigest()
+class Sessions:
+    """The web interface's sessions of one server, held in its memory.
+
+    A session token is 32 random bytes (URL-safe), not derived from the key, so it never reveals
+    it. The server keeps each token's SHA-256 (a lookup that cannot be timed against the token)
+    and its expiry: signing out removes it, so a copied cookie stops working at once; a restart
+    or a new key signs everyone out. ``clock`` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None,
+        clock: Clock = time.time,
+        lifetime: int = SESSION_SECONDS,
+        most: int = MAX_SESSIONS,
+    ) -> None:
+        self.api_key = api_key
+        self.lifetime = lifetime
+        self._clock = clock
+        self._most = most
+        self._expiry: dict[bytes, float] = {}  # token digest → expiry, oldest first
+        self._lock = threading.Lock()
+
+    def start(self) -> str:
+        """A new session's token, valid for ``lifetime`` seconds."""
+        token = secrets.token_urlsafe(32)
+        now = self._clock()
+        with self._lock:
+            self._forget_expired(now)
+            while len(self._expiry) >= self._most:
+                del self._expiry[next(iter(self._expiry))]
+            self._expiry[_digest(token)] = now + self.lifetime
+        return token
+
+    def valid(self, token: str | None) -> bool:
+        """True when no key is configured, or ``token`` is a session of this server that has
+        neither expired nor been ended. Any other value (malformed included) is not."""
+        if self.api_key is None:
+            return True
+        if not token:
+            return False
+        with self._lock:
+            expires = self._expiry.get(_digest(token))
+        return expires is not None and self._clock() < expires
+
+    def end(self, token: str | None) -> None:
+        """Sign the session out: its token is refused from now on."""
+        if token:
+            with self._lock:
+                self._expiry.pop(_digest(token), None)
+
+    def _forget_expired(self, now: float) -> None:
+        for digest in [d for d, expires in self._expiry.items() if expires <= now]:
+            del self._expiry[digest]
 
 
-def session_token(api_key: str, now: float, lifetime: int = SESSION_SECONDS) -> str:
-    """A session token valid for ``lifetime`` seconds from ``now``: ``<expires>.<hmac>``."""
-    expires = int(now) + lifetime
-    return f"{expires}.{_session_mac(api_key, expires)}"
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
-def session_valid(token: str | None, api_key: str | None, now: float) -> bool:
-    """True when no key is configured, or ``token`` was made with this key and has not
-    expired (the MAC is compared in constant time)."""
-    if api_key is None:
-        return True
-    if not token:
-        return False
-    expires_text, sep, mac = token.partition(".")
-    # ASCII digits only: str.isdigit() also accepts "²", which int() then refuses (a 500)
-    if not sep or _EXPIRES.fullmatch(expires_text) is None:
-        return False
-    expires = int(expires_text)
-    if not key_matches(mac, _session_mac(api_key, expires)):
-        return False
-    return now < expires
+class LoginLimiter:
+    """At most ``attempts`` failed sign-ins per client address within ``window`` seconds.
+
+    Guessing the key through the login form would otherwise be as fast as the server answers.
+    Past the limit the address is refused — a right key included, so guessing does not go on —
+    until its oldest failure leaves the window. A successful sign-in clears the address. At most
+    ``most`` addresses are remembered (the oldest forgotten first), so a flood of addresses
+    cannot exhaust memory. ``clock`` (monotonic seconds) is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        attempts: int = LOGIN_ATTEMPTS,
+        window: float = LOGIN_WINDOW,
+        clock: Clock = time.monotonic,
+        most: int = MAX_LOGIN_CLIENTS,
+    ) -> None:
+        self.attempts = attempts
+        self.window = window
+        self._clock = clock
+        self._most = most
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, client: str) -> None:
+        """Raise :class:`TooManyRequests` while ``client`` is over the limit."""
+        now = self._clock()
+        with self._lock:
+            failures = self._recent(client, now)
+            if len(failures) < self.attempts:
+                return
+            wait = failures[0] + self.window - now
+        raise TooManyRequests(
+            f"too many failed sign-ins from this address: try again in {math.ceil(wait)} s",
+            retry_after=max(1, math.ceil(wait)),
+        )
+
+    def failed(self, client: str) -> None:
+        now = self._clock()
+        with self._lock:
+            failures = self._recent(client, now)
+            failures.append(now)
+            self._failures.pop(client, None)
+            self._failures[client] = failures  # the most recent address last
+            while len(self._failures) > self._most:
+                del self._failures[next(iter(self._failures))]
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._failures.pop(client, None)
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        failures = self._failures.get(client, deque())
+        while failures and failures[0] <= now - self.window:
+            failures.popleft()
+        return failures
 
 
 def check_browser(host: str | None, origin: str | None, loopback: bool) -> None:

@@ -16,6 +16,7 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── PayloadTooLarge          too_large        1          413
     ├── Unauthorized             unauthorized     1          401
     ├── Forbidden                forbidden        1          403
+    ├── TooManyRequests          rate_limited     1          429
     ├── Locked                   locked           1          423
     ├── Busy                     busy             1          503
     ├── Unavailable              unavailable      1          503
@@ -119,6 +120,17 @@ class Forbidden(KiwiError):
     """A request only a web page of another site would send (cross-origin, DNS rebinding)."""
 
     code = "forbidden"
+
+
+class TooManyRequests(KiwiError):
+    """Too many failed attempts from one client (sign-ins); ``retry_after`` says, in whole
+    seconds, when the next one will be heard."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Locked(KiwiError):

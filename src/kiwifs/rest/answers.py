@@ -24,6 +24,7 @@ STATUS: dict[str, int] = {
     "too_large": 413,
     "unauthorized": 401,
     "forbidden": 403,
+    "rate_limited": 429,
     "locked": 423,
     "busy": 503,
     "storage": 503,

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, Depends, FastAPI, Request
 
 from kiwifs import __version__
-from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
+from kiwifs.auth import LOOPBACK_HOSTS, Sessions, api_key_for
 from kiwifs.knowledge import Knowledge
 
 from .http import (
@@ -56,7 +56,8 @@ def create_app(
     """
     key = api_key_for(kb.config, api_key)
     auth = auth_dependency(key)
-    described = description_dependency(key)
+    sessions = Sessions(key)  # the web interface's, which also open /docs and /openapi.json
+    described = description_dependency(key, sessions)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -107,5 +108,5 @@ def create_app(
     if web:
         from .web import install  # Jinja2 and the templates load only with the web interface
 
-        install(app, kb, key, described)
+        install(app, kb, key, described, sessions)
     return app

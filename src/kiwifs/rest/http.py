@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -25,8 +24,15 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kiwifs.auth import SESSION_COOKIE, check_bearer, check_browser, session_valid
-from kiwifs.errors import Conflict, KiwiError, PayloadTooLarge, Unauthorized, UsageError
+from kiwifs.auth import SESSION_COOKIE, Sessions, check_bearer, check_browser
+from kiwifs.errors import (
+    Conflict,
+    KiwiError,
+    PayloadTooLarge,
+    TooManyRequests,
+    Unauthorized,
+    UsageError,
+)
 from kiwifs.events import Event, EventBus
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
@@ -67,6 +73,8 @@ def kiwi_error_response(exc: KiwiError) -> JSONResponse:
         resp.headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, Conflict) and exc.etag:
         resp.headers["ETag"] = quoted(exc.etag)  # the current version, to re-read and retry
+    if isinstance(exc, TooManyRequests):
+        resp.headers["Retry-After"] = str(exc.retry_after)
     return resp
 
 
@@ -135,7 +143,9 @@ def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]
     return check
 
 
-def description_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
+def description_dependency(
+    api_key: str | None, sessions: Sessions
+) -> Callable[[Request], Awaitable[None]]:
     """The guard of the API's description (``/openapi.json``, ``/docs``): the bearer key, or a
     signed-in web session, since a browser showing ``/docs`` cannot send a bearer header."""
 
@@ -143,7 +153,7 @@ def description_dependency(api_key: str | None) -> Callable[[Request], Awaitable
         try:
             check_bearer(request.headers.get("authorization"), api_key)
         except Unauthorized:
-            if not session_valid(request.cookies.get(SESSION_COOKIE), api_key, time.time()):
+            if not sessions.valid(request.cookies.get(SESSION_COOKIE)):
                 raise
 
     return check

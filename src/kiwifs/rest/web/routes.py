@@ -23,7 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs import __version__
-from kiwifs.errors import InvalidQuery, KiwiError, NotFound, UsageError
+from kiwifs.auth import Sessions
+from kiwifs.errors import InvalidQuery, KiwiError, NotFound, TooManyRequests, UsageError
 from kiwifs.events import CHECK_STORED, Event
 from kiwifs.index.hybrid import HybridResults
 from kiwifs.index.record import json_safe
@@ -117,9 +118,9 @@ class PageHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def web_app(kb: Knowledge, api_key: str | None) -> ASGIApp:
-    """The web interface as an application to mount at ``/``."""
-    auth = WebAuth(api_key)
+def web_app(kb: Knowledge, api_key: str | None, sessions: Sessions) -> ASGIApp:
+    """The web interface as an application to mount at ``/``; ``sessions``: the server's."""
+    auth = WebAuth(api_key, sessions)
     pages = templates()
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -173,7 +174,13 @@ def _session_routes(app: FastAPI, auth: WebAuth, show: Show) -> None:
         target = safe_next(form.get("next"))
         if not auth.enabled:
             return RedirectResponse(target, status_code=303)
-        if not auth.key_is_right(form.get("key", "")):
+        try:
+            right = auth.sign_in(request, form.get("key", ""))
+        except TooManyRequests as exc:
+            page = show(request, "login.html", 429, title="Sign in", next=target, limited=exc)
+            page.headers["Retry-After"] = str(exc.retry_after)
+            return page
+        if not right:
             return show(request, "login.html", 401, title="Sign in", next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
         auth.start_session(response, request)
@@ -184,7 +191,7 @@ def _session_routes(app: FastAPI, auth: WebAuth, show: Show) -> None:
         if not same_origin(request):
             return show(request, "error.html", 403, title="Error", message="cross-site sign-out")
         response = RedirectResponse("/login", status_code=303)
-        auth.end_session(response)
+        auth.end_session(response, request)
         return response
 
 
@@ -392,13 +399,18 @@ def docs_html(title: str) -> HTMLResponse:
 
 
 def install(
-    app: FastAPI, kb: Knowledge, api_key: str | None, docs_guard: Callable[..., Awaitable[None]]
+    app: FastAPI,
+    kb: Knowledge,
+    api_key: str | None,
+    docs_guard: Callable[..., Awaitable[None]],
+    sessions: Sessions,
 ) -> None:
     """Serve ``/docs`` from the package (behind ``docs_guard``, like ``/openapi.json``) and the
-    web interface at ``/`` (mount it last: it answers every path the API and MCP do not)."""
+    web interface at ``/`` (mount it last: it answers every path the API and MCP do not);
+    ``sessions``: the server's, which ``docs_guard`` also accepts."""
 
     @app.get("/docs", include_in_schema=False, dependencies=[Depends(docs_guard)])
     async def docs() -> HTMLResponse:
         return docs_html(f"{app.title} API")
 
-    app.mount("/", web_app(kb, api_key), name="web")
+    app.mount("/", web_app(kb, api_key, sessions), name="web")

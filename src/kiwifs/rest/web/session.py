@@ -2,22 +2,22 @@
 
 With an API key configured every page, fragment and event stream needs a session: the login page
 takes the key (POST, checked in constant time by :func:`kiwifs.auth.key_matches`) and sets an
-``HttpOnly; SameSite=Strict`` cookie holding a session token (:func:`kiwifs.auth.session_token`:
-an expiry and its HMAC keyed with the API key, never the key itself). Without a session a page
-redirects to ``/login?next=<page>``; a fragment or the event stream answers 401. The strict
-SameSite cookie is never sent with a request started by another site, and the login form also
-refuses a POST whose ``Origin`` is another site (login CSRF).
+``HttpOnly; SameSite=Strict`` cookie holding a session token (:class:`kiwifs.auth.Sessions`:
+random, held by the server until it expires or the user signs out). Failed sign-ins are limited
+per client address (:class:`kiwifs.auth.LoginLimiter`). Without a session a page redirects to
+``/login?next=<page>``; a fragment or the event stream answers 401. The strict SameSite cookie is
+never sent with a request started by another site, and the login form also refuses a POST whose
+``Origin`` is another site (login CSRF).
 """
 
 from __future__ import annotations
 
-import time
 from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
-from kiwifs.auth import SESSION_COOKIE, SESSION_SECONDS, key_matches, session_token, session_valid
+from kiwifs.auth import SESSION_COOKIE, LoginLimiter, Sessions, key_matches
 from kiwifs.errors import Unauthorized, UsageError
 from kiwifs.rest.http import read_body
 
@@ -36,15 +36,19 @@ class LoginRequired(Exception):
 class WebAuth:
     """The session rules for one server (``api_key`` ``None``: the interface is open)."""
 
-    def __init__(self, api_key: str | None) -> None:
+    def __init__(
+        self, api_key: str | None, sessions: Sessions, limiter: LoginLimiter | None = None
+    ) -> None:
         self.api_key = api_key
+        self.sessions = sessions
+        self.limiter = limiter or LoginLimiter()
 
     @property
     def enabled(self) -> bool:
         return self.api_key is not None
 
     def signed_in(self, request: Request) -> bool:
-        return session_valid(request.cookies.get(COOKIE), self.api_key, time.time())
+        return self.sessions.valid(request.cookies.get(COOKIE))
 
     async def page(self, request: Request) -> None:
         """Dependency of every page: no session → :class:`LoginRequired`."""
@@ -57,24 +61,38 @@ class WebAuth:
         if not self.signed_in(request):
             raise Unauthorized("sign in at /login first")
 
-    def key_is_right(self, given: str) -> bool:
-        return self.api_key is not None and key_matches(given, self.api_key)
+    def sign_in(self, request: Request, given: str) -> bool:
+        """Whether ``given`` is the key, counted against the client's failed attempts: raises
+        :class:`~kiwifs.errors.TooManyRequests` (before looking at the key) past the limit."""
+        client = client_address(request)
+        self.limiter.check(client)
+        if self.api_key is not None and key_matches(given, self.api_key):
+            self.limiter.succeeded(client)
+            return True
+        self.limiter.failed(client)
+        return False
 
     def start_session(self, response: Response, request: Request) -> None:
-        assert self.api_key is not None
         response.set_cookie(
             COOKIE,
-            session_token(self.api_key, time.time()),
-            max_age=SESSION_SECONDS,
+            self.sessions.start(),
+            max_age=self.sessions.lifetime,
             path="/",
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
         )
 
-    @staticmethod
-    def end_session(response: Response) -> None:
+    def end_session(self, response: Response, request: Request) -> None:
+        """Sign out: the server forgets the session (a copy of the cookie no longer works) and
+        the browser is told to drop the cookie."""
+        self.sessions.end(request.cookies.get(COOKIE))
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+
+
+def client_address(request: Request) -> str:
+    """The address failed sign-ins are counted by (behind a proxy: the proxy's)."""
+    return request.client.host if request.client else "unknown"
 
 
 def login_redirect(target: str) -> RedirectResponse:
