@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 from . import bulklog
 from .commitmessage import commit_subject, commit_trailer
-from .errors import KiwiError, StorageError, UsageError, os_error_text
+from .errors import KiwiError, PayloadTooLarge, StorageError, UsageError, os_error_text
 from .events import Event
+from .limits import MAX_BULK_BYTES
 from .paths import canonical
 from .pipeline import Pipeline, WriteResult, prepared_content
 from .provenance import Provenance
@@ -44,6 +45,12 @@ def bulk_write(
     rels = [canonical(p) for p, _ in files]
     if len(set(rels)) != len(rels):
         raise UsageError("bulk write names the same path twice")
+    total = sum(len(content) for _, content in files)
+    if total > MAX_BULK_BYTES:  # each file's own limit is checked as it is prepared
+        raise PayloadTooLarge(
+            f"the files are {total} bytes together, over the {MAX_BULK_BYTES >> 20} MiB limit "
+            "for a bulk write"
+        )
     storage = pipeline.storage
     with pipeline.locked():
         prepared = [

@@ -38,3 +38,10 @@ SEARCH_LIMIT = 50  # keyword search
 SEMANTIC_TOP_K = 10  # semantic search
 BRIEF_BUDGET = 4000  # a brief's token budget
 BRIEF_MAX_PAGES = 20  # a brief's pages
+
+# The one size limit of every write: no write (REST PUT, append, bulk, remember; every MCP write
+# tool; the library) leaves a file bigger than this, checked by the write funnel on the file as it
+# would be written (an append: the file it would grow into).
+MAX_FILE_BYTES = 32 * 1024 * 1024
+# A bulk write's files together, and so the largest JSON body REST reads (a bulk's request).
+MAX_BULK_BYTES = 110 * 1024 * 1024

@@ -53,8 +53,9 @@ from .atomicwrite import Unsynced
 from .commitmessage import commit_trailer
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
 from .config import env_choice, env_switch
-from .errors import Conflict, NotFound, UsageError
+from .errors import Conflict, NotFound, PayloadTooLarge
 from .events import Event, EventBus
+from .limits import MAX_FILE_BYTES
 from .markdown import refuse_alias_bomb
 from .paths import canonical
 from .preconditions import check_if_match, check_if_none_match
@@ -65,7 +66,6 @@ from .writelock import WriteLock
 
 STATE_DIR = ".kiwi/state"
 JOURNAL = "uncommitted.log"
-MAX_APPEND_BYTES = 64 * 1024 * 1024
 
 IndexHook = Callable[[list[str]], None]
 
@@ -358,6 +358,7 @@ class Pipeline:
                 if current is None:
                     raise NotFound(f"file not found: {rel}")
                 return WriteResult(rel, blob_id(current))
+            check_file_size(data)
             refuse_alias_bomb(data)
             self.journal([rel])
             with self._unsynced(rel, data) as unsynced:
@@ -381,10 +382,7 @@ class Pipeline:
         if_match: str | None = None,
     ) -> WriteResult:
         def change(current: bytes | None) -> bytes:
-            data = current + separator + content if current else content
-            if len(data) > MAX_APPEND_BYTES:
-                raise UsageError("file would exceed 64 MiB after append")
-            return data
+            return current + separator + content if current else content
 
         return self.edit(path, change, actor, if_match)
 
@@ -438,7 +436,20 @@ class Pipeline:
 
 
 def prepared_content(content: bytes, provenance: Provenance | None, actor: str) -> bytes:
-    """A file's bytes as written: provenance recorded, alias bombs refused."""
+    """A file's bytes as written: within the size limit, provenance recorded, alias bombs
+    refused."""
+    check_file_size(content)  # before the copy provenance makes of it
     data = inject_provenance(content, provenance, actor)
+    check_file_size(data)
     refuse_alias_bomb(data)
     return data
+
+
+def check_file_size(data: bytes) -> None:
+    """The one size limit of every write (:data:`~kiwifs.limits.MAX_FILE_BYTES`), on a file as
+    it would be written, so that every interface refuses alike (REST 413, an MCP tool error)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise PayloadTooLarge(
+            f"the file would be {len(data)} bytes, over the {MAX_FILE_BYTES >> 20} MiB limit "
+            "for a file"
+        )

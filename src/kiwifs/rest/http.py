@@ -34,6 +34,7 @@ from kiwifs.errors import (
     UsageError,
 )
 from kiwifs.events import Event, EventBus
+from kiwifs.limits import MAX_BULK_BYTES
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
 from kiwifs.requests import field_name, parse
@@ -45,8 +46,7 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 KEEPALIVE_SECONDS = 15.0
-MAX_FILE_BYTES = 32 * 1024 * 1024
-MAX_JSON_BYTES = 110 * 1024 * 1024
+MAX_JSON_BYTES = MAX_BULK_BYTES  # the largest request: a bulk write's
 
 
 class KiwiJSONResponse(JSONResponse):
@@ -113,7 +113,9 @@ async def read_body(request: Request, limit: int, what: str) -> bytes:
 
 
 async def read_json(request: Request) -> dict[str, Any]:
-    body = await read_body(request, MAX_JSON_BYTES, "request body exceeds 110 MB limit")
+    body = await read_body(
+        request, MAX_JSON_BYTES, f"the request body is over the {MAX_JSON_BYTES >> 20} MiB limit"
+    )
     try:
         value = json.loads(body)
     except RecursionError:

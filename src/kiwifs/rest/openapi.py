@@ -19,6 +19,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from kiwifs.limits import MAX_BULK_BYTES, MAX_FILE_BYTES
+
 OPENAPI_URL = "/openapi.json"
 API_PREFIX = "/api/kiwi"
 
@@ -35,7 +37,8 @@ ERROR_TEXTS: dict[int, str] = {
     403: "Sent from a web page of another origin, or to a host name that is not this server.",
     404: "The file, folder or version does not exist.",
     409: "`If-Match` / `If-None-Match` failed, or the target already exists.",
-    413: "The body is over the limit (32 MiB for a file, 110 MiB for JSON).",
+    413: f"Over the size limit: a file a write would leave over {MAX_FILE_BYTES >> 20} MiB, "
+    f"or a bulk write (or JSON body) over {MAX_BULK_BYTES >> 20} MiB.",
     500: "A server fault (details in the server log).",
     503: "Unavailable for now: the index is busy, commits are failing, semantic search is not "
     "enabled, or too many event subscribers.",

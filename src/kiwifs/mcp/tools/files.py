@@ -1,5 +1,6 @@
 """The MCP tools of files and folders: read (with the ETag, or "not modified"), write, append,
-delete, bulk write and rename, and the folder tree. A write's content is bounded at 32 MiB.
+delete, bulk write and rename, and the folder tree. The size limit of a write is the core's
+(:data:`kiwifs.limits.MAX_FILE_BYTES`), the same for every interface.
 """
 
 from __future__ import annotations
@@ -8,16 +9,14 @@ from typing import Annotated
 
 from pydantic import Field
 
-from kiwifs.errors import PayloadTooLarge, UsageError
+from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import TREE_DEPTH
+from kiwifs.limits import MAX_FILE_BYTES, TREE_DEPTH
 from kiwifs.mcp.render import NOT_MODIFIED, render_read, render_tree
 from kiwifs.preconditions import bare_etag
 from kiwifs.requests import FileItem
 
 from .common import MCP_ACTOR, Actor, IfMatch, Path_, Provenance_
-
-MAX_CONTENT_BYTES = 32 * 1024 * 1024
 
 
 class FileTools:
@@ -50,7 +49,9 @@ class FileTools:
     def kiwi_write(
         self,
         path: Path_,
-        content: Annotated[str, Field(description="Full markdown content (max 32 MiB).")],
+        content: Annotated[
+            str, Field(description=f"Full markdown content (max {MAX_FILE_BYTES >> 20} MiB).")
+        ],
         actor: Actor = MCP_ACTOR,
         provenance: Provenance_ = None,
         if_match: IfMatch = None,
@@ -59,9 +60,6 @@ class FileTools:
         file's derived-from frontmatter."""
         if not content:
             raise UsageError("content is required")
-        # measured leniently: a lone surrogate is the core's to refuse, with its own message
-        if len(content.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
-            raise PayloadTooLarge("content exceeds the 32 MiB limit")
         result = self.kb.write(path, content, actor, if_match, provenance)
         return f"Written {result.path} (ETag: {result.etag})"
 

@@ -13,10 +13,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from kiwifs.knowledge import Knowledge, utc_http_date
+from kiwifs.limits import MAX_FILE_BYTES
 from kiwifs.preconditions import etag_list
 from kiwifs.requests import BulkRequest, RenameRequest
 from kiwifs.rest.http import (
-    MAX_FILE_BYTES,
     KiwiJSONResponse,
     actor_of,
     body_actor,
@@ -39,6 +39,8 @@ from kiwifs.rest.openapi import (
 )
 
 _BINARY = "application/octet-stream"
+# a body the core would refuse anyway, refused before it is read in full
+_TOO_LARGE = f"the body is over the {MAX_FILE_BYTES >> 20} MiB limit for a file"
 
 
 def file_routes(api: APIRouter, kb: Knowledge) -> None:
@@ -79,7 +81,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
         ),
     )
     async def put_file(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
-        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
+        body = await read_body(request, MAX_FILE_BYTES, _TOO_LARGE)
         result = await run(
             kb.write,
             path,
@@ -108,7 +110,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def append_file(
         request: Request, path: str = Query(...), separator: str = "\n"
     ) -> KiwiJSONResponse:
-        body = await read_body(request, MAX_FILE_BYTES, "file exceeds 32 MB limit")
+        body = await read_body(request, MAX_FILE_BYTES, _TOO_LARGE)
         result = await run(
             kb.append,
             path,
