@@ -197,6 +197,11 @@ class Knowledge:
         """
         return self.pipeline.commit_status()
 
+    def too_large_count(self) -> int:
+        """Files over the size limit that the index skips (what ``/health`` warns about; the
+        memory report names them)."""
+        return self.indexing.too_large_count()
+
     def ready(self) -> bool:
         """True once a server answers from a current index: the root is there and a reconcile
         of the index watcher has succeeded (what ``/readyz`` reports)."""

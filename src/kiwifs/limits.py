@@ -45,3 +45,10 @@ BRIEF_MAX_PAGES = 20  # a brief's pages
 MAX_FILE_BYTES = 32 * 1024 * 1024
 # A bulk write's files together, and so the largest JSON body REST reads (a bulk's request).
 MAX_BULK_BYTES = 110 * 1024 * 1024
+
+# The largest file kiwifs reads whole (docs/search.md, "Files over the size limit"): the index
+# and the memory report skip a bigger one with a warning, and a read of it (GET /file, kiwi_read)
+# is refused. The write limit: no file kiwifs writes is one it will not read. (SQLite cannot hold
+# a text of 1 GB at all, and reading one whole to index it cost three times its size in memory.)
+MAX_READ_BYTES = MAX_FILE_BYTES
+TOO_LARGE = f"file over the {MAX_READ_BYTES >> 20} MiB size limit, not indexed"  # its warning

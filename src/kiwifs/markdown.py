@@ -24,6 +24,12 @@ from .errors import InvalidFrontmatter
 # no frontmatter, such as the memory report from a current index, never needs it.
 
 MAX_FRONTMATTER_BYTES = 1024 * 1024
+OVER_LIMIT = f"frontmatter is over {MAX_FRONTMATTER_BYTES} bytes"
+NOT_TERMINATED = "frontmatter block not terminated"
+# Frontmatter is looked for in a file's first FRONTMATTER_WINDOW bytes (a block of the largest
+# size allowed and its delimiter lines fit), so that finding it never means reading a file
+# whole: the full scan reads at most this much of a file (and one byte more).
+FRONTMATTER_WINDOW = MAX_FRONTMATTER_BYTES + 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,14 @@ class Block:
     yaml: bytes
     body_start: int
     terminated: bool
+    cut: bool = False  # not closed inside the window of a longer file (:func:`head_block`)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the block reads as empty frontmatter before any YAML is parsed, if it does."""
+        if self.terminated:
+            return None
+        return OVER_LIMIT if self.cut else NOT_TERMINATED
 
 
 # The closing line, found by one search instead of a loop over lines (four times faster over a
@@ -63,6 +77,24 @@ def find_block(data: bytes) -> Block | None:
     return Block(data[nl + 1 : closing.start() + 1], closing.end(), True)
 
 
+def head_block(data: bytes) -> Block | None:
+    """:func:`find_block` as the readers of frontmatter see it: in the first
+    :data:`FRONTMATTER_WINDOW` bytes of ``data`` only.
+
+    A block that is not closed inside the window of a longer file is ``cut`` (read as over the
+    size limit, which a closing line further on would make it anyway). The answer depends only
+    on the window and on whether more bytes follow it, so the full scan, which reads no more than
+    that, and the index, which has the whole file, always agree.
+    """
+    if len(data) <= FRONTMATTER_WINDOW:
+        return find_block(data)
+    head = data[:FRONTMATTER_WINDOW]
+    block = find_block(head)
+    if block is None or (block.terminated and head[block.body_start - 1 :].startswith(b"\n")):
+        return block  # decided inside the window: the closing line ends with its newline there
+    return Block(block.yaml, len(data), False, cut=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Frontmatter:
     """Parsed frontmatter: always a dict, plus the reason it was read as empty, if any."""
@@ -82,7 +114,7 @@ def parse_yaml(text: bytes | str, loader: type | None = None) -> Frontmatter:
     from .yamlloader import AliasBomb, loaders
 
     if len(text) > MAX_FRONTMATTER_BYTES:
-        return Frontmatter({}, f"frontmatter is over {MAX_FRONTMATTER_BYTES} bytes")
+        return Frontmatter({}, OVER_LIMIT)
     made = loaders()
     if loader is None:
         loader = made.fast
@@ -104,12 +136,13 @@ def parse_yaml(text: bytes | str, loader: type | None = None) -> Frontmatter:
 
 
 def read_frontmatter(data: bytes, loader: type | None = None) -> Frontmatter:
-    """Frontmatter of a whole file's bytes; never raises."""
-    block = find_block(data)
+    """Frontmatter of a whole file's bytes (as found in its window: :func:`head_block`); never
+    raises."""
+    block = head_block(data)
     if block is None:
         return EMPTY
     if not block.terminated:
-        return Frontmatter({}, "frontmatter block not terminated")
+        return Frontmatter({}, block.problem)
     return parse_yaml(block.yaml, loader)
 
 

@@ -22,7 +22,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .atomicwrite import Unsynced, write_in
-from .errors import InvalidPath, KiwiError, NotFound, StorageError, os_error_text
+from .errors import (
+    InvalidPath,
+    KiwiError,
+    NotFound,
+    PayloadTooLarge,
+    StorageError,
+    os_error_text,
+)
+from .limits import MAX_READ_BYTES
 from .paths import (
     FD_PATH_KNOWN,
     NOT_REGULAR_FILE,
@@ -65,6 +73,14 @@ def symlink_loop(rel: str) -> InvalidPath:
     return InvalidPath(f"{_shortened(rel)}: symlink loop (too many levels of symbolic links)")
 
 
+def too_large(rel: str, size: int) -> PayloadTooLarge:
+    """The error for a read of a file over the size limit (it is not indexed either)."""
+    return PayloadTooLarge(
+        f"{_shortened(rel)} is over the {MAX_READ_BYTES >> 20} MiB size limit ({size} bytes):"
+        " kiwifs neither reads nor indexes files this large"
+    )
+
+
 def _shortened(rel: str, keep: int = 200) -> str:
     return rel if len(rel) <= keep else f"{rel[: keep // 2]}\u2026{rel[-keep // 2 :]}"
 
@@ -91,10 +107,19 @@ class Storage:
         return real
 
     def read(self, rel: str) -> bytes:
-        return self.read_with_stat(rel)[0]
+        """The file's bytes, whatever their size: the write side's read (an edit, an append, a
+        rename, an ``If-Match``), which must be able to replace a file over the size limit."""
+        return self._read(rel, None)[0]
 
     def read_with_stat(self, rel: str) -> tuple[bytes, os.stat_result]:
-        """The file's bytes and the ``fstat`` of the very file they were read from.
+        """The file's bytes and the ``fstat`` of the very file they were read from: a caller's
+        read (``Knowledge.read``: GET /file, ``kiwi_read``), refused with
+        :class:`PayloadTooLarge` for a file over :data:`~kiwifs.limits.MAX_READ_BYTES`, which
+        is told by that ``fstat``, before a byte is read."""
+        return self._read(rel, MAX_READ_BYTES)
+
+    def _read(self, rel: str, limit: int | None) -> tuple[bytes, os.stat_result]:
+        """The file's bytes (at most ``limit`` of them) and its ``fstat``.
 
         The file is opened and checked on its descriptor (where it really is), not also
         resolved before: that took ~16 system calls a read, and a read may run under the
@@ -107,9 +132,15 @@ class Storage:
         real_root = self.real_root()
         try:
             fd, st = open_regular(os.path.join(real_root, rel), real_root)
-            return read_all(fd, st.st_size), st
         except OSError as exc:
             self.abspath(rel)  # refused as a path first, as before use
+            raise _read_error(rel, exc) from exc
+        if limit is not None and st.st_size > limit:
+            os.close(fd)
+            raise too_large(rel, st.st_size)
+        try:
+            return read_all(fd, st.st_size), st
+        except OSError as exc:
             raise _read_error(rel, exc) from exc
 
     def read_many(self, rels: Iterable[str]) -> list[bytes | None]:
@@ -127,6 +158,14 @@ class Storage:
         for rel in rels:
             try:
                 fd, st = open_regular(os.path.join(real_root, rel), real_root)
+            except OSError:
+                found.append(None)
+                continue
+            if st.st_size > MAX_READ_BYTES:  # grown past the limit since it was indexed
+                os.close(fd)
+                found.append(None)
+                continue
+            try:
                 found.append(read_all(fd, st.st_size))
             except OSError:
                 found.append(None)
@@ -134,7 +173,7 @@ class Storage:
 
     def _read_or_none(self, rel: str) -> bytes | None:
         try:
-            return self.read(rel)
+            return self.read_with_stat(rel)[0]
         except KiwiError:
             return None
 

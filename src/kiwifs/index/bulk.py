@@ -31,6 +31,7 @@ from itertools import islice
 from typing import Any
 
 from kiwifs.forking import exit_with_parent, fork_is_safe, usable_cpus
+from kiwifs.limits import MAX_READ_BYTES
 from kiwifs.paths import open_regular, read_all
 
 from .bodies import DICT_SAMPLES, Codec, save_dictionary, train
@@ -83,6 +84,12 @@ def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | N
     for key in keys[::step]:
         try:
             fd, st = open_regular(abs_path(root, key), real_root)
+        except OSError:
+            continue
+        if st.st_size > MAX_READ_BYTES:  # not indexed, so no sample of the texts either
+            os.close(fd)
+            continue
+        try:
             samples.append(read_all(fd, st.st_size))
         except OSError:
             continue

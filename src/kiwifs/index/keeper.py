@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy
+from kiwifs.limits import MAX_READ_BYTES
 
 from . import checkcache
 from .answers import IndexAnswers
@@ -54,6 +55,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# Rows of files over the size limit: unreadable rows with a warning (the partial index
+# ``files_warn`` holds only rows with warnings, a few hundred on a 100,000-file root).
+TOO_LARGE_COUNT = (
+    "SELECT count(*) FROM files WHERE warnings IS NOT NULL AND unreadable = 1 AND size > ?"
+)
 
 
 class IndexKeeper(IndexAnswers, IndexLookups):
@@ -118,6 +125,20 @@ class IndexKeeper(IndexAnswers, IndexLookups):
                 if not self.vector.enabled:
                     disable_vectors(self._index)
             return self._index
+
+    def too_large_count(self) -> int:
+        """Files over the size limit, which the index holds as skipped (``/health`` counts
+        them). From the rows as they stand: a probe never waits for a reconcile, nor opens the
+        index; 0 while it is not open or cannot be read."""
+        index = self._index
+        if index is None:
+            return 0
+        try:
+            with index.reader() as conn:
+                found: int = conn.execute(TOO_LARGE_COUNT, (MAX_READ_BYTES,)).fetchone()[0]
+        except sqlite3.Error:
+            return 0
+        return found
 
     def in_root(self) -> bool:
         """True when the index lives in the root (False: read-only root, temporary index)."""

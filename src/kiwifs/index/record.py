@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiwifs.errors import os_error_text
+from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
 from kiwifs.markdown import Frontmatter, read_frontmatter
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
@@ -124,7 +125,10 @@ def read_record(
 
     The signature comes from ``fstat`` on the descriptor that is read, before reading. A FIFO
     (or any file that is not regular) and, with ``real_root``, a descriptor that turns out to lie
-    outside the root or in a hidden path are error records, never read.
+    outside the root or in a hidden path are error records, never read. A file over the size
+    limit (:data:`~kiwifs.limits.MAX_READ_BYTES`, told by that ``fstat``) is not read either: its
+    record is an unreadable one with a warning, signed, so that no reconcile reads it again
+    until it changes.
     """
     try:
         fd, st = open_regular(path, real_root)
@@ -135,6 +139,10 @@ def read_record(
     except OSError as exc:
         return _unreadable_record(key, rel, path, exc)
     sig = stat_sig(st)
+    if st.st_size > MAX_READ_BYTES:
+        os.close(fd)
+        facts = unreadable_facts(rel, TOO_LARGE)
+        return FileRecord(key, facts, sig, st.st_size, st.st_mtime_ns, stamp=raw_sig(st))
     try:
         data = read_all(fd, st.st_size)
     except OSError as exc:
@@ -155,6 +163,9 @@ def same_bytes_stat(
     try:
         fd, st = open_regular(path, real_root)
     except OSError:
+        return None
+    if st.st_size > MAX_READ_BYTES:  # never read whole: its record says it is too large
+        os.close(fd)
         return None
     sig = stat_sig(st)
     try:

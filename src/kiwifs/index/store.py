@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from kiwifs.limits import MAX_READ_BYTES
 from kiwifs.paths import open_regular, read_all
 from kiwifs.versioning import blob_id
 
@@ -174,6 +175,12 @@ class RowStore(Database):
             return False
         try:
             fd, st = open_regular(self.root / rel, self.real_root)
+        except OSError:
+            return False
+        if st.st_size > MAX_READ_BYTES:  # grown past the limit: not read, its row changes
+            os.close(fd)
+            return False
+        try:
             return blob_id(read_all(fd, st.st_size)) == etag
         except OSError:
             return False

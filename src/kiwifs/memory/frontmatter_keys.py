@@ -28,7 +28,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from kiwifs.markdown import MAX_FRONTMATTER_BYTES, Frontmatter, find_block, read_frontmatter
+from kiwifs.markdown import MAX_FRONTMATTER_BYTES, Frontmatter, head_block, read_frontmatter
 from kiwifs.yamlloader import FastLoader
 
 from .rules import MERGED_FROM
@@ -220,7 +220,7 @@ def read_simple_first(data: bytes) -> tuple[Frontmatter, bool]:
     A mapping read from the subset holds only text keys and strings, integers, floats,
     booleans, nulls, lists and mappings: JSON as it is, but for NaN and the infinities.
     """
-    block = find_block(data)
+    block = head_block(data)
     if block is not None and block.terminated:
         simple = simple_frontmatter(block.yaml)
         if simple is not None:

@@ -3,7 +3,9 @@
 This is the path with no index: it must be right for every file and fast for 100,000 of them.
 Three things make it fast, none of which may change an answer:
 
-* only the frontmatter is read (one small read; more only when the block runs on);
+* only the frontmatter is read (one small read; more only when the block runs on, and never
+  past :data:`~kiwifs.markdown.FRONTMATTER_WINDOW`: a file over the size limit is not read at
+  all, :data:`~kiwifs.limits.MAX_READ_BYTES`);
 * :mod:`.frontmatter_keys` reads ordinary frontmatter without a YAML parse, and anything it cannot
   prove simple goes through :func:`kiwifs.markdown.parse_yaml` as before;
 * above :data:`PARALLEL_THRESHOLD` files, batches of paths are read by worker processes (one per
@@ -12,6 +14,7 @@ Three things make it fast, none of which may change an answer:
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -24,7 +27,8 @@ from typing import TYPE_CHECKING
 from kiwifs.errors import os_error_text
 from kiwifs.filewalk import WalkEntry, WalkRow, walk_rows
 from kiwifs.forking import exit_with_parent, fork_is_safe, usable_cpus
-from kiwifs.markdown import Block, find_block, parse_yaml
+from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
+from kiwifs.markdown import FRONTMATTER_WINDOW, Block, find_block, head_block, parse_yaml
 from kiwifs.paths import open_regular
 
 from .frontmatter_keys import relevant_frontmatter
@@ -56,21 +60,31 @@ def _read_block(path: str) -> tuple[bytes, Block | None]:
     """:func:`read_head` and the block located in it.
 
     One ``os.read`` on a raw descriptor (a buffered ``open()`` costs twice as much per small
-    file); the rest of the file only when that first read does not decide the block.
+    file); more of the file only when that first read does not decide the block, up to one byte
+    past the window the block is looked for in (:func:`~kiwifs.markdown.head_block`). A file
+    over the size limit is refused on the ``fstat`` the open makes anyway: an ``OSError``, as
+    for a file that cannot be read.
     """
-    fd, _ = open_regular(path)  # a FIFO named *.md is refused, never waited on
+    fd, st = open_regular(path)  # a FIFO named *.md is refused, never waited on
     try:
+        if st.st_size > MAX_READ_BYTES:
+            raise OSError(errno.EFBIG, TOO_LARGE)
         head = os.read(fd, HEAD_BYTES)
         block = find_block(head)
         if _decided_by(head, block):
             return head, block
         chunks = [head]
-        while chunk := os.read(fd, 1 << 20):
+        got = len(head)
+        while got <= FRONTMATTER_WINDOW:
+            chunk = os.read(fd, min(1 << 20, FRONTMATTER_WINDOW + 1 - got))
+            if not chunk:
+                break
             chunks.append(chunk)
+            got += len(chunk)
     finally:
         os.close(fd)
     data = b"".join(chunks)
-    return data, find_block(data)
+    return data, head_block(data)
 
 
 def _decided_by(head: bytes, block: Block | None) -> bool:
@@ -86,14 +100,14 @@ def _decided_by(head: bytes, block: Block | None) -> bool:
 
 def facts_of_bytes(rel: str, data: bytes) -> FileFacts:
     """Facts of a file whose bytes (at least through its frontmatter) are ``data``."""
-    return _facts_of_block(rel, find_block(data))
+    return _facts_of_block(rel, head_block(data))
 
 
 def _facts_of_block(rel: str, block: Block | None) -> FileFacts:
     if block is None:
         return file_facts(rel, {})
     if not block.terminated:
-        return file_facts(rel, {}, "frontmatter block not terminated")
+        return file_facts(rel, {}, block.problem)
     simple = relevant_frontmatter(block.yaml)
     if simple is not None:
         return file_facts(rel, simple)

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs.auth import SESSION_COOKIE, Sessions, check_bearer, check_browser
@@ -168,6 +169,10 @@ class ServerFaults:
     and uvicorn closes the connection on a re-raised exception: the client's next keep-alive
     request failed. Here the traceback goes to the log, the client gets
     ``{"error": "internal server error"}``, and the connection stays usable.
+
+    A client that goes away while its body is being read (Starlette's :class:`ClientDisconnect`)
+    is no fault: there is nobody to answer and nothing to log. Logging a traceback for each one
+    let a few dozen aborted uploads stall the server.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -186,6 +191,8 @@ class ServerFaults:
 
         try:
             await self.app(scope, receive, tracking)
+        except ClientDisconnect:
+            return
         except Exception:
             log.exception("unexpected error answering %s %s", scope["method"], scope["path"])
             if started:  # too late for another answer; the server closes the connection

@@ -14,6 +14,7 @@ from typing import Any
 from kiwifs import __version__
 from kiwifs.errors import KiwiError
 from kiwifs.knowledge import Knowledge
+from kiwifs.limits import MAX_READ_BYTES
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -37,11 +38,17 @@ class Probes:
             vectors = self.kb.vector_status().to_json()
         except KiwiError as exc:
             vectors = {"enabled": True, "error": exc.message}
-        body = {
+        body: dict[str, Any] = {
             "status": "degraded" if commits.failing else "ok",
             "commits": commits.to_json(),
             "vectors": vectors,
         }
+        skipped = self.kb.too_large_count()
+        if skipped:  # a count, never the paths: the probe needs no key
+            body["warnings"] = [
+                f"{skipped} file(s) over the {MAX_READ_BYTES >> 20} MiB size limit not indexed"
+                " (the memory report names them)"
+            ]
         return 503 if commits.failing else 200, body
 
     def alive(self) -> dict[str, str]:

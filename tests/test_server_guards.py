@@ -1,0 +1,69 @@
+"""What only a real server on a socket shows: clients that go away mid-body, and clients that
+never finish their headers. Each test runs ``kiwifs serve`` (tests/realserver.py) and talks to it
+over raw sockets; the bounds below only end a failing test, they measure nothing."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+import realserver
+from kiwifs.knowledge import Knowledge
+
+ABORTED = 40  # uploads cut off mid-body (the report saw trouble from 50)
+BOUND = 30.0  # seconds a socket may wait for an answer before the test fails
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "kb"
+    Knowledge.init(path, "blank")
+    return path
+
+
+@pytest.fixture
+def server(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    log = root.parent / "serve.log"
+    env = {"KIWIFS_HEADER_TIMEOUT": "1"}
+    base, proc = realserver.start(root, log, env=env)
+    try:
+        yield base, proc, log
+    finally:
+        realserver.stop(proc)
+
+
+def connect(base: str) -> socket.socket:
+    url = urlsplit(base)
+    sock = socket.create_connection((url.hostname, url.port), timeout=BOUND)
+    return sock
+
+
+def test_uploads_cut_off_mid_body_are_quietly_dropped(
+    server: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    """An upload whose client went away once became an "unexpected error" with a traceback
+    each, and a few dozen of them stalled the server. A disconnect is normal: no log, no work."""
+    base, proc, log = server
+    host = urlsplit(base).netloc
+    head = (
+        f"PUT /api/kiwi/file?path=aborted.md HTTP/1.1\r\nHost: {host}\r\n"
+        "Content-Type: application/octet-stream\r\nContent-Length: 1048576\r\n\r\n"
+    ).encode()
+    for _ in range(ABORTED):
+        with connect(base) as sock:
+            sock.sendall(head + b"x" * 10_240)
+    with httpx.Client(base_url=base, timeout=BOUND) as client:
+        assert client.get("/health").status_code == 200
+        written = client.put("/api/kiwi/file", params={"path": "after.md"}, content=b"# ok\n")
+        assert written.status_code == 200
+        assert client.get("/api/kiwi/file", params={"path": "aborted.md"}).status_code == 404
+    realserver.stop(proc)  # every aborted request has been handled once the server is gone
+    assert proc.returncode is not None
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text and "unexpected error" not in text, text
