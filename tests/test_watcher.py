@@ -151,3 +151,56 @@ def test_a_reconcile_that_cannot_tell_keeps_the_period(tmp_path: Path) -> None:
         assert watcher.interval == 0.05
     finally:
         watcher.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# names that are not UTF-8: watchfiles cannot hand them over (it raises), the watcher goes on
+
+PROMPTLY = 10.0  # seconds: the events take milliseconds; without them nothing comes for an hour
+
+
+def test_a_file_name_that_is_not_utf8_does_not_end_the_events(
+    watching: tuple[Watcher, Recorder],
+) -> None:
+    watcher, seen = watching
+    root = watcher.root
+    for change in ("came", "went"):  # each event makes watchfiles raise: its batch is lost
+        reconciles = seen.reconciles
+        bad = os.fsencode(root / "notes") + b"/caf\xe9.md"
+        if change == "came":
+            os.close(os.open(bad, os.O_CREAT | os.O_WRONLY, 0o644))
+        else:
+            os.unlink(bad)
+        assert wait_for(lambda n=reconciles: seen.reconciles > n, PROMPTLY)  # what it held
+        after = f"notes/after-{change}.md"
+        (root / after).write_text("edited with cat\n")
+        assert wait_for(lambda rel=after: seen.saw(rel), PROMPTLY)  # heard as an event
+        assert watcher.running
+
+
+def test_a_folder_name_that_is_not_utf8_is_left_out_of_the_watches(
+    watching: tuple[Watcher, Recorder],
+) -> None:
+    watcher, seen = watching
+    root = watcher.root
+    reconciles = seen.reconciles
+    os.mkdir(os.fsencode(root) + b"/f\xe9")  # came after the start: watches set up again
+    assert wait_for(lambda: seen.reconciles > reconciles, PROMPTLY)
+    (root / "notes/after.md").write_text("edited with cat\n")
+    assert wait_for(lambda: seen.saw("notes/after.md"), PROMPTLY)
+    assert watcher.running
+
+
+def test_the_watches_start_beside_a_folder_name_that_is_not_utf8(tmp_path: Path) -> None:
+    os.mkdir(os.fsencode(tmp_path) + b"/f\xe9")
+    os.close(os.open(os.fsencode(tmp_path) + b"/f\xe9/caf\xe9.md", os.O_CREAT | os.O_WRONLY))
+    (tmp_path / "notes").mkdir()
+    watcher = Watcher(tmp_path, (seen := Recorder()).refresh, seen.reconcile, period=3600)
+    assert sorted(os.path.relpath(f, tmp_path) for f in watcher._folders()) == [".", "notes"]
+    watcher.start()
+    try:
+        assert watcher.wait_ready()
+        (tmp_path / "notes/a.md").write_text("a\n")
+        assert wait_for(lambda: seen.saw("notes/a.md"), PROMPTLY)
+    finally:
+        watcher.stop()

@@ -21,6 +21,14 @@ then a folder that came is walked (alone), so a file written in it before its wa
 still found, and one that went (or was moved) gets a reconcile of the whole root, the one way to
 tell which rows it took along.
 ``KIWIFS_WATCH_FOLDERS=0`` watches the root recursively, as before (the benchmark's A/B).
+
+A name that is not UTF-8 is one watchfiles cannot hand over: an event naming one raises from its
+generator and ends it. The watches are then set up again at once and the root reconciled (the
+events of that batch are lost; the reconcile finds them; at most one such reconcile a second),
+so one such file cannot leave the server on the periodic reconcile alone. A folder whose name
+is not UTF-8 cannot be watched at all (watchfiles refuses the path): it is left out of the
+watches, and what changes in it is found by the periodic reconcile; a recursive watch of a root
+holding one cannot even start, so the watcher then watches each folder instead.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from kiwifs.config import env_switch
 from kiwifs.filewalk import list_folder
+from kiwifs.text import undecodable
 
 if TYPE_CHECKING:
     import watchfiles
@@ -52,6 +61,9 @@ LISTEN_ATTEMPTS = 3  # a folder may go between the walk and its watch: walk agai
 # True: folders that only came are walked alone, not the whole root (KIWIFS_WATCH_NEW=0: a
 # reconcile of the root for them too, as before: the benchmark's A/B switch)
 NEW_FOLDERS_ONLY = env_switch("KIWIFS_WATCH_NEW")
+# seconds: after batches of events lost (watchfiles raised), at most one reconcile this often,
+# so a name that is not UTF-8 changing all the time does not keep the root being walked
+RECOVER_GAP = 1.0
 
 
 class Watcher:
@@ -113,9 +125,20 @@ class Watcher:
         self._reconciled()
         self._first_pass.set()
         last = time.monotonic()
+        owed = False  # a batch of events was lost: a reconcile must find what it held
+        recovered = -RECOVER_GAP  # when the last such reconcile ran
         try:
             while changes is not None:
-                batch = next(changes, None)
+                if owed and time.monotonic() - recovered >= RECOVER_GAP:
+                    self._reconciled()
+                    owed, recovered = False, time.monotonic()
+                    last = recovered
+                try:
+                    batch = next(changes, None)
+                except Exception as exc:  # noqa: BLE001 - e.g. a name that is not UTF-8
+                    log.warning("file watcher lost a batch of events (%s); watching again", exc)
+                    changes, owed = self._listen(), True
+                    continue
                 if batch is None:
                     return  # stopped
                 wanted = [(change, path) for change, path in batch if self._wanted(change, path)]
@@ -192,12 +215,14 @@ class Watcher:
                 next(changes)  # sets the watches up; what it yields predates the reconcile
             except StopIteration:
                 return None  # stopped meanwhile
-            except FileNotFoundError:
+            except Exception as exc:  # noqa: BLE001 - a folder went between the walk and its
+                # watch, or an event already named a file whose name is not UTF-8: again
+                if not self._per_folder:  # a recursive watch of a root holding a folder whose
+                    # name is not UTF-8 cannot be set up: each visible folder is watched instead
+                    log.warning("recursive file watch failed (%s); watching each folder", exc)
+                    self._per_folder = True
                 if attempt + 1 < LISTEN_ATTEMPTS:
-                    continue  # a folder went between the walk and its watch
-                log.exception("file watcher failed; falling back to periodic reconcile")
-                return None
-            except Exception:
+                    continue
                 log.exception("file watcher failed; falling back to periodic reconcile")
                 return None
             return changes
@@ -206,16 +231,19 @@ class Watcher:
     def _folders(self) -> list[str]:
         """The root and every folder under it that the walk enters (:func:`list_folder`'s rule:
         not hidden, not a symbolic link), so the watches cover what the index keeps. A folder
-        that cannot be listed is watched but not entered."""
+        that cannot be listed is watched but not entered. A folder whose name is not UTF-8 is left
+        out, and so is what it holds: watchfiles cannot take its path (the periodic reconcile
+        finds its changes)."""
         folders: list[str] = []
         todo = [os.fspath(self.root)]
         while todo:
             folder = todo.pop()
             folders.append(folder)
             try:
-                todo.extend(f"{folder}/{name}" for name in list_folder(folder).folders)
+                names = list_folder(folder).folders
             except OSError:
                 continue
+            todo.extend(f"{folder}/{name}" for name in names if not undecodable(name))
         return folders
 
     def _folder_event(self, path: str) -> bool:
