@@ -35,7 +35,7 @@ from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy
 from kiwifs.limits import MAX_READ_BYTES
 
-from . import checkcache
+from . import checkcache, rebuildlock
 from .answers import IndexAnswers
 from .database import BUSY_TIMEOUT, INDEX_FILE, STATE_DIR, IndexUnavailable, is_busy, is_damage
 from .db import Index, Progress, ReconcileStats
@@ -78,6 +78,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
         self._in_root = True
         self._temp: tempfile.TemporaryDirectory[str] | None = None
         self._watcher: Watcher | None = None
+        self._watch_lock: int | None = None  # the shared rebuild lock a watcher holds
         self._writeback: Writeback | None = None  # while watching: writes indexed in batches
         self._lock = threading.RLock()
         self._timeline: Timeline | None = None
@@ -257,23 +258,39 @@ class IndexKeeper(IndexAnswers, IndexLookups):
         return self._repairing(index, index.reconcile, index.reconcile)
 
     def reindex(self, progress: Progress | None = None) -> int:
+        """Rebuild the text index; :class:`~kiwifs.errors.Locked` beside a server that keeps
+        it (see :mod:`~kiwifs.index.rebuildlock`)."""
         index = self._open()
 
         def rebuild() -> int:
             return index.rebuild(progress)
 
-        return self._repairing(index, rebuild, rebuild)
+        with self._rebuilding():
+            return self._repairing(index, rebuild, rebuild)
 
     def reindex_vectors(self, progress: Progress | None = None) -> EmbedRound:
-        """Embed every page again from scratch (after the text index is current)."""
-        self.reconcile()
-        return self.recall().store.rebuild(progress)
+        """Embed every page again from scratch (after the text index is current); refused
+        beside a server, as :meth:`reindex` is."""
+        self._open()
+        with self._rebuilding():
+            self.reconcile()
+            return self.recall().store.rebuild(progress)
+
+    def _rebuilding(self) -> contextlib.AbstractContextManager[None]:
+        """The rebuild lock for a rebuild from this process: none needed when this process
+        watches (its watcher and the rebuild share the index object and its lock) or indexes
+        into a temporary folder of its own."""
+        if self._watcher is not None or not self._in_root:
+            return contextlib.nullcontext()
+        return rebuildlock.exclusive(self.root)
 
     def start_watching(self, period: float = DEFAULT_PERIOD) -> None:
         with self._lock:
             if self._watcher is not None:
                 return
             index = self._open()
+            if self._in_root:  # waits while another process rebuilds the index
+                self._watch_lock = rebuildlock.hold_shared(self.root)
             recall = self.recall() if self.vector.enabled else None
             refresh, reconcile = index.refresh_if_changed, index.reconcile
             if recall is not None:
@@ -298,6 +315,9 @@ class IndexKeeper(IndexAnswers, IndexLookups):
             writeback.close()  # what is queued is indexed first
         if watcher is not None:
             watcher.stop()
+        with self._lock:
+            lock, self._watch_lock = self._watch_lock, None
+        rebuildlock.release(lock)
         recall = self._recall
         if recall is not None:
             recall.stop_worker()

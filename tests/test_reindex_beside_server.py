@@ -1,0 +1,83 @@
+"""A rebuild of the index never runs beside a server that keeps it current.
+
+``kiwifs reindex`` next to a running ``kiwifs serve`` once dropped the tables under the server:
+the server read "no such table", took it for damage and rebuilt too, the two rebuilds collided
+(``UNIQUE constraint failed: files.id``) and acknowledged writes were not searchable for seconds.
+Now every watcher holds the rebuild lock shared and a rebuild elsewhere is refused while it does
+(``kiwifs.index.rebuildlock``). One real server, real CLI processes, real SQLite.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kiwifs.errors import Locked
+from kiwifs.knowledge import Knowledge
+from realserver import KIWIFS, serving
+
+API = "/api/kiwi"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    Knowledge.init(root, template="blank")
+    for n in range(20):
+        (root / "notes" / f"n{n}.md").parent.mkdir(exist_ok=True)
+        (root / "notes" / f"n{n}.md").write_text(f"# note {n}\nmarmalade {n}\n")
+    return root
+
+
+def reindex(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KIWIFS, "reindex", "--root", str(root)], capture_output=True, text=True, check=False
+    )
+
+
+def test_reindex_beside_a_real_server_is_refused_and_the_server_keeps_every_write(
+    root: Path,
+) -> None:
+    log = root.parent / "serve.log"
+    written: list[str] = []
+    with serving(root, log) as (base, _), httpx.Client(base_url=base, timeout=30) as client:
+
+        def write(start: int) -> None:
+            for n in range(start, start + 40):
+                rel = f"live/w{n}.md"
+                response = client.put(f"{API}/file", params={"path": rel}, content=f"quince {n}\n")
+                assert response.status_code == 200, response.text
+                written.append(rel)
+
+        writer = threading.Thread(target=write, args=(0,))
+        writer.start()
+        refused = [reindex(root) for _ in range(3)]  # while the writes go on
+        writer.join()
+        for result in refused:
+            assert result.returncode == 1, result.stderr
+            assert "stop it, run `kiwifs reindex`" in result.stderr
+        hits = client.get(f"{API}/search", params={"q": "quince", "limit": 200}).json()
+        assert sorted(hit["path"] for hit in hits["results"]) == sorted(written)
+        found = client.get(f"{API}/search", params={"q": "marmalade", "limit": 200}).json()
+        assert len(found["results"]) == 20
+    text = log.read_text(errors="replace")
+    assert "no such table" not in text and "rebuilding" not in text, text
+    done = reindex(root)  # the server gone, the rebuild runs
+    assert done.returncode == 0, done.stderr
+    assert "indexed 61 files" in done.stdout
+
+
+def test_a_watching_process_holds_off_a_rebuild_from_another(root: Path) -> None:
+    with Knowledge.open(root) as server, Knowledge.open(root) as other:
+        server.start_watching()
+        with pytest.raises(Locked, match="stop it"):
+            other.reindex()
+        with pytest.raises(Locked):
+            other.reindex_vectors()
+        assert server.reindex() == 21  # the watching process itself may rebuild
+        server.stop_watching()
+        assert other.reindex() == 21
