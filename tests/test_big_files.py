@@ -167,3 +167,16 @@ def test_a_1_gib_sparse_file_is_never_read(tmp_path: Path) -> None:
         )
         assert kb.search("giant").results == []
     assert os.stat(root / "giant.md").st_blocks < 64  # still sparse: nothing wrote it out
+
+
+def test_the_history_replay_reads_no_committed_blob_over_the_limit(root: Path) -> None:
+    """A commit of such a file is the user's business; the timeline of the dashboard reads its
+    size from git's object header, and counts it as the index does: not an episode."""
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", "big ones"], check=True)
+    with Knowledge.open(root) as kb:
+        kb.indexing.refresh_timeline("episodes/")
+        last = kb.overview().timeline[-1]
+    assert (last.episodic, last.unmerged) == (1, 1)  # episodes/small.md alone

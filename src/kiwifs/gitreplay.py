@@ -200,6 +200,10 @@ class GitHistory:
         data: bytes = self.repo[blob_id].peel(load_pygit2().Blob).data
         return data
 
+    def blob_size(self, blob_id: str) -> int:
+        """A blob's size from its object header, without reading the blob."""
+        return int(self.repo.odb.read_header(blob_id)[1])
+
     def close(self) -> None:
         self._repo = None
 

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kiwifs.gitreplay import BlobChange, CommitInfo, GitHistory
-from kiwifs.memory.rules import FileFacts
+from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
+from kiwifs.memory.rules import FileFacts, unreadable_facts
 from kiwifs.memory.scan import facts_of_bytes
 from kiwifs.memory.timeline import CoverageState, TimelinePoint
 
@@ -197,10 +198,16 @@ class Timeline:
             if hit is not None and hit[0] == change.blob:
                 out.append((change.path, hit[1]))
             else:
-                out.append(
-                    (change.path, facts_of_bytes(change.path, self._history.blob(change.blob)))
-                )
+                out.append((change.path, self._blob_facts(change.path, change.blob)))
         return out
+
+    def _blob_facts(self, path: str, blob: str) -> FileFacts:
+        """The facts of a committed blob, read from git; one over the size limit is never read
+        (its size is in the object's header) and counts as the index counts the file: an
+        unreadable one, not an episode."""
+        if self._history.blob_size(blob) > MAX_READ_BYTES:
+            return unreadable_facts(path, TOO_LARGE)
+        return facts_of_bytes(path, self._history.blob(blob))
 
 
 def points(conn: sqlite3.Connection, limit: int = MAX_DAYS) -> list[TimelinePoint]:
