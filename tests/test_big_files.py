@@ -180,3 +180,16 @@ def test_the_history_replay_reads_no_committed_blob_over_the_limit(root: Path) -
         kb.indexing.refresh_timeline("episodes/")
         last = kb.overview().timeline[-1]
     assert (last.episodic, last.unmerged) == (1, 1)  # episodes/small.md alone
+
+
+def test_a_value_sqlite_refuses_is_no_damage() -> None:
+    """Resetting the index for it would store the same value and fail again, for ever."""
+    import sqlite3
+
+    from kiwifs.index.database import is_damage
+
+    conn = sqlite3.connect(":memory:")
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000)
+    with pytest.raises(sqlite3.DataError) as caught:
+        conn.execute("SELECT ?", ("x" * 2000,))
+    assert not is_damage(caught.value)

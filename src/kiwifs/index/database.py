@@ -53,9 +53,12 @@ def is_damage(exc: sqlite3.Error) -> bool:
 
     A busy database, a full disk or a bad query says nothing about the file: throwing the
     index away then would cost a full rebuild and, for a busy one, pull it from under the
-    process holding it.
+    process holding it. Nor does a value SQLite refuses (``DataError``: "string or blob too
+    big"): a rebuild would store the same value and fail again, for ever.
     """
-    if is_busy(exc) or not isinstance(exc, sqlite3.DatabaseError):
+    if is_busy(exc) or isinstance(exc, sqlite3.DataError):
+        return False
+    if not isinstance(exc, sqlite3.DatabaseError):
         return False
     if _primary_code(exc) in _DAMAGE_CODES:
         return True
