@@ -67,3 +67,46 @@ def test_uploads_cut_off_mid_body_are_quietly_dropped(
     assert proc.returncode is not None
     text = log.read_text(errors="replace")
     assert "Traceback" not in text and "unexpected error" not in text, text
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes ``sock`` (EOF or a reset) before the bound; no answer is read."""
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.parametrize("sent", [b"GET /health HT", b"GET /health HTTP/1.1\r\nHost: x"])
+def test_a_request_whose_headers_never_end_is_closed(
+    server: tuple[str, subprocess.Popen[bytes], Path], sent: bytes
+) -> None:
+    """Incomplete headers were never timed out: 1,500 such connections stayed open. The server
+    (started with a 1 s header limit) must close them, and still answer everyone else."""
+    base, _, _ = server
+    with connect(base) as slow:
+        slow.sendall(sent)
+        with httpx.Client(base_url=base, timeout=BOUND) as client:
+            assert client.get("/health").status_code == 200  # others are not held up
+        assert closed_by_server(slow)
+
+
+def test_a_kept_alive_connection_gets_the_limit_again(
+    server: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    """After a first answer, the next request's headers on the same connection are limited too
+    (uvicorn's keep-alive timer stops once any byte arrives)."""
+    base, _, _ = server
+    host = urlsplit(base).netloc
+    with connect(base) as sock:
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(4096)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        assert closed_by_server(sock)

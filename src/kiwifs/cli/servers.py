@@ -63,6 +63,7 @@ def serve(
     import uvicorn
 
     from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
+    from kiwifs.rest.headertimeout import HeaderTimeoutProtocol
     from kiwifs.rest.probes import Probes
     from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
@@ -95,9 +96,15 @@ def serve(
     app = StartingApp(kb, build, loopback=host in LOOPBACK_HOSTS, on_failure=stop)
     click.echo(f"kiwifs {__version__} serving {kb.root} on http://{host}:{bind_port}", err=True)
     # no WebSocket route exists: "none" also spares importing a WebSocket library; requests
-    # still running SHUTDOWN_GRACE seconds after SIGTERM/SIGINT are cancelled
+    # still running SHUTDOWN_GRACE seconds after SIGTERM/SIGINT are cancelled; a client that
+    # never finishes its headers is closed (HeaderTimeoutProtocol: uvicorn has no such limit)
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", ws="none", timeout_graceful_shutdown=SHUTDOWN_GRACE
+        app,
+        log_level="warning",
+        lifespan="on",
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        http=HeaderTimeoutProtocol,
     )
     server = StoppingServer(config, kb.events)
     server.run(sockets=[sock])

@@ -313,7 +313,10 @@ def run_http(kb: Knowledge, sock: socket.socket) -> None:
     host, port = sock.getsockname()[:2]
     app = http_app(kb, host)
     _log(f"kiwifs-mcp: streamable HTTP on http://{_url_host(host)}:{port}/mcp")
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    from kiwifs.rest.headertimeout import HeaderTimeoutProtocol
+
+    # a client that never finishes its headers is closed (uvicorn has no such limit)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, http=HeaderTimeoutProtocol)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
