@@ -21,6 +21,7 @@ from kiwifs.cli import cli
 from kiwifs.errors import InvalidPath
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
+from kiwifs.text import SHOWN_JSON
 
 EXAMPLE = "episodes/example-episode.md"
 MISSING_ID = (
@@ -267,8 +268,9 @@ def test_text_output_never_sends_control_sequences_to_the_terminal(tmp_path: Pat
 
 def test_json_output_is_json_dumps_byte_for_byte(tmp_path: Path) -> None:
     """``--json`` prints ``json.dumps(value, indent=2, ensure_ascii=False)``: non-ASCII text, a
-    file name that is not UTF-8 (its bytes as on disk) and search scores small enough for an
-    exponent, from the index and from the scan."""
+    file name that is not UTF-8 (by the name rule: its byte as ``\\xff``, whatever stdout's
+    error handler) and search scores small enough for an exponent, from the index and from the
+    scan."""
     root = write(
         tmp_path,
         {
@@ -287,9 +289,9 @@ def test_json_output_is_json_dumps_byte_for_byte(tmp_path: Path) -> None:
 
     def standard(value: object) -> bytes:
         text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-        return text.encode("utf-8", "surrogateescape")
+        return text.encode("utf-8", SHOWN_JSON)
 
-    assert b"\xff.md" in printed("memory", "report", "--no-index")
+    assert b'"episodes/\\\\xff.md"' in printed("memory", "report", "--no-index")
     with Knowledge.open(root) as kb:
         kb.reindex()
         report = standard(kb.memory_report().to_json())

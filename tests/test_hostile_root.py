@@ -2,10 +2,11 @@
 
 The root holds what a careless sync, a malicious collaborator or a broken disk can leave in it:
 symlinks into ``.git``, into ``.kiwi`` and out of the root, a FIFO named ``*.md``, a YAML alias
-bomb, invalid UTF-8, a 17 MB file, a git configuration that names external programs (a diff
-driver, a textconv, hooks, an fsmonitor) and 2,000 files added at once. REST is driven in-process
-through httpx's ASGI transport, MCP through the official client on the in-process server, the CLI
-through click's runner, and one real ``kiwifs serve`` shows that SIGTERM still stops a server
+bomb, invalid UTF-8 (in a file, and in names), a 17 MB file, a git configuration that names
+external programs (a diff driver, a textconv, hooks, an fsmonitor) and 2,000 files added at once.
+REST is driven in-process through httpx's ASGI transport, MCP through the official client on the
+in-process server (and over stdio, where a name that is not UTF-8 once killed the server), the
+CLI through click's runner, and one real ``kiwifs serve`` shows that SIGTERM still stops a server
 that was asked to read a FIFO. Nothing of ours is mocked.
 """
 
@@ -23,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
-from mcp import Client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
@@ -637,3 +639,139 @@ def test_real_server_answers_around_a_fifo_and_stops_on_sigterm(tmp_path: Path) 
             proc.kill()
             proc.wait()
     assert stat.S_ISFIFO(os.lstat(root / "pipe.md").st_mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# names that are not UTF-8: one rule on every interface (each such byte shown as \xNN, and the
+# name shown is the name to read it by)
+
+LATIN1_CONTENT = b"---\nmemory_kind: episodic\nepisode_id: cafe\nstatus: odd\n---\nquokkaname one\n"
+SHOWN_FILE = "caf\\xe9.md"  # the file b"caf\xe9.md", as shown
+SHOWN_INNER = "f\\xe9/in.md"  # b"f\xe9/in.md"
+
+
+def latin1_root(base: Path) -> Path:
+    """A root holding ``caf<E9>.md`` (an episode) and ``f<E9>/in.md``: Latin-1 names."""
+    root = base / "kb"
+    Knowledge.init(root)
+    raw = os.fsencode(root)
+    os.mkdir(raw + b"/f\xe9")
+    for name, content in ((b"/caf\xe9.md", LATIN1_CONTENT), (b"/f\xe9/in.md", b"quokkaname two\n")):
+        fd = os.open(raw + name, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, content)
+        os.close(fd)
+    return root
+
+
+@pytest.fixture
+def latin1(tmp_path: Path) -> Path:
+    return latin1_root(tmp_path)
+
+
+def shows_both(text: str) -> None:
+    assert SHOWN_FILE in text and "\ufffd" not in text, text[:500]
+
+
+@asynccontextmanager
+async def stdio_mcp(root: Path, errlog: Path) -> AsyncIterator[ClientSession]:
+    """The installed ``kiwifs mcp`` over stdio, as an MCP host runs it."""
+    passed = ("GIT_", "HOME", "PATH", "PYTHONPATH")  # the isolated git config; the same kiwifs
+    env = {k: v for k, v in os.environ.items() if k.startswith(passed)}
+    params = StdioServerParameters(command=KIWIFS, args=["mcp", "--root", str(root)], env=env)
+    with errlog.open("w") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+@pytest.mark.anyio
+async def test_stdio_mcp_shows_and_reads_a_name_that_is_not_utf8(
+    latin1: Path, tmp_path: Path
+) -> None:
+    """Each of these calls used to kill the stdio server (its writer cannot encode a lone
+    surrogate) and leave the client waiting: the bound turns a hang into a failure."""
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("kiwi_tree", {}),
+        ("kiwi_search", {"query": "quokkaname"}),
+        ("kiwi_search_hybrid", {"query": "quokkaname"}),
+        ("kiwi_query_meta", {"filters": ["$.status=odd"]}),
+        ("kiwi_memory_report", {}),
+        ("kiwi_memory_report", {"format": "json"}),
+        ("kiwi_brief", {"query": "quokkaname"}),
+    ]
+    with anyio.fail_after(60):
+        async with stdio_mcp(latin1, tmp_path / "stderr.log") as session:
+            for name, args in calls:
+                result = await session.call_tool(name, args)
+                assert not result.is_error, (name, text_of(result))
+                shows_both(text_of(result))
+            tree = await session.read_resource("kiwi://tree/")
+            block = tree.contents[0]
+            assert isinstance(block, TextResourceContents)
+            assert SHOWN_INNER.split("/")[0] + "/" in block.text
+            shows_both(block.text)
+            read = await session.call_tool("kiwi_read", {"path": SHOWN_FILE})
+            assert not read.is_error and "quokkaname one" in text_of(read)
+            inner = await session.call_tool("kiwi_read", {"path": SHOWN_INNER})
+            assert not inner.is_error and "quokkaname two" in text_of(inner)
+            missing = await session.call_tool("kiwi_read", {"path": "caf\\xe8.md"})
+            assert missing.is_error and "caf\\xe8.md" in text_of(missing)
+            assert (await session.call_tool("kiwi_tree", {})).content  # still alive
+
+
+@pytest.mark.anyio
+async def test_rest_shows_and_reads_a_name_that_is_not_utf8(latin1: Path) -> None:
+    async with rest(latin1) as client:
+        tree = await client.get(f"{API}/tree")
+        names = [c["name"] for c in tree.json()["children"]]
+        assert SHOWN_FILE in names and "f\\xe9" in names
+        found = (await client.get(f"{API}/search", params={"q": "quokkaname"})).json()
+        assert {r["path"] for r in found["results"]} == {SHOWN_FILE, SHOWN_INNER}
+        meta = (await client.get(f"{API}/meta", params={"where": "$.status=odd"})).json()
+        assert [r["path"] for r in meta["results"]] == [SHOWN_FILE]
+        report = (await client.get(f"{API}/memory/report")).json()
+        assert SHOWN_FILE in [f["path"] for f in report["episodic_files"]]
+        got = await client.get(f"{API}/file", params={"path": SHOWN_FILE})
+        assert got.status_code == 200 and got.content == LATIN1_CONTENT
+        inner = await client.get(f"{API}/tree", params={"path": "f\\xe9"})
+        assert [c["path"] for c in inner.json()["children"]] == [SHOWN_INNER]
+        missing = await client.get(f"{API}/file", params={"path": "caf\\xe8.md"})
+        assert missing.status_code == 404 and "caf\\xe8.md" in missing.json()["error"]
+
+
+@pytest.mark.anyio
+async def test_web_pages_show_a_name_that_is_not_utf8(latin1: Path) -> None:
+    """``/browse`` of a folder holding such a name was a plain-text 500."""
+    async with rest(latin1) as client:
+        for url in ("/browse", "/browse/", "/search?q=quokkaname"):
+            page = await client.get(url)
+            assert page.status_code == 200, (url, page.text[:300])
+            assert "text/html" in page.headers["content-type"]
+            assert "caf\\xe9.md" in page.text, url
+        assert 'href="/file/caf%5Cxe9.md"' in (await client.get("/browse")).text
+        folder = await client.get("/browse/f%5Cxe9")  # the link the root's page gives
+        assert folder.status_code == 200 and 'href="/file/f%5Cxe9/in.md"' in folder.text
+        page = await client.get("/file/caf%5Cxe9.md")
+        assert page.status_code == 200 and "quokkaname one" in page.text
+        raw = await client.get("/raw/f%5Cxe9/in.md")
+        assert raw.content == b"quokkaname two\n"
+        for url in ("/browse/%E9", "/browse/f%E9", "/file/caf%E9.md"):  # not this rule's names
+            missing = await client.get(url)
+            assert missing.status_code == 404, (url, missing.text[:300])
+            assert "text/html" in missing.headers["content-type"]
+
+
+def test_cli_shows_a_name_that_is_not_utf8(latin1: Path) -> None:
+    runner = CliRunner()
+    report = runner.invoke(cli, ["memory", "report", "--root", str(latin1)])
+    assert report.exit_code == 0, report.output
+    shows_both(report.stdout)
+    as_json = runner.invoke(cli, ["memory", "report", "--json", "--root", str(latin1)])
+    assert SHOWN_FILE in [f["path"] for f in json.loads(as_json.stdout)["episodic_files"]]
+    found = runner.invoke(cli, ["search", "quokkaname", "--root", str(latin1)])
+    assert found.exit_code == 0, found.output
+    shows_both(found.stdout)
+    assert SHOWN_INNER in found.stdout
+    hits = runner.invoke(cli, ["search", "quokkaname", "--json", "--root", str(latin1)])
+    assert {r["path"] for r in json.loads(hits.stdout)["results"]} == {SHOWN_FILE, SHOWN_INNER}

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from .errors import InvalidPath
-from .text import check_text
+from .text import check_text, name_from_shown
 
 MAX_SEGMENT_BYTES = 255
 
@@ -33,9 +33,11 @@ MAX_SEGMENT_BYTES = 255
 def canonical(path: str) -> str:
     """Return the canonical form of an API path or raise :class:`InvalidPath`.
 
-    A path must be valid Unicode (a name on disk that is not UTF-8 cannot be addressed).
-    One leading ``/`` is dropped; ``\\`` is *not* a separator (it is a legal filename byte on
-    POSIX, and turning it into ``/`` would make two different names collide).
+    A path must be valid Unicode; a name on disk that is not UTF-8 is addressed as every
+    interface shows it, its undecodable bytes written ``\\xNN`` (the name rule,
+    :func:`~kiwifs.text.name_from_shown`). One leading ``/`` is dropped; ``\\`` is *not* a
+    separator (it is a legal filename byte on POSIX, and turning it into ``/`` would make two
+    different names collide).
     """
     if not isinstance(path, str) or path == "":
         raise InvalidPath("path is required")
@@ -43,6 +45,7 @@ def canonical(path: str) -> str:
     for ch in path:
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
             raise InvalidPath(f"path contains a control character: {path!r}")
+    path = name_from_shown(path)
     rel = path[1:] if path.startswith("/") else path
     if rel == "":
         raise InvalidPath("path is required")

@@ -15,6 +15,7 @@ import click
 
 from kiwifs.errors import KiwiError
 from kiwifs.printed_json import dumps
+from kiwifs.text import SHOWN_JSON, shown
 
 ROOT_HELP = "Knowledge root folder."
 DEFAULT_ROOT = "./knowledge"
@@ -49,21 +50,24 @@ def terminal_safe(text: str) -> str:
 
 def echo(message: str, err: bool = False, nl: bool = True) -> None:
     """``click.echo`` of human-readable text, made :func:`terminal_safe` first (JSON output goes
-    through :func:`echo_json`, whose escapes already keep control characters out)."""
-    click.echo(terminal_safe(message), err=err, nl=nl)
+    through :func:`echo_json`, whose escapes already keep control characters out), a name that
+    is not UTF-8 shown by the name rule (:func:`~kiwifs.text.shown`: a lone surrogate would
+    crash a strict stdout)."""
+    click.echo(terminal_safe(shown(message)), err=err, nl=nl)
 
 
 def echo_json(value: Any) -> None:
     """Print ``json.dumps(value, indent=2, ensure_ascii=False)`` and a newline to stdout.
 
-    The bytes go straight to a UTF-8 stdout (lone surrogates encoded by its error handler, as
-    text written to it would be); any other stdout gets them as text.
+    A name that is not UTF-8 is written by the name rule (:data:`~kiwifs.text.SHOWN_JSON`: each
+    undecodable byte as ``\\xNN``), as REST and MCP answer it. The bytes go straight to a UTF-8
+    stdout; any other stdout gets them as text.
     """
     stream = sys.stdout
     if codecs.lookup(stream.encoding).name != "utf-8" or not hasattr(stream, "buffer"):
-        stream.write(dumps(value, "surrogatepass").decode("utf-8", "surrogatepass") + "\n")
+        stream.write(dumps(value, SHOWN_JSON).decode("utf-8") + "\n")
     else:
-        data = dumps(value, stream.errors or "strict")
+        data = dumps(value, SHOWN_JSON)
         stream.flush()
         stream.buffer.write(data)
         stream.buffer.write(b"\n")

@@ -39,6 +39,7 @@ from kiwifs.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
 from kiwifs.config import DEFAULT_MCP_PORT
 from kiwifs.errors import Conflict, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
+from kiwifs.text import shown
 
 from .lazy import AuthGate
 from .render import render_tree
@@ -95,11 +96,16 @@ def failure_text(exc: BaseException, spec: ToolSpec | None, args: dict[str, Any]
 
 
 def tool_error(text: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=shown(text))], is_error=True)
 
 
 def adapt(spec: ToolSpec, fn: Callable[..., str]) -> Callable[..., str | CallToolResult]:
-    """Wrap a tool method: rename keyword aliases, map failures, log one line per call."""
+    """Wrap a tool method: rename keyword aliases, map failures, log one line per call.
+
+    The text goes out by the name rule (:func:`~kiwifs.text.shown`): a name that is not UTF-8
+    would otherwise be a lone surrogate, which no transport can encode (over stdio the writer
+    died with the whole server; over HTTP the call failed).
+    """
 
     @functools.wraps(fn)
     def call(**kwargs: Any) -> str | CallToolResult:
@@ -107,7 +113,7 @@ def adapt(spec: ToolSpec, fn: Callable[..., str]) -> Callable[..., str | CallToo
         started = time.perf_counter()
         failed = True
         try:
-            text = fn(**args)
+            text = shown(fn(**args))
             failed = False
             return text
         except Exception as exc:  # noqa: BLE001 - mapped to a tool error, never a crash
@@ -168,13 +174,14 @@ def build_server(kb: Knowledge) -> KiwiMCP:
 
 
 def _resource_call(what: str, fn: Callable[[], str]) -> str:
-    """Run a resource read, turning failures into the SDK's resource errors."""
+    """Run a resource read, turning failures into the SDK's resource errors; text by the name
+    rule, as a tool's."""
     try:
-        return fn()
+        return shown(fn())
     except NotFound as exc:
-        raise ResourceNotFoundError(f"{what}: {exc.message}") from exc
+        raise ResourceNotFoundError(shown(f"{what}: {exc.message}")) from exc
     except Exception as exc:  # noqa: BLE001 - mapped, never a crash
-        raise ResourceError(failure_text(exc, None, {})) from exc
+        raise ResourceError(shown(failure_text(exc, None, {}))) from exc
 
 
 def _add_resources(server: KiwiMCP, kb: Knowledge) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kiwifs.text import valid_unicode
+from kiwifs.text import SHOWN_JSON
 
 STATUS: dict[str, int] = {
     "usage": 400,
@@ -36,7 +36,8 @@ def json_bytes(content: Any) -> bytes:
     """``content`` as compact JSON whose text is always valid UTF-8.
 
     A name on disk that is not UTF-8 reaches Python as lone surrogates, which the UTF-8 encoder
-    refuses: listing such a file would fail the whole answer. They are sent as U+FFFD instead.
+    refuses: listing such a file would fail the whole answer. They are sent by the name rule
+    (:mod:`kiwifs.text`): each undecodable byte as ``\\xNN``, the name a request reads it by.
     """
     text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return valid_unicode(text).encode("utf-8")
+    return text.encode("utf-8", SHOWN_JSON)

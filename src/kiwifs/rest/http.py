@@ -39,6 +39,7 @@ from kiwifs.limits import MAX_BULK_BYTES
 from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.provenance import sanitize_actor
 from kiwifs.requests import field_name, parse
+from kiwifs.text import SHOWN_JSON
 
 from .answers import STATUS, json_bytes
 
@@ -285,7 +286,8 @@ def event_stream(
                 if not keep(event):
                     continue
                 data = json.dumps(event.to_json(), ensure_ascii=False)
-                yield f"event: {name_of(event)}\ndata: {data}\n\n".encode()
+                # a name that is not UTF-8 by the name rule (kiwifs.text), as every JSON answer
+                yield f"event: {name_of(event)}\ndata: {data}\n\n".encode("utf-8", SHOWN_JSON)
         except asyncio.CancelledError:
             raise
         finally:

@@ -22,30 +22,37 @@ from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
 from kiwifs.index.search import marked_parts
+from kiwifs.text import shown
 
 EXTERNAL_REL = "noopener noreferrer nofollow"
 
 
 def file_url(path: str, **query: str) -> str:
     """The web page of a file (each segment percent-encoded)."""
-    url = "/file/" + quote(path, safe="/")
+    url = "/file/" + url_path(path)
     return url + _query(query)
 
 
 def raw_url(path: str) -> str:
-    return "/raw/" + quote(path, safe="/")
+    return "/raw/" + url_path(path)
 
 
 def browse_url(folder: str) -> str:
-    return "/browse/" + quote(folder.strip("/"), safe="/")
+    return "/browse/" + url_path(folder.strip("/"))
 
 
 def diff_url(path: str, rev_from: str, rev_to: str) -> str:
-    return "/diff/" + quote(path, safe="/") + _query({"from": rev_from, "to": rev_to})
+    return "/diff/" + url_path(path) + _query({"from": rev_from, "to": rev_to})
+
+
+def url_path(path: str) -> str:
+    """``path`` percent-encoded for a URL, a name that is not UTF-8 first written by the name
+    rule (:func:`~kiwifs.text.shown`: ``caf\\xe9.md``), the name the page reads it by."""
+    return quote(shown(path), safe="/")
 
 
 def _query(params: dict[str, str]) -> str:
-    pairs = [f"{quote(k)}={quote(v, safe='')}" for k, v in params.items() if v]
+    pairs = [f"{quote(k)}={quote(shown(v), safe='')}" for k, v in params.items() if v]
     return "?" + "&".join(pairs) if pairs else ""
 
 

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,6 +40,7 @@ from kiwifs.rest.http import (
     optional_int,
     run,
 )
+from kiwifs.text import shown
 
 from . import render
 from .chart import timeline_svg
@@ -79,6 +81,7 @@ def templates() -> Jinja2Templates:
         autoescape=select_autoescape(["html", "svg"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=page_text,
     )
     env.globals.update(
         file_url=render.file_url,
@@ -93,6 +96,15 @@ def templates() -> Jinja2Templates:
         version=__version__,
     )
     return Jinja2Templates(env=env)
+
+
+def page_text(value: Any) -> Any:
+    """Every value a page prints, a name that is not UTF-8 written by the name rule
+    (:func:`~kiwifs.text.shown`): a lone surrogate cannot be encoded, and one name in a folder
+    turned its whole page into a 500."""
+    if isinstance(value, Markup):
+        return Markup(shown(value))
+    return shown(value) if isinstance(value, str) else value
 
 
 class PageHeaders:
@@ -245,15 +257,16 @@ def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
     @app.get("/file/{path:path}", dependencies=page)
     async def file_page(request: Request, path: str, rev: str | None = None) -> HTMLResponse:
         current = await run(kb.read, path)
-        data = await run(kb.version, current.path, rev) if rev else current.content
+        # the path as asked, not current.path: a name that is not UTF-8 is asked by its shown form
+        data = await run(kb.version, path, rev) if rev else current.content
         fm_block, body = split(data)
         fm = json_safe(read_frontmatter(data).data) if fm_block else {}
         lineage = None
         try:
-            lineage = await run(kb.lineage, current.path)
+            lineage = await run(kb.lineage, path)
         except NotFound:
             pass  # not a knowledge file the index holds (e.g. not .md): no lineage to show
-        versions = await run(kb.versions, current.path)
+        versions = await run(kb.versions, path)
         text = body.decode("utf-8", errors="replace")
         is_md = current.path.endswith(".md")
         return show(
