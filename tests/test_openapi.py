@@ -6,6 +6,7 @@ test_fuzz.py checks real answers against the document; these tests pin its shape
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -159,15 +160,153 @@ async def test_bodies_and_headers_are_described(document: dict[str, Any]) -> Non
         assert media in ops[name]["requestBody"]["content"], name
     headers = {p["name"] for p in ops["put /api/kiwi/file"]["parameters"] if p["in"] == "header"}
     assert headers == {"X-Actor", "If-Match", "If-None-Match", "X-Provenance"}
-    order = [p for p in ops["get /api/kiwi/meta"]["parameters"] if p["name"] == "order"]
-    assert order[0]["schema"]["enum"] == ["asc", "desc"]
 
 
-async def test_meta_order_is_asc_or_desc(client_for: Client) -> None:
+ORDERS = [("asc", 200), ("DESC", 200), (" desc ", 200), ("", 200), ("sideways", 400), (" ", 400)]
+
+
+async def test_meta_order_is_asc_or_desc(client_for: Client, document: dict[str, Any]) -> None:
+    """The document once said ``enum: [asc, desc]`` while the server also takes ``""`` (asc) and
+    any case: its pattern must accept exactly what the server accepts."""
+    (order,) = [
+        p for p in operations(document)["get /api/kiwi/meta"]["parameters"] if p["name"] == "order"
+    ]
+    pattern = re.compile(order["schema"]["pattern"])
     async with client_for() as client:
-        for order, status in [("asc", 200), ("DESC", 200), ("", 200), ("sideways", 400)]:
-            resp = await client.get("/api/kiwi/meta", params={"order": order})
-            assert resp.status_code == status, (order, resp.text)
+        for value, status in ORDERS:
+            resp = await client.get("/api/kiwi/meta", params={"order": value})
+            assert resp.status_code == status, (value, resp.text)
+            assert (pattern.search(value) is not None) == (status == 200), value
+
+
+# (operation, where, name, a request refusing it empty): each required string the server refuses
+# empty must say minLength 1 in the document
+EMPTY_REFUSED = [
+    ("get /api/kiwi/file", "query", "path", ("GET", "/api/kiwi/file", {"path": ""}, None)),
+    ("put /api/kiwi/file", "query", "path", ("PUT", "/api/kiwi/file", {"path": ""}, None)),
+    ("delete /api/kiwi/file", "query", "path", ("DELETE", "/api/kiwi/file", {"path": ""}, None)),
+    (
+        "post /api/kiwi/file/append",
+        "query",
+        "path",
+        ("POST", "/api/kiwi/file/append", {"path": ""}, None),
+    ),
+    ("get /api/kiwi/versions", "query", "path", ("GET", "/api/kiwi/versions", {"path": ""}, None)),
+    (
+        "get /api/kiwi/version",
+        "query",
+        "path",
+        ("GET", "/api/kiwi/version", {"path": "", "version": "HEAD"}, None),
+    ),
+    (
+        "get /api/kiwi/version",
+        "query",
+        "version",
+        ("GET", "/api/kiwi/version", {"path": "index.md", "version": ""}, None),
+    ),
+    (
+        "get /api/kiwi/diff",
+        "query",
+        "path",
+        ("GET", "/api/kiwi/diff", {"path": "", "from": "HEAD", "to": "HEAD"}, None),
+    ),
+    (
+        "get /api/kiwi/diff",
+        "query",
+        "from",
+        ("GET", "/api/kiwi/diff", {"path": "index.md", "from": "", "to": "HEAD"}, None),
+    ),
+    (
+        "get /api/kiwi/diff",
+        "query",
+        "to",
+        ("GET", "/api/kiwi/diff", {"path": "index.md", "from": "HEAD", "to": ""}, None),
+    ),
+    ("get /api/kiwi/search", "query", "q", ("GET", "/api/kiwi/search", {"q": ""}, None)),
+    ("delete /api/kiwi/claim", "query", "path", ("DELETE", "/api/kiwi/claim", {"path": ""}, None)),
+    (
+        "post /api/kiwi/memory/remember",
+        "body",
+        "content",
+        ("POST", "/api/kiwi/memory/remember", None, {"content": ""}),
+    ),
+    (
+        "post /api/kiwi/memory/claim",
+        "body",
+        "worker",
+        ("POST", "/api/kiwi/memory/claim", None, {"worker": ""}),
+    ),
+    (
+        "post /api/kiwi/memory/release",
+        "body",
+        "worker",
+        ("POST", "/api/kiwi/memory/release", None, {"worker": ""}),
+    ),
+    (
+        "post /api/kiwi/bulk",
+        "body",
+        "files.path",
+        ("POST", "/api/kiwi/bulk", None, {"files": [{"path": ""}]}),
+    ),
+]
+
+
+def schema_of(op: dict[str, Any], where: str, name: str) -> dict[str, Any]:
+    if where == "query":
+        (param,) = [p for p in op["parameters"] if p["name"] == name and p["in"] == "query"]
+        assert param["required"]
+        return dict(param["schema"])
+    schema = op["requestBody"]["content"]["application/json"]["schema"]
+    *outer, last = name.split(".")
+    for part in outer:
+        schema = schema["properties"][part]["items"]
+    assert last in schema["required"]
+    return dict(schema["properties"][last])
+
+
+@pytest.mark.parametrize(("op", "where", "name", "request_"), EMPTY_REFUSED)
+async def test_required_strings_the_server_refuses_empty_say_so(
+    client_for: Client, document: dict[str, Any], op: str, where: str, name: str, request_: Any
+) -> None:
+    """27 operations refused empty required strings the document allowed."""
+    assert schema_of(operations(document)[op], where, name).get("minLength") == 1
+    method, url, params, body = request_
+    async with client_for() as client:
+        resp = await client.request(method, url, params=params, json=body)
+    assert resp.status_code == 400, resp.text
+
+
+async def test_every_required_string_in_the_document_is_non_empty(document: dict[str, Any]) -> None:
+    for name, op in operations(document).items():
+        for param in op.get("parameters", []):
+            if param["required"] and param["schema"].get("type") == "string":
+                assert param["schema"].get("minLength") == 1, (name, param["name"])
+
+
+@pytest.mark.parametrize("web", [True, False], ids=["with-web", "api-only"])
+async def test_a_method_a_path_lacks_is_405_with_allow(tmp_path: Path, web: bool) -> None:
+    """TRACE of an API path was answered 404 by the web interface's mount at ``/``."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    with Knowledge.open(root) as kb:
+        transport = httpx.ASGITransport(app=create_app(kb, web=web))
+        async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as client:
+            for method, path, allow in [
+                ("TRACE", "/api/kiwi/file", "GET, PUT, DELETE"),
+                ("PATCH", "/api/kiwi/file", "GET, PUT, DELETE"),
+                ("POST", "/api/kiwi/tree", "GET"),
+                ("DELETE", "/health", "GET"),
+                ("TRACE", "/openapi.json", "GET"),
+            ]:
+                resp = await client.request(method, path)
+                assert resp.status_code == 405, (method, path, resp.text)
+                assert resp.headers["allow"] == allow and resp.json() == {
+                    "error": "Method Not Allowed"
+                }
+            assert (await client.request("TRACE", "/api/kiwi/nope")).status_code == 404
+            if web:
+                page = await client.request("TRACE", "/queue")
+                assert page.status_code == 405 and page.headers["allow"] == "GET"
 
 
 async def test_a_file_that_is_not_markdown_is_sent_as_bytes(root: Path, client_for: Client) -> None:

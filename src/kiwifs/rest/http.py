@@ -42,6 +42,7 @@ from kiwifs.requests import field_name, parse
 from kiwifs.text import SHOWN_JSON
 
 from .answers import STATUS, json_bytes
+from .fallback import allowed_methods
 
 log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")
@@ -231,8 +232,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        resp = error_response(exc.status_code, str(exc.detail))
+        resp.headers.update(exc.headers or {})
+        allowed = allowed_methods(app.router.routes, request.url.path)
+        if exc.status_code == 405 and allowed:  # every method of the path, not its first route's
+            resp.headers["Allow"] = allowed
+        return resp
 
 
 def validation_message(exc: RequestValidationError) -> str:

@@ -23,6 +23,9 @@ from kiwifs.limits import MAX_BULK_BYTES, MAX_FILE_BYTES
 
 OPENAPI_URL = "/openapi.json"
 API_PREFIX = "/api/kiwi"
+# What the core accepts, written as JSON Schema patterns (documentation only: the core checks)
+ORDER_PATTERN = r"^(\s*([Aa][Ss][Cc]|[Dd][Ee][Ss][Cc])\s*)?$"  # /meta's order; empty: asc
+NOT_BLANK = r"\S"  # a value that must hold more than spaces (a search query)
 
 
 class ErrorBody(BaseModel):
@@ -109,8 +112,24 @@ def json_body_schema(properties: dict[str, Any], description: str) -> dict[str, 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
     """A JSON request body: the shared request model's schema, written out in full."""
-    schema = model.model_json_schema()
-    return {"required": True, "content": {"application/json": {"schema": _inline(schema)}}}
+    schema = _non_empty_required(_inline(model.model_json_schema()))
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _non_empty_required(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with ``minLength: 1`` on each required string field (nested ones included):
+    the core refuses every one of them empty (``path is required``, ``content is required``…),
+    so a schema allowing ``""`` would describe requests the server never takes."""
+    properties = schema.get("properties", {})
+    for name in schema.get("required", []):
+        field = properties.get(name, {})
+        if field.get("type") == "string":
+            field.setdefault("minLength", 1)
+    for field in properties.values():
+        for nested in (field, field.get("items", {})):
+            if nested.get("type") == "object":
+                _non_empty_required(nested)
+    return schema
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:
@@ -160,8 +179,8 @@ def install_openapi(app: FastAPI, guard: Callable[[Request], Awaitable[None]], k
 
     def document() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = _without_422(
-                get_openapi(title=app.title, version=app.version, routes=app.routes)
+            schema = _required_parameters_non_empty(
+                _without_422(get_openapi(title=app.title, version=app.version, routes=app.routes))
             )
             app.openapi_schema = _with_bearer(schema) if keyed else schema
         return app.openapi_schema
@@ -181,6 +200,18 @@ def _without_422(schema: dict[str, Any]) -> dict[str, Any]:
     components = schema.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
+    return schema
+
+
+def _required_parameters_non_empty(schema: dict[str, Any]) -> dict[str, Any]:
+    """``minLength: 1`` on every required string parameter: the core refuses each of them empty
+    (``path is required``, ``q is required``, ``invalid version: ''``)."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                kind = parameter.get("schema", {})
+                if parameter.get("required") and kind.get("type") == "string":
+                    kind.setdefault("minLength", 1)
     return schema
 
 

@@ -23,7 +23,7 @@ from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.rest.http import read_json, run
-from kiwifs.rest.openapi import errors, json_body_schema, query
+from kiwifs.rest.openapi import NOT_BLANK, ORDER_PATTERN, errors, json_body_schema, query
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
@@ -57,7 +57,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.get("/search", responses=errors(400))
     async def search(
-        q: str = Query(...),
+        q: str = Query(..., json_schema_extra={"pattern": NOT_BLANK}),
         limit: int = SEARCH_LIMIT,
         offset: int = 0,
         path_prefix: str | None = None,
@@ -88,7 +88,11 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         where: list[str] = Query(default=[]),
         or_: list[str] = Query(default=[], alias="or"),
         sort: str | None = None,
-        order: str = Query("asc", json_schema_extra={"enum": ["asc", "desc"]}),
+        order: str = Query(
+            "asc",
+            description="`asc` or `desc`, in any case; empty means `asc`.",
+            json_schema_extra={"pattern": ORDER_PATTERN},
+        ),
         limit: int = 50,
         offset: int = 0,
         path: list[str] = Query(default=[]),

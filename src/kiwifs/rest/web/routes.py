@@ -33,6 +33,7 @@ from kiwifs.index.search import SearchResults
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter, split
 from kiwifs.rest.answers import STATUS
+from kiwifs.rest.fallback import FallbackMount, allowed_methods
 from kiwifs.rest.http import (
     error_response,
     event_stream,
@@ -157,8 +158,15 @@ def web_app(kb: Knowledge, api_key: str | None, sessions: Sessions) -> ASGIApp:
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
         if request.url.path.startswith(JSON_PATHS):  # an API client's typo stays JSON
-            return error_response(exc.status_code, str(exc.detail))
-        return show(request, "error.html", exc.status_code, title="Error", message=str(exc.detail))
+            answer: Response = error_response(exc.status_code, str(exc.detail))
+        else:
+            message = str(exc.detail)
+            answer = show(request, "error.html", exc.status_code, title="Error", message=message)
+        answer.headers.update(exc.headers or {})
+        allowed = allowed_methods(app.router.routes, request.url.path)
+        if exc.status_code == 405 and allowed:  # every method of the path, not its first route's
+            answer.headers["Allow"] = allowed
+        return answer
 
     _session_routes(app, auth, show)
     _overview_routes(app, kb, auth, show, page)
@@ -426,4 +434,5 @@ def install(
     async def docs() -> HTMLResponse:
         return docs_html(f"{app.title} API")
 
-    app.mount("/", web_app(kb, api_key, sessions), name="web")
+    web = web_app(kb, api_key, sessions)  # a method a route lacks stays a 405 (FallbackMount)
+    app.router.routes.append(FallbackMount("/", web, "web", app.router.routes))
