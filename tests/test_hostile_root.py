@@ -738,6 +738,17 @@ async def test_rest_shows_and_reads_a_name_that_is_not_utf8(latin1: Path) -> Non
         assert [c["path"] for c in inner.json()["children"]] == [SHOWN_INNER]
         missing = await client.get(f"{API}/file", params={"path": "caf\\xe8.md"})
         assert missing.status_code == 404 and "caf\\xe8.md" in missing.json()["error"]
+        # read, never written: the journal, git, the index and the events hold valid Unicode
+        for write in (
+            client.put(f"{API}/file", params={"path": SHOWN_FILE}, content=b"x"),
+            client.put(f"{API}/file", params={"path": "new\\xff.md"}, content=b"x"),
+            client.post(f"{API}/file/append", params={"path": SHOWN_FILE}, content=b"x"),
+            client.delete(f"{API}/file", params={"path": SHOWN_INNER}),
+            client.post(f"{API}/rename", json={"from": SHOWN_FILE, "to": "plain.md"}),
+        ):
+            refused(await write, "not UTF-8", "can be read but not written")
+    assert (latin1 / os.fsdecode(b"caf\xe9.md")).read_bytes() == LATIN1_CONTENT
+    assert not (latin1 / "plain.md").exists()
 
 
 @pytest.mark.anyio

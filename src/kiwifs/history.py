@@ -58,7 +58,7 @@ class History:
 
     def _path(self, path: str) -> str:
         """The canonical path of a history query, refused like a read would refuse it."""
-        rel = canonical(path)
+        rel = canonical(path, reading=True)
         self.storage.abspath(rel)
         return rel
 

@@ -52,7 +52,7 @@ class Integrity:
 
     def lineage(self, path: str, prefix: str | None = None) -> Lineage:
         """Both directions of a file's lineage (docs/memory.md)."""
-        return self.indexing.lineage(canonical(path), self.episodes_prefix(prefix))
+        return self.indexing.lineage(canonical(path, reading=True), self.episodes_prefix(prefix))
 
     def lineage_of(self, path_or_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of a file given by path, or of the one episode with that id."""

@@ -217,7 +217,7 @@ class Knowledge:
     # -- reading ----------------------------------------------------------------------------
 
     def read(self, path: str) -> FileContent:
-        rel = canonical(path)
+        rel = canonical(path, reading=True)
         data, st = self.storage.read_with_stat(rel)
         return FileContent(rel, data, blob_id(data), st.st_mtime)
 

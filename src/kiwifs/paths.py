@@ -25,19 +25,21 @@ import sys
 from pathlib import Path
 
 from .errors import InvalidPath
-from .text import check_text, name_from_shown
+from .text import check_text, name_from_shown, shown, undecodable
 
 MAX_SEGMENT_BYTES = 255
 
 
-def canonical(path: str) -> str:
+def canonical(path: str, reading: bool = False) -> str:
     """Return the canonical form of an API path or raise :class:`InvalidPath`.
 
     A path must be valid Unicode; a name on disk that is not UTF-8 is addressed as every
     interface shows it, its undecodable bytes written ``\\xNN`` (the name rule,
-    :func:`~kiwifs.text.name_from_shown`). One leading ``/`` is dropped; ``\\`` is *not* a
-    separator (it is a legal filename byte on POSIX, and turning it into ``/`` would make two
-    different names collide).
+    :func:`~kiwifs.text.name_from_shown`). Such a name can only be read (``reading``): a write
+    would hand it to the crash journal, git's commit, the index and the events, which hold
+    valid Unicode only, so it is refused with a usage error (rename the file on disk). One
+    leading ``/`` is dropped; ``\\`` is *not* a separator (it is a legal filename byte on
+    POSIX, and turning it into ``/`` would make two different names collide).
     """
     if not isinstance(path, str) or path == "":
         raise InvalidPath("path is required")
@@ -46,6 +48,11 @@ def canonical(path: str) -> str:
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
             raise InvalidPath(f"path contains a control character: {path!r}")
     path = name_from_shown(path)
+    if not reading and undecodable(path):
+        raise InvalidPath(
+            f"{shown(path)} is a name that is not UTF-8: it can be read but not written "
+            "(rename it on disk)"
+        )
     rel = path[1:] if path.startswith("/") else path
     if rel == "":
         raise InvalidPath("path is required")
@@ -62,14 +69,14 @@ def canonical(path: str) -> str:
     return "/".join(segments)
 
 
-def canonical_dir(path: str | None) -> str:
+def canonical_dir(path: str | None, reading: bool = False) -> str:
     """Like :func:`canonical` for a folder argument; empty or ``/`` is the root (``""``)."""
     if path is None:
         return ""
     stripped = path.strip("/")
     if stripped == "":
         return ""
-    return canonical(stripped)
+    return canonical(stripped, reading)
 
 
 OUTSIDE = "outside the root"

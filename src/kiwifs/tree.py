@@ -36,7 +36,7 @@ class TreeNode:
 
 def folder_tree(storage: Storage, path: str | None, depth: int) -> TreeNode:
     """The folder at ``path`` (the root when empty) with ``depth`` levels of entries."""
-    rel = canonical_dir(path)
+    rel = canonical_dir(path, reading=True)
     base = storage.abspath(rel)
     if not os.path.isdir(base):
         if os.path.exists(base):
