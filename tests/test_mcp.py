@@ -626,7 +626,7 @@ def test_mcp_command_flags(tmp_path: Path) -> None:
     assert not (tmp_path / "absent").exists()
     port_alone = runner.invoke(cli, ["mcp", "--root", str(tmp_path), "--port", "9000"])
     assert port_alone.exit_code == 2 and "--http" in port_alone.output
-    bad_port = runner.invoke(cli, ["mcp", "--root", str(tmp_path), "--http", "--port", "0"])
+    bad_port = runner.invoke(cli, ["mcp", "--root", str(tmp_path), "--http", "--port", "65536"])
     assert bad_port.exit_code == 2
 
 
