@@ -262,6 +262,11 @@ def test_text_output_never_sends_control_sequences_to_the_terminal(tmp_path: Pat
         assert not any(c in text for c in "\x1b\x07\x9b\u202e")
     brief = in_process("brief", "storm", "--root", str(root))
     assert "retry \\x1b[8mhidden\\x1b[0m storm" in brief.stdout and "\x1b" not in brief.stdout
+    # on a terminal the highlight is the one escape sequence printed: the page's own are shown
+    styled = CliRunner().invoke(cli, ["search", "storm", "--root", str(root)], color=True)
+    assert "\\x1b[8mhidden\\x1b[0m" in styled.stdout, styled.stdout
+    assert "\x1b[1mstorm\x1b[0m" in styled.stdout  # the highlight, in bold
+    assert styled.stdout.count("\x1b") == 2 * styled.stdout.count("\x1b[1m")  # bold on, off
     data = json.loads(in_process("memory", "report", "--json", "--root", str(root)).stdout)
     assert data["unmerged"][0]["episode_id"] == "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eevil"
 

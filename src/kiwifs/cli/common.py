@@ -48,12 +48,18 @@ def terminal_safe(text: str) -> str:
     return _UNSAFE.sub(_escaped, text)
 
 
+def printable(text: str) -> str:
+    """``text`` as the CLI prints it: a name that is not UTF-8 shown by the name rule
+    (:func:`~kiwifs.text.shown`: a lone surrogate would crash a strict stdout), then
+    :func:`terminal_safe`."""
+    return terminal_safe(shown(text))
+
+
 def echo(message: str, err: bool = False, nl: bool = True) -> None:
-    """``click.echo`` of human-readable text, made :func:`terminal_safe` first (JSON output goes
-    through :func:`echo_json`, whose escapes already keep control characters out), a name that
-    is not UTF-8 shown by the name rule (:func:`~kiwifs.text.shown`: a lone surrogate would
-    crash a strict stdout)."""
-    click.echo(terminal_safe(shown(message)), err=err, nl=nl)
+    """``click.echo`` of human-readable text, made :func:`printable` first (JSON output goes
+    through :func:`echo_json`, whose escapes already keep control characters out). Text that
+    carries the CLI's own styling is made printable piece by piece before it is styled."""
+    click.echo(printable(message), err=err, nl=nl)
 
 
 def echo_json(value: Any) -> None:

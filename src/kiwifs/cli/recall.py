@@ -11,7 +11,7 @@ import click
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 
-from .common import echo, echo_json, root_option
+from .common import echo, echo_json, printable, root_option
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -86,7 +86,7 @@ def search(
     for n, hit in enumerate(found.results, start=offset + 1):
         echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
         if hit.snippet:
-            echo(f"   {_plain_snippet(hit.snippet)}")
+            click.echo(f"   {_plain_snippet(hit.snippet)}")  # its parts made printable
 
 
 def _score_text(mode: str, hit: Any) -> str:
@@ -103,11 +103,13 @@ def _score_text(mode: str, hit: Any) -> str:
 
 
 def _plain_snippet(snippet: str) -> str:
-    """Highlights in bold (click drops the styling when stdout is not a terminal)."""
+    """Highlights in bold (click drops the styling when stdout is not a terminal), the text
+    itself made :func:`printable` first, so the styling is the only escape sequence printed."""
     from kiwifs.index.search import marked_parts  # loaded by the search that made the snippet
 
     return "".join(
-        click.style(text, bold=True) if hit else text for text, hit in marked_parts(snippet)
+        click.style(printable(text), bold=True) if hit else printable(text)
+        for text, hit in marked_parts(snippet)
     )
 
 
