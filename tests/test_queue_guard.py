@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gitrepo import commit_count
-from kiwifs.errors import Conflict
+from kiwifs.errors import Conflict, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import MergeEntry
 
@@ -123,3 +123,88 @@ def test_a_merge_of_an_unknown_episode_is_written_with_a_warning(kb: Knowledge, 
     )
     assert len(kb.memory_check().dangling) == 2
     assert result.to_json()["warnings"] == list(result.warnings)
+
+
+# -- claims and the changes of the paths they hold ----------------------------------------------
+
+
+def paths_claimed(kb: Knowledge) -> list[tuple[str, str]]:
+    return [(c.path, c.holder) for c in kb.claims_list()]
+
+
+def test_the_generic_release_does_not_end_a_memory_claim(kb: Knowledge) -> None:
+    kb.claim_episodes("w1", limit=1)
+    for holder in ("w1", "bob"):
+        with pytest.raises(UsageError, match="held by a memory claim of w1, not a file claim"):
+            kb.release("episodes/e0.md", holder)
+    assert paths_claimed(kb) == [("episodes/e0.md", "w1")]
+
+
+def test_a_file_under_a_file_claim_changes_only_by_its_holder(kb: Knowledge, root: Path) -> None:
+    kb.claim("tasks/a.md", "alice")
+    claimed = (root / "tasks/a.md").read_bytes()
+    before = commit_count(root)
+    refused = "tasks/a.md is claimed by alice until .*; only alice may {} it"
+    with pytest.raises(Conflict, match=refused.format("change")):
+        kb.write("tasks/a.md", "---\ntitle: A\n---\nmine now\n", actor="bob")
+    with pytest.raises(Conflict, match=refused.format("change")):
+        kb.append("tasks/a.md", "more", actor="bob")
+    with pytest.raises(Conflict, match=refused.format("change")):
+        kb.bulk_write([("tasks/z.md", "z"), ("tasks/a.md", "x")], actor="bob")
+    with pytest.raises(Conflict, match=refused.format("change")):
+        kb.merge("tasks/a.md", [MergeEntry(id="e0")], actor="bob")
+    for action, call in (
+        ("forget", lambda: kb.forget("tasks/a.md", actor="bob")),
+        ("rename", lambda: kb.rename("tasks/a.md", "tasks/b.md", actor="bob")),
+        ("delete", lambda: kb.delete("tasks/a.md", actor="bob")),
+    ):
+        with pytest.raises(Conflict, match=refused.format(action)):
+            call()
+    assert (root / "tasks/a.md").read_bytes() == claimed and commit_count(root) == before
+    assert not (root / "tasks/z.md").exists()
+    # the holder's write without the claim keys keeps them: the file agrees with the store
+    kb.write("tasks/a.md", "---\ntitle: A\nstatus: done\n---\nDone.\n", actor="alice")
+    assert kb.frontmatter("tasks/a.md")["claimed-by"] == "alice"
+    assert paths_claimed(kb) == [("tasks/a.md", "alice")]
+    kb.release("tasks/a.md", "alice")
+    kb.write("tasks/a.md", "free again\n", actor="bob")
+
+
+def test_a_claim_follows_its_holders_rename_and_ends_with_its_delete(
+    kb: Knowledge, root: Path, clock: Clock
+) -> None:
+    kb.claim_episodes("w1", limit=1)
+    for action, call in (
+        ("rename", lambda: kb.rename("episodes/e0.md", "episodes/x.md", actor="bob")),
+        ("delete", lambda: kb.delete("episodes/e0.md", actor="bob")),
+        ("forget", lambda: kb.forget("episodes/e0.md", actor="bob")),
+    ):
+        with pytest.raises(Conflict, match=f"claimed by w1 until .*; only w1 may {action} it"):
+            call()
+    assert (root / "episodes/e0.md").exists()
+    kb.write("episodes/e0.md", "---\nmemory_kind: episodic\nepisode_id: e0\n---\nfixed\n")
+    kb.rename("episodes/e0.md", "episodes/x.md", actor="w1")
+    assert paths_claimed(kb) == [("episodes/x.md", "w1")]
+    assert [c.path for c in kb.claim_episodes("w1", limit=1).claimed] == ["episodes/x.md"]
+    kb.claim("tasks/a.md", "alice")
+    kb.rename("tasks/a.md", "tasks/done/a.md", actor="alice")
+    assert paths_claimed(kb) == [("episodes/x.md", "w1"), ("tasks/done/a.md", "alice")]
+    assert kb.frontmatter("tasks/done/a.md")["claimed-by"] == "alice"
+    kb.delete("episodes/x.md", actor="w1")
+    assert paths_claimed(kb) == [("tasks/done/a.md", "alice")]
+    clock.now += 3600  # expired: anyone may move it, and the row goes with the file
+    kb.rename("tasks/done/a.md", "tasks/a.md", actor="bob")
+    rows = kb.claims.store.read(clock.now, live_only=False)
+    assert [(c.path, c.holder) for c in rows] == [("tasks/a.md", "alice")]
+    kb.release("tasks/a.md", "alice")  # its holder can still clean the keys at the new path
+    assert "claimed-by" not in kb.frontmatter("tasks/a.md")
+
+
+def test_forgetting_a_claimed_episode_is_for_its_holder_and_ends_the_claim(
+    kb: Knowledge,
+) -> None:
+    kb.claim_episodes("w1", limit=1)
+    kb.forget("episodes/e0.md", reason="wrong", actor="w1")
+    assert kb.claims_list() == []
+    assert "episodes/e0.md" not in [e.path for e in kb.memory_report().unmerged]
+    kb.restore("episodes/e0.md", actor="bob")  # no claim holds it any more

@@ -242,3 +242,29 @@ def test_a_late_merge_is_refused_force_merges_and_warnings_come_back(
         "episode nope cites nothing yet (no episode has id 'nope'); memory check lists it as"
         " dangling until the episode exists"
     ]
+
+
+def test_claims_hold_their_paths_over_rest(client: AppClient, root: Path) -> None:
+    claim(client, worker="w1", limit=1)
+    generic = client.delete(f"{API}/claim", params={"path": "episodes/e0.md", "holder": "w1"})
+    assert "held by a memory claim of w1" in error_of(generic, 400)
+    moved = client.post(
+        f"{API}/rename",
+        json={"from": "episodes/e0.md", "to": "episodes/x.md"},
+        headers={"X-Actor": "bob"},
+    )
+    assert "only w1 may rename it" in error_of(moved, 409)
+    gone = client.delete(f"{API}/file", params={"path": "episodes/e0.md"})
+    assert "only w1 may delete it" in error_of(gone, 409)
+    client.post(f"{API}/claim", json={"path": "tasks/a.md"}, headers={"X-Actor": "alice"})
+    before = (root / "tasks/a.md").read_bytes()
+    put = client.put(
+        f"{API}/file", params={"path": "tasks/a.md"}, content="mine", headers={"X-Actor": "bob"}
+    )
+    assert "tasks/a.md is claimed by alice until" in error_of(put, 409)
+    assert (root / "tasks/a.md").read_bytes() == before
+    listed = client.get(f"{API}/claims").json()["claims"]
+    assert [(c["path"], c["holder"]) for c in listed] == [
+        ("episodes/e0.md", "w1"),
+        ("tasks/a.md", "alice"),
+    ]

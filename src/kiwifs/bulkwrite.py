@@ -34,11 +34,13 @@ def bulk_write(
     actor: str,
     provenance: Provenance | None = None,
     message: str | None = None,
+    precondition: Callable[[], None] | None = None,
 ) -> list[WriteResult]:
     """Write every file in one commit, or none of them.
 
     Synchronous: committed alone, under the lock, after what is queued, so that a failed commit
     can still put the previous contents back (no later write can have touched them).
+    ``precondition`` runs under the lock before anything is written and refuses by raising.
     """
     if not files:
         raise UsageError("files must not be empty")
@@ -53,6 +55,8 @@ def bulk_write(
         )
     storage = pipeline.storage
     with pipeline.locked():
+        if precondition is not None:
+            precondition()
         prepared = [
             (rel, _with_path(rel, functools.partial(prepared_content, c, provenance, actor)))
             for rel, (_, c) in zip(rels, files, strict=True)

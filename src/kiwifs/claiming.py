@@ -28,10 +28,14 @@ from .markdown import read_frontmatter, split
 from .memory.queue import (
     DEFAULT_FILE_LEASE,
     DEFAULT_LEASE,
+    FORGET,
     MAX_LIMIT,
+    RENAME,
+    WRITE,
     ClaimBatch,
     ClaimedEpisode,
     MergeFindings,
+    change_refusal,
     cited_claims,
     fresh_episodes,
     merge_refusal,
@@ -173,10 +177,54 @@ class ClaimsDesk:
     # -- the guard of a merge ---------------------------------------------------------------
 
     def merge_guard(
-        self, page: str, entries: Sequence[MergeEntry], worker: str | None, force: bool = False
+        self,
+        page: str,
+        entries: Sequence[MergeEntry],
+        worker: str | None,
+        force: bool = False,
+        actor: str = "",
     ) -> MergeGuard:
         holder = check_holder(worker, "worker") if worker is not None else None
-        return MergeGuard(self, canonical(page), list(entries), holder, force)
+        return MergeGuard(self, canonical(page), list(entries), holder, force, actor)
+
+    # -- changes to claimed paths (writes, renames, deletes, forgets) ------------------------
+
+    def change_guard(
+        self, action: str, paths: Sequence[str], actor: str, to: str | None = None
+    ) -> ChangeGuard:
+        """The guard a change of ``paths`` by ``actor`` holds under the write lock (rules:
+        :func:`~kiwifs.memory.queue.change_refusal`); a rename names its target ``to``."""
+        return ChangeGuard(self, action, [canonical(p) for p in paths], actor, to)
+
+    def prepare_write(self, path: str, data: bytes, actor: str) -> tuple[bytes, Callable[[], None]]:
+        """A whole-file write's bytes and the check it runs under the write lock.
+
+        A write by anyone but the holder of a live file claim is refused (in the check). The
+        holder's write keeps the claim keys in the frontmatter, put back when its content
+        dropped them, so the file and the store never disagree; should the claim change between
+        this call and the check (a claim or release of the file in between), the write is
+        refused and may be sent again."""
+        rel = canonical(path)
+        seen = self._file_claim(rel)
+        if seen is not None and seen.holder == actor.strip():
+            data = edit_frontmatter(data, lambda doc: _set_claim_keys(doc, seen))
+
+        def check() -> None:
+            now = self._file_claim(rel)
+            if now is not None:
+                reason = change_refusal(now, WRITE, actor, self.clock())
+                if reason is not None:
+                    raise Conflict(reason)
+            if now != seen:
+                raise Conflict(f"the claim on {rel} changed during this write; send it again")
+
+        return data, check
+
+    def _file_claim(self, rel: str) -> Claim | None:
+        claim = self.store.read_path(rel)
+        return (
+            claim if claim is not None and claim.kind == FILE and claim.live(self.clock()) else None
+        )
 
     # -- file claims (KiwiFS's generic claims) ----------------------------------------------
 
@@ -218,10 +266,15 @@ class ClaimsDesk:
             claim = guard.tx.get(rel)
             if claim is None or (claim.holder != who and not claim.live(guard.now)):
                 raise NotFound(f"no claim on {rel} by {who}")
+            if claim.kind != FILE:
+                raise UsageError(
+                    f"{rel} is held by a memory claim of {claim.holder}, not a file claim:"
+                    " memory claims end with memory release (kiwi_memory_release) or a merge"
+                )
             if claim.holder != who:
                 raise Conflict(f"{rel} is claimed by {claim.holder}, not {who}")
             guard.row = claim
-            if current is None or claim.kind != FILE:
+            if current is None:
                 return None
             return _without_claim_keys(current)
 
@@ -283,6 +336,67 @@ class _FileClaim:
         return self._transaction.__exit__(kind, exc, tb)
 
 
+class ChangeGuard:
+    """Held by a change of paths (a write, rename, delete or forget) from its claims check to
+    its write, under the write lock, with the store transaction open across the write: a claim
+    cannot be handed out, nor a path change hands, in between.
+
+    Refuses while another holder's live claim holds a path (:func:`change_refusal`). Once the
+    change is on disk the claims follow it: a rename carries the source's claim (live or not)
+    to the target, a delete ends the path's claims, a forget ends the memory claim on the
+    episode (it leaves the queue). Without a claims store there is nothing to do."""
+
+    def __init__(
+        self, desk: ClaimsDesk, action: str, paths: list[str], actor: str, to: str | None
+    ) -> None:
+        self.desk = desk
+        self.action = action
+        self.paths = paths
+        self.actor = actor
+        self.to = canonical(to) if to is not None else None
+        self._transaction: contextlib.AbstractContextManager[Tx] | None = None
+        self._tx: Tx | None = None
+        self._rows: list[Claim] = []
+
+    def __enter__(self) -> ChangeGuard:
+        if not self.desk.store.exists():
+            return self
+        self._transaction = self.desk.store.transaction()
+        self._tx = self._transaction.__enter__()
+        try:
+            now = self.desk.clock()
+            self._rows = [c for p in self.paths if (c := self._tx.get(p)) is not None]
+            for claim in self._rows:
+                reason = change_refusal(claim, self.action, self.actor, now)
+                if reason is not None:
+                    raise Conflict(reason)
+        except BaseException as exc:
+            self._transaction.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        if self._transaction is None or self._tx is None:
+            return None
+        if kind is None:
+            self._follow(self._tx)
+        return self._transaction.__exit__(kind, exc, tb)
+
+    def _follow(self, tx: Tx) -> None:
+        """The claims after the change: moved, ended, or (a content write) left alone."""
+        if self.action == WRITE:
+            return
+        if self.action == FORGET:
+            tx.delete(c.path for c in self._rows if c.kind == MEMORY)
+            return
+        tx.delete(c.path for c in self._rows)
+        if self.action == RENAME and self.to is not None:
+            source = self.paths[0]
+            tx.put(replace(c, path=self.to) for c in self._rows if c.path == source)
+
+
 class MergeGuard:
     """Held by a merge from its claim check to its commit (see :meth:`Pipeline.edit`).
 
@@ -298,12 +412,14 @@ class MergeGuard:
         entries: list[MergeEntry],
         worker: str | None,
         force: bool = False,
+        actor: str = "",
     ) -> None:
         self.desk = desk
         self.page = page
         self.entries = entries
         self.worker = worker
         self.force = force
+        self.actor = actor
         self.warnings: tuple[str, ...] = ()
         self._transaction = desk.store.transaction()
         self._cited: list[Claim] = []
@@ -314,6 +430,11 @@ class MergeGuard:
         self._tx = self._transaction.__enter__()
         try:
             self._now = self.desk.clock()
+            held = self._tx.get(self.page)  # the page itself, under another's file claim
+            if held is not None and held.kind == FILE:
+                reason = change_refusal(held, WRITE, self.actor, self._now)
+                if reason is not None:
+                    raise Conflict(reason)
             self._cited = cited_claims(self.entries, self._tx.all())
             findings = self.desk.indexing.merge_findings(
                 self.page, self.entries, self.desk.prefix(None)

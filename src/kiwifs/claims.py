@@ -187,6 +187,25 @@ class ClaimStore:
             return StorageError("the claims store was damaged and has been reset; try again")
         return StorageError(f"claims store failed: {exc}")
 
+    def read_path(self, path: str) -> Claim | None:
+        """The row of one path (live or not) without opening a write transaction; ``None``
+        when there is none or no store exists yet."""
+        if not self.exists():
+            return None
+        with self._lock:
+            try:
+                row = (
+                    self._open()
+                    .execute(f"SELECT {COLUMNS} FROM claims WHERE path = ?", (path,))
+                    .fetchone()
+                )
+            except sqlite3.DatabaseError as exc:
+                if is_damage(exc):
+                    self._rebuild(exc)
+                    return None
+                raise self._failure(exc) from exc
+        return Claim(*row) if row is not None else None
+
     def read(self, now: float, live_only: bool = True) -> list[Claim]:
         """The claims (live ones unless told otherwise) without opening a write transaction;
         nothing when no store exists yet (a read never creates one)."""

@@ -28,6 +28,7 @@ from .integrity import Integrity
 from .limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT, SEMANTIC_TOP_K
 from .markdown import read_frontmatter
 from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
+from .memory.queue import DELETE, RENAME, WRITE
 from .memory.rules import resolve_prefix
 from .memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
 from .paths import canonical
@@ -244,11 +245,14 @@ class Knowledge:
         provenance: str | Provenance | None = None,
         if_none_match: str | None = None,
     ) -> WriteResult:
-        """Write a file; ``if_none_match="*"`` creates only (an existing file is a conflict)."""
+        """Write a file; ``if_none_match="*"`` creates only (an existing file is a conflict).
+
+        A file under another holder's live file claim is a :class:`Conflict`; the holder's own
+        write keeps the claim keys in its frontmatter (docs/memory.md)."""
         prov = as_provenance(provenance)
-        return self.pipeline.write(
-            path, content_bytes(content), library_actor(actor), if_match, prov, if_none_match
-        )
+        who = library_actor(actor)
+        data, unclaimed = self.claims.prepare_write(path, content_bytes(content), who)
+        return self.pipeline.write(path, data, who, if_match, prov, if_none_match, unclaimed)
 
     def append(
         self,
@@ -259,12 +263,17 @@ class Knowledge:
         if_match: str | None = None,
     ) -> WriteResult:
         sep = check_text(separator, "separator").encode("utf-8")
-        return self.pipeline.append(
-            path, content_bytes(content), library_actor(actor), sep, if_match
-        )
+        who = library_actor(actor)
+        guard = self.claims.change_guard(WRITE, [path], who)
+        return self.pipeline.append(path, content_bytes(content), who, sep, if_match, guard)
 
     def delete(self, path: str, actor: str | None = None, if_match: str | None = None) -> str:
-        return self.pipeline.delete(path, library_actor(actor), if_match)
+        """Delete a file; one under another holder's live claim (memory or file) is a
+        :class:`Conflict`, and the holder's delete ends its claim."""
+        who = library_actor(actor)
+        return self.pipeline.delete(
+            path, who, if_match, self.claims.change_guard(DELETE, [path], who)
+        )
 
     def bulk_write(
         self,
@@ -274,11 +283,26 @@ class Knowledge:
         message: str | None = None,
     ) -> list[WriteResult]:
         prov = as_provenance(provenance)
-        items = [(p, content_bytes(c)) for p, c in files]
-        return self.pipeline.bulk(items, library_actor(actor), prov, message)
+        who = library_actor(actor)
+        items: list[tuple[str, bytes]] = []
+        checks: list[Callable[[], None]] = []
+        for p, c in files:
+            data, check = self.claims.prepare_write(p, content_bytes(c), who)
+            items.append((p, data))
+            checks.append(check)
+
+        def unclaimed() -> None:
+            for check in checks:
+                check()
+
+        return self.pipeline.bulk(items, who, prov, message, unclaimed)
 
     def rename(self, src: str, dst: str, actor: str | None = None) -> WriteResult:
-        return self.pipeline.rename(src, dst, library_actor(actor))
+        """Move a file; one under another holder's live claim is a :class:`Conflict`, and the
+        holder's rename carries its claim to the new path."""
+        who = library_actor(actor)
+        guard = self.claims.change_guard(RENAME, [src, dst], who, to=dst)
+        return self.pipeline.rename(src, dst, who, guard)
 
     # -- history ----------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from .memory.lifecycle import (
     restore_frontmatter,
     successor_path,
 )
+from .memory.queue import FORGET, WRITE
 from .memory.rules import MergeEntry, validate_entry
 from .paths import canonical
 from .pipeline import Pipeline
@@ -139,16 +140,14 @@ class MemoryWriter:
         def edit(data: bytes) -> bytes | None:
             return forget_frontmatter(data, moment, reason, successor)
 
-        return self._set_status(rel, "forget", edit, actor, if_match, superseded=True)
+        return self._set_status(rel, FORGET, edit, actor, if_match, superseded=True)
 
     def restore(
         self, path: str, actor: str | None = None, if_match: str | None = None
     ) -> StatusResult:
         """Undo :meth:`forget` (a page that is not superseded is left as it is)."""
         rel = canonical(path)
-        return self._set_status(
-            rel, "restore", restore_frontmatter, actor, if_match, superseded=False
-        )
+        return self._set_status(rel, WRITE, restore_frontmatter, actor, if_match, superseded=False)
 
     def merge(
         self,
@@ -167,7 +166,7 @@ class MemoryWriter:
             raise UsageError("give at least one episode id or path to merge")
         if not isinstance(force, bool):
             raise UsageError("force must be true or false")
-        guard = self.claims.merge_guard(page, wanted, worker, force)
+        guard = self.claims.merge_guard(page, wanted, worker, force, who)
         stamp = now_utc()
         added: tuple[MergeEntry, ...] = ()
         created = False
@@ -201,5 +200,7 @@ class MemoryWriter:
             changed = data is not None
             return data
 
-        result = self.pipeline.edit(rel, change, who, if_match, f"{who}: {verb} {rel}")
+        guard = self.claims.change_guard(verb, [rel], who)
+        name = "forget" if verb == FORGET else "restore"
+        result = self.pipeline.edit(rel, change, who, if_match, f"{who}: {name} {rel}", guard)
         return StatusResult(result.path, result.etag, changed, superseded)

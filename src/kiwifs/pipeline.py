@@ -380,15 +380,24 @@ class Pipeline:
         actor: str,
         separator: bytes = b"\n",
         if_match: str | None = None,
+        guard: contextlib.AbstractContextManager[object] | None = None,
     ) -> WriteResult:
         def change(current: bytes | None) -> bytes:
             return current + separator + content if current else content
 
-        return self.edit(path, change, actor, if_match)
+        return self.edit(path, change, actor, if_match, guard=guard)
 
-    def delete(self, path: str, actor: str, if_match: str | None = None) -> str:
+    def delete(
+        self,
+        path: str,
+        actor: str,
+        if_match: str | None = None,
+        guard: contextlib.AbstractContextManager[object] | None = None,
+    ) -> str:
+        """Delete one file; ``guard`` (the claims it may not go against) is held under the lock
+        from before the check to after the file is gone."""
         rel = canonical(path)
-        with self.locked():
+        with self.locked(), guard if guard is not None else contextlib.nullcontext():
             if not self.storage.exists(rel):
                 raise NotFound("file not found")
             check_if_match(self.storage, rel, if_match)
@@ -405,15 +414,23 @@ class Pipeline:
         actor: str,
         provenance: Provenance | None = None,
         message: str | None = None,
+        precondition: Callable[[], None] | None = None,
     ) -> list[WriteResult]:
         """Write every file in one commit, or none of them (see :mod:`kiwifs.bulkwrite`)."""
         from .bulkwrite import bulk_write
 
-        return bulk_write(self, files, actor, provenance, message)
+        return bulk_write(self, files, actor, provenance, message, precondition)
 
-    def rename(self, src: str, dst: str, actor: str) -> WriteResult:
+    def rename(
+        self,
+        src: str,
+        dst: str,
+        actor: str,
+        guard: contextlib.AbstractContextManager[object] | None = None,
+    ) -> WriteResult:
+        """Move one file; ``guard`` as for :meth:`delete` (claims may follow the file)."""
         old, new = canonical(src), canonical(dst)
-        with self.locked():
+        with self.locked(), guard if guard is not None else contextlib.nullcontext():
             data = self.storage.read_optional(old)
             if data is None:
                 raise NotFound("source file not found")

@@ -136,6 +136,31 @@ def merge_refusal(claim: Claim, worker: str | None, now: float) -> str | None:
     return None
 
 
+# What a change to a path is, for the claims that hold it: a content write (PUT, append, bulk,
+# restore, a merge into the page), a rename, a delete, a forget.
+WRITE, RENAME, DELETE, FORGET = "change", "rename", "delete", "forget"
+HOLDS = (
+    "{path} is claimed by {holder} until {until}; only {holder} may {verb} it"
+    " (until the claim is released or its lease ends)"
+)
+
+
+def change_refusal(claim: Claim, action: str, actor: str, now: float) -> str | None:
+    """Why ``actor`` may not ``action`` the path ``claim`` holds, or ``None``.
+
+    A live claim reserves its path for its holder: a file claim against every change by
+    anyone else; a memory claim against a rename, a delete or a forget (the episode's identity
+    and its place in the queue), not against edits of its text.
+    """
+    if not claim.live(now) or claim.holder == actor.strip():
+        return None
+    if action == WRITE and claim.kind == MEMORY:
+        return None
+    return HOLDS.format(
+        path=claim.path, holder=claim.holder, until=claim.lease_expires, verb=action
+    )
+
+
 def released_by_merge(
     cited: Iterable[Claim], worker: str | None, now: float, force: bool = False
 ) -> list[str]:
