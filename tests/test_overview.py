@@ -50,7 +50,8 @@ def test_lineage_both_ways_with_dates_notes_and_dangling(kb: Knowledge) -> None:
         ],
         actor="consolidator",
     )
-    kb.merge("concepts/q.md", [MergeEntry(type="Session", id=" ep-a ")], actor="other")
+    # a second page merges ep-a as well: a double merge, which only force allows
+    kb.merge("concepts/q.md", [MergeEntry(type="Session", id=" ep-a ")], actor="other", force=True)
 
     ep = kb.lineage("episodes/a.md")
     assert ep.episodic and ep.episode_id == "ep-a"
