@@ -5,15 +5,15 @@
 Measures, in one run and on the same corpus:
 
 (a) ``kiwifs memory report --json`` (a subprocess, index up to date) against
-    ``../shared/bench/naive_report.py --loader csafe``, and checks both print the same JSON;
+    ``bench/naive_report.py --loader csafe``, and checks both print the same JSON;
 (b) a running ``kiwifs serve`` answering ``GET /api/kiwi/memory/report?limit=100`` (median over
     repeated requests), and that an out-of-band edit made 2 s earlier shows in the answer;
 (c) search latency p50 / p99 over ``--queries`` queries;
 (d) the time to build the index from scratch and its size on disk.
 
-Corpora are generated with the corpus generator (``gen_corpus.py`` in ``$KIWIFS_SHARED/bench``,
-by default ``shared/bench`` beside the repository) into ``bench/.corpora/ep<N>-seed<S>`` only
-when missing (``bench/memory_report.py`` shares them).
+Corpora are generated with the repository's corpus generator (``bench/corpus.py``) into
+``bench/.corpora/ep<N>-seed<S>`` only when missing (``bench/memory_report.py`` shares them), with
+their ground truth beside them (``ep<N>-seed<S>.truth.json``).
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import corpus as corpusgen  # bench/corpus.py
+
 from kiwifs.index import search as search_module
 from kiwifs.knowledge import Knowledge
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("KIWIFS_SHARED", HERE.parent.parent / "shared")) / "bench"
 PYTHON = sys.executable
 KIWIFS = str(Path(PYTHON).with_name("kiwifs"))
 
@@ -106,14 +107,7 @@ def corpus(episodes: int, seed: int) -> Path:
     summary = base / f"ep{episodes}.summary.json"
     if legacy.is_dir() and summary.is_file() and json.loads(summary.read_text())["seed"] == seed:
         return legacy
-    base.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [PYTHON, str(SHARED / "gen_corpus.py"), str(root), "--episodes", str(episodes)]
-        + ["--seed", str(seed)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return root
+    return corpusgen.cached(base, episodes, seed)
 
 
 def timed(cmd: list[str]) -> tuple[float, bytes]:
@@ -475,7 +469,7 @@ def main() -> None:
         return
 
     naive_s, naive_out = timed(
-        [PYTHON, str(SHARED / "naive_report.py"), str(root), "--loader", "csafe"]
+        [PYTHON, str(HERE / "naive_report.py"), str(root), "--loader", "csafe"]
     )
     report_cmd = [KIWIFS, "memory", "report", "--json", "--root", str(root)]
     timed(report_cmd)  # brings the index up to date

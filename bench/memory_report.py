@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Benchmark: ``kiwifs memory report`` (full scan, no index) against the naive sequential scan.
 
-    python bench/memory_report.py [--sizes 10000,100000] [--repeat 3] [--shared DIR]
+    python bench/memory_report.py [--sizes 10000,100000] [--repeat 3] [--corpus ROOT]
 
 For each size it builds (once; cached under ``bench/.corpora/``, which git ignores) a corpus with
-``shared/bench/gen_corpus.py``, then times back to back, alternating, in this one run:
+``bench/corpus.py`` (or takes the existing root ``--corpus``), then times back to back,
+alternating, in this one run:
 
 * ``kiwifs memory report --json --no-index --root R`` -- the installed command, reading every
   file (a kiwifs without ``--no-index`` gets ``.kiwi/state`` deleted before each run instead);
-* ``python naive_report.py R --loader csafe`` -- one process, PyYAML's C loader.
+* ``python bench/naive_report.py R --loader csafe`` -- one process, PyYAML's C loader.
 
 The OS page cache cannot be dropped without root, so both are measured *warm*: one unmeasured
 warm-up run of each comes first, and then both read every byte from memory.
@@ -21,7 +22,7 @@ bound). ``max RSS`` is the kernel's peak RSS of the single largest process (``wa
 launcher, so that this process's memory is not counted in it), which sampling cannot miss.
 CPU time (user + system, children included) is printed too: it is less disturbed than wall time
 by other work on the machine. The check compares both answers' sorted unmerged paths and counts
-(the naive scan emits fewer warnings, so warnings are not compared).
+(warnings are not compared: the naive scan words some reasons its own way).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import corpus  # bench/corpus.py, beside this script
+
 HERE = Path(__file__).resolve().parent
-DEFAULT_SHARED = Path(__file__).resolve().parents[2] / "shared"
 SAMPLE_SECONDS = 0.01
 
 
@@ -60,12 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     kiwifs = args.kiwifs or shutil.which("kiwifs", path=str(Path(sys.executable).parent))
     if not kiwifs:
         sys.exit("kiwifs is not installed next to this Python; pass --kiwifs")
-    naive = args.shared / "bench" / "naive_report.py"
-    gen = args.shared / "bench" / "gen_corpus.py"
+    naive = HERE / "naive_report.py"
     no_index = ["--no-index"] if _supports_no_index(kiwifs) else []
     ok = True
-    for size in args.sizes:
-        root = ensure_corpus(gen, args.corpora, size, args.seed)
+    for size, root in roots(args).items():
         commands = {
             "kiwifs": [kiwifs, "memory", "report", "--json", *no_index, "--root", str(root)],
             "naive": [args.python, str(naive), str(root), "--loader", "csafe"],
@@ -83,12 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
+def roots(args: argparse.Namespace) -> dict[str, Path]:
+    """The roots to measure by label: ``--corpus`` as given, else one generated per size."""
+    if args.corpus:
+        return {args.corpus.name: args.corpus}
+    return {f"{s}": ensure_corpus(args.corpora, s, args.seed) for s in args.sizes}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="episode counts, comma-separated")
     ap.add_argument("--repeat", type=int, default=3, help="measured runs of each (after warm-up)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ folder")
+    ap.add_argument("--corpus", type=Path, help="an existing root to measure (one size)")
     ap.add_argument("--corpora", type=Path, default=HERE / ".corpora", help="corpus cache")
     ap.add_argument("--kiwifs", help="the kiwifs command (default: next to this Python)")
     ap.add_argument("--python", default=sys.executable, help="Python for the naive scan")
@@ -104,22 +111,10 @@ def _supports_no_index(kiwifs: str) -> bool:
     return "--no-index" in help_text
 
 
-def ensure_corpus(gen: Path, corpora: Path, size: int, seed: int) -> Path:
-    """The corpus for ``size`` episodes, generated unless a complete one is cached."""
-    name = f"ep{size}" if seed == 1 else f"ep{size}-seed{seed}"
-    root, stamp = corpora / name, corpora / f"{name}.summary.json"
-    if root.is_dir() and stamp.is_file():
-        return root
-    corpora.mkdir(parents=True, exist_ok=True)
-    print(f"generating {size} episodes into {root} ...", file=sys.stderr, flush=True)
-    summary = subprocess.run(
-        [sys.executable, str(gen), str(root), "--episodes", str(size), "--seed", str(seed)]
-        + ["--force"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    stamp.write_bytes(summary)
-    return root
+def ensure_corpus(corpora: Path, size: int, seed: int) -> Path:
+    """The corpus for ``size`` episodes (``bench/corpus.py``), generated unless cached."""
+    print(f"corpus of {size} episodes under {corpora} ...", file=sys.stderr, flush=True)
+    return corpus.cached(corpora, size, seed)
 
 
 # A small launcher between this process and the command. The kernel's peak RSS of a child
@@ -228,7 +223,7 @@ def _memory_kib(pid: int) -> tuple[int, int]:
     return pss, rss
 
 
-def check_same(size: int, kiwifs_out: bytes, naive_out: bytes) -> bool:
+def check_same(size: str, kiwifs_out: bytes, naive_out: bytes) -> bool:
     """Both give the same unmerged set and counts (warnings differ by design)."""
     a: dict[str, Any] = json.loads(kiwifs_out)
     b: dict[str, Any] = json.loads(naive_out)
@@ -247,7 +242,7 @@ def check_same(size: int, kiwifs_out: bytes, naive_out: bytes) -> bool:
     return same
 
 
-def print_size(size: int, runs: dict[str, list[Run]]) -> None:
+def print_size(size: str, runs: dict[str, list[Run]]) -> None:
     k, n = runs["kiwifs"], runs["naive"]
 
     def med(rs: list[Run], attr: str) -> float:

@@ -14,8 +14,6 @@ import math
 import multiprocessing
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from corpustruth import amend
+from benchload import corpus as corpusgen
 from kiwifs import filewalk
 from kiwifs.filewalk import walk
 from kiwifs.index.record import frontmatter_json
@@ -32,8 +30,6 @@ from kiwifs.markdown import find_block, parse_yaml, read_frontmatter
 from kiwifs.memory import frontmatter_keys, scan
 from kiwifs.memory.rules import FileFacts, build_report, file_facts, unreadable_facts
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-GEN_CORPUS = Path(os.environ.get("KIWIFS_SHARED", SHARED)) / "bench" / "gen_corpus.py"
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -540,15 +536,9 @@ def test_read_head_is_not_fooled_by_a_delimiter_cut_at_the_boundary(tmp_path: Pa
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not GEN_CORPUS.is_file():
-        pytest.skip(f"corpus generator not found at {GEN_CORPUS} (set KIWIFS_SHARED)")
     root = tmp_path_factory.mktemp("corpus") / "root"
-    summary = subprocess.run(
-        [sys.executable, str(GEN_CORPUS), str(root), "--episodes", "300", "--seed", "7", "--list"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    (root.parent / "summary.json").write_bytes(summary)
+    truth = corpusgen.generate(root, episodes=300, seed=7)
+    (root.parent / "truth.json").write_text(json.dumps(truth), encoding="utf-8")
     (root / "episodes" / "broken.md").symlink_to(root / "missing.md")
     (root / "episodes" / "unterminated.md").write_bytes(b"---\nepisode_id: open\n")
     (root / "episodes" / "long.md").write_bytes(
@@ -589,7 +579,7 @@ def test_parallel_scan_equals_the_sequential_one(corpus: Path, method: str) -> N
 
 
 def test_scan_facts_with_workers_matches_ground_truth(corpus: Path) -> None:
-    summary = amend(json.loads((corpus.parent / "summary.json").read_bytes()), corpus)
+    summary = json.loads((corpus.parent / "truth.json").read_bytes())
     report = build_report(scan.scan_facts(corpus, workers=2), "episodes/")
     added = {"episodes/unterminated.md", "episodes/long.md"}  # no id, so unmerged
     assert sorted(e.path for e in report.unmerged) == sorted(summary["unmerged"] + list(added))
