@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from kiwifs.errors import Locked
+from kiwifs.index.keeper import IndexRefresh
 from kiwifs.knowledge import Knowledge
 from realserver import KIWIFS, serving
 
@@ -39,7 +40,7 @@ def reindex(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_reindex_beside_a_real_server_is_refused_and_the_server_keeps_every_write(
+def test_reindex_beside_a_real_server_checks_in_place_and_the_server_keeps_every_write(
     root: Path,
 ) -> None:
     log = root.parent / "serve.log"
@@ -55,11 +56,14 @@ def test_reindex_beside_a_real_server_is_refused_and_the_server_keeps_every_writ
 
         writer = threading.Thread(target=write, args=(0,))
         writer.start()
-        refused = [reindex(root) for _ in range(3)]  # while the writes go on
+        beside = [reindex(root) for _ in range(3)]  # while the writes go on
         writer.join()
-        for result in refused:
-            assert result.returncode == 1, result.stderr
-            assert "stop it, run `kiwifs reindex`" in result.stderr
+        for result in beside:  # never a rebuild under the server: a check in place
+            assert result.returncode == 0, result.stderr
+            assert "a kiwifs server keeps this index current: checked it" in result.stdout
+            assert "stop the server" in result.stderr
+        last = reindex(root)  # the writes all acknowledged: the index holds every file
+        assert last.returncode == 0 and "against the 61 files" in last.stdout, last.stdout
         hits = client.get(f"{API}/search", params={"q": "quince", "limit": 200}).json()
         assert sorted(hit["path"] for hit in hits["results"]) == sorted(written)
         found = client.get(f"{API}/search", params={"q": "marmalade", "limit": 200}).json()
@@ -78,6 +82,11 @@ def test_a_watching_process_holds_off_a_rebuild_from_another(root: Path) -> None
             other.reindex()
         with pytest.raises(Locked):
             other.reindex_vectors()
+        (root / "notes" / "late.md").write_text("# late\n")  # an edit no event reported
+        checked = other.reindex_or_reconcile()
+        assert (checked.rebuilt, checked.files) == (False, 22) and checked.updated >= 1
+        (root / "notes" / "late.md").unlink()
         assert server.reindex() == 21  # the watching process itself may rebuild
         server.stop_watching()
         assert other.reindex() == 21
+        assert other.reindex_or_reconcile() == IndexRefresh(21, True)

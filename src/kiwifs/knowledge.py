@@ -22,7 +22,7 @@ from .events import EventBus
 from .history import History
 from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
 from .index.filters import recall_filter
-from .index.keeper import IndexKeeper
+from .index.keeper import IndexKeeper, IndexRefresh
 from .index.record import json_safe
 from .integrity import Integrity
 from .limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT, SEMANTIC_TOP_K
@@ -464,6 +464,14 @@ class Knowledge:
         :meth:`reindex_vectors`.
         """
         return self.indexing.reindex(progress)
+
+    def reindex_or_reconcile(
+        self, progress: Callable[[int, int], None] | None = None
+    ) -> IndexRefresh:
+        """What ``kiwifs reindex`` does: :meth:`reindex`, or, while a server (``kiwifs serve``,
+        ``kiwifs mcp``) keeps this root's index current, a full :meth:`reconcile` in place of
+        the rebuild, which would drop the tables under the server."""
+        return self.indexing.reindex_or_reconcile(progress)
 
     def reindex_vectors(self, progress: Callable[[int, int], None] | None = None) -> EmbedRound:
         """Throw the stored vectors away and embed every page again."""

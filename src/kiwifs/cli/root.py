@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +13,9 @@ from kiwifs import __version__
 from kiwifs.knowledge import Knowledge
 
 from .common import root_option
+
+if TYPE_CHECKING:
+    from kiwifs.index.keeper import IndexRefresh
 
 
 @click.command()
@@ -90,14 +93,19 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
         with progress_bar() as bar:
             if not vector_only:
                 task = bar.add_task("indexing", total=None, rate="")
-                count = kb.reindex(lambda done, total: _advance(bar, task, done, total, "files"))
+                done = kb.reindex_or_reconcile(
+                    lambda done, total: _advance(bar, task, done, total, "files")
+                )
+                if not done.rebuilt:
+                    _checked_in_place(done, vectors)
+                    return
             if vector_only or vectors:
                 job = bar.add_task("embedding", total=None, rate="")
                 embedded = kb.reindex_vectors(
                     lambda done, total: _advance(bar, job, done, total, "pages")
                 )
     if not vector_only:
-        click.echo(f"indexed {count} files")
+        click.echo(f"indexed {done.files} files")
     if vector_only or vectors:
         click.echo(
             f"embedded {embedded.embedded} pages"
@@ -109,3 +117,13 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
         )
         if embedded.failed:
             sys.exit(1)
+
+
+def _checked_in_place(done: IndexRefresh, vectors: bool) -> None:
+    """A server keeps this index current: say what the in-place check found instead."""
+    click.echo(
+        f"a kiwifs server keeps this index current: checked it against the {done.files} files"
+        f" in place ({done.updated} re-read, {done.removed} removed) instead of rebuilding it"
+        " under the server" + ("; the vectors follow the same check" if vectors else "")
+    )
+    click.echo("to rebuild from scratch, stop the server, run kiwifs reindex, start it", err=True)

@@ -28,11 +28,12 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.config import VectorConfig
-from kiwifs.errors import Busy
+from kiwifs.errors import Busy, Locked
 from kiwifs.limits import MAX_READ_BYTES
 
 from . import checkcache, rebuildlock
@@ -61,6 +62,19 @@ T = TypeVar("T")
 TOO_LARGE_COUNT = (
     "SELECT count(*) FROM files WHERE warnings IS NOT NULL AND unreadable = 1 AND size > ?"
 )
+
+
+@dataclass(frozen=True)
+class IndexRefresh:
+    """What ``kiwifs reindex`` did: rebuilt the index from the files (``rebuilt``), or, beside a
+    server that keeps the index current, checked it against the files in place (a reconcile
+    that never drops a table under the server), re-reading ``updated`` files and removing
+    ``removed`` rows. ``files``: the knowledge files the index now holds."""
+
+    files: int
+    rebuilt: bool
+    updated: int = 0
+    removed: int = 0
 
 
 class IndexKeeper(IndexAnswers, IndexLookups):
@@ -267,6 +281,24 @@ class IndexKeeper(IndexAnswers, IndexLookups):
 
         with self._rebuilding():
             return self._repairing(index, rebuild, rebuild)
+
+    def reindex_or_reconcile(self, progress: Progress | None = None) -> IndexRefresh:
+        """:meth:`reindex`, or beside a server that keeps the index current (which a rebuild
+        from this process would drop the tables under), a full reconcile instead: the index
+        comes out equal to the files either way, and the server's view is never broken."""
+        index = self._open()
+
+        def rebuild() -> int:
+            return index.rebuild(progress)
+
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self._rebuilding())
+            except Locked:
+                stats = self.reconcile()
+                return IndexRefresh(stats.files, False, stats.updated, stats.removed)
+            return IndexRefresh(self._repairing(index, rebuild, rebuild), True)
+        raise AssertionError("unreachable")  # pragma: no cover - the block always returns
 
     def reindex_vectors(self, progress: Progress | None = None) -> EmbedRound:
         """Embed every page again from scratch (after the text index is current); refused
