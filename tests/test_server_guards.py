@@ -14,17 +14,9 @@ import httpx
 import pytest
 
 import realserver
-from kiwifs.knowledge import Knowledge
 
 ABORTED = 40  # uploads cut off mid-body (the report saw trouble from 50)
 BOUND = 30.0  # seconds a socket may wait for an answer before the test fails
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
 
 
 @pytest.fixture
