@@ -111,6 +111,30 @@ def test_concurrent_writers_share_commits_and_return_committed(kb: Knowledge, ro
     assert (root / ".kiwi/state/uncommitted.log").read_text() == ""  # emptied once idle
 
 
+def test_concurrent_appends_share_commits(kb: Knowledge, root: Path) -> None:
+    """An append passes the claims check under the lock, then waits for its commit outside it,
+    like any write: while git is busy, every appender is queued for the next commit (one that
+    waited for its commit under the lock held all the others off, one commit each)."""
+    for i in range(4):
+        kb.write(f"logs/l{i}.md", f"# log {i}\n", actor="alice")
+    before = commit_count(root)
+    done: list[str] = []
+
+    def append(i: int) -> None:
+        kb.append(f"logs/l{i}.md", f"line {i}\n", actor="alice")
+        done.append(f"logs/l{i}.md")
+
+    threads = [threading.Thread(target=append, args=(i,), daemon=True) for i in range(4)]
+    with git_lock_held(root):
+        for thread in threads:
+            thread.start()
+        assert wait_for(lambda: pending(kb) == 4, 30), "appends waited for each other's commits"
+    for thread in threads:
+        thread.join(HANG_GUARD)
+    assert sorted(done) == [f"logs/l{i}.md" for i in range(4)]
+    assert len(commits_since(root, before)) <= 2
+
+
 def test_each_shared_commit_has_the_author_of_its_writes(kb: Knowledge, root: Path) -> None:
     before = commit_count(root)
     writers = Writers(kb, root)

@@ -358,6 +358,12 @@ class ChangeGuard:
         self._tx: Tx | None = None
         self._rows: list[Claim] = []
 
+    @property
+    def waits_for_commit(self) -> bool:
+        """Whether the write must be committed before the guard is left: only when the claims
+        follow the change (a content write leaves them be, so it shares commits as usual)."""
+        return self.action != WRITE
+
     def __enter__(self) -> ChangeGuard:
         if not self.desk.store.exists():
             return self

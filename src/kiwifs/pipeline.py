@@ -347,7 +347,9 @@ class Pipeline:
         (or the decision to write nothing), with the exception if anything failed: bookkeeping
         that must not interleave with other writers, such as the claims a merge checks and ends.
         With a guard the commit is waited for before the guard is left, so the guard learns
-        whether it was made.
+        whether it was made, unless the guard's ``waits_for_commit`` is false (a claims check
+        that only refuses: waiting under the lock would give every such write a commit of its
+        own instead of sharing one with the writers around it).
         """
         rel = canonical(path)
         with self.locked(), guard if guard is not None else contextlib.nullcontext():
@@ -363,7 +365,7 @@ class Pipeline:
             self.journal([rel])
             with self._unsynced(rel, data) as unsynced:
                 ticket = self.commit({rel: data}, actor, message or f"{actor}: {rel}", None)
-            if guard is not None:
+            if guard is not None and getattr(guard, "waits_for_commit", True):
                 self._sync(unsynced)
                 self._committed(ticket)
                 unsynced, ticket = None, None
