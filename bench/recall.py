@@ -662,6 +662,16 @@ def table(level: str, rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def by_category(rows: dict[str, dict[str, Any]]) -> str:
+    """R@5 per LoCoMo category, one line a mode: where a change helps is not always visible in
+    the mean (temporal questions lean on dates, multi-hop ones on several turns)."""
+    lines = ["R@5 by question category:"]
+    for mode, s in rows.items():
+        cells = ", ".join(f"{c}: {v:.3f}" for c, v in s["r5_by_category"].items())
+        lines.append(f"  {mode:<8} {cells}")
+    return "\n".join(lines)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--data", type=Path, required=True, help="a LoCoMo JSON file")
@@ -737,6 +747,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(report["note"])
     for level, rows in report["levels"].items():
         lines += ["", table(level, rows)]
+        lines.append(by_category(rows))
         for mode, s in rows.items():
             lines += [f"  {mode} failed: {e}" for e in s["errors"][:3]]
     return "\n".join(lines)
