@@ -482,7 +482,7 @@ def test_cli_agent_loop(root: Path) -> None:
     scoped = json.loads(invoke("brief", "pelican", "--root", r, "--scope", "a", "--json").output)
     assert sorted(p["path"] for p in scoped["pages"]) == sorted(e["path"] for e in ids[:2])
     text = invoke("brief", "pelican", "--root", r, "--budget", "120").output
-    assert text.startswith("Brief for 'pelican'") and "Left out" in text
+    assert text.startswith("# Context pack: pelican") and "Dropped for budget:" in text
     gone = ids[0]["path"]
 
     def visible() -> tuple[bool, bool, bool]:

@@ -4,7 +4,9 @@ KiwiFS clients (agent-memory libraries written for its MCP tools and REST routes
 such as ``limit: 100`` that KiwiFS quietly caps; refusing them would break those clients at
 setup. So a value that is missing, zero or negative means the default, and one above the maximum
 means the maximum. The memory report's ``limit``/``offset`` are not among these: there a
-negative value is a usage error and ``limit=0`` asks for the counts only (docs/memory.md).
+negative value is a usage error and ``limit=0`` asks for the counts only (docs/memory.md); on
+MCP, where no number is an error, a negative one means the default there too
+(:mod:`kiwifs.mcp.tools.common`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Tolerated:
-    """A number with KiwiFS's default and cap."""
+    """A number with KiwiFS's default and cap: below ``minimum`` (or missing) is the default,
+    above ``maximum`` (when there is one) is the maximum."""
 
     default: int
-    maximum: int
+    maximum: int | None
+    minimum: int = 1
 
     def __call__(self, value: int | None) -> int:
-        if value is None or value <= 0:
+        if value is None or value < self.minimum:
             return self.default
-        return min(value, self.maximum)
+        return value if self.maximum is None else min(value, self.maximum)
 
 
 MCP_SEARCH_LIMIT = Tolerated(20, 50)  # kiwi_search
@@ -38,6 +42,15 @@ SEARCH_LIMIT = 50  # keyword search
 SEMANTIC_TOP_K = 10  # semantic search
 BRIEF_BUDGET = 4000  # a brief's token budget
 BRIEF_MAX_PAGES = 20  # a brief's pages
+
+# The other numbers MCP tools take, read by the same rule (docs/mcp.md, "Numbers"): an offset
+# starts at 0 and has no cap; a brief's budget has no cap, its pages stop at the brief's 100; a
+# memory claim's limit may be 0 (renew only) up to the queue's 1000.
+MCP_OFFSET = Tolerated(0, None, minimum=0)
+MCP_BRIEF_BUDGET = Tolerated(BRIEF_BUDGET, None)  # kiwi_brief budget_tokens
+MCP_BRIEF_PAGES = Tolerated(BRIEF_MAX_PAGES, 100)  # kiwi_brief max_pages (the brief's MAX_PAGES)
+MCP_ELIGIBLE_LIMIT = Tolerated(10, 200)  # kiwi_eligible
+MCP_CLAIM_LIMIT = Tolerated(20, 1000, minimum=0)  # kiwi_memory_claim
 
 # The one size limit of every write: no write (REST PUT, append, bulk, remember; every MCP write
 # tool; the library) leaves a file bigger than this, checked by the write funnel on the file as it

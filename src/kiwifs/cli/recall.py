@@ -84,22 +84,19 @@ def search(
     if not found.results:
         echo("No results found.")
     for n, hit in enumerate(found.results, start=offset + 1):
-        echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
+        if mode == "hybrid":
+            from kiwifs.mcp.render import hybrid_detail, hybrid_line  # the MCP shape, one rule
+
+            echo(hybrid_line(n, hit))
+            echo(f"   {hybrid_detail(hit)}")
+        else:
+            echo(f"{n}. {hit.path} (score: {_score_text(mode, hit)})")
         if hit.snippet:
             click.echo(f"   {_plain_snippet(hit.snippet)}")  # its parts made printable
 
 
 def _score_text(mode: str, hit: Any) -> str:
-    if mode == "keyword":
-        return f"{hit.score:.2f}"
-    if mode == "semantic":
-        return f"{hit.score:.3f}"
-    sides = [
-        f"{s} #{r}"
-        for s, r in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
-        if r
-    ]
-    return f"{hit.score:.4f}; {hit.match}: {', '.join(sides)}"
+    return f"{hit.score:.2f}" if mode == "keyword" else f"{hit.score:.3f}"
 
 
 def _plain_snippet(snippet: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kiwifs.claiming import Task
 from kiwifs.gitlog import Change, Version
-from kiwifs.index.hybrid import HybridResults
+from kiwifs.index.hybrid import HybridHit, HybridResults
 from kiwifs.index.meta import MetaHit, MetaResults
 from kiwifs.index.search import SearchHit, marked_parts
 from kiwifs.index.semantic import SemanticResults
@@ -103,16 +103,33 @@ def render_semantic(found: SemanticResults) -> str:
     )
 
 
+def hybrid_rank(hit: HybridHit) -> int:
+    """The rank KiwiFS's line shows: the rank on the side that found the page, or for ``both``
+    the better (smaller) of its two ranks."""
+    return min(r for r in (hit.keyword_rank, hit.semantic_rank) if r)
+
+
+def hybrid_line(number: int, hit: HybridHit) -> str:
+    """KiwiFS's line, exactly, for clients that parse it: ``N. path (both, #1)``,
+    ``(keyword only, #3)`` or ``(semantic only, #2)``; nothing after the parenthesis."""
+    return f"{number}. {hit.path} ({hit.match}, #{hybrid_rank(hit)})"
+
+
+def hybrid_detail(hit: HybridHit) -> str:
+    """What the line leaves out, for the reader: each side's rank and the fused score."""
+    sides = [
+        f"{name} #{rank}"
+        for name, rank in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
+        if rank
+    ]
+    return f"{', '.join(sides)}; score {hit.score:.4f}"
+
+
 def render_hybrid(found: HybridResults) -> str:
-    """``N. path (score: 0.0328; both: keyword #1, semantic #2)`` and the snippet below."""
+    """Per page :func:`hybrid_line`, then indented its ranks and score, and its snippet."""
     lines: list[str] = []
     for n, hit in enumerate(found.results, start=found.offset + 1):
-        sides = [
-            f"{name} #{rank}"
-            for name, rank in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
-            if rank
-        ]
-        lines.append(f"{n}. {hit.path} (score: {hit.score:.4f}; {hit.match}: {', '.join(sides)})")
+        lines += [hybrid_line(n, hit), f"   {hybrid_detail(hit)}"]
         snippet = strip_marks(hit.snippet or "")
         if snippet:
             lines.append(f"   {snippet}")

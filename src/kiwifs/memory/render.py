@@ -64,30 +64,38 @@ def render_mcp(report: MemoryReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+DROPPED = "Dropped for budget:"  # KiwiFS's manifest heading, which its clients look for
+WHY_LEFT_OUT = {"budget": "over the token budget", "max_pages": "past max_pages"}
+
+
 def render_brief(brief: Brief, read_hint: str = "read one by path if you need it") -> str:
-    """A brief as text for a prompt: a header with the totals, each page under a ``===`` line
-    with its path, score, token cost and ETag, then the manifest of pages left out."""
+    """A brief as text for a prompt, in the shape KiwiFS's clients parse.
+
+    A header (``# Context pack: <query>``, the totals, and one ``- path (…)`` line per page with
+    its token cost, score and ETag), then each page's text alone under a ``=== <path> ===`` line,
+    then ``Dropped for budget:`` and one ``- <path> (…)`` line per page left out, saying why.
+    The per-page facts sit in the header and the manifest so that a section holds the page's
+    text and nothing else, and a ``=== path ===`` line holds the path and nothing else.
+    """
     if not brief.pages and not brief.left_out:
         return f"No pages match {brief.query!r}.\n"
     lines = [
-        f"Brief for {brief.query!r}: {len(brief.pages)} page(s), {brief.total_tokens} of "
-        f"{brief.budget_tokens} tokens, {len(brief.left_out)} left out."
+        f"# Context pack: {brief.query}",
+        f"{brief.total_tokens} of {brief.budget_tokens} tokens used (1 token ~ 4 characters), "
+        f"{len(brief.pages)} page(s), {len(brief.left_out)} left out.",
+    ]
+    lines += [
+        f"- {p.path} ({p.tokens} tokens, score: {p.score:.2f}, ETag: {p.etag})" for p in brief.pages
     ]
     for page in brief.pages:
-        lines.append("")
-        lines.append(
-            f"=== {page.path} (score: {page.score:.2f}, {page.tokens} tokens, "
-            f"ETag: {page.etag}) ==="
-        )
-        lines.append(page.text.rstrip("\n"))
+        lines += ["", f"=== {page.path} ===", page.text.rstrip("\n")]
     if brief.left_out:
-        lines.append("")
-        lines.append(f"Left out ({read_hint}):")
-        for out in brief.left_out:
-            why = "over the token budget" if out.reason == "budget" else "past max_pages"
-            lines.append(
-                f"- {out.path} ({out.tokens} tokens, score: {out.score:.2f}): {out.reason} ({why})"
-            )
+        lines += ["", f"{DROPPED} {len(brief.left_out)} page(s) left out ({read_hint})"]
+        lines += [
+            f"- {out.path} ({out.tokens} tokens, score: {out.score:.2f}, ETag: {out.etag}): "
+            f"{out.reason} ({WHY_LEFT_OUT[out.reason]})"
+            for out in brief.left_out
+        ]
     return "\n".join(lines) + "\n"
 
 

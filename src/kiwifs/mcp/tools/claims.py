@@ -10,8 +10,11 @@ from typing import Annotated
 from pydantic import Field
 
 from kiwifs.knowledge import Knowledge
+from kiwifs.limits import MCP_ELIGIBLE_LIMIT
 from kiwifs.mcp.render import render_eligible
 from kiwifs.memory.render import render_claims
+
+from .common import NUMBER, number
 
 
 class ClaimTools:
@@ -49,7 +52,12 @@ class ClaimTools:
 
     def kiwi_eligible(
         self,
-        limit: Annotated[int, Field(description="Max results (1-200).")] = 10,
+        limit: Annotated[
+            int,
+            number(MCP_ELIGIBLE_LIMIT),
+            NUMBER,
+            Field(description="Max results (default 10, max 200)."),
+        ] = MCP_ELIGIBLE_LIMIT.default,
         path_prefix: Annotated[
             str | None, Field(description="Only under this folder, e.g. 'tasks/'.")
         ] = None,

@@ -16,7 +16,7 @@ from kiwifs.mcp.render import NOT_MODIFIED, render_read, render_tree
 from kiwifs.preconditions import bare_etag
 from kiwifs.requests import FileItem
 
-from .common import MCP_ACTOR, Actor, IfMatch, Path_, Provenance_
+from .common import MCP_ACTOR, NUMBER, Actor, IfMatch, Path_, Provenance_, number
 
 
 class FileTools:
@@ -112,10 +112,15 @@ class FileTools:
     def kiwi_tree(
         self,
         path: Annotated[str, Field(description="Folder to list; empty for the root.")] = "",
-        depth: Annotated[int, Field(description="How many folder levels to show (1-20).")] = 3,
+        depth: Annotated[
+            int,
+            number(TREE_DEPTH),
+            NUMBER,
+            Field(description="How many folder levels to show (default 3, max 20)."),
+        ] = TREE_DEPTH.default,
         include_permalinks: Annotated[
             bool, Field(description="Accepted for KiwiFS compatibility; has no effect.")
         ] = False,
     ) -> str:
         """List folders and files (with sizes) under a folder."""
-        return render_tree(self.kb.tree(path or None, TREE_DEPTH(depth)))
+        return render_tree(self.kb.tree(path or None, depth))

@@ -7,9 +7,10 @@ from typing import Annotated
 from pydantic import Field
 
 from kiwifs.knowledge import Knowledge
+from kiwifs.limits import CHANGES_LIMIT
 from kiwifs.mcp.render import render_changes, render_versions
 
-from .common import Path_
+from .common import NUMBER, Path_, number
 
 
 class HistoryTools:
@@ -22,7 +23,12 @@ class HistoryTools:
         since: Annotated[
             str | None, Field(description="last_seq from a previous call; only newer changes.")
         ] = None,
-        limit: Annotated[int, Field(description="How many changes (1-500).")] = 50,
+        limit: Annotated[
+            int,
+            number(CHANGES_LIMIT),
+            NUMBER,
+            Field(description="How many changes (default 50, max 500)."),
+        ] = CHANGES_LIMIT.default,
     ) -> str:
         """Recent changes to the knowledge base, newest first."""
         return render_changes(self.kb.changes(since or None, limit), since)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from kiwifs.knowledge import Knowledge, StatusResult
+from kiwifs.limits import MCP_CLAIM_LIMIT
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
-from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from kiwifs.memory.render import (
     render_batch,
     render_check,
@@ -21,7 +21,20 @@ from kiwifs.memory.render import (
 )
 from kiwifs.requests import MergeItem
 
-from .common import MCP_ACTOR, Actor, IfMatch, Path_, Provenance_, Worker_, in_format
+from .common import (
+    MCP_ACTOR,
+    NUMBER,
+    Actor,
+    IfMatch,
+    Offset,
+    Path_,
+    Provenance_,
+    Worker_,
+    in_format,
+    number,
+    read_lease,
+    report_limit,
+)
 
 
 class MemoryTools:
@@ -35,9 +48,12 @@ class MemoryTools:
             str | None, Field(description="Folder of episodic files (default from config).")
         ] = None,
         limit: Annotated[
-            int | None, Field(description="Page size for the file lists (default: all).")
+            int | None,
+            BeforeValidator(report_limit),
+            NUMBER,
+            Field(description="Page size for the file lists (default: all; 0: counts only)."),
         ] = None,
-        offset: Annotated[int, Field(description="Page start.")] = 0,
+        offset: Offset = 0,
         format: Annotated[  # noqa: A002 - the argument name clients send
             Literal["text", "json"], Field(description="'text' (default) or 'json'.")
         ] = "text",
@@ -113,12 +129,16 @@ class MemoryTools:
         memory_kind: episodic. It shows in kiwi_memory_report until a page merges it.
         An episode_id that is already taken is refused."""
         result = self.kb.remember(content, episode_id, scope, tags, actor, provenance, title)
-        return f"Remembered episode {result.episode_id} at {result.path} (ETag: {result.etag})"
+        return f"Remembered {result.path} (episode_id: {result.episode_id}, ETag: {result.etag})"
 
     def kiwi_forget(
         self,
         path: Path_,
         reason: Annotated[str | None, Field(description="Why it is no longer true.")] = None,
+        superseded_reason: Annotated[
+            str | None,
+            Field(description="The same as reason (KiwiFS's name); wins if both are given."),
+        ] = None,
         superseded_by: Annotated[
             str | None, Field(description="Path of the page that replaces it, if any.")
         ] = None,
@@ -128,7 +148,12 @@ class MemoryTools:
         """Retire a memory that is no longer true: the page is marked memory_status:
         superseded and leaves search, kiwi_query_meta and kiwi_brief (an episode also leaves the
         memory report's unmerged list). It can still be read by path; kiwi_restore undoes it."""
-        return _status_text(self.kb.forget(path, reason, superseded_by, actor, if_match))
+        why = superseded_reason or reason or None
+        result = self.kb.forget(path, why, superseded_by, actor, if_match)
+        if not result.changed:
+            return _status_text(result)
+        text = f"Forgot {result.path} (memory_status: superseded, ETag: {result.etag})"
+        return f"{text} reason: {why}" if why else text
 
     def kiwi_restore(self, path: Path_, actor: Actor = MCP_ACTOR, if_match: IfMatch = None) -> str:
         """Bring back a page retired with kiwi_forget (removes memory_status, valid_until,
@@ -139,10 +164,14 @@ class MemoryTools:
         self,
         worker: Worker_,
         limit: Annotated[
-            int, Field(description="How many episodes to hold (0: only renew).")
-        ] = DEFAULT_CLAIM_LIMIT,
+            int,
+            number(MCP_CLAIM_LIMIT),
+            NUMBER,
+            Field(description="How many episodes to hold (default 20, max 1000; 0: only renew)."),
+        ] = MCP_CLAIM_LIMIT.default,
         lease: Annotated[
-            str | float,
+            str | int | None,
+            BeforeValidator(read_lease),
             Field(description="How long you keep them: '90s', '10m', '2h', or seconds (1m-24h)."),
         ] = DEFAULT_LEASE_TEXT,
         episodes_prefix: Annotated[

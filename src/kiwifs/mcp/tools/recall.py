@@ -12,8 +12,8 @@ from pydantic import Field
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import (
-    BRIEF_BUDGET,
-    BRIEF_MAX_PAGES,
+    MCP_BRIEF_BUDGET,
+    MCP_BRIEF_PAGES,
     MCP_HYBRID_LIMIT,
     MCP_META_LIMIT,
     MCP_SEARCH_LIMIT,
@@ -22,16 +22,19 @@ from kiwifs.limits import (
 from kiwifs.mcp.render import render_hybrid, render_meta, render_search, render_semantic
 from kiwifs.memory.render import render_brief
 
-from .common import IncludeSuperseded, ModifiedAfter, PathPrefix, Scope, in_format
+from .common import (
+    NUMBER,
+    IncludeSuperseded,
+    ModifiedAfter,
+    Offset,
+    PathPrefix,
+    Scope,
+    fraction,
+    in_format,
+    number,
+)
 
 MetaValue = str | int | float | bool | None
-
-
-def _check_range(name: str, value: int, low: int, high: int | None = None) -> int:
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"{low} or more"
-        raise UsageError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 class RecallTools:
@@ -42,12 +45,18 @@ class RecallTools:
     def kiwi_search(
         self,
         query: Annotated[str, Field(description="Words to look for (full-text, ranked).")],
-        limit: Annotated[int, Field(description="Results per page (1-50).")] = 20,
-        offset: Annotated[int, Field(description="Results to skip, for the next page.")] = 0,
+        limit: Annotated[
+            int,
+            number(MCP_SEARCH_LIMIT),
+            NUMBER,
+            Field(description="Results per page (default 20, max 50)."),
+        ] = MCP_SEARCH_LIMIT.default,
+        offset: Offset = 0,
         path_prefix: PathPrefix = None,
         scope: Scope = None,
         recency_weight: Annotated[
             float | None,
+            fraction(0.0, 1.0),
             Field(description="0-1: how much newer files rank higher (0: relevance only)."),
         ] = None,
         modified_after: ModifiedAfter = None,
@@ -58,8 +67,6 @@ class RecallTools:
         left out unless include_superseded."""
         if not query.strip():
             raise UsageError("query is required")
-        _check_range("offset", offset, 0)
-        limit = MCP_SEARCH_LIMIT(limit)
         found = self.kb.search(
             query,
             limit=limit + 1,
@@ -76,10 +83,15 @@ class RecallTools:
         self,
         query: Annotated[str, Field(description="What you are looking for, in plain words.")],
         limit: Annotated[
-            int, Field(description="How many pages (1-50).")
+            int,
+            number(MCP_SEMANTIC_LIMIT),
+            NUMBER,
+            Field(description="How many pages (default 5, max 50)."),
         ] = MCP_SEMANTIC_LIMIT.default,
         threshold: Annotated[
-            float | None, Field(description="Minimum similarity (cosine, -1 to 1), e.g. 0.3.")
+            float | None,
+            fraction(-1.0, 1.0),
+            Field(description="Minimum similarity (cosine, -1 to 1), e.g. 0.3."),
         ] = None,
         scope: Scope = None,
         path_prefix: PathPrefix = None,
@@ -91,7 +103,7 @@ class RecallTools:
             raise UsageError("query is required")
         found = self.kb.semantic_search(
             query,
-            limit=MCP_SEMANTIC_LIMIT(limit),
+            limit=limit,
             threshold=threshold,
             scope=scope,
             path_prefix=path_prefix,
@@ -103,7 +115,10 @@ class RecallTools:
         self,
         query: Annotated[str, Field(description="Words or a question to look for.")],
         limit: Annotated[
-            int, Field(description="How many pages (1-50).")
+            int,
+            number(MCP_HYBRID_LIMIT),
+            NUMBER,
+            Field(description="How many pages (default 15, max 50)."),
         ] = MCP_HYBRID_LIMIT.default,
         path_prefix: PathPrefix = None,
         scope: Scope = None,
@@ -115,7 +130,7 @@ class RecallTools:
             raise UsageError("query is required")
         found = self.kb.hybrid_search(
             query,
-            limit=MCP_HYBRID_LIMIT(limit),
+            limit=limit,
             scope=scope,
             path_prefix=path_prefix,
             include_superseded=include_superseded,
@@ -139,19 +154,23 @@ class RecallTools:
         ] = [],  # noqa: B006
         sort: Annotated[str | None, Field(description="Field to sort by, e.g. '$.date'.")] = None,
         order: Annotated[Literal["asc", "desc"], Field(description="Sort order.")] = "asc",
-        limit: Annotated[int, Field(description="Files per page (1-200).")] = 20,
-        offset: Annotated[int, Field(description="Files to skip.")] = 0,
+        limit: Annotated[
+            int,
+            number(MCP_META_LIMIT),
+            NUMBER,
+            Field(description="Files per page (default 20, max 200)."),
+        ] = MCP_META_LIMIT.default,
+        offset: Offset = 0,
         include_superseded: IncludeSuperseded = False,
     ) -> str:
         """Find files by frontmatter values; lists each file with its frontmatter. Forgotten
         pages are left out unless include_superseded."""
-        _check_range("offset", offset, 0)
         found = self.kb.meta(
             where=filters,
             or_=or_,
             sort=sort,
             order=order,
-            limit=MCP_META_LIMIT(limit),
+            limit=limit,
             offset=offset,
             paths=paths or None,
             include_superseded=include_superseded,
@@ -162,11 +181,17 @@ class RecallTools:
         self,
         query: Annotated[str, Field(description="What the agent needs context about.")],
         budget_tokens: Annotated[
-            int, Field(description="Token budget of the pack (1 token ~ 4 characters).")
-        ] = BRIEF_BUDGET,
-        max_pages: Annotated[int, Field(description="At most this many pages (1-100).")] = (
-            BRIEF_MAX_PAGES
-        ),
+            int,
+            number(MCP_BRIEF_BUDGET),
+            NUMBER,
+            Field(description="Token budget of the pack (default 4000; 1 token ~ 4 characters)."),
+        ] = MCP_BRIEF_BUDGET.default,
+        max_pages: Annotated[
+            int,
+            number(MCP_BRIEF_PAGES),
+            NUMBER,
+            Field(description="At most this many pages (default 20, max 100)."),
+        ] = MCP_BRIEF_PAGES.default,
         path_prefix: PathPrefix = None,
         scope: Scope = None,
         include_superseded: IncludeSuperseded = False,
