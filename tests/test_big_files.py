@@ -74,7 +74,7 @@ def test_the_library_skips_and_refuses_a_file_over_the_limit(root: Path) -> None
             kb.read("big.md")
         kb.write("big.md", b"# small again\n")  # a write may replace it
         assert kb.read("big.md").content == b"# small again\n"
-        assert [h.path for h in kb.search("small again").results] == ["big.md"]
+        assert [h.path for h in kb.search('"small again"').results] == ["big.md"]
 
 
 def test_a_file_that_grows_past_the_limit_leaves_the_index(root: Path) -> None:

@@ -205,9 +205,14 @@ def test_snippet_is_cut_at_160_bytes(kb: Knowledge) -> None:
     assert len(hit.snippet.replace("\u2026", "").encode()) <= 160
 
 
-def test_words_are_anded_and_hyphens_are_safe(kb: Knowledge) -> None:
-    assert paths(kb.search("quick fox")) == ["episodes/b.md"]
-    assert paths(kb.search("run-249")) == ["notes/n1.md"]
+def test_plain_words_are_ored_and_hyphens_are_safe(kb: Knowledge) -> None:
+    """Plain text matches any of its words (KiwiFS ANDs them): the page holding both comes
+    first; a joined word is its words plus the phrase, so the page holding it comes first."""
+    found = paths(kb.search("quick fox"))
+    assert found[0] == "episodes/b.md"
+    assert sorted(found) == ["episodes/b.md", "notes/n1.md", "other/n4.md"]
+    found = paths(kb.search("run-249"))
+    assert found[0] == "notes/n1.md" and "notes/n2.md" in found  # n2 holds run-7
 
 
 def test_rewritten_file_no_longer_matches_old_words(kb: Knowledge) -> None:
@@ -239,19 +244,18 @@ def test_path_prefix_limit_offset(kb: Knowledge) -> None:
     assert kb.search("fox", limit=1000).limit == 200
 
 
-def test_search_query_errors(kb: Knowledge) -> None:
-    with pytest.raises(InvalidQuery, match="invalid search query"):
-        kb.search('"unterminated')
-    with pytest.raises(InvalidQuery):
-        kb.search("fox AND")
+def test_no_query_string_is_an_error(kb: Knowledge) -> None:
+    """Syntax FTS5 rejects is read as plain words (these were 400s); paging stays checked."""
+    assert paths(kb.search('"unterminated fox')) == paths(kb.search("fox"))
+    assert paths(kb.search("fox AND")) == paths(kb.search("fox"))
     with pytest.raises(UsageError):
         kb.search("fox", limit=-1)
     assert kb.search("  ").results == []
     assert kb.search("* ?").results == []
 
 
-def test_plain_text_colons_are_retried_quoted(kb: Knowledge) -> None:
-    assert paths(kb.search("episode_id: ep-2")) == ["episodes/b.md"]
+def test_plain_text_colons_are_plain_words(kb: Knowledge) -> None:
+    assert paths(kb.search("episode_id: ep-2"))[0] == "episodes/b.md"
     assert "notes/n1.md" in paths(kb.search("fo*"))
     assert paths(kb.search("quick OR canine")) == ["episodes/b.md"]
 
@@ -630,7 +634,7 @@ def test_cli_search_reindex_and_no_index(make_root: Callable[..., Path]) -> None
     out = runner.invoke(cli, ["search", "fox", "--root", str(root), "--json", "--limit", "1"])
     assert '"limit": 1' in out.output
     out = runner.invoke(cli, ["search", '"open', "--root", str(root)])
-    assert out.exit_code == 2
+    assert out.exit_code == 0, out.output  # an unbalanced quote is read as plain words
     fast = runner.invoke(cli, ["memory", "report", "--json", "--root", str(root)])
     slow = runner.invoke(cli, ["memory", "report", "--json", "--no-index", "--root", str(root)])
     assert fast.output == slow.output

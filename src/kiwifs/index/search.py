@@ -1,14 +1,13 @@
-"""Full-text search over the index: KiwiFS's query rules (docs/search.md), BM25 ranking, snippets.
+"""Full-text search over the index: the query rule of :mod:`index.query`, BM25 ranking, snippets.
 
-Plain words are quoted one by one and AND-ed, so ``run-249`` or ``C++`` never trip the FTS5
-parser. A query with FTS5 syntax (``"()*^:`` or an upper-case ``AND``/``OR``/``NOT``/``NEAR``)
-is passed through. When FTS5 rejects it, a query whose only syntax is ``:``, ``*`` or ``^`` —
-characters common in plain text such as ``episode_id: ep-1`` — is retried quoted, as KiwiFS does;
-one with quotes, parentheses or operators is the caller's syntax error and becomes
-:class:`InvalidQuery` with FTS5's message (never a server error).
+A query is natural language unless it is clearly FTS5 (:func:`kiwifs.index.query.parse`):
+plain text is matched as any of its words (OR, stop words left out), BM25-ranked; explicit FTS5
+syntax is run as written, and read as natural language when FTS5 rejects it. No query string is
+an error. In a server the term columns (:mod:`index.termcolumns`) rank both readings without
+FTS5 scoring every match, to the same answer.
 
 Snippets come from the stored text (:mod:`index.bodies`, no disk reads): the first line holding
-a query term, cut at 160 bytes, with the first occurrence of each term in ``<mark>``
+a query word, cut at 160 bytes, with the first occurrence of each word in ``<mark>``
 (:func:`marked_parts` splits them again for interfaces that print plain text).
 
 Recall filters (:class:`~kiwifs.index.filters.RecallFilter`: superseded pages, ``scope``,
@@ -32,16 +31,16 @@ from kiwifs.limits import SEARCH_LIMIT
 from kiwifs.memory.rules import check_paging
 from kiwifs.text import check_text
 
-from .bm25 import TOKENIZER, query_words
+from .bm25 import TOKENIZER
 from .bodies import texts
+from .database import is_busy, is_damage
 from .filters import RecallFilter
+from .query import Query, parse
 from .record import py_text
 from .termcolumns import PHRASE, TermColumns
 
 MAX_LIMIT = 200
 SNIPPET_BYTES = 160
-_SYNTAX_CHARS = set('"()*^:')
-_RETRYABLE_ONLY = set("*^:")
 _OPERATORS = {"AND", "OR", "NOT", "NEAR"}
 _WORD = re.compile(r"\w+")
 _MARKED = re.compile(r"<mark>(.*?)</mark>", re.DOTALL)
@@ -90,27 +89,8 @@ def check_limits(limit: int | None, offset: int | None) -> tuple[int, int]:
     return min(lim, MAX_LIMIT), off
 
 
-def _tokens_have_operator(query: str) -> bool:
-    return any(tok in _OPERATORS or tok.startswith("NEAR(") for tok in query.split())
-
-
-def has_syntax(query: str) -> bool:
-    """True when the query uses FTS5 syntax and is passed through as written."""
-    return bool(_SYNTAX_CHARS & set(query)) or _tokens_have_operator(query)
-
-
-def quoted(query: str) -> str:
-    """Every whitespace token as an FTS5 string (``"`` doubled), AND-ed."""
-    return " ".join('"' + tok.replace('"', '""') + '"' for tok in query.split())
-
-
 def is_blank(query: str) -> bool:
     return not query.strip(" \t\r\n*?")
-
-
-def _retryable(query: str) -> bool:
-    used = _SYNTAX_CHARS & set(query)
-    return used <= _RETRYABLE_ONLY and not _tokens_have_operator(query)
 
 
 SQL = (
@@ -179,40 +159,80 @@ def search(
         more, params = where.sql("f")
         condition += more
         extra += tuple(params)
-    match = text if has_syntax(text) else quoted(text)
+    parsed = parse(text)
     window = (recency_window(lim, off), 0) if weight else (lim, off)
-    rows = None
     scope = where.scope if where is not None else None
-    keys = None
-    if COLUMNS and not weight and columns is not None:
-        # plain words, or a query of AND-ed phrases; a word FTS5 cannot read (a NUL in it)
-        # makes a column's own query fail: the plain query below reports it as invalid
-        plain = match != text
-        keys = query_words(text) if plain else syntax_phrases(text) if PHRASES else None
-    if keys is not None:
-        try:
-            rows = _from_columns(conn, keys, condition, extra, scope, columns, *window)
-        except sqlite3.OperationalError:
-            rows = None
-    try:
-        if rows is None:
-            rows = _ranked(conn, match, condition, extra, *window)
-    except sqlite3.OperationalError as exc:
-        if match == text and _retryable(text):
-            match = quoted(text)
-            rows = _run_quoted(conn, match, condition, extra, *window)
-        else:
-            raise InvalidQuery(f"invalid search query {text!r}: {exc}") from exc
+    fast = columns if COLUMNS and not weight else None
+    rows = None
+    if parsed.syntax is not None:
+        rows = _syntax_rows(conn, parsed.syntax, condition, extra, scope, fast, window)
+    terms = query_terms(text) if rows is not None else list(parsed.words)
+    if rows is None:
+        if not parsed.terms:
+            return SearchResults(query, lim, off, [])
+        rows = _any_rows(conn, parsed, condition, extra, scope, fast, window)
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     if not snippets:
         return SearchResults(
             query, lim, off, [SearchHit(py_text(p), float(s), "") for p, s, _, _ in rows]
         )
-    terms = query_terms(text)
     bodies = texts(conn, [file_id for _, _, file_id, _ in rows])
     hits = [SearchHit(py_text(p), float(s), snippet(bodies[i], terms)) for p, s, i, _ in rows]
     return SearchResults(query, lim, off, hits)
+
+
+def _syntax_rows(
+    conn: sqlite3.Connection,
+    syntax: str,
+    condition: str,
+    extra: tuple[Any, ...],
+    scope: str | None,
+    columns: TermColumns | None,
+    window: tuple[int, int],
+) -> list[tuple[Any, float, int, int]] | None:
+    """The page for a query of FTS5 syntax as written, or ``None`` when FTS5 rejects it (the
+    caller then reads it as natural language)."""
+    keys = syntax_phrases(syntax) if PHRASES and columns is not None else None
+    rows = None
+    try:
+        rows = _from_columns(conn, keys, condition, extra, scope, columns, *window)
+    except sqlite3.OperationalError:
+        rows = None  # a phrase FTS5 cannot read: the plain query below says so
+    try:
+        return rows if rows is not None else _ranked(conn, syntax, condition, extra, *window)
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc) or is_damage(exc):
+            raise  # the index's trouble, not the query's
+        return None
+
+
+def _any_rows(
+    conn: sqlite3.Connection,
+    parsed: Query,
+    condition: str,
+    extra: tuple[Any, ...],
+    scope: str | None,
+    columns: TermColumns | None,
+    window: tuple[int, int],
+) -> list[tuple[Any, float, int, int]]:
+    """The page for the natural reading (any of its terms), from the term columns when a
+    server keeps them, else from FTS5; the terms are FTS5 strings of words, which FTS5 never
+    rejects."""
+    terms = [(t.key, t.match) for t in parsed.terms]
+    rows = None
+    if columns is not None:
+        conn.execute("BEGIN")
+        try:
+            rows = columns.ranked_any(conn, terms, condition, extra, scope, *window)
+        finally:
+            conn.rollback()
+    if rows is not None:
+        return rows
+    try:
+        return _ranked(conn, parsed.any_match, condition, extra, *window)
+    except sqlite3.OperationalError as exc:  # pragma: no cover - strings of words always parse
+        raise InvalidQuery(f"invalid search query {parsed.text!r}: {exc}") from exc
 
 
 def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
@@ -318,20 +338,6 @@ def _ranked(
         window *= 8
     sql = SQL.format(prefix=condition)
     return [tuple(r) for r in conn.execute(sql, (match, *extra, lim, off))]
-
-
-def _run_quoted(
-    conn: sqlite3.Connection,
-    match: str,
-    condition: str,
-    extra: tuple[Any, ...],
-    lim: int,
-    off: int,
-) -> list[tuple[Any, float, int, int]]:
-    try:
-        return _ranked(conn, match, condition, extra, lim, off)
-    except sqlite3.OperationalError as exc:
-        raise InvalidQuery(f"invalid search query: {exc}") from exc
 
 
 def query_terms(query: str) -> list[str]:

@@ -34,6 +34,14 @@ changed document's phrase counts are solved from FTS5's BM25 of the phrase over 
 texts in the private tokenizer table (:meth:`bm25.Tokenizer.phrase_counts`), checked to the
 last bit like a column's making; a phrase column that cannot be caught up is dropped.
 
+**Words OR-ed** (a natural-language query, :mod:`index.query`): FTS5's BM25 of an OR is the
+same sum over its phrases in the query's order, a phrase a document lacks adding ``0.0``, over
+every document holding any of them. Common words come from their columns; a rare word (fewer
+than :data:`MIN_DF` documents) from FTS5's ranking of it alone, in one pass that stops at
+:data:`MIN_DF` matches, its counts solved and checked like a column's making; a phrase gets a
+column whatever its count. So an OR of common words costs vector arithmetic, not FTS5 scoring
+nearly every document.
+
 numpy is imported on the first such query; without numpy, queries take the plain path.
 """
 
@@ -117,6 +125,91 @@ class TermColumns:
             inside = np.isin(ids, keep)
             scores, ids = scores[inside], ids[inside]
         return _page(np, conn, scores, ids, condition, extra, lim, off)
+
+    def ranked_any(
+        self,
+        conn: sqlite3.Connection,
+        terms: list[tuple[str, str]],
+        condition: str,
+        extra: tuple[Any, ...],
+        scope: str | None,
+        lim: int,
+        off: int,
+    ) -> list[Row] | None:
+        """Like :meth:`ranked`, for the terms OR-ed (``(key, FTS5 string)`` each, as
+        :mod:`index.query` makes them): every document holding any term, scored with FTS5's sum
+        over the terms in their order (a term a document lacks adds FTS5's ``0.0``). A common
+        term is read from its column; a rare one (fewer than :data:`MIN_DF` documents, no
+        column) from FTS5's ranking of it alone, solved for its counts and checked to the last
+        bit like a column's making. ``None``: no numpy, or a score that did not solve."""
+        np = _numpy()
+        if np is None or not terms or len(terms) > MAX_COLUMNS:
+            return None
+        with self._lock:
+            nrows, ntokens = bm25.totals(conn)
+            if nrows == 0 or not self._current(np, conn, nrows, ntokens):
+                return None
+            found = [self._term(np, conn, key, match, nrows, ntokens) for key, match in terms]
+            if any(f is None for f in found):
+                return None
+            scores, ids = self._any_scores(np, [f for f in found if f is not None], nrows, ntokens)
+        if scope is not None:
+            keep = _scope_ids(np, conn, scope, condition, extra)
+            inside = np.isin(ids, keep)
+            scores, ids = scores[inside], ids[inside]
+        return _page(np, conn, scores, ids, condition, extra, lim, off)
+
+    def _term(
+        self, np: Any, conn: sqlite3.Connection, key: str, match: str, nrows: int, ntokens: int
+    ) -> tuple[Any, Any, int] | None:
+        """One OR-ed term as ``(ids or None, counts, document count)``: ``ids`` is ``None``
+        for a column (counts indexed by row id), else the rare term's documents and counts."""
+        if key in self._tf:
+            self._tf.move_to_end(key)
+            column = self._tf[key]
+            return None, column, int(np.count_nonzero(column))
+        phrase = key.startswith(PHRASE)
+        rows = []
+        if not phrase:  # one pass: FTS5 stops at MIN_DF matches (those of a common word)
+            sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? LIMIT ?"
+            rows = conn.execute(sql, (match, MIN_DF)).fetchall()
+        if phrase or len(rows) >= MIN_DF:  # a phrase costs its words' matching: keep a column
+            if not self._make(np, conn, key, match if phrase else match[1:-1], nrows, ntokens):
+                return None
+            column = self._tf[key]
+            return None, column, int(np.count_nonzero(column))
+        found = np.array(rows, dtype=np.float64).reshape(-1, 2)
+        assert self._dl is not None
+        ids = found[:, 0].astype(np.int64)
+        if len(ids) and ids.max() >= len(self._dl):
+            return None
+        tf = bm25.solve(np, found[:, 1], self._dl[ids], nrows, len(ids), ntokens)
+        return None if tf is None else (ids, tf, len(ids))
+
+    def _any_scores(
+        self, np: Any, found: list[tuple[Any, Any, int]], nrows: int, ntokens: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Every document holding any term: its score (FTS5's, sign flipped) and its id."""
+        assert self._dl is not None
+        size = len(self._dl)
+        matching = np.zeros(size, dtype=bool)
+        for ids, counts, _ in found:
+            if ids is None:
+                matching |= counts > 0
+            else:
+                matching[ids] = True
+        docs = np.flatnonzero(matching)
+        avgdl = ntokens / nrows
+        shape = bm25.K1 * (1 - bm25.B + bm25.B * self._dl[docs].astype(np.float64) / avgdl)
+        total = np.zeros(len(docs), dtype=np.float64)
+        for ids, counts, nhit in found:
+            if ids is None:
+                tf = counts[docs].astype(np.float64)
+            else:
+                tf = np.zeros(len(docs), dtype=np.float64)
+                tf[np.searchsorted(docs, ids)] = counts
+            total += bm25.idf(nrows, nhit) * ((tf * (bm25.K1 + 1.0)) / (tf + shape))
+        return total, docs
 
     # -- keeping the columns current ------------------------------------------------------------
 
@@ -219,18 +312,22 @@ class TermColumns:
         self, np: Any, conn: sqlite3.Connection, word: str, token: str, nrows: int, ntokens: int
     ) -> bool:
         """The column of ``word`` (written ``token`` in the query) from FTS5's BM25 of it,
-        checked to the last bit; False: none."""
+        checked to the last bit; False: none. A word is counted first (a rare one gets no
+        column); a phrase is ranked at once (matching it is its cost, counting as dear)."""
         if word in self._failed:
             return False
         phrase = word.startswith(PHRASE)
         match = token if phrase else '"' + token.replace('"', '""') + '"'
-        nhit = int(
-            conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)).fetchone()[0]
-        )
-        if nhit < MIN_DF and not phrase:
-            return False
+        nhit = None
+        if not phrase:
+            nhit = int(
+                conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)).fetchone()[0]
+            )
+            if nhit < MIN_DF:
+                return False
         rows = conn.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?", (match,))
         found = np.array(rows.fetchall(), dtype=np.float64).reshape(-1, 2)
+        nhit = len(found) if nhit is None else nhit
         assert self._dl is not None
         ids = found[:, 0].astype(np.int64)
         fts = found[:, 1]
