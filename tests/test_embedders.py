@@ -145,7 +145,7 @@ def test_unknown_provider_names_the_supported_ones() -> None:
         (VECTOR.format(p="local") + "[search.vector.chunk]\nsize = 10\noverlap = 10\n", "overlap"),
         (VECTOR.format(p="local") + 'timeout = "soon"\n', "timeout: invalid duration"),
         (VECTOR.format(p="local") + "timeout = 0\n", "timeout must be more than 0"),
-        (VECTOR.format(p="local").replace('model = "m"', 'model = ""'), "model is required"),
+        (VECTOR.format(p="openai").replace('model = "m"', 'model = ""'), "model is required"),
     ],
     ids=["no-provider", "store", "overlap", "timeout-text", "timeout-zero", "no-model"],
 )

@@ -280,7 +280,7 @@ async def test_mcp_semantic_and_hybrid(root: Path) -> None:
         assert not error and 0 < len([ln for ln in text.splitlines() if ln[:1].isdigit()]) <= 5
         error, text = await call(client, "kiwi_search_hybrid", {"query": "kiwi", "scope": "zoo"})
         assert text.splitlines()[0] == "1. birds/kiwi.md (both, #1)"
-        assert text.splitlines()[1].startswith("   keyword #1, semantic #1; score 0.0")
+        assert text.splitlines()[1].startswith("   keyword #1, semantic #1; score 0.")
 
 
 @pytest.mark.anyio

@@ -25,6 +25,7 @@ from kiwifs.index.chunking import chunk_text
 from kiwifs.index.db import Index
 from kiwifs.index.embedders import make_embedder
 from kiwifs.index.filters import parse_modified_after, superseded_sql
+from kiwifs.index.hybrid import KEYWORD_WEIGHT, RRF_K, SEMANTIC_WEIGHT
 from kiwifs.index.vectors import VectorStore
 from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
@@ -351,7 +352,8 @@ def test_hybrid_attributes_each_result(open_kb: Callable[..., Knowledge]) -> Non
     assert {by_path["kiwi.md"].keyword_rank, by_path["fruit.md"].keyword_rank} == {1, 2}
     first = found.results[0]
     assert first.score == pytest.approx(
-        1 / (60 + first.keyword_rank) + 1 / (60 + first.semantic_rank)
+        KEYWORD_WEIGHT / (RRF_K + first.keyword_rank)
+        + SEMANTIC_WEIGHT / (RRF_K + first.semantic_rank)
     )
 
 

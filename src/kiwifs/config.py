@@ -41,8 +41,9 @@ VECTOR_STORES = ("sqlite",)
 class EmbedderConfig:
     """``[search.vector.embedder]``: which model turns text into vectors.
 
-    ``model`` is a model name for ``openai`` and ``ollama``, and a folder (absolute, or relative
-    to the knowledge root) for ``local``. ``timeout`` is in seconds or a duration (``"30s"``).
+    ``model`` is a model name for ``openai`` and ``ollama``, and for ``local`` a model2vec folder
+    (absolute, or relative to the knowledge root) or nothing: the model the vector extra bundles.
+    ``timeout`` is in seconds or a duration (``"30s"``).
     """
 
     provider: str = ""
@@ -177,8 +178,9 @@ def check_vector(vector: VectorConfig) -> None:
         raise ValueError(
             f"{shown} in [search.vector.embedder]; supported: {', '.join(EMBEDDER_PROVIDERS)}"
         )
-    if not vector.embedder.model.strip():
-        raise ValueError("[search.vector.embedder] model is required")
+    if not vector.embedder.model.strip() and provider != "local":
+        # local without a model is the model the vector extra installs (index.embedders)
+        raise ValueError(f"[search.vector.embedder] model is required for provider {provider!r}")
     store = vector.store.provider.strip().lower()
     if store not in VECTOR_STORES:
         raise ValueError(

@@ -159,7 +159,7 @@ class Recall:
 
     def _embed_query(self, text: str) -> Matrix:
         try:
-            return self.store.embed_texts([text])
+            return self.store.embed_queries([text])
         except KiwiError:
             raise
         except Exception as exc:  # noqa: BLE001 - a provider's failure, reported not crashed

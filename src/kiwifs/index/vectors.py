@@ -26,7 +26,7 @@ from kiwifs.config import ChunkConfig
 from .bodies import unpack
 from .chunking import Chunk, chunk_text
 from .db import Index, Progress
-from .embedders import Embedder, _numpy
+from .embedders import Embedder, _numpy, chunk_words
 from .vectorschema import (
     NEW_GENERATION,
     QUEUE_MISSING,
@@ -119,9 +119,10 @@ class VectorStore:
     ) -> None:
         self.index = index
         self.embedder = embedder
-        self.chunk = chunk
+        # a chunk no longer than the model reads (the identity below notes the cap)
+        self.chunk = ChunkConfig(*chunk_words(chunk.size, chunk.overlap, embedder.window_words))
         self.clock = clock
-        self.identity = f"{embedder.name}|words={chunk.size}/{chunk.overlap}"
+        self.identity = f"{embedder.name}|words={self.chunk.size}/{self.chunk.overlap}"
 
     # -- keeping the tables right -----------------------------------------------------------
 
@@ -260,9 +261,15 @@ class VectorStore:
         return out
 
     def embed_texts(self, texts: Sequence[str]) -> Matrix:
-        """Embed and L2-normalise (so a dot product is the cosine similarity)."""
+        """Embed passages (chunks) and L2-normalise (so a dot product is the cosine)."""
+        return self._normalised(self.embedder.embed(texts), texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> Matrix:
+        """Embed queries as the model wants them (e5: ``query: ``), L2-normalised."""
+        return self._normalised(self.embedder.embed_query(texts), texts)
+
+    def _normalised(self, matrix: Matrix, texts: Sequence[str]) -> Matrix:
         np = _numpy()
-        matrix = self.embedder.embed(texts)
         if matrix.shape[0] != len(texts):
             raise ValueError(f"embedder returned {matrix.shape[0]} vectors for {len(texts)} texts")
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
