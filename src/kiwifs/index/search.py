@@ -3,7 +3,9 @@
 A query is natural language unless it is clearly FTS5 (:func:`kiwifs.index.query.parse`):
 plain text is matched as any of its words (OR, stop words left out), BM25-ranked; explicit FTS5
 syntax is run as written, and read as natural language when FTS5 rejects it. No query string is
-an error. In a server the term columns (:mod:`index.termcolumns`) rank both readings without
+an error. A natural reading of two terms or more is then re-ranked with pseudo-relevance
+feedback (:mod:`index.feedback`: the best hits' distinctive words asked again, mixed in at half
+weight). In a server the term columns (:mod:`index.termcolumns`) rank both readings without
 FTS5 scoring every match, to the same answer.
 
 Snippets come from the stored text (:mod:`index.bodies`, no disk reads): the first line holding
@@ -31,6 +33,7 @@ from kiwifs.limits import SEARCH_LIMIT
 from kiwifs.memory.rules import check_paging
 from kiwifs.text import check_text
 
+from . import feedback
 from .bm25 import TOKENIZER
 from .bodies import texts
 from .database import is_busy, is_damage
@@ -111,6 +114,7 @@ MAX_WINDOW = 4096  # beyond this the filters are too selective: the full query a
 TOP_K = True  # the benchmark's A/B switch; False always runs the full query
 COLUMNS = True  # the benchmark's A/B switch for the term columns (index/termcolumns.py)
 PHRASES = True  # the A/B switch for phrase and prefix columns (FTS5 syntax of AND-ed phrases)
+FEEDBACK = True  # the benchmark's A/B switch for pseudo-relevance feedback (index/feedback.py)
 
 
 def check_recency_weight(value: float | None) -> float:
@@ -170,7 +174,10 @@ def search(
     if rows is None:
         if not parsed.terms:
             return SearchResults(query, lim, off, [])
-        rows = _any_rows(conn, parsed, condition, extra, scope, fast, window)
+        if FEEDBACK and not weight and len(parsed.terms) >= feedback.MIN_TERMS:
+            rows = _with_feedback(conn, parsed, condition, extra, scope, fast, lim, off)
+        else:
+            rows = _any_rows(conn, parsed, condition, extra, scope, fast, window)
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     if not snippets:
@@ -233,6 +240,25 @@ def _any_rows(
         return _ranked(conn, parsed.any_match, condition, extra, *window)
     except sqlite3.OperationalError as exc:  # pragma: no cover - strings of words always parse
         raise InvalidQuery(f"invalid search query {parsed.text!r}: {exc}") from exc
+
+
+def _with_feedback(
+    conn: sqlite3.Connection,
+    parsed: Query,
+    condition: str,
+    extra: tuple[Any, ...],
+    scope: str | None,
+    columns: TermColumns | None,
+    lim: int,
+    off: int,
+) -> list[tuple[Any, float, int, int]]:
+    """The page for the natural reading re-ranked with pseudo-relevance feedback
+    (:mod:`index.feedback`): the first :data:`~kiwifs.index.feedback.POOL` hits (or the whole
+    page asked for, when deeper) are ranked as usual, then mixed with the feedback words'."""
+    window = (max(feedback.POOL, off + lim), 0)
+    rows = _any_rows(conn, parsed, condition, extra, scope, columns, window)
+    keys = frozenset(t.key for t in parsed.terms if not t.key.startswith(PHRASE))
+    return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]
 
 
 def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
