@@ -10,20 +10,18 @@ for it; one that arrives after a failed load gets a 503 with the reason.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kiwifs.errors import Unauthorized
 from kiwifs.knowledge import Knowledge
 
-Auth = Callable[[Request], Awaitable[None]]
+from .authgate import Auth, AuthGate
 
 
 def lazy_mount_mcp(kb: Knowledge, host: str = "127.0.0.1") -> Callable[[Any, Auth], None]:
@@ -50,26 +48,6 @@ def lazy_mount_mcp(kb: Knowledge, host: str = "127.0.0.1") -> Callable[[Any, Aut
         app.router.routes.append(Route("/mcp/", endpoint=gate, include_in_schema=False))
 
     return mount
-
-
-class AuthGate:
-    """Refuse HTTP requests that fail ``check`` with 401 ``{"error": …}`` (fails closed)."""
-
-    def __init__(self, app: ASGIApp, check: Auth) -> None:
-        self.app = app
-        self.check = check
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            try:
-                await self.check(Request(scope))
-            except Unauthorized as exc:
-                response = JSONResponse(
-                    {"error": exc.message}, 401, headers={"WWW-Authenticate": "Bearer"}
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class LateApp:

@@ -41,7 +41,7 @@ from kiwifs.errors import Conflict, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
 from kiwifs.text import shown
 
-from .lazy import AuthGate
+from .authgate import AuthGate
 from .render import render_tree
 from .tools import ALIASES, SPECS, Tools, ToolSpec
 
