@@ -30,12 +30,10 @@ exist.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 from . import changelog
-
-if TYPE_CHECKING:
-    from .db import Index
 
 VECTOR_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec_chunks (
@@ -113,7 +111,16 @@ def drop_vector_upkeep(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
 
 
-def disable(index: Index) -> None:
+class Connections(Protocol):
+    """What :func:`disable` asks of an index (:class:`~kiwifs.index.db.Index`): named here,
+    since the index's modules import this one for its schema and cannot be imported back."""
+
+    def reader(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+
+def disable(index: Connections) -> None:
     """Vectors are off for this root: stop queueing (the stored vectors are kept for later).
 
     Here, not in :mod:`kiwifs.index.vectors`, because every opening of an index calls it and the
