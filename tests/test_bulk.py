@@ -16,6 +16,7 @@ from kiwifs.index import bodies, bulk
 from kiwifs.index.bulk import parsed
 from kiwifs.index.db import Index
 from kiwifs.index.walk import start_walk
+from kiwifs.tuning import Tuning
 
 PAGES = {
     "episodes/2026/a.md": "---\nmemory_kind: episodic\nepisode_id: ep-1\n---\nalpha beta\n",
@@ -53,9 +54,11 @@ def tables(db: Path) -> dict[str, list[object]]:
         conn.close()
 
 
-def built(root: Path, name: str, count: int = 9, **kw: object) -> dict[str, list[object]]:
+def built(
+    root: Path, name: str, count: int = 9, tuning: Tuning | None = None, **kw: object
+) -> dict[str, list[object]]:
     db = root.parent / f"{name}.db"
-    index = Index(root, db)
+    index = Index(root, db, tuning=tuning)
     try:
         assert index.rebuild(**kw) == count  # type: ignore[arg-type]
     finally:
@@ -194,8 +197,7 @@ def test_coverage_worked_out_while_loading_equals_the_update_after_it(
     )
     rows = built(root, "rows", 8, bulk=False)
     loading = built(root, "loading", 8, workers=1)
-    monkeypatch.setattr(bulk, "COVER_WHILE_LOADING", False)
-    after = built(root, "after", 8, workers=1)
+    after = built(root, "after", 8, Tuning(cover_while_loading=False), workers=1)
     assert loading == after == rows
     covered = {r[3]: r[18] for r in loading["files"]}
     assert covered == {

@@ -16,12 +16,12 @@ from kiwifs import commitproc
 from kiwifs.errors import StorageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.pipeline import JOURNAL, STATE_DIR
+from kiwifs.tuning import Tuning
 from kiwifs.versioning import blob_id
 
 
 @pytest.fixture
-def kb(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Knowledge]:
-    monkeypatch.delenv("KIWIFS_COMMIT_PROCESS", raising=False)
+def kb(root: Path) -> Iterator[Knowledge]:
     with Knowledge.open(root) as k:
         k.start_commit_process()
         yield k
@@ -120,10 +120,24 @@ def test_the_child_answers_each_request_then_stops_at_the_end_of_its_pipe(root: 
         commitproc._receive(answers)
 
 
-def test_the_switch_keeps_commits_in_process(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIWIFS_COMMIT_PROCESS", "0")
-    with Knowledge.open(root) as kb:
+def test_the_plain_path_keeps_commits_in_process(root: Path) -> None:
+    with Knowledge.open(root, tuning=Tuning(commit_process=False)) as kb:
         kb.start_commit_process()
         assert kb.git is not None and kb.git._process is None
         kb.write("a.md", "a\n", actor="alice")
     assert git_line(root, "log", "-1", "--format=%an") == "alice"
+
+
+def test_the_child_writes_trees_as_the_server_would(root: Path) -> None:
+    """A server made with ``kept_trees`` off hands that to its commit process: libgit2's tree
+    builder makes the same tree there."""
+    trees = []
+    for kept in (True, False):
+        with Knowledge.open(root, tuning=Tuning(kept_trees=kept)) as kb:
+            kb.start_commit_process()
+            assert kb.git is not None and kb.git._process is not None
+            assert kb.git._process.kept_trees is kept
+            kb.write(f"notes/{kept}.md", "x\n", actor="alice")
+            kb.delete(f"notes/{kept}.md", actor="alice")
+        trees.append(git_line(root, "rev-parse", "HEAD^{tree}"))
+    assert trees[0] == trees[1]

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from kiwifs.index import feedback, search
+from kiwifs.index import feedback
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 
 FILLER = "the weather report said cloudy skies with a chance of {n} showers"
 
@@ -41,25 +42,26 @@ def kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
         yield k
 
 
-def asked(kb: Knowledge, on: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Any:
-    monkeypatch.setattr(search, "FEEDBACK", on)
-    return kb.search(**kwargs).to_json()
+def asked(kb: Knowledge, on: bool, **kwargs: Any) -> Any:
+    """A search with feedback on or off (``Tuning.feedback``), then on again."""
+    index = kb.indexing._open()
+    index.tuning = Tuning(feedback=on)
+    try:
+        return kb.search(**kwargs).to_json()
+    finally:
+        index.tuning = Tuning()
 
 
-def test_feedback_finds_pages_without_the_question_words(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_feedback_finds_pages_without_the_question_words(kb: Knowledge) -> None:
     question = "Where did Caroline go hiking?"
-    plain = [h["path"] for h in asked(kb, False, monkeypatch, query=question)["results"]]
-    fed = [h["path"] for h in asked(kb, True, monkeypatch, query=question)["results"]]
+    plain = [h["path"] for h in asked(kb, False, query=question)["results"]]
+    fed = [h["path"] for h in asked(kb, True, query=question)["results"]]
     assert plain == ["talk/a.md"]
     assert fed[0] == "talk/a.md"
     assert set(fed) == {"talk/a.md", "talk/b.md", "other/c.md"}
 
 
-def test_feedback_words_are_shared_rare_content_words(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_feedback_words_are_shared_rare_content_words(kb: Knowledge) -> None:
     kb.search("hiking")  # brings the index up to date
     with kb.indexing._open().reader() as conn:
         sql = "SELECT path, 1.0, id, mtime_ns FROM files WHERE path = ?"
@@ -70,26 +72,18 @@ def test_feedback_words_are_shared_rare_content_words(
     assert set(words) == {"alpha7", "rocki"}
 
 
-def test_no_qualifying_word_keeps_the_plain_ranking(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_qualifying_word_keeps_the_plain_ranking(kb: Knowledge) -> None:
     for question in ("cloudy showers", "what did the weather report say?"):
-        assert asked(kb, True, monkeypatch, query=question) == asked(
-            kb, False, monkeypatch, query=question
-        )
+        assert asked(kb, True, query=question) == asked(kb, False, query=question)
 
 
-def test_filters_hold_for_pages_feedback_adds(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(search, "FEEDBACK", True)
+def test_filters_hold_for_pages_feedback_adds(kb: Knowledge) -> None:
     question = "Where did Caroline go hiking?"
     assert set(paths(kb.search(question, path_prefix="talk/"))) == {"talk/a.md", "talk/b.md"}
     assert paths(kb.search(question, scope="kept")) == []
 
 
-def test_pages_of_a_fed_back_ranking_agree(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "FEEDBACK", True)
+def test_pages_of_a_fed_back_ranking_agree(kb: Knowledge) -> None:
     question = "Did Caroline hike in cloudy weather?"
     whole = paths(kb.search(question, limit=100))
     pieces = [
@@ -99,22 +93,18 @@ def test_pages_of_a_fed_back_ranking_agree(kb: Knowledge, monkeypatch: pytest.Mo
     assert pieces == whole
 
 
-def test_fts5_syntax_one_word_and_recency_are_not_fed_back(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fts5_syntax_one_word_and_recency_are_not_fed_back(kb: Knowledge) -> None:
     queries: list[dict[str, Any]] = [{"query": "hiking AND caroline"}, {"query": "hiking"}]
     queries.append({"query": "Caroline hiking", "recency_weight": 0.5})
     for kwargs in queries:
-        on = paths(kb.search(**kwargs)) if search.FEEDBACK else []
-        monkeypatch.setattr(search, "FEEDBACK", False)
-        assert on == paths(kb.search(**kwargs)) == ["talk/a.md"]
-        monkeypatch.setattr(search, "FEEDBACK", True)
+        on = [h["path"] for h in asked(kb, True, **kwargs)["results"]]
+        off = [h["path"] for h in asked(kb, False, **kwargs)["results"]]
+        assert on == off == ["talk/a.md"]
 
 
-def test_counts_follow_writes(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_counts_follow_writes(kb: Knowledge) -> None:
     """A word's count is kept only while the index stands still: a page written later that
     makes a word shared (``canyon``: one page, then two) is fed back at once."""
-    monkeypatch.setattr(search, "FEEDBACK", True)
     kb.write("talk/d.md", "---\nsession: beta\n---\nCaroline: hiking the canyon at dawn\n")
     assert "talk/e.md" not in paths(kb.search("Where did Caroline go hiking?"))
     kb.write("talk/e.md", "---\nsession: gamma\n---\nMelanie: the canyon looked huge\n")

@@ -113,7 +113,7 @@ root, unlistable = sys.argv[1], bytes.fromhex(sys.argv[2])
 serial = walk.start_walk(root, parallel=False).result()
 walk.PARALLEL_THRESHOLD = 0
 walk.CHUNK = 4
-walk.worker_count = lambda: 2  # whatever this machine's CPUs
+walk.worker_count = lambda cap=None: 2  # whatever this machine's CPUs
 sizes = dict(serial.counts)
 sizes[unlistable] = 10**6  # so the plan lists its way down to it and it is a job of its own
 pending = walk.start_walk(root, sizes=sizes)
@@ -121,11 +121,11 @@ forked = pending.result()
 workers = len(forks)
 again = walk.start_walk(root, serial.digests, sizes=sizes)
 steady = again.result()
-walk.worker_count = lambda: 3
+walk.worker_count = lambda cap=None: 3
 del forks[:]
 three = walk.start_walk(root, sizes=sizes).result()
 three_workers = len(forks)
-walk.worker_count = lambda: 2
+walk.worker_count = lambda cap=None: 2
 cancelled = walk.start_walk(root, sizes=sizes)
 cancelled.cancel()
 try:

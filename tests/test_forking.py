@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.tuning import Tuning
 from waiting import running, wait_for
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux")
@@ -51,17 +52,15 @@ def test_usable_cpus_is_at_least_one() -> None:
     assert usable_cpus() >= 1
 
 
-def test_kiwifs_workers_caps_the_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kiwifs_workers_caps_the_worker_processes() -> None:
     from kiwifs.index.walk import worker_count
 
     cpus = usable_cpus()
-    monkeypatch.setenv("KIWIFS_WORKERS", "1")
-    assert usable_cpus() == 1
-    assert worker_count() == 0  # the stat walk stays in this process
-    monkeypatch.setenv("KIWIFS_WORKERS", "64")
-    assert usable_cpus() == cpus  # a cap, never more than the CPUs
-    monkeypatch.setenv("KIWIFS_WORKERS", "many")
-    assert usable_cpus() == cpus  # not a number: ignored
+    one = Tuning.from_env({"KIWIFS_WORKERS": "1"}).workers
+    assert usable_cpus(one) == 1
+    assert worker_count(one) == 0  # the stat walk stays in this process
+    assert usable_cpus(Tuning.from_env({"KIWIFS_WORKERS": "64"}).workers) == cpus  # a cap only
+    assert Tuning.from_env({"KIWIFS_WORKERS": "many"}).workers is None  # not a number: ignored
 
 
 # A process that starts a pool of forked workers, prints their pids and dies by SIGKILL, as a

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gitrepo import consistent, git
 from kiwifs import gitindex
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 
 BLOB, EXEC, LINK = (
     pygit2.enums.FileMode.BLOB,
@@ -74,8 +75,7 @@ def test_heads_from_the_diff_equal_lookups_in_the_tree(
 def test_a_burst_of_commits_in_one_folder_is_reconciled(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KIWIFS_GROUP_COMMIT", "0")
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=Tuning(group_commit=False)) as kb:  # a commit per write
         assert kb.git is not None
         monkeypatch.setattr(kb.git._index_syncer, "poke", lambda: True)  # reconciled below
         for i in range(300):

@@ -61,15 +61,14 @@ def commit(repo: pygit2.Repository, files: Files, parents: list[pygit2.Oid]) -> 
 
 
 def both_ways(
-    repo: pygit2.Repository, old: Files, new: Files, monkeypatch: pytest.MonkeyPatch
+    repo: pygit2.Repository, old: Files, new: Files
 ) -> tuple[list[BlobChange], list[BlobChange]]:
+    """The changes read folder by folder, and by one diff of the whole trees (the plain path,
+    ``Tuning.timeline_by_folder`` off)."""
     first = commit(repo, old, [])
     second = commit(repo, new, [first])
-    history = GitHistory(Path(repo.workdir))
-    pruned = history.changes(str(second), str(first))
-    with monkeypatch.context() as patch:
-        patch.setattr(gitreplay, "FULL_DIFF", True)
-        whole = history.changes(str(second), str(first))
+    pruned = GitHistory(Path(repo.workdir)).changes(str(second), str(first))
+    whole = GitHistory(Path(repo.workdir), by_folder=False).changes(str(second), str(first))
     return pruned, whole
 
 
@@ -85,19 +84,17 @@ def test_changes_equal_libgit2s_diff_of_the_whole_trees(
     big: int,
 ) -> None:
     monkeypatch.setattr(gitreplay, "BIG_TREE", big)  # 1, 3: libgit2 compares inner folders
-    pruned, whole = both_ways(repo, consistent(old), consistent(new), monkeypatch)
+    pruned, whole = both_ways(repo, consistent(old), consistent(new))
     assert pruned == whole
 
 
-def test_a_change_deep_in_a_big_root_reads_only_its_path(
-    repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_change_deep_in_a_big_root_reads_only_its_path(repo: pygit2.Repository) -> None:
     files: Files = {f"bulk/f{i:04d}.md": (pygit2.enums.FileMode.BLOB, b"x\n") for i in range(3000)}
     files["episodes/2026-12-01/e1.md"] = (pygit2.enums.FileMode.BLOB, b"one\n")
     after = dict(files)
     after["episodes/2026-12-01/e2.md"] = (pygit2.enums.FileMode.BLOB, b"two\n")
     del after["bulk/f0007.md"]
-    pruned, whole = both_ways(repo, files, after, monkeypatch)
+    pruned, whole = both_ways(repo, files, after)
     blob = str(pygit2.hash(b"two\n"))
     assert (
         pruned

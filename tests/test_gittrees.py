@@ -3,9 +3,7 @@ commit: same tree ids, same noted changes, a repository git fsck finds clean."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
@@ -27,22 +25,10 @@ steps = steps_of(NAMES, ["write", "write", "delete", "disk-exec", "disk-link"])
 pytestmark = pytest.mark.usefixtures("fresh_records")
 
 
-@contextlib.contextmanager
-def tree_writer(mode: str) -> Iterator[None]:
-    """``KIWIFS_TREE_WRITER`` set to ``mode`` ("" for the default) while inside."""
-    old = os.environ.pop("KIWIFS_TREE_WRITER", None)
-    if mode:
-        os.environ["KIWIFS_TREE_WRITER"] = mode
-    try:
-        yield
-    finally:
-        os.environ.pop("KIWIFS_TREE_WRITER", None)
-        if old is not None:
-            os.environ["KIWIFS_TREE_WRITER"] = old
-
-
-def started(root: Path) -> Git:
-    repo = Git(root)
+def started(root: Path, kept_trees: bool = True) -> Git:
+    """A repository with one commit; ``kept_trees=False``: libgit2's tree builder (the plain
+    path, ``Tuning.kept_trees`` off)."""
+    repo = Git(root, kept_trees)
     repo.init()
     repo.commit([".gitattributes"], "t", "start")
     return repo
@@ -61,14 +47,13 @@ def test_trees_equal_the_tree_builders(
     tmp_path_factory: pytest.TempPathFactory, batches: list[list[Step]]
 ) -> None:
     roots = {mode: tmp_path_factory.mktemp(mode or "entries") for mode in ("", "builder")}
-    repos = {mode: started(root) for mode, root in roots.items()}
+    repos = {mode: started(root, kept_trees=not mode) for mode, root in roots.items()}
     for number, batch in enumerate(batches):
         noted = {}
         for mode, repo in repos.items():
             taken, on_disk = settle_batch(roots[mode], batch)
             parent = repo.head()
-            with tree_writer(mode):
-                made = repo.commit([*taken, *on_disk], "t", "m", None, taken)
+            made = repo.commit([*taken, *on_disk], "t", "m", None, taken)
             noted[mode] = madecommits.lookup(made, parent) if made and parent else made
         assert tree_of(repos[""]) == tree_of(repos["builder"])
         assert (noted[""] is None) == (noted["builder"] is None)
@@ -76,10 +61,9 @@ def test_trees_equal_the_tree_builders(
             other = Git(roots[""])
             other.commit([".gitattributes"], "t", "m", None, {".gitattributes": b"other\n"})
             other.close()
-            with tree_writer("builder"):
-                repos["builder"].commit(
-                    [".gitattributes"], "t", "m", None, {".gitattributes": b"other\n"}
-                )
+            repos["builder"].commit(
+                [".gitattributes"], "t", "m", None, {".gitattributes": b"other\n"}
+            )
     git(roots[""], "fsck", "--strict")
 
 
@@ -89,9 +73,9 @@ def test_a_month_of_files_in_one_folder(tmp_path: Path) -> None:
     for i in range(300):
         rel = f"episodes/2026/11/{(i * 7919) % 1000:04d}-run.md"
         repo.commit([rel], "t", "m", None, {rel: f"{i}\n".encode()})
-    with tree_writer("builder"):
-        rel = "episodes/2026/11/zzzz.md"
-        made = repo.commit([rel], "t", "m", None, {rel: b"z\n"})
+    repo.kept_trees = False  # the last commit by libgit2's tree builder
+    rel = "episodes/2026/11/zzzz.md"
+    made = repo.commit([rel], "t", "m", None, {rel: b"z\n"})
     assert made is not None
     listed = git(tmp_path, "ls-tree", "-r", "--name-only", "HEAD").split()
     assert listed == sorted(listed, key=os.fsencode)

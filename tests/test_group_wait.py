@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import kiwifs.committer
 from gitrepo import commit_count, git
 from kiwifs.committer import Committer, PendingCommit
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 from test_group_commit import commits_since, git_lock_held
 from waiting import wait_for
 
@@ -24,16 +24,13 @@ HOUR = 3600.0
 HANG_GUARD = 120.0  # seconds without progress: the wait a lone writer must never meet
 
 
-@pytest.fixture
-def long_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kiwifs.committer, "GROUP_WAIT", HOUR)
-    monkeypatch.setattr(kiwifs.committer, "GROUP_RETURN", HOUR)
+LONG_WAITS = Tuning(group_wait=HOUR, group_return=HOUR)
 
 
 @pytest.fixture
-def committer(kb: Knowledge, long_waits: None) -> Iterator[Committer]:
+def committer(kb: Knowledge) -> Iterator[Committer]:
     assert kb.pipeline.git is not None
-    made = Committer(kb.pipeline.git, lambda: None, window=0.0)
+    made = Committer(kb.pipeline.git, lambda: None, window=0.0, tuning=LONG_WAITS)
     yield made
     made.close(HANG_GUARD)
 
@@ -42,12 +39,13 @@ def pending_write(path: str) -> PendingCommit:
     return PendingCommit((path,), "alice", f"write {path}", None, {path: f"# {path}\n".encode()})
 
 
-def test_a_lone_writer_is_never_held(kb: Knowledge, root: Path, long_waits: None) -> None:
+def test_a_lone_writer_is_never_held(root: Path) -> None:
     """One writer, one write after the other: each commit released only that writer, which is
     back (announced and submitted) when its next commit is taken, so none waits the hour."""
     before = commit_count(root)
-    for i in range(3):
-        kb.write(f"notes/alone-{i}.md", f"# {i}\n", actor="alice")
+    with Knowledge.open(root, tuning=LONG_WAITS) as kb:
+        for i in range(3):
+            kb.write(f"notes/alone-{i}.md", f"# {i}\n", actor="alice")
     assert commit_count(root) == before + 3
 
 

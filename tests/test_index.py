@@ -16,8 +16,7 @@ from click.testing import CliRunner
 
 from kiwifs.cli import cli
 from kiwifs.errors import Busy, InvalidQuery, UsageError
-from kiwifs.index import db, record
-from kiwifs.index import report as indexed_report
+from kiwifs.index import record
 from kiwifs.index.keeper import IndexKeeper
 from kiwifs.index.report import prefix_range
 from kiwifs.index.schema import SCHEMA_VERSION
@@ -25,6 +24,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
 from kiwifs.printed_json import RawJSON, dumps
+from kiwifs.tuning import Tuning
 from waiting import wait_for
 
 INDEX = Path(".kiwi/state/index.db")
@@ -453,7 +453,7 @@ def test_a_racy_row_read_again_with_the_same_bytes_gets_only_its_stat(
 ) -> None:
     """A row stored within the racy window has no signature, and the next reconcile reads its
     file again: with the same bytes, only the stat is stored (one UPDATE), not the whole row
-    (its words, its text, its cover rows) as with the switch off."""
+    (its words, its text, its cover rows) as on the plain path (``Tuning.stat_only`` off)."""
     monkeypatch.setattr(record, "RACY_NS", 0)
     kb.reconcile()
     index = kb.indexing._open()
@@ -477,7 +477,7 @@ def test_a_racy_row_read_again_with_the_same_bytes_gets_only_its_stat(
         return int(index._writer.total_changes - before)
 
     stat_only = changes_of_the_second_reconcile("first")
-    monkeypatch.setattr(db, "SAME_BYTES_STAT_ONLY", False)
+    index.tuning = index.tuning.but(stat_only=False)  # the plain path from here on
     whole_row = changes_of_the_second_reconcile("second")
     assert stat_only + 3 <= whole_row
 
@@ -524,11 +524,11 @@ def test_a_vanished_folder_loses_its_rows_and_its_digest(kb: Knowledge) -> None:
 
 @pytest.mark.parametrize("joined_in_sql", [True, False])
 def test_printed_report_from_stored_entries_equals_the_scan(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, joined_in_sql: bool
+    make_root: Callable[..., Path], joined_in_sql: bool
 ) -> None:
     """Entry text is stored per file: odd ids, non-UTF-8 names and kinds print as the scan does,
-    whether SQLite joins the whole lists (``JOINED_IN_SQL``) or Python joins one text per row."""
-    monkeypatch.setattr(indexed_report, "JOINED_IN_SQL", joined_in_sql)
+    whether SQLite joins the whole lists (``Tuning.report_in_sql``) or Python joins one text per
+    row."""
     root = make_root(
         {
             "episodes/a.md": (
@@ -541,7 +541,7 @@ def test_printed_report_from_stored_entries_equals_the_scan(
         }
     )
     os.close(os.open(os.fsencode(root / "episodes") + b"/\xff.md", os.O_CREAT | os.O_WRONLY))
-    with Knowledge(root) as kb:
+    with Knowledge(root, tuning=Tuning(report_in_sql=joined_in_sql)) as kb:
         kb.reindex()
         cases = [(None, None, 0), (None, 2, 1), ("notes", None, 0), (None, None, 2)]
         for prefix, limit, offset in cases:
@@ -573,7 +573,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.printed_json import dumps
 
 walk.PARALLEL_THRESHOLD = 0
-walk.worker_count = lambda: 2  # whatever this machine's CPUs
+walk.worker_count = lambda cap=None: 2  # whatever this machine's CPUs
 root = sys.argv[1]
 with Knowledge.open(root) as kb:
     kb.reindex()

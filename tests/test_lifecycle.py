@@ -32,6 +32,7 @@ from kiwifs.memory.brief import Candidate, check_brief_args, pack, token_cost
 from kiwifs.memory.lifecycle import record_merge
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.memory.status import is_superseded
+from kiwifs.tuning import Tuning
 from kiwifs.versioning import blob_id
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -310,20 +311,16 @@ def test_brief_reads_whole_pages_best_first_with_their_etags(kb: Knowledge) -> N
         kb.brief("  ")
 
 
-def test_a_brief_reads_its_pages_at_once_as_one_by_one(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``Storage.read_many`` (the default) and one read per page give the same brief (the
-    refusals of ``read_many`` are tested with the storage)."""
-    from kiwifs import storage
-
+def test_a_brief_reads_its_pages_at_once_as_one_by_one(kb: Knowledge) -> None:
+    """``Storage.read_many`` (the default) and one read per page (``Tuning.read_many`` off)
+    give the same brief (the refusals of ``read_many`` are tested with the storage)."""
     for i in range(30):
         kb.write(f"notes/n{i:02}.md", "otter " * (i % 7 + 1) + "word " * (i * 9))
     kb.write("notes/tiny.md", "otter")
     briefs = []
     for read_many in (True, False):
-        monkeypatch.setattr(storage, "READ_MANY", read_many)
-        briefs.append(kb.brief("otter", budget_tokens=300, max_pages=8).to_json())
+        with Knowledge(kb.root, tuning=Tuning(read_many=read_many)) as reader:
+            briefs.append(reader.brief("otter", budget_tokens=300, max_pages=8).to_json())
     assert briefs[0] == briefs[1]
     assert len(briefs[0]["pages"]) == 8 and briefs[0]["left_out"]
 

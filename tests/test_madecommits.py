@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from commitsteps import Step, settle_batch, steps_of
-from kiwifs import gitreplay, madecommits
+from kiwifs import madecommits
 from kiwifs.gitreplay import BlobChange, GitHistory
 from kiwifs.knowledge import Knowledge
 from kiwifs.versioning import Git, blob_id
@@ -22,16 +22,15 @@ steps = steps_of(NAMES, ["write", "delete", "disk-file", "disk-exec", "disk-link
 pytestmark = pytest.mark.usefixtures("fresh_records")
 
 
-def read_back(history: GitHistory, commit: str, parent: str) -> list[BlobChange]:
-    """What git's trees say ``commit`` changed (libgit2's diff of the whole trees)."""
-    known = madecommits.ENABLED
-    madecommits.ENABLED = False
-    old_full = gitreplay.FULL_DIFF
-    gitreplay.FULL_DIFF = True
+def read_back(root: Path, commit: str, parent: str) -> list[BlobChange]:
+    """What git's trees say ``commit`` changed (libgit2's diff of the whole trees, nothing
+    taken from the noted changes: the plain paths of ``Tuning.timeline_known`` and
+    ``timeline_by_folder``)."""
+    history = GitHistory(root, known=False, by_folder=False)
     try:
         return history.changes(commit, parent)
     finally:
-        madecommits.ENABLED, gitreplay.FULL_DIFF = known, old_full
+        history.close()
 
 
 @settings(
@@ -45,7 +44,6 @@ def test_noted_changes_equal_gits_diff(
     git = Git(root)
     git.init()
     git.commit([".gitattributes"], "t", "start")
-    history = GitHistory(root)
     for batch in (first, second):
         taken, on_disk = settle_batch(root, batch)
         parent = git.head()
@@ -54,7 +52,7 @@ def test_noted_changes_equal_gits_diff(
             continue
         noted = madecommits.lookup(made, parent)
         if noted is not None:
-            assert [BlobChange(p, b) for p, b in noted] == read_back(history, made, parent)
+            assert [BlobChange(p, b) for p, b in noted] == read_back(root, made, parent)
 
 
 def test_plain_writes_and_deletions_are_noted(tmp_path: Path) -> None:
@@ -91,10 +89,7 @@ def test_a_link_is_not_noted(tmp_path: Path) -> None:
     assert madecommits.lookup(made, first) is None
 
 
-def test_the_commit_process_hands_its_changes_back(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("KIWIFS_COMMIT_PROCESS", raising=False)
+def test_the_commit_process_hands_its_changes_back(root: Path) -> None:
     with Knowledge.open(root) as kb:
         kb.start_commit_process()
         assert kb.git is not None

@@ -20,6 +20,7 @@ import pytest
 from kiwifs.index import bm25, search, termcolumns
 from kiwifs.index.bodies import Codec
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 
 QUERIES = ["fox", "river", "fox river", "stone fox", "river stone fox", "fox fox", "meadow fox"]
 QUERIES += ["releases fox"]  # indexed as "releas", which FTS5 would look up as "relea"
@@ -96,29 +97,31 @@ def log_end(kb: Knowledge) -> int:
         return int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
 
 
-def both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> list[Any]:
-    """One search with the columns and one ranked by FTS5, over the same index state: the
-    watcher re-reads files written less than 2 s ago, so a pair it raced is asked again."""
+def both_ways(kb: Knowledge, **kwargs: Any) -> list[Any]:
+    """One search with the columns and one ranked by FTS5 (``Tuning.term_columns`` and
+    ``search_top_k`` off: the plain path), over the same index state: the watcher re-reads files
+    written less than 2 s ago, so a pair it raced is asked again."""
+    index = kb.indexing._open()
     for _ in range(50):
         start = log_end(kb)
         pair = []
         for fast in (True, False):
-            monkeypatch.setattr(search, "COLUMNS", fast)
-            monkeypatch.setattr(search, "TOP_K", fast)
+            index.tuning = Tuning(term_columns=fast, search_top_k=fast)
             pair.append(kb.search(**kwargs).to_json())
+        index.tuning = Tuning()
         if log_end(kb) == start:
             return pair
         time.sleep(0.1)
     raise AssertionError("the index never stood still")
 
 
-def assert_same(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
+def assert_same(kb: Knowledge) -> None:
     found = 0
     for query in QUERIES:
         for limit, offset in PAGES:
             for filters in FILTERS:
                 case = {"query": query, "limit": limit, "offset": offset, **filters}
-                fast, plain = both_ways(kb, monkeypatch, **case)
+                fast, plain = both_ways(kb, **case)
                 assert fast == plain, case
                 found += bool(plain["results"])
     assert found > len(QUERIES) * len(PAGES) * len(FILTERS) // 2
@@ -139,10 +142,10 @@ def from_columns(kb: Knowledge, query: str, limit: int, offset: int = 0) -> list
 
 
 def test_columns_answer_as_fts5_ranks(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    make_root: Callable[..., Path],
 ) -> None:
     with watched(make_root(corpus(1))) as kb:
-        assert_same(kb, monkeypatch)
+        assert_same(kb)
         assert from_columns(kb, "fox river", 10) is not None
         assert from_columns(kb, "meadow fox", 10) is None  # meadow is rare: FTS5 ranks it
         made = kb.indexing._open().columns._tf
@@ -198,7 +201,7 @@ def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> Non
 
 
 def test_writes_are_caught_up(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    make_root: Callable[..., Path],
 ) -> None:
     root = make_root(corpus(3))
     with watched(root) as kb:
@@ -207,18 +210,18 @@ def test_writes_are_caught_up(
         rng = random.Random(9)
         for i in range(40):  # new files (some better than any before)
             kb.write(f"c/new{i}.md", "fox " * rng.randint(1, 9) + "river stone" * (i % 2))
-        assert_same(kb, monkeypatch)
+        assert_same(kb)
         made = {word: id(column) for word, column in columns._tf.items()}
         for path in sorted(root.glob("a/p00[0-4]*.md"))[:20]:  # rewrites and deletes
             kb.write(str(path.relative_to(root)), "fox fox fox river\n")
         for path in sorted(root.glob("b/p01*.md"))[:20]:
             kb.delete(str(path.relative_to(root)))
-        assert_same(kb, monkeypatch)
+        assert_same(kb)
         assert {w: id(c) for w, c in columns._tf.items()} == made  # caught up, not remade
 
 
 def test_text_indexed_without_the_log_starts_afresh(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    make_root: Callable[..., Path],
 ) -> None:
     """Text indexed by a path that does not log (here: SQL, as the bulk load does) makes the
     totals disagree; the columns are then remade from FTS5, and answers stay exact. So does a
@@ -231,7 +234,7 @@ def test_text_indexed_without_the_log_starts_afresh(
             conn.execute(
                 "INSERT INTO bodies (id, text) VALUES (99999, ?)", (Codec().pack("fox " * 4),)
             )
-        assert_same(kb, monkeypatch)  # (the text has no file row: no hit either way)
+        assert_same(kb)  # (the text has no file row: no hit either way)
         columns = index.columns
         assert columns._present is not None and columns._present[99999]
         with index.transaction() as conn:
@@ -240,13 +243,13 @@ def test_text_indexed_without_the_log_starts_afresh(
             conn.execute("DELETE FROM bodies WHERE id = 99999")
             conn.execute("DELETE FROM fts_log")
             conn.execute("INSERT INTO fts_log (seq, doc) VALUES (1000000, 99999)")
-        assert_same(kb, monkeypatch)
+        assert_same(kb)
         present = columns._present
         assert present is not None and (len(present) <= 99999 or not present[99999])
 
 
 def test_a_rolled_back_write_leaves_the_columns_right(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    make_root: Callable[..., Path],
 ) -> None:
     with watched(make_root(corpus(5))) as kb:
         before = from_columns(kb, "fox river", 10)
@@ -259,7 +262,7 @@ def test_a_rolled_back_write_leaves_the_columns_right(
 
 
 def test_a_rebuild_starts_the_columns_afresh(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    make_root: Callable[..., Path],
 ) -> None:
     """A rebuild gives every file a new row id: columns of the old ids must not survive it."""
     root = make_root(corpus(7))
@@ -268,7 +271,7 @@ def test_a_rebuild_starts_the_columns_afresh(
         for path in sorted(root.glob("a/p00*.md"))[:40]:
             path.unlink()  # behind kiwifs's back: the rebuild numbers the rest anew
         kb.reindex()
-        assert_same(kb, monkeypatch)
+        assert_same(kb)
 
 
 def test_a_one_shot_process_ranks_with_fts5(make_root: Callable[..., Path]) -> None:

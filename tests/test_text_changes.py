@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.index import rows
 from kiwifs.index.bodies import TextChanges
 from kiwifs.index.db import Index
 from kiwifs.index.schema import FTS_MERGING, recreate
+from kiwifs.tuning import Tuning
 
 
 @pytest.fixture
@@ -118,11 +118,14 @@ def test_the_words_of_one_transaction_are_written_as_one_segment(
         index.close()
 
 
+@pytest.mark.parametrize("texts_last", [True, False], ids=["texts-last", "words-at-once"])
 def test_rewrites_and_deletes_in_one_round_match_a_fresh_index(
-    make_root: Callable[..., Path],
+    make_root: Callable[..., Path], texts_last: bool
 ) -> None:
+    """Either way a round's words reach FTS5 (``Tuning.texts_last`` off: each file's words as
+    its row is stored, the plain path), the text index is a fresh one's."""
     root = make_root(files(30, "otter"))
-    index = Index(root)
+    index = Index(root, tuning=Tuning(texts_last=texts_last))
     try:
         index.rebuild()
         for i in range(0, 30, 3):
@@ -166,16 +169,12 @@ def merge_settings(root: Path) -> dict[str, int]:
         conn.close()
 
 
-def test_merge_settings_are_given_to_new_and_old_indexes(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_merge_settings_are_given_to_new_and_old_indexes(make_root: Callable[..., Path]) -> None:
     root = make_root({"notes/a.md": "river\n"})
     Index(root).close()
     assert merge_settings(root) == FTS_MERGING
-    monkeypatch.setenv("KIWIFS_FTS_MERGE", "0")  # FTS5's defaults: an index made before
-    Index(root).close()
+    Index(root, tuning=Tuning(fts_merge=False)).close()  # FTS5's defaults: an index made before
     assert merge_settings(root) == {}
-    monkeypatch.delenv("KIWIFS_FTS_MERGE")
     index = Index(root)  # an index without them gets them when opened
     try:
         assert merge_settings(root) == FTS_MERGING
@@ -184,11 +183,3 @@ def test_merge_settings_are_given_to_new_and_old_indexes(
             assert conn.execute("SELECT rowid FROM fts WHERE fts MATCH 'river'").fetchall()
     finally:
         index.close()
-
-
-def test_the_switch_writes_each_files_words_at_once(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``KIWIFS_TEXTS_LAST=0`` (the benchmark's A side) leaves the same text index."""
-    monkeypatch.setattr(rows, "LAST_TEXTS", False)
-    test_rewrites_and_deletes_in_one_round_match_a_fresh_index(make_root)

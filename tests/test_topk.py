@@ -5,17 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from kiwifs.index import search as search_module
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 
 
-def test_top_k_search_equals_the_full_ranking(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_top_k_search_equals_the_full_ranking(make_root: Callable[..., Path]) -> None:
     """Many ties (identical bodies), prefixes, pages deep into the ranking: the windowed
-    top-k path returns what ranking every match returns."""
+    top-k path returns what ranking every match returns (``Tuning.search_top_k`` off)."""
     pages = {}
     for i in range(300):
         folder = "a" if i % 3 else "b"
@@ -31,10 +27,11 @@ def test_top_k_search_equals_the_full_ranking(
             ("meadow", 200, 0, None),
             ("stone", 5, 150, "a"),
         ]
+        index = kb.indexing._open()
         for query, limit, offset, prefix in cases:
-            monkeypatch.setattr(search_module, "TOP_K", True)
+            index.tuning = Tuning()
             fast = kb.search(query, limit=limit, offset=offset, path_prefix=prefix).to_json()
-            monkeypatch.setattr(search_module, "TOP_K", False)
+            index.tuning = Tuning(search_top_k=False)
             full = kb.search(query, limit=limit, offset=offset, path_prefix=prefix).to_json()
             assert fast["results"], (query, prefix)
             assert fast == full, (query, limit, offset, prefix)

@@ -30,6 +30,7 @@ from kiwifs.index.vectors import VectorStore
 from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
+from kiwifs.tuning import Tuning
 from vectorkit import EmbeddingServer, build_model, local_config
 
 MakeRoot = Callable[..., Path]
@@ -473,9 +474,11 @@ def test_an_older_index_loses_its_idle_queue_triggers_when_opened(make_root: Mak
 
 def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: Any) -> list[Any]:
     """Semantic and hybrid answers with the candidates cached and ties ordered by path rank,
-    then uncached with ties ordered by reading every tied path, over one index state (asked
-    again when a write landed in between)."""
-    from kiwifs.index import recall, semantic
+    then uncached (``Tuning.cached_candidates`` off) with ties ordered by reading every tied
+    path, over one index state (asked again when a write landed in between)."""
+    from kiwifs.index import semantic
+
+    index = kb.indexing._open()
 
     def log_end() -> tuple[int, str]:
         with kb.indexing._open().reader() as conn:
@@ -487,7 +490,7 @@ def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: An
         start = log_end()
         pair = []
         for fast in (True, False):
-            monkeypatch.setattr(recall, "CANDIDATES", fast)
+            index.tuning = Tuning(cached_candidates=fast)
             monkeypatch.setattr(semantic, "TIES_BY_RANK", 0 if fast else 10**9)
             pair.append(
                 (
@@ -495,6 +498,7 @@ def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: An
                     kb.hybrid_search(**case).to_json(),
                 )
             )
+        index.tuning = Tuning()
         if log_end() == start:
             return pair
         time.sleep(0.1)

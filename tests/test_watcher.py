@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.index import watcher as watching_module
 from kiwifs.index.db import ReconcileStats
 from kiwifs.index.watcher import Watcher
+from kiwifs.tuning import Tuning
 from waiting import wait_for
 
 
@@ -36,15 +36,13 @@ class Recorder:
             return rel in self.refreshed
 
 
-@pytest.fixture(params=["1", "0"], ids=["per-folder", "recursive"])
-def watching(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Watcher, Recorder]:
-    monkeypatch.setenv("KIWIFS_WATCH_FOLDERS", request.param)
+@pytest.fixture(params=[True, False], ids=["per-folder", "recursive"])
+def watching(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Watcher, Recorder]:
     (tmp_path / "notes").mkdir()
     (tmp_path / ".git/objects").mkdir(parents=True)
     seen = Recorder()
-    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=3600)
+    tuning = Tuning(watch_folders=request.param)
+    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=3600, tuning=tuning)
     watcher.start()
     request.addfinalizer(watcher.stop)
     assert watcher.wait_ready()
@@ -83,12 +81,10 @@ def test_a_folder_that_went_gets_a_reconcile(watching: tuple[Watcher, Recorder])
     assert wait_for(lambda: seen.reconciles > reconciles)
 
 
-def test_the_switch_reconciles_the_root_for_a_new_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(watching_module, "NEW_FOLDERS_ONLY", False)
+def test_the_plain_path_reconciles_the_root_for_a_new_folder(tmp_path: Path) -> None:
     seen = Recorder()
-    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=3600)
+    tuning = Tuning(walk_new_folders=False)
+    watcher = Watcher(tmp_path, seen.refresh, seen.reconcile, period=3600, tuning=tuning)
     watcher.start()
     try:
         assert watcher.wait_ready()
@@ -119,9 +115,8 @@ def test_the_folders_watched_leave_out_hidden_ones_and_links(tmp_path: Path) -> 
 
 
 def test_the_periodic_reconcile_waits_longer_while_the_events_miss_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(watching_module, "MAX_PERIOD", 0.4)
     missed = [0]
     reconciles: list[float] = []
 
@@ -129,7 +124,8 @@ def test_the_periodic_reconcile_waits_longer_while_the_events_miss_nothing(
         reconciles.append(watcher.interval)
         return ReconcileStats(0, 0, 0, 0.0, missed=missed[0])
 
-    watcher = Watcher(tmp_path, lambda rels: None, reconcile, period=0.05)
+    tuning = Tuning(reconcile_max=0.4)
+    watcher = Watcher(tmp_path, lambda rels: None, reconcile, period=0.05, tuning=tuning)
     watcher.start()
     try:
         assert watcher.wait_ready()

@@ -10,6 +10,7 @@ import pytest
 
 from kiwifs.index.writeback import Writeback
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 from waiting import wait_for
 
 HOUR = 3600.0  # a window no round waits out in a test: only settle() and close() start it
@@ -120,14 +121,13 @@ def test_without_a_reader_a_round_starts_after_its_window() -> None:
         writeback.close()
 
 
-@pytest.mark.parametrize("switch", ["1", "0"], ids=["writeback", "inside-the-write"])
+@pytest.mark.parametrize("batched", [True, False], ids=["writeback", "inside-the-write"])
 def test_a_write_is_found_by_the_next_answer_while_watching(
-    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, switch: str
+    make_root: Callable[..., Path], batched: bool
 ) -> None:
     """Each answer reads every write that returned before it, batched or not."""
-    monkeypatch.setenv("KIWIFS_INDEX_WRITEBACK", switch)
     root = make_root({"episodes/e0.md": "---\nepisode_id: e-0\n---\nfirst\n"})
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=Tuning(index_writeback=batched)) as kb:
         kb.start_watching()
         assert wait_for(lambda: kb.indexing.watching)
         for i in range(1, 21):

@@ -37,26 +37,23 @@ class Unsynced:
         self.folder: int | None = folder
         self.rel = rel
 
-    def sync(self, together: bool = True) -> None:
+    def sync(self) -> None:
         """Make the content and the name survive a power cut: fsync the file and its folder.
 
         On ext4 the file's fsync usually commits the rename with it, but the folder's fsync is
         what makes the name durable on every filesystem (ext4 fast commits, others), so it
-        stays. ``together``: the folder's runs beside the file's, shared with other writers of
-        the folder (:mod:`kiwifs.foldersync`); else after it, as before (the A/B switch).
+        stays. The folder's runs beside the file's, shared with other writers of the folder
+        (:mod:`kiwifs.foldersync`).
         """
         try:
             folder_done = None
-            if together and self.folder is not None:
+            if self.folder is not None:
                 folder_done = foldersync.submit(self.folder)
             if self.fd is not None:
                 os.fsync(self.fd)
             if folder_done is not None:
                 with contextlib.suppress(OSError):  # some filesystems cannot fsync a folder
                     folder_done.result()
-            elif self.folder is not None:
-                with contextlib.suppress(OSError):
-                    os.fsync(self.folder)
         except OSError as exc:
             raise StorageError(f"cannot write {self.rel}: {os_error_text(exc)}") from exc
         finally:

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from .memory.brief import Brief, Candidate
     from .storage import Storage
 
-BRIEF_SNIPPETS = False  # the benchmark's A/B switch: True cuts snippets a brief never shows
-
 
 class Briefing:
     """The briefs of one root (``vectors``: whether hybrid search ranks them)."""
@@ -51,11 +49,11 @@ class Briefing:
     def _ranking(
         self, query: str, limit: int, where: RecallFilter
     ) -> Sequence[SearchHit | HybridHit]:
-        """The pages a brief packs, best first, filtered before ranking."""
-        snippets = BRIEF_SNIPPETS  # none by default: the pages are read whole
+        """The pages a brief packs, best first, filtered before ranking (without snippets: the
+        pages are read whole, and cutting snippets a brief never shows was time lost)."""
         if self.vectors:
-            return self.indexing.hybrid(query, limit, 0, where, snippets=snippets).results
-        return self.indexing.search(query, limit, 0, None, where, snippets=snippets).results
+            return self.indexing.hybrid(query, limit, 0, where, snippets=False).results
+        return self.indexing.search(query, limit, 0, None, where, snippets=False).results
 
 
 def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:

@@ -42,18 +42,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from .config import env_switch
 from .errors import StorageError
 from .madecommits import MadeCommit
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 10.0
 _LENGTH = struct.Struct(">I")
-
-
-def enabled() -> bool:
-    """``KIWIFS_COMMIT_PROCESS=0`` keeps commits in the server's process (the benchmark's A/B)."""
-    return env_switch("KIWIFS_COMMIT_PROCESS")
+BUILDER = "--tree-builder"  # the child's argument for a Git made with kept_trees=False
 
 
 def _send(stream: IO[bytes], value: object) -> None:
@@ -77,8 +72,9 @@ def _receive(stream: IO[bytes]) -> Any:
 class CommitProcess:
     """The server's end: :meth:`commit` sends one commit to the child and waits for its id."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, kept_trees: bool = True) -> None:
         self.root = Path(root)
+        self.kept_trees = kept_trees  # the child's Git writes trees as the server's would
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()  # one commit on the pipe at a time
 
@@ -136,8 +132,10 @@ class CommitProcess:
             self._stop(kill=False)  # died meanwhile: its pipes closed, a new one started
             proc = None
         if proc is None:
+            argv = [sys.executable, "-m", "kiwifs.commitproc", os.fspath(self.root)]
+            argv += [str(os.getpid())] + ([] if self.kept_trees else [BUILDER])
             proc = self._proc = subprocess.Popen(
-                [sys.executable, "-m", "kiwifs.commitproc", os.fspath(self.root), str(os.getpid())],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -162,7 +160,9 @@ class CommitProcess:
             proc.stdout.close()
 
 
-def serve(root: Path, server: int, requests: IO[bytes], answers: IO[bytes]) -> None:
+def serve(
+    root: Path, server: int, requests: IO[bytes], answers: IO[bytes], kept_trees: bool = True
+) -> None:
     """The child's loop: one commit per frame, answered ``(True, made)`` (a
     :class:`~kiwifs.madecommits.MadeCommit`, or ``None`` for nothing to commit) or ``(False,
     error)``.
@@ -173,7 +173,7 @@ def serve(root: Path, server: int, requests: IO[bytes], answers: IO[bytes]) -> N
     """
     from .versioning import Git
 
-    git = Git(root)
+    git = Git(root, kept_trees)
 
     def server_alive() -> bool:
         return os.getppid() == server  # a dead server's child is handed to another parent
@@ -202,7 +202,8 @@ def serve(root: Path, server: int, requests: IO[bytes], answers: IO[bytes]) -> N
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    serve(Path(sys.argv[1]), int(sys.argv[2]), sys.stdin.buffer, sys.stdout.buffer)
+    kept_trees = BUILDER not in sys.argv[3:]
+    serve(Path(sys.argv[1]), int(sys.argv[2]), sys.stdin.buffer, sys.stdout.buffer, kept_trees)
     return 0
 
 

@@ -11,10 +11,10 @@ operations (at most ``max_paths`` paths), so every commit still has one author:
   its lock released) until a commit holding its operation is made, or an attempt at it failed.
   One writer alone gets its own commit; concurrent writers share them. Before it starts, a
   commit waits a moment for the writers it can expect: those waiting for the write lock
-  (:data:`GROUP_WAIT`), and those the last commit released, until each has announced its next
-  write (:data:`GROUP_RETURN`). A lone writer is never held: the commit it waits for released
-  only itself, and it is back once it submits. Four writers then share 3.4 writes per commit
-  instead of 1.8 (see docs/benchmarks.md).
+  (``group_wait`` of :class:`~kiwifs.tuning.Tuning`), and those the last commit released,
+  until each has announced its next write (``group_return``). A lone writer is never held: the
+  commit it waits for released only itself, and it is back once it submits. Four writers then
+  share 3.4 writes per commit instead of 1.8 (see docs/benchmarks.md).
 - **Asynchronous** (``kiwifs serve --async-commit``, or ``[versioning] async_commit = true``):
   a write returns once it is on disk and named in the crash journal, and the thread commits
   after ``window`` seconds, at ``max_paths`` paths, or as soon as the actor changes, as KiwiFS
@@ -33,7 +33,6 @@ close is committed by the next start.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 
 from .commitmessage import batch_message
 from .errors import StorageError
+from .tuning import Tuning
 from .versioning import Git
 
 log = logging.getLogger(__name__)
@@ -50,13 +50,6 @@ MAX_RETRY_DELAY = 5.0
 FAILURES_BEFORE_ERROR = 3  # failed attempts in a row before waiters are told (~0.2 s)
 FLUSH_TIMEOUT = 60.0  # seconds a flush waits for commits that neither succeed nor fail
 CLOSE_TIMEOUT = 30.0
-# seconds a group commit waits for operations announced (waiting for the write lock) but not
-# submitted yet: four writers pass the lock one by one in 3-5 ms on a busy server;
-# KIWIFS_GROUP_WAIT_MS=0 turns the wait off (the benchmark's A/B switch)
-GROUP_WAIT = float(os.environ.get("KIWIFS_GROUP_WAIT_MS", "5")) / 1000
-# seconds a group commit waits for the writers the last commit released to announce their next
-# write (a client's answer and its next request); KIWIFS_GROUP_RETURN_MS=0 turns it off
-GROUP_RETURN = float(os.environ.get("KIWIFS_GROUP_RETURN_MS", "4")) / 1000
 
 
 @dataclass(frozen=True)
@@ -125,11 +118,18 @@ class Committer:
         on_idle: Callable[[], None],
         window: float = 0.2,
         max_paths: int = 50,
+        tuning: Tuning | None = None,
     ) -> None:
         self.git = git
         self.on_idle = on_idle
         self.window = window
         self.max_paths = max_paths
+        tuned = tuning or Tuning()
+        # a group commit's waits: for writers announced (queued on the write lock) to submit,
+        # four of them pass the lock one by one in 3-5 ms on a busy server; and for the
+        # writers the last commit released to announce their next write
+        self.group_wait = max(tuned.group_wait, 0.0)
+        self.group_return = max(tuned.group_return, 0.0)
         self._queue: deque[PendingCommit] = deque()
         self._cond = threading.Condition()
         self._in_flight = 0
@@ -150,7 +150,7 @@ class Committer:
 
     def announce(self) -> None:
         """An operation is on its way (waiting for the write lock): a group commit about to
-        start waits for it a moment (:data:`GROUP_WAIT`) rather than leaving it to the next."""
+        start waits for it a moment (``group_wait``) rather than leaving it to the next."""
         with self._cond:
             self._coming += 1
             self._returning = max(self._returning - 1, 0)
@@ -316,11 +316,11 @@ class Committer:
                     return None
                 self._cond.wait()
             now = time.monotonic()
-            deadline = now + (self.window or max(GROUP_WAIT, 0.0))
+            deadline = now + (self.window or self.group_wait)
             if not self.window and self._returning:
-                # a writer back by then announces itself, and gets GROUP_WAIT to submit
-                back_by = now + max(GROUP_RETURN, 0.0)
-                deadline = back_by + max(GROUP_WAIT, 0.0)
+                # a writer back by then announces itself, and gets group_wait to submit
+                back_by = now + self.group_return
+                deadline = back_by + self.group_wait
             else:
                 back_by = now
             while not (self._stopping or self._flushers or self._full()):

@@ -200,20 +200,6 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
-SWITCHED_OFF = frozenset({"0", "false", "no", "off"})
-
-
-def env_switch(name: str) -> bool:
-    """An on-by-default switch from the environment (``NAME=0``, ``false``, ``no`` or ``off``
-    turns it off): the benchmarks' A/B switches, such as ``KIWIFS_GROUP_COMMIT``."""
-    return os.environ.get(name, "1").strip() not in SWITCHED_OFF
-
-
-def env_choice(name: str) -> str:
-    """A mode named in the environment (``KIWIFS_FSYNC=strict``), ``""`` when unset."""
-    return os.environ.get(name, "").strip()
-
-
 def duration_seconds(text: str) -> float:
     """``"30s"``, ``"1.5m"``, ``"500ms"`` or a plain number of seconds, as seconds."""
     match = _DURATION.match(text)

@@ -126,7 +126,8 @@ class Consolidation:
         """The report from reading every file's frontmatter (no index)."""
         from .memory.scan import scan_facts  # the fast scan's parser is only needed here
 
-        return build_report(scan_facts(self.root), prefix, limit, offset, claims)
+        facts = scan_facts(self.root, cap=self.indexing.tuning.workers)
+        return build_report(facts, prefix, limit, offset, claims)
 
     def _claimed_count(self, prefix: str) -> int:
         """Unmerged episodes held by a live claim (the report's ``claimed_count``)."""

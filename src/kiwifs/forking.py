@@ -25,21 +25,18 @@ def fork_is_safe() -> bool:
         return True
 
 
-WORKERS_VARIABLE = "KIWIFS_WORKERS"
+def usable_cpus(cap: int | None = None) -> int:
+    """CPUs this process may run on, at most ``cap`` when given (``Tuning.workers``, which
+    ``KIWIFS_WORKERS`` sets).
 
-
-def usable_cpus() -> int:
-    """CPUs this process may run on, capped by ``KIWIFS_WORKERS`` when it is set.
-
-    ``KIWIFS_WORKERS=1`` keeps a command in one process: the benchmarks use it to measure the
-    worker processes against none, and a user can use it to leave the other CPUs alone.
+    A cap of 1 keeps a command in one process: the benchmarks use it to measure the worker
+    processes against none, and a user can use it to leave the other CPUs alone.
     """
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    cap = os.environ.get(WORKERS_VARIABLE, "").strip()
-    return max(1, min(cpus, int(cap))) if cap.isdigit() else cpus
+    return max(1, min(cpus, cap)) if cap is not None else cpus
 
 
 PARENT_POLL_SECONDS = 1.0

@@ -8,7 +8,6 @@ A file is a knowledge file here by the walk's rule (:func:`is_knowledge_path`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,18 +39,21 @@ class BlobChange:
 
 
 BIG_TREE = 1024  # entries above which a changed folder is compared by libgit2's diff
-# True (KIWIFS_TIMELINE_DIFF=full): every commit's changes by one libgit2 diff of the whole
-# trees, as before (the A/B of bench/timeline.py and bench/write_throughput.py)
-FULL_DIFF = os.environ.get("KIWIFS_TIMELINE_DIFF") == "full"
 
 
 class GitHistory:
     """Read-only access to a root's commits for replaying history, with its own repository
     handle: it runs on a background thread while :class:`~kiwifs.versioning.Git` commits, and
-    libgit2 handles are not to be shared between threads."""
+    libgit2 handles are not to be shared between threads.
 
-    def __init__(self, root: Path) -> None:
+    ``known`` and ``by_folder`` are :class:`~kiwifs.tuning.Tuning`'s ``timeline_known`` and
+    ``timeline_by_folder``: off, every commit's changes are read back from git (``known``), by
+    one libgit2 diff of the whole trees (``by_folder``): the plain paths."""
+
+    def __init__(self, root: Path, known: bool = True, by_folder: bool = True) -> None:
         self.root = Path(root)
+        self.known = known
+        self.by_folder = by_folder
         self._repo: pygit2.Repository | None = None
 
     @property
@@ -102,7 +104,7 @@ class GitHistory:
         A commit this process made is not read at all: its changes were noted as it was made
         (:mod:`kiwifs.madecommits`).
         """
-        known = madecommits.lookup(commit, parent)
+        known = madecommits.lookup(commit, parent) if self.known else None
         if known is not None:  # a commit this process made: no tree is read
             return [BlobChange(path, blob) for path, blob in known]
         git2 = load_pygit2()
@@ -111,10 +113,10 @@ class GitHistory:
             return [BlobChange(path, blob) for path, blob in self.files(commit)]
         old = self.repo[parent].peel(git2.Commit).tree
         out: list[BlobChange] = []
-        if FULL_DIFF:
-            self._diffed(old, new, "", out)
-        else:
+        if self.by_folder:
             self._compared(old, new, "", out)
+        else:
+            self._diffed(old, new, "", out)
         out.sort(key=lambda change: change.path)  # stable: a type change's removal first
         return out
 

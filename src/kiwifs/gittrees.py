@@ -15,8 +15,9 @@ Git's order: entries sorted by name as bytes, a folder's name compared as if it 
 ``/``. A name appears once in a tree, whatever its type: putting a file where a folder of the
 same name was replaces that entry. Entries not changed keep their bytes as they were.
 
-``KIWIFS_TREE_WRITER=builder`` builds trees with libgit2's tree builder instead (the
-benchmark's A/B switch, see :mod:`kiwifs.versioning`).
+A :class:`~kiwifs.versioning.Git` made with ``kept_trees=False`` (``Tuning.kept_trees``) builds
+trees with libgit2's tree builder instead: the plain path, which ``tests/test_gittrees.py``
+holds equal to this one.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from bisect import bisect_left
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from .config import env_choice
 from .errors import StorageError
 
 if TYPE_CHECKING:
@@ -41,11 +41,6 @@ OBJECT_TREE = 2  # git's object type number of a tree (GIT_OBJECT_TREE)
 CACHE_ENTRIES = 200_000
 
 Entry = tuple[bytes, int]  # an entry's raw 20-byte object id and its file mode
-
-
-def use_builder() -> bool:
-    """``KIWIFS_TREE_WRITER=builder``: trees built by libgit2's tree builder (the A side)."""
-    return env_choice("KIWIFS_TREE_WRITER") == "builder"
 
 
 class Entries:

@@ -38,6 +38,7 @@ from .serverlock import acquire_server_lock
 from .storage import Storage
 from .text import check_text, content_bytes
 from .tree import TreeNode, folder_tree
+from .tuning import Tuning
 from .versioning import Git, blob_id
 
 # What only the answers' types name is imported for type checking alone: the modules of search,
@@ -93,17 +94,23 @@ class FileContent:
 class Knowledge:
     """A knowledge root: its files, history, memory report and change events."""
 
-    def __init__(self, root: Path, config: Config | None = None) -> None:
+    def __init__(
+        self, root: Path, config: Config | None = None, tuning: Tuning | None = None
+    ) -> None:
         self.root = Path(root)
         self.config = config if config is not None else load_config(self.root)
-        self.storage = Storage(self.root)
-        git = Git(self.root)
+        # the knobs, read once here and handed to every part that takes one
+        self.tuning = tuning if tuning is not None else Tuning.from_env()
+        self.storage = Storage(self.root, self.tuning.read_many)
+        git = Git(self.root, self.tuning.kept_trees)
         self.git: Git | None = git if git.is_repo() else None
         if self.git is not None:
             self.git.exclude_own_files()  # a repository made without kiwifs ignores them too
         self.events = EventBus()
-        self.indexing = IndexKeeper(self.root, self.config.search.vector)
-        self.pipeline = Pipeline(self.storage, self.git, self.events, self.indexing.on_written)
+        self.indexing = IndexKeeper(self.root, self.config.search.vector, tuning=self.tuning)
+        self.pipeline = Pipeline(
+            self.storage, self.git, self.events, self.indexing.on_written, self.tuning
+        )
         self.claims = ClaimsDesk(self.storage, self.pipeline, self.indexing, self.episodes_prefix)
         self.history = History(self.storage, self.pipeline)
         self.integrity = Integrity(
@@ -142,18 +149,21 @@ class Knowledge:
     # -- opening ----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], sweep: bool = False) -> Knowledge:
+    def open(
+        cls, root: str | os.PathLike[str], sweep: bool = False, tuning: Tuning | None = None
+    ) -> Knowledge:
         """Open an existing root; a missing one is an error, never created silently.
 
         Repairs what a crash left behind first (:mod:`kiwifs.recovery`); ``sweep`` (servers,
         at start) also removes the temporary files of interrupted writes, a walk of the root.
+        ``tuning``: the knobs (default: :meth:`Tuning.from_env`).
         """
         path = Path(root)
         if not path.exists():
             raise RootNotFound(f"knowledge root not found: {path} (create it with 'kiwifs init')")
         if not path.is_dir():
             raise RootNotFound(f"knowledge root is not a folder: {path}")
-        kb = cls(path)
+        kb = cls(path, tuning=tuning)
         kb.pipeline.recover(sweep)
         return kb
 
@@ -168,18 +178,16 @@ class Knowledge:
         """Make the root a git repository (committing what is there) unless config says none."""
         if self.git is not None or not self.config.versioning.uses_git:
             return
-        git = Git(self.root)
+        git = Git(self.root, self.tuning.kept_trees)
         git.adopt(LIBRARY_ACTOR, lambda n: f"{LIBRARY_ACTOR}: import {n} existing files")
         self.git = git
         self.pipeline.git = git
 
     def start_commit_process(self) -> None:
         """Make git commits in a child process from now on, so that a server's threads go on
-        while one is made (see :mod:`kiwifs.commitproc`); ``KIWIFS_COMMIT_PROCESS=0`` keeps
-        them in this process."""
-        from .commitproc import enabled
-
-        if self.git is not None and enabled():
+        while one is made (see :mod:`kiwifs.commitproc`); ``Tuning.commit_process`` off
+        keeps them in this process."""
+        if self.git is not None and self.tuning.commit_process:
             self.git.start_commit_process()
 
     def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:

@@ -13,7 +13,8 @@ commit in any root, for ever: nothing here is ever invalidated, only forgotten (
 once :data:`MAX_PATHS` paths are kept). A commit whose changes are not simple (a file became a
 folder or a symbolic link, a folder was removed as a whole: what libgit2's diff reports in its
 own way) is not recorded, and is read back from git as before.
-``KIWIFS_TIMELINE_KNOWN=0`` turns the lookup off (the benchmarks' A/B switch).
+A :class:`~kiwifs.gitreplay.GitHistory` made with ``known=False`` (``Tuning.timeline_known``)
+does not ask: the plain path, which reads every commit back from git.
 """
 
 from __future__ import annotations
@@ -22,10 +23,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from .config import env_switch
-
 MAX_PATHS = 200_000  # changed paths kept, over all recorded commits (a few tens of MB at most)
-ENABLED = env_switch("KIWIFS_TIMELINE_KNOWN")
 
 # (path, new blob id as hex, or None when the file is gone), in path order
 Changes = tuple[tuple[str, str | None], ...]
@@ -54,7 +52,7 @@ _paths = 0
 def record(made: MadeCommit) -> None:
     """Keep ``made``'s changes for :func:`lookup` (nothing for a first commit or unknown ones)."""
     global _paths
-    if not ENABLED or made.parent is None or made.changes is None:
+    if made.parent is None or made.changes is None:
         return
     with _lock:
         if made.id in _known:
@@ -69,8 +67,6 @@ def record(made: MadeCommit) -> None:
 def lookup(commit: str, parent: str | None) -> Changes | None:
     """The recorded changes of ``commit`` relative to ``parent``; ``None`` when not recorded
     (or recorded against another parent, which a commit id cannot have: checked anyway)."""
-    if not ENABLED:
-        return None
     with _lock:
         hit = _known.get(commit)
     if hit is None or hit[0] != parent:

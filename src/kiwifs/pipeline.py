@@ -35,9 +35,9 @@ like git's own objects (libgit2 does not fsync them) it serves the crash of a pr
 page cache survives; after a power cut every acknowledged file is there, the newest history may
 not be. A bulk write, a delete and the bulk journal keep their fsyncs under the lock.
 
-Switches, for the benchmark's A/B: ``KIWIFS_GROUP_COMMIT=0`` commits each operation under the
-lock, ``KIWIFS_FSYNC=strict`` fsyncs the journal, the file and its folder under the lock, both as
-before; ``KIWIFS_FSYNC=serial`` fsyncs the folder after the file, each writer its own.
+Tuning (:class:`~kiwifs.tuning.Tuning`): ``group_commit=False`` commits each operation under
+the lock (the benchmark's plain side); ``strict_fsync`` (``KIWIFS_FSYNC=strict``) fsyncs the
+journal, the file and its folder under the lock, each write on its own.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from . import bulklog
 from .atomicwrite import Unsynced
 from .commitmessage import commit_trailer
 from .committer import CommitStatus, Committer, PendingCommit, Ticket
-from .config import env_choice, env_switch
 from .errors import Conflict, NotFound, PayloadTooLarge
 from .events import Event, EventBus
 from .limits import MAX_FILE_BYTES
@@ -61,6 +60,7 @@ from .paths import canonical
 from .preconditions import check_if_match, check_if_none_match
 from .provenance import Provenance, inject_provenance
 from .storage import Storage
+from .tuning import Tuning
 from .versioning import Git, blob_id
 from .writelock import WriteLock
 
@@ -76,17 +76,18 @@ class WriteResult:
     etag: str
 
 
-def group_commit_enabled() -> bool:
-    """Whether synchronous writes share commits (``KIWIFS_GROUP_COMMIT=0`` turns it off)."""
-    return env_switch("KIWIFS_GROUP_COMMIT")
-
-
 class Pipeline:
     """Serialised writes on one root, each one on disk and in git when it returns."""
 
     def __init__(
-        self, storage: Storage, git: Git | None, events: EventBus, index_hook: IndexHook | None
+        self,
+        storage: Storage,
+        git: Git | None,
+        events: EventBus,
+        index_hook: IndexHook | None,
+        tuning: Tuning | None = None,
     ) -> None:
+        self.tuning = tuning or Tuning()
         self.storage = storage
         self.git = git
         self.events = events
@@ -98,11 +99,7 @@ class Pipeline:
         self._write_lock = WriteLock(
             self.root, self.state, self._pending, self.drain, self._on_release
         )
-        # KIWIFS_FSYNC=strict: journal, file and folder fsynced under the lock; =serial: after
-        # it, the folder after the file, each write its own (the benchmark's A/B switches)
-        fsync = env_choice("KIWIFS_FSYNC")
-        self._strict = fsync == "strict"
-        self._serial = fsync == "serial"
+        self._strict = self.tuning.strict_fsync  # journal, file and folder fsynced under the lock
         self._local = threading.local()  # per thread: locked() depth, announced to committer
         # The journal's descriptor, opened by the first operation after write.lock is taken and
         # closed when it is let go: while the flock is ours no other process touches the file,
@@ -232,7 +229,7 @@ class Pipeline:
     @contextlib.contextmanager
     def _unsynced(self, rel: str, data: bytes) -> Iterator[Unsynced | None]:
         """Write ``rel`` (lock held) and yield it for :meth:`_sync` after the lock; fsynced
-        here already under ``KIWIFS_FSYNC=strict``. Closed unsynced if the block fails."""
+        here already with ``strict_fsync``. Closed unsynced if the block fails."""
         unsynced = self.storage.write(rel, data, durable=self._strict)
         try:
             yield unsynced
@@ -244,7 +241,7 @@ class Pipeline:
     def _sync(self, unsynced: Unsynced | None) -> None:
         """After the lock, before the acknowledgement: make the file just written durable."""
         if unsynced is not None:
-            unsynced.sync(together=not self._serial)
+            unsynced.sync()
 
     def _committed(self, ticket: Ticket | None) -> None:
         """Wait (lock released) until the operation's commit is made; StorageError if it
@@ -255,8 +252,9 @@ class Pipeline:
 
     def _committer(self) -> Committer | None:
         """The committer, started at the first commit (synchronous group commit)."""
-        if self.committer is None and self.git is not None and group_commit_enabled():
-            self.committer = Committer(self.git, self._write_lock.release_if_idle, window=0.0)
+        if self.committer is None and self.git is not None and self.tuning.group_commit:
+            idle = self._write_lock.release_if_idle
+            self.committer = Committer(self.git, idle, window=0.0, tuning=self.tuning)
         return self.committer
 
     def drain(self) -> None:
@@ -274,7 +272,7 @@ class Pipeline:
             self.drain()
             if self.committer is None:
                 idle = self._write_lock.release_if_idle
-                self.committer = Committer(self.git, idle, window, max_paths)
+                self.committer = Committer(self.git, idle, window, max_paths, self.tuning)
             else:
                 self.committer.window, self.committer.max_paths = window, max_paths
             self.asynchronous = True

@@ -46,7 +46,6 @@ from .paths import (
     refused_path,
 )
 
-READ_MANY = True  # the benchmark's A/B switch: False makes read_many one read() per file
 _PATH_MAX = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
 
 
@@ -88,9 +87,10 @@ def _shortened(rel: str, keep: int = 200) -> str:
 class Storage:
     """Reads and atomically writes the files of one root; every ``rel`` is canonical."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, read_many: bool = True) -> None:
         self.root = Path(root)
         self._real_root: str | None = None
+        self._read_many = read_many  # Tuning.read_many; False: read_many is read() per file
 
     def abspath(self, rel: str) -> Path:
         """The confined absolute path of canonical ``rel``."""
@@ -149,9 +149,9 @@ class Storage:
         skips those. The root is resolved once, and each file is checked on the descriptor it
         was opened as (the check :meth:`read` also makes, after resolving the path's symlinks
         first: three resolutions per file were most of a brief's reading time). Where the OS
-        cannot say where a descriptor is (or with :data:`READ_MANY` off, the benchmark's A/B
-        switch), every file goes through :meth:`read`."""
-        if not (READ_MANY and FD_PATH_KNOWN):
+        cannot say where a descriptor is (or with ``read_many`` off, the plain path), every
+        file goes through :meth:`read`."""
+        if not (self._read_many and FD_PATH_KNOWN):
             return [self._read_or_none(rel) for rel in rels]
         real_root = self.real_root()
         found: list[bytes | None] = []

@@ -30,7 +30,7 @@ from . import madecommits, reflock
 from .errors import StorageError
 from .gitindex import BackgroundSync, IndexFile, reconcile_due
 from .gittrees import MODE_TREE as MODE_TREE  # with the other modes, for gitreplay
-from .gittrees import TreeCache, use_builder
+from .gittrees import TreeCache
 from .madecommits import MadeCommit, is_knowledge_path
 from .paths import NotRegularFile, open_regular, read_all
 from .serverlock import SERVER_LOCK
@@ -78,8 +78,10 @@ def blob_id(data: bytes) -> str:
 class Git:
     """The git repository of one knowledge root."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, kept_trees: bool = True) -> None:
         self.root = Path(root)
+        # trees written from their kept entries (kiwifs.gittrees); False: libgit2's builder
+        self.kept_trees = kept_trees
         self._repo: pygit2.Repository | None = None
         self._lock = threading.RLock()
         self._index_file = IndexFile(self.root, lambda: self.repo)
@@ -206,7 +208,7 @@ class Git:
         head = None if repo.head_is_unborn else repo.head.peel(git2.Commit)
         changes = {rel: self._blob(rel, contents) for rel in paths}
         seen = _Seen()
-        if use_builder():
+        if not self.kept_trees:
             tree = self._apply_builder(head.tree if head is not None else None, changes, "", seen)
         else:
             tree = self._apply(head.tree_id if head is not None else None, changes, "", seen)
@@ -298,7 +300,7 @@ class Git:
         base: str,
         seen: _Seen,
     ) -> pygit2.Oid | None:
-        """:meth:`_apply` with libgit2's tree builders (``KIWIFS_TREE_WRITER=builder``)."""
+        """:meth:`_apply` with libgit2's tree builders (``kept_trees`` off: the plain path)."""
         repo = self.repo
         builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
         leaves, folders = _by_folder(changes)
@@ -357,7 +359,7 @@ class Git:
         from .commitproc import CommitProcess
 
         if self._process is None:
-            self._process = CommitProcess(self.root)
+            self._process = CommitProcess(self.root, self.kept_trees)
             self._process.start()
 
     def close(self) -> None:

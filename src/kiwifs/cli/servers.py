@@ -15,6 +15,7 @@ from kiwifs import __version__
 from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 
 from .common import ROOT_HELP, root_option
 
@@ -63,12 +64,15 @@ def serve(
     import uvicorn
 
     from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
-    from kiwifs.rest.headertimeout import HeaderTimeoutProtocol
+    from kiwifs.rest.headertimeout import protocol_with
     from kiwifs.rest.probes import Probes
     from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
 
-    kb = Knowledge.open(root, sweep=True)
+    # the knobs: a Tuning handed in as the context's object (a benchmark runs
+    # ``cli.main(args, obj=Tuning(...))``), else read from the environment by Knowledge
+    tuning = click.get_current_context().find_object(Tuning)
+    kb = Knowledge.open(root, sweep=True, tuning=tuning)
     kb.acquire_server_lock()
     key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
     wanted = port if port is not None else kb.config.server.port or DEFAULT_SERVE_PORT
@@ -104,7 +108,7 @@ def serve(
         lifespan="on",
         ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
-        http=HeaderTimeoutProtocol,
+        http=protocol_with(kb.tuning.header_timeout),
     )
     server = StoppingServer(config, kb.events)
     server.run(sockets=[sock])

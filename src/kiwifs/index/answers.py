@@ -98,7 +98,10 @@ class IndexAnswers:
 
         def run(index: Index) -> ReportDocument:
             with index.reader() as conn:
-                document = indexed_report.report_document(conn, prefix, limit, offset, claims)
+                in_sql = index.tuning.report_in_sql
+                document = indexed_report.report_document(
+                    conn, prefix, limit, offset, claims, in_sql
+                )
             return ReportDocument(*document)
 
         return self._guarded(run)

@@ -50,12 +50,6 @@ IN_FLIGHT = 4  # jobs queued per worker: enough to keep it busy, little memory
 # loader stay few, and the loader does not trail the workers by much at the end.
 AHEAD = 16
 LOAD_BATCH = 2000  # rows per executemany
-# Coverage worked out while loading (see :class:`_Batch`); False runs the one UPDATE of every
-# row after the load instead (the benchmark's baseline, bench/index.py).
-COVER_WHILE_LOADING = True
-# The load's WAL emptied before anything syncs it (see :func:`_drop_load_wal`); False keeps it
-# (the benchmark's baseline).
-DROP_LOAD_WAL = True
 # FTS5's hash of pending terms during a load (its default: 1 MiB): see :func:`_fts_hash`.
 FTS_HASH = 64 << 20
 FTS_DEFAULT_HASH = 1 << 20
@@ -275,22 +269,24 @@ def load(
     total: int,
     progress: Progress | None = None,
     dictionary: bytes | None = None,
+    cover_while_loading: bool = True,
 ) -> None:
     """Fill the empty tables from ``rows`` (texts compressed with ``dictionary``) in one
-    transaction (see the module docstring)."""
+    transaction (see the module docstring). ``cover_while_loading`` (``Tuning``): coverage
+    worked out while loading (see :class:`_Batch`); False runs the one UPDATE of every row
+    after the load instead, the plain path."""
     conn.execute("PRAGMA synchronous = OFF")  # one commit at the end; a crash rebuilds anyway
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
             save_dictionary(conn, dictionary)
             with _fts_hash(conn, FTS_HASH):
-                _load(conn, rows, total, progress)
+                _load(conn, rows, total, progress, cover_while_loading)
         except BaseException:
             conn.rollback()
             raise
         conn.commit()
-        if DROP_LOAD_WAL:
-            _drop_load_wal(conn)
+        _drop_load_wal(conn)
     finally:
         conn.execute("PRAGMA synchronous = NORMAL")
 
@@ -338,12 +334,16 @@ def _fts_hash(conn: sqlite3.Connection, size: int) -> Iterator[None]:
 
 
 def _load(
-    conn: sqlite3.Connection, rows: Iterable[Parts | None], total: int, progress: Progress | None
+    conn: sqlite3.Connection,
+    rows: Iterable[Parts | None],
+    total: int,
+    progress: Progress | None,
+    cover_while_loading: bool,
 ) -> None:
     deferred = conn.execute(DEFERRED_INDEXES).fetchall()
     for name, _, _ in deferred:
         conn.execute(f'DROP INDEX "{name}"')
-    batch = _Batch()
+    batch = _Batch(cover_while_loading)
     seen = 0
     for parts in rows:
         seen += 1
@@ -354,12 +354,12 @@ def _load(
             if progress:
                 progress(seen, total)
     batch.flush(conn)
-    if COVER_WHILE_LOADING:
+    if cover_while_loading:
         batch.cover_the_rest(conn)
     for _, sql, table in deferred:  # the cover lookups first: the coverage UPDATE uses them
         if table != "files":
             conn.execute(sql)
-    if not COVER_WHILE_LOADING:
+    if not cover_while_loading:
         conn.execute(COVER_SQL)
     for _, sql, table in deferred:
         if table == "files":
@@ -380,7 +380,8 @@ class _Batch:
     generated columns from the frontmatter JSON.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cover: bool = True) -> None:
+        self.cover = cover  # coverage worked out here (False: by one UPDATE after the load)
         self.next_id = 1
         self.files: list[tuple[object, ...]] = []
         self.idents: list[tuple[str | bytes, int]] = []
@@ -398,7 +399,7 @@ class _Batch:
         self.idents.extend((i, file_id) for i in idents)
         self.targets.extend((t, file_id) for t in targets)
         covered = 0
-        if COVER_WHILE_LOADING:
+        if self.cover:
             self.cover_ids.update(idents)
             self.cover_paths.update(targets)
             eid, key = values[11], values[0]

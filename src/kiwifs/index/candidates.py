@@ -123,7 +123,7 @@ def regrouped(
     if version == vectors.version:
         return groups
     lineage, seq = version
-    if not REGROUP or lineage != vectors.lineage or seq > vectors.seq:
+    if lineage != vectors.lineage or seq > vectors.seq:
         return groups_of(etags, vectors)
     stale = groups < 0
     stale[~stale] = ~vectors.alive[groups[~stale]]
@@ -155,10 +155,6 @@ class _Entry:
     version: tuple[int, int]  # the vectors' version ``groups`` were matched against
     groups: Any  # NDArray[np.int64]: each page's vector group, -1 if none
     found: Candidates
-
-
-CATCH_UP = True  # the benchmark's A/B switch: False queries again after every change
-REGROUP = True  # the benchmark's A/B switch: False matches every page to a new matrix again
 
 
 class CandidateCache:
@@ -213,7 +209,7 @@ class CandidateCache:
         """The entry with the files the log names since its position read again."""
         np = _numpy()
         logged = changelog.since(conn, "fts_log", "doc", entry.seq, CATCH_UP_MAX)
-        if not CATCH_UP or logged is None:  # off, the log cut, or too much to catch up
+        if logged is None:  # the log cut, or too much to catch up
             return self._fresh(conn, vectors, recall, entry.schema, last)
         changed = [int(d) for d in logged]
         kept = ~np.isin(entry.ids, np.array(changed, dtype=np.int64))

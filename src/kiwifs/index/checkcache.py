@@ -124,10 +124,10 @@ class CheckWorker:
     from :meth:`problems` when it cannot (one CPU, or the process failed: the caller then runs the
     check in its own thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int | None = None) -> None:
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-        self.enabled = usable_cpus() > 1
+        self.enabled = usable_cpus(cap) > 1  # cap: Tuning.workers
 
     def problems(self, index_path: str, prefix: str) -> list[Problem] | None:
         # imported here: multiprocessing and the process pool are ~7 ms that a command which

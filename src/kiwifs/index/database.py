@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+from kiwifs.tuning import Tuning
+
 from .schema import SCHEMA_VERSION, recreate, tune_merging
 
 STATE_DIR = ".kiwi/state"
@@ -73,11 +75,16 @@ class Database:
     done. :class:`~kiwifs.index.db.Index` is this with the file rows kept equal to the files."""
 
     def __init__(
-        self, root: Path, path: Path | None = None, busy_timeout: float = BUSY_TIMEOUT
+        self,
+        root: Path,
+        path: Path | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        tuning: Tuning | None = None,
     ) -> None:
         self.root = Path(root)
         self.path = Path(path) if path is not None else self.root / STATE_DIR / INDEX_FILE
         self.busy_timeout = busy_timeout
+        self.tuning = tuning or Tuning()
         self._lock = threading.RLock()
         self._pool: list[sqlite3.Connection] = []
         self._all_readers: list[sqlite3.Connection] = []
@@ -133,9 +140,9 @@ class Database:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             if version == 0:
-                recreate(conn)
+                recreate(conn, self.tuning.fts_merge)
             else:
-                tune_merging(conn)
+                tune_merging(conn, self.tuning.fts_merge)
             conn.execute("SELECT count(*) FROM files").fetchone()
         except BaseException:
             conn.close()

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from kiwifs.config import env_switch
+from kiwifs.forking import usable_cpus
 
 from .folders import WalkState, abs_path
 from .record import FileRecord, raw_sig, same_bytes_stat
@@ -43,15 +43,6 @@ if TYPE_CHECKING:
     from .bulk import ParsedRows
 
 BATCH = 1000
-# A rebuild forks its parsers before it empties the old tables, so they parse meanwhile (False:
-# after, the benchmark's baseline).
-PARSE_AHEAD = True
-# A reconcile stores only the new stat of a file whose bytes its row holds already (False: the
-# whole row again; KIWIFS_STAT_ONLY=0, the write benchmark's A/B).
-SAME_BYTES_STAT_ONLY = env_switch("KIWIFS_STAT_ONLY")
-# A rebuild's walk split between worker processes by the folder sizes the last walk stored
-# (False: one process, the benchmark's baseline).
-SPLIT_WALK = True
 
 Progress = Callable[[int, int], None]
 T = TypeVar("T")
@@ -95,16 +86,17 @@ class Index(RowStore):
         transaction (:mod:`index.bulk`); ``bulk=False`` is the row-by-row path a reconcile
         uses, kept as the benchmark's baseline.
         """
-        sizes = self._folder_sizes() if SPLIT_WALK else None
-        walked = start_walk(self.root, sizes=sizes).result()
+        # the walk split between worker processes by the folder sizes the last walk stored
+        sizes = self._folder_sizes()
+        walked = start_walk(self.root, sizes=sizes, cap=self.tuning.workers).result()
         keys = sorted(walked.state.sigs)
         # the workers parse while the old tables are dropped
-        rows = self._parse(keys, walked.state, workers) if bulk and PARSE_AHEAD else None
+        rows = self._parse(keys, walked.state, workers) if bulk else None
         try:
             with self._lock:
                 self._echo.clear()
                 self.columns.clear()
-                recreate(self._writer)
+                recreate(self._writer, self.tuning.fts_merge)
                 self.generation += 1
                 self.rows_generation += 1
                 if bulk:
@@ -168,7 +160,7 @@ class Index(RowStore):
             stored = conn.execute("SELECT key, digest, entries FROM dirs").fetchall()
         expected = {key: digest for key, digest, _ in stored}
         sizes = {key: entries for key, _, entries in stored if entries}
-        return start_walk(self.root, expected, sizes)
+        return start_walk(self.root, expected, sizes, cap=self.tuning.workers)
 
     def _apply_walk(
         self, pending: PendingWalk, progress: Progress | None, started: float | None = None
@@ -223,12 +215,14 @@ class Index(RowStore):
 
         root = os.fspath(self.root)
         dictionary = sample_dictionary(root, self.real_root, keys)
-        return parsed(root, self.real_root, keys, walked.errors, workers, dictionary=dictionary)
+        count = usable_cpus(self.tuning.workers) if workers is None else workers
+        return parsed(root, self.real_root, keys, walked.errors, count, dictionary=dictionary)
 
     def _load(self, rows: ParsedRows, total: int, progress: Progress | None) -> None:
         from .bulk import load
 
-        load(self._writer, rows, total, progress, rows.dictionary)
+        cover = self.tuning.cover_while_loading
+        load(self._writer, rows, total, progress, rows.dictionary, cover)
         self.generation += 1
         self.rows_generation += 1
 
@@ -318,7 +312,7 @@ class Index(RowStore):
             chunk = keys[start : start + BATCH]
             same: list[tuple[bytes, str, os.stat_result, int | None]] = []
             read = chunk
-            if not fresh and SAME_BYTES_STAT_ONLY:
+            if not fresh and self.tuning.stat_only:  # else parsed, the whole row stored again
                 read, same = self._same_bytes(chunk, walked)
             records = [self._record(k, walked.errors.get(k)) for k in read]
             gone = [k for k, r in zip(read, records, strict=True) if r is None]
@@ -335,7 +329,7 @@ class Index(RowStore):
                     news = list(content_changes(conn, kept))
                     moved = bool(gone or news)
                     missed += len(gone) + sum(r.sig is not None for r in news)
-                touched = Touched(full=full)
+                touched = Touched(full=full, texts_last=self.tuning.texts_last)
                 for key in gone:
                     delete_row(conn, key, touched)
                 for record in kept:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy, Locked
 from kiwifs.limits import MAX_READ_BYTES
+from kiwifs.tuning import Tuning
 
 from . import checkcache, rebuildlock
 from .answers import IndexAnswers
@@ -81,11 +82,16 @@ class IndexKeeper(IndexAnswers, IndexLookups):
     """The index of one root and the rules for keeping it right."""
 
     def __init__(
-        self, root: Path, vector: VectorConfig | None = None, busy_timeout: float = BUSY_TIMEOUT
+        self,
+        root: Path,
+        vector: VectorConfig | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        tuning: Tuning | None = None,
     ) -> None:
         super().__init__()
         self.root = Path(root)
         self.busy_timeout = busy_timeout
+        self.tuning = tuning or Tuning()
         self.vector = vector or VectorConfig()
         self._recall: Recall | None = None
         self._index: Index | None = None
@@ -127,7 +133,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
         with self._lock, self._busy_is_an_error():
             if self._index is None:
                 try:
-                    self._index = Index(self.root, busy_timeout=self.busy_timeout)
+                    self._index = Index(self.root, None, self.busy_timeout, self.tuning)
                     self._in_root = True
                 except IndexUnavailable as exc:
                     log.info("index unavailable in the root (%s); using a temporary one", exc)
@@ -135,7 +141,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
 
                     self._temp = tempfile.TemporaryDirectory(prefix="kiwifs-index-")
                     temp = Path(self._temp.name) / INDEX_FILE
-                    self._index = Index(self.root, temp, busy_timeout=self.busy_timeout)
+                    self._index = Index(self.root, temp, self.busy_timeout, self.tuning)
                     self._in_root = False
                 if not self.vector.enabled:
                     disable_vectors(self._index)
@@ -332,11 +338,12 @@ class IndexKeeper(IndexAnswers, IndexLookups):
             on_events: Callable[[Iterable[str]], object] = refresh
             from . import writeback as batches  # servers only: one-shot commands never watch
 
-            if batches.enabled():
-                writeback = batches.Writeback(functools.partial(self._refresh_written, index))
+            if self.tuning.index_writeback:  # else each write indexed inside it, under its lock
+                written = functools.partial(self._refresh_written, index)
+                writeback = batches.Writeback(written, self.tuning.writeback_window)
                 self._writeback = writeback
                 on_events = _leaving_out(writeback, refresh)
-            self._watcher = Watcher(self.root, on_events, reconcile, period)
+            self._watcher = Watcher(self.root, on_events, reconcile, period, self.tuning)
             self._watcher.start()
 
     def stop_watching(self) -> None:
@@ -390,7 +397,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
 
         with self._lock:
             if self._timeline is None:
-                self._timeline = Timeline(self.root, self._open)
+                self._timeline = Timeline(self.root, self._open, self.tuning)
             return self._timeline
 
     def refresh_timeline(self, prefix: str) -> int:
@@ -435,7 +442,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
         with self._lock:
             if self._checker is not None:
                 if self._check_worker is None:
-                    self._check_worker = checkcache.CheckWorker()
+                    self._check_worker = checkcache.CheckWorker(self.tuning.workers)
                 self._checker.quiet = quiet
                 self._checker.start()
 

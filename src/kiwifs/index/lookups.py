@@ -75,6 +75,7 @@ class IndexLookups:
                     recency_weight,
                     self._columns(index),
                     snippets,
+                    index.tuning,
                 )
 
         return self._guarded(run)

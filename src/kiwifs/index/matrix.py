@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from .embedders import Matrix
 
 ETAG_CHARS = 40  # a git blob id in hex
-INCREMENTAL = True  # the benchmark's A/B switch: False reads every vector again after a change
 CATCH_UP_MAX = 5000  # more changed contents than this since the cached position: load afresh
 DEAD_SHARE = 0.25  # dead rows past this share of the matrix: load afresh (compacts)
 HEADROOM = 0.125  # spare rows allocated at a load, so that catching up rarely copies the matrix
@@ -107,8 +106,7 @@ class MatrixCache:
             if current is None or current.generation != generation:
                 current = load(conn, generation, last)
             elif current.seq < last:
-                current = catch_up(conn, current, last) if INCREMENTAL else None
-                current = current or load(conn, generation, last)
+                current = catch_up(conn, current, last) or load(conn, generation, last)
             # current.seq > last: this connection reads an older state; the newer vectors
             # serve it (its candidates come from its own rows)
             self._current = current

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from .embedders import Matrix
 
 T = TypeVar("T")
-CANDIDATES = True  # the benchmark's A/B switch for the cached candidates (semantic.CandidateCache)
 
 
 class Recall:
@@ -142,8 +141,17 @@ class Recall:
         wanted = depth(lim, off)
         with self.store.index.reader() as conn:
             columns = self.store.index.columns if watched else None  # see IndexKeeper
+            tuning = self.store.index.tuning
             keyword = search.search(
-                conn, text, wanted, 0, None, where, columns=columns, snippets=snippets
+                conn,
+                text,
+                wanted,
+                0,
+                None,
+                where,
+                columns=columns,
+                snippets=snippets,
+                tuning=tuning,
             ).results
             matrix = self.matrix.get(conn)
             ranked = rank(conn, matrix, vector, where, wanted, None, self._cache(watched))
@@ -154,8 +162,10 @@ class Recall:
         return HybridResults(query, lim, off, True, hits)
 
     def _cache(self, watched: bool) -> CandidateCache | None:
-        """The candidates' cache, in a long-lived process (a one-shot command asks once)."""
-        return self.candidates if watched and CANDIDATES else None
+        """The candidates' cache, in a long-lived process (a one-shot command asks once), unless
+        ``Tuning.cached_candidates`` is off (the plain path: queried for every search)."""
+        cached = self.store.index.tuning.cached_candidates
+        return self.candidates if watched and cached else None
 
     def _embed_query(self, text: str) -> Matrix:
         try:
@@ -182,7 +192,15 @@ def keyword_only(
         return HybridResults(query, lim, off, False, [])
     with index.reader() as conn:
         found = search.search(
-            conn, text, off + lim, 0, None, where, columns=columns, snippets=snippets
+            conn,
+            text,
+            off + lim,
+            0,
+            None,
+            where,
+            columns=columns,
+            snippets=snippets,
+            tuning=index.tuning,
         )
     found_hits = found.results
     hits = fuse([(h.path, h.snippet) for h in found_hits], [], lim, off)

@@ -24,16 +24,13 @@ from typing import Any
 
 from kiwifs.errors import os_error_text
 from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
-from kiwifs.markdown import Frontmatter, read_frontmatter
+from kiwifs.markdown import Frontmatter
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
 from kiwifs.text import valid_unicode
 from kiwifs.versioning import blob_id
 
 RACY_NS = 2_000_000_000
-# Frontmatter inside the simple subset is read without PyYAML (memory/frontmatter_keys.py): the
-# same mapping, 3-4x faster. False is the benchmark's baseline (bench/index.py).
-SIMPLE_FRONTMATTER = True
 
 
 def path_key(rel: str) -> bytes | None:
@@ -189,11 +186,11 @@ def _unreadable_record(key: bytes, rel: str, path: str | bytes, exc: OSError) ->
 def record_of_bytes(
     key: bytes, rel: str, data: bytes, sig: int | None, mtime_ns: int = 0, stamp: int | None = None
 ) -> FileRecord:
-    """Parse ``data`` once into frontmatter JSON, memory facts and searchable text."""
-    if SIMPLE_FRONTMATTER:
-        fm, simple = (_subset_reader or _load_subset_reader())(data)
-    else:
-        fm, simple = read_frontmatter(data), False
+    """Parse ``data`` once into frontmatter JSON, memory facts and searchable text.
+
+    Frontmatter inside the simple subset is read without PyYAML (memory/frontmatter_keys.py,
+    held equal to PyYAML's reading by tests/test_scan.py): the same mapping, 3-4x faster."""
+    fm, simple = (_subset_reader or _load_subset_reader())(data)
     return FileRecord(
         key=key,
         facts=file_facts(rel, fm.data, fm.problem),

@@ -295,6 +295,7 @@ def report_document(
     limit: int | None = None,
     offset: int = 0,
     claims: Claims | None = None,
+    in_sql: bool = True,
 ) -> tuple[dict[str, Any], int]:
     """The report's JSON value with both lists joined from stored entry text, and the unmerged
     count.
@@ -302,6 +303,7 @@ def report_document(
     Printed by :func:`printed_json.dumps` it is the same bytes as ``report(...).to_json()``,
     without an object per episode; that is what makes the CLI's ``--json`` on a 100k-episode
     root fast. The few entries a live claim holds are rendered again with the claim.
+    ``in_sql``: see :func:`entry_lists`.
     """
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
@@ -314,17 +316,13 @@ def report_document(
             entries = _joined([entry for _, entry in files])
             marked = _joined([_with_claim(path, e, claims.get(path)) for path, e in unmerged])
         else:
-            entries, marked = entry_lists(conn, lo, hi, limit, offset)
+            entries, marked = entry_lists(conn, lo, hi, limit, offset, in_sql)
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     document = totals.report(prefix, limit, offset, claimed_count=claimed).to_json()
     document["episodic_files"] = entries
     document["unmerged"] = marked
     return document, totals.unmerged_count
 
-
-# The A/B switch of ``bench/fast_paths.py`` (``entries``) and ``bench/startup.py``: False makes
-# the whole report's lists from one Python string per row, as before.
-JOINED_IN_SQL = True
 
 _SEPARATOR = "," + _ITEM  # between two entries of a list
 # Both whole lists, each as one value: SQLite joins the entries in report order (group_concat
@@ -341,15 +339,22 @@ _JOINED_SQL = (
 
 
 def entry_lists(
-    conn: sqlite3.Connection, lo: bytes, hi: bytes, limit: int | None, offset: int
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes,
+    limit: int | None,
+    offset: int,
+    in_sql: bool = True,
 ) -> tuple[RawJSON, RawJSON]:
     """The two lists as printed JSON of their entry text (:data:`ENTRY_SQL`), in report order,
     when no claim marks one.
 
-    The whole report's lists are joined by SQLite, one value each (:data:`JOINED_IN_SQL`):
-    100,000 episodes cost no Python string per row (``bench/fast_paths.py``, ``entries``).
+    The whole report's lists are joined by SQLite, one value each (``in_sql``,
+    ``Tuning.report_in_sql``): 100,000 episodes cost no Python string per row
+    (``bench/fast_paths.py``, ``entries``). ``in_sql=False``: one Python string per row, the
+    plain path.
     """
-    if limit is None and offset == 0 and JOINED_IN_SQL:
+    if limit is None and offset == 0 and in_sql:
         files, unmerged = conn.execute(_JOINED_SQL, (lo, hi)).fetchone()
         return _bracketed(files), _bracketed(unmerged)
     files_text, unmerged_text = _entry_texts(conn, lo, hi, limit, offset)

@@ -17,7 +17,6 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from kiwifs.config import env_switch
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
 from .bodies import TextChanges
@@ -25,9 +24,6 @@ from .record import FileRecord, db_text, parent_key, path_key
 from .report import stored_entry
 
 FULL_COVER_UPDATE = 2000  # touched ids and paths above which all of ``covered`` is recomputed
-# True: a transaction's words written after its other statements, in one FTS5 segment
-# (KIWIFS_TEXTS_LAST=0: each file's words as its row is stored: the benchmarks' A/B)
-LAST_TEXTS = env_switch("KIWIFS_TEXTS_LAST")
 
 COVER_SQL = (
     "UPDATE files SET covered = ((eid IS NOT NULL AND EXISTS "
@@ -61,12 +57,14 @@ class Touched:
     """Episode ids and paths whose coverage may have changed inside one transaction, and the
     transaction's text changes; :meth:`finish` writes both, as its last statements."""
 
-    def __init__(self, full: bool = False) -> None:
+    def __init__(self, full: bool = False, texts_last: bool = True) -> None:
         self.full = full
         self.idents: set[str | bytes] = set()
         self.targets: set[bytes] = set()
         self.ids: set[int] = set()
-        self.texts = TextChanges() if LAST_TEXTS else None
+        # texts_last (Tuning.texts_last): the words written after the transaction's other
+        # statements, in one FTS5 segment; False: each file's words as its row is stored
+        self.texts = TextChanges() if texts_last else None
 
     def add_file(self, conn: sqlite3.Connection, file_id: int) -> None:
         """Remember what an existing row covered before it is replaced or deleted."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from kiwifs.config import env_switch
-
 from .bodies import LOG_SCHEMA
 from .filters import superseded_sql
 from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
@@ -118,15 +116,15 @@ CREATE TABLE IF NOT EXISTS check_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL
 # the defaults, after 4, 16, 64 and 256 rounds of writes, most of what indexing a write cost
 # on a big root. At 64 the big segments are rewritten once, after 64 rounds, and then not
 # before some 4,000 more; searches with up to 64 segments a level measured as fast.
-# ``KIWIFS_FTS_MERGE=0`` keeps FTS5's defaults (the benchmarks' A/B switch).
+# ``Tuning.fts_merge`` off keeps FTS5's defaults (the benchmarks' plain side).
 FTS_MERGING = {"automerge": 64, "crisismerge": 64}
 FTS_MERGE_DEFAULTS = {"automerge": 4, "crisismerge": 16}
 
 
-def tune_merging(conn: sqlite3.Connection) -> None:
-    """Give the text index :data:`FTS_MERGING` (or FTS5's defaults, the switch off) unless it
+def tune_merging(conn: sqlite3.Connection, merging: bool = True) -> None:
+    """Give the text index :data:`FTS_MERGING` (or FTS5's defaults, ``merging`` off) unless it
     has them; a database made before the settings existed gets them when next opened."""
-    wanted = FTS_MERGING if env_switch("KIWIFS_FTS_MERGE") else {}
+    wanted = FTS_MERGING if merging else {}
     keys = "('automerge', 'crisismerge')"
     found = dict(conn.execute(f"SELECT k, v FROM fts_config WHERE k IN {keys}"))
     if found == wanted:
@@ -138,15 +136,16 @@ def tune_merging(conn: sqlite3.Connection) -> None:
     conn.commit()
 
 
-def recreate(conn: sqlite3.Connection) -> None:
-    """Create the schema, dropping our tables first (the file may be shared by open readers)."""
+def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
+    """Create the schema, dropping our tables first (the file may be shared by open readers);
+    ``merging``: see :func:`tune_merging`."""
     tables = ("fts", "bodies", "body_dicts", "dirs", "cover_paths", "cover_ids", "files", "fts_log")
     for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.executescript(TIMELINE_SCHEMA)
     conn.executescript(CHECK_SCHEMA)
-    tune_merging(conn)
+    tune_merging(conn, merging)
     if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
         add_vector_upkeep(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -32,6 +32,7 @@ from kiwifs.errors import InvalidQuery, UsageError
 from kiwifs.limits import SEARCH_LIMIT
 from kiwifs.memory.rules import check_paging
 from kiwifs.text import check_text
+from kiwifs.tuning import Tuning
 
 from . import feedback
 from .bm25 import TOKENIZER
@@ -108,13 +109,8 @@ PICK_SQL = (
 )
 # NOT INDEXED: look the ids up by row id; with ``superseded = 0`` in the filters the planner
 # otherwise scans the ``files_recall`` index, which those columns happen to lead
-PICK_HINT = True  # the benchmark's A/B switch
 FIRST_WINDOW = 64  # matches ranked by the first top-k round (grown ×8 while the cut is unsure)
 MAX_WINDOW = 4096  # beyond this the filters are too selective: the full query answers
-TOP_K = True  # the benchmark's A/B switch; False always runs the full query
-COLUMNS = True  # the benchmark's A/B switch for the term columns (index/termcolumns.py)
-PHRASES = True  # the A/B switch for phrase and prefix columns (FTS5 syntax of AND-ed phrases)
-FEEDBACK = True  # the benchmark's A/B switch for pseudo-relevance feedback (index/feedback.py)
 
 
 def check_recency_weight(value: float | None) -> float:
@@ -141,6 +137,7 @@ def search(
     recency_weight: float | None = None,
     columns: TermColumns | None = None,
     snippets: bool = True,
+    tuning: Tuning | None = None,
 ) -> SearchResults:
     """Run ``query`` against the index; see the module docstring for the rules.
 
@@ -148,8 +145,11 @@ def search(
     search uses it so both of its sides rank the same set of pages. ``columns`` (the index's
     :class:`~kiwifs.index.termcolumns.TermColumns`) ranks a query of common words without
     FTS5 scoring every match; without it FTS5 ranks. ``snippets=False`` leaves every snippet
-    empty (a brief reads the pages whole and shows none).
+    empty (a brief reads the pages whole and shows none). ``tuning``: its ``term_columns``,
+    ``search_top_k`` and ``feedback`` (off: the plain paths, which the tests hold equal).
     """
+    tuned = tuning if tuning is not None else Tuning()
+    top_k = tuned.search_top_k
     lim, off = check_limits(limit, offset)
     weight = check_recency_weight(recency_weight)
     text = check_text(query, "search query", InvalidQuery).strip()
@@ -166,18 +166,18 @@ def search(
     parsed = parse(text)
     window = (recency_window(lim, off), 0) if weight else (lim, off)
     scope = where.scope if where is not None else None
-    fast = columns if COLUMNS and not weight else None
+    fast = columns if tuned.term_columns and not weight else None
     rows = None
     if parsed.syntax is not None:
-        rows = _syntax_rows(conn, parsed.syntax, condition, extra, scope, fast, window)
+        rows = _syntax_rows(conn, parsed.syntax, condition, extra, scope, fast, window, top_k)
     terms = query_terms(text) if rows is not None else list(parsed.words)
     if rows is None:
         if not parsed.terms:
             return SearchResults(query, lim, off, [])
-        if FEEDBACK and not weight and len(parsed.terms) >= feedback.MIN_TERMS:
-            rows = _with_feedback(conn, parsed, condition, extra, scope, fast, lim, off)
+        if tuned.feedback and not weight and len(parsed.terms) >= feedback.MIN_TERMS:
+            rows = _with_feedback(conn, parsed, condition, extra, scope, fast, (lim, off), top_k)
         else:
-            rows = _any_rows(conn, parsed, condition, extra, scope, fast, window)
+            rows = _any_rows(conn, parsed, condition, extra, scope, fast, window, top_k)
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     if not snippets:
@@ -197,17 +197,20 @@ def _syntax_rows(
     scope: str | None,
     columns: TermColumns | None,
     window: tuple[int, int],
+    top_k: bool,
 ) -> list[tuple[Any, float, int, int]] | None:
     """The page for a query of FTS5 syntax as written, or ``None`` when FTS5 rejects it (the
     caller then reads it as natural language)."""
-    keys = syntax_phrases(syntax) if PHRASES and columns is not None else None
+    keys = syntax_phrases(syntax) if columns is not None else None
     rows = None
     try:
         rows = _from_columns(conn, keys, condition, extra, scope, columns, *window)
     except sqlite3.OperationalError:
         rows = None  # a phrase FTS5 cannot read: the plain query below says so
     try:
-        return rows if rows is not None else _ranked(conn, syntax, condition, extra, *window)
+        if rows is not None:
+            return rows
+        return _ranked(conn, syntax, condition, extra, *window, top_k)
     except sqlite3.OperationalError as exc:
         if is_busy(exc) or is_damage(exc):
             raise  # the index's trouble, not the query's
@@ -222,6 +225,7 @@ def _any_rows(
     scope: str | None,
     columns: TermColumns | None,
     window: tuple[int, int],
+    top_k: bool,
 ) -> list[tuple[Any, float, int, int]]:
     """The page for the natural reading (any of its terms), from the term columns when a
     server keeps them, else from FTS5; the terms are FTS5 strings of words, which FTS5 never
@@ -237,7 +241,7 @@ def _any_rows(
     if rows is not None:
         return rows
     try:
-        return _ranked(conn, parsed.any_match, condition, extra, *window)
+        return _ranked(conn, parsed.any_match, condition, extra, *window, top_k)
     except sqlite3.OperationalError as exc:  # pragma: no cover - strings of words always parse
         raise InvalidQuery(f"invalid search query {parsed.text!r}: {exc}") from exc
 
@@ -249,14 +253,16 @@ def _with_feedback(
     extra: tuple[Any, ...],
     scope: str | None,
     columns: TermColumns | None,
-    lim: int,
-    off: int,
+    page: tuple[int, int],
+    top_k: bool,
 ) -> list[tuple[Any, float, int, int]]:
-    """The page for the natural reading re-ranked with pseudo-relevance feedback
-    (:mod:`index.feedback`): the first :data:`~kiwifs.index.feedback.POOL` hits (or the whole
-    page asked for, when deeper) are ranked as usual, then mixed with the feedback words'."""
+    """The ``page`` (limit, offset) for the natural reading re-ranked with pseudo-relevance
+    feedback (:mod:`index.feedback`): the first :data:`~kiwifs.index.feedback.POOL` hits (or
+    the whole page asked for, when deeper) are ranked as usual, then mixed with the feedback
+    words'."""
+    lim, off = page
     window = (max(feedback.POOL, off + lim), 0)
-    rows = _any_rows(conn, parsed, condition, extra, scope, columns, window)
+    rows = _any_rows(conn, parsed, condition, extra, scope, columns, window, top_k)
     keys = frozenset(t.key for t in parsed.terms if not t.key.startswith(PHRASE))
     return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]
 
@@ -335,6 +341,7 @@ def _ranked(
     extra: tuple[Any, ...],
     lim: int,
     off: int,
+    top_k: bool = True,
 ) -> list[tuple[Any, float, int, int]]:
     """``(path, score, id, mtime_ns)`` of the hits ``off`` to ``off + lim`` in (BM25, key) order.
 
@@ -347,13 +354,12 @@ def _ranked(
     """
     wanted = off + lim
     window = max(FIRST_WINDOW, 2 * wanted)
-    while TOP_K and window <= MAX_WINDOW:
+    while top_k and window <= MAX_WINDOW:  # top_k off: the full query, the plain path
         top = conn.execute(TOP_SQL, (match, window)).fetchall()
         scores = dict(top)
         ids = ",".join(str(int(i)) for i in scores)
-        hint = "NOT INDEXED" if PICK_HINT else ""
         picked = conn.execute(
-            PICK_SQL.format(hint=hint, ids=ids or "NULL", prefix=condition), extra
+            PICK_SQL.format(hint="NOT INDEXED", ids=ids or "NULL", prefix=condition), extra
         )
         ordered = sorted((scores[i], key, path, i, mtime) for i, path, key, mtime in picked)
         complete = len(top) < window

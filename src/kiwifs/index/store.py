@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kiwifs.limits import MAX_READ_BYTES
 from kiwifs.paths import open_regular, read_all
+from kiwifs.tuning import Tuning
 from kiwifs.versioning import blob_id
 
 from .database import BUSY_TIMEOUT, Database
@@ -33,9 +34,13 @@ class RowStore(Database):
     """The index database with its file rows stored by record or by path. Thread-safe."""
 
     def __init__(
-        self, root: Path, path: Path | None = None, busy_timeout: float = BUSY_TIMEOUT
+        self,
+        root: Path,
+        path: Path | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        tuning: Tuning | None = None,
     ) -> None:
-        super().__init__(root, path, busy_timeout)
+        super().__init__(root, path, busy_timeout, tuning)
         self.real_root = os.path.realpath(self.root)  # what every read is checked against
         self.columns = TermColumns()  # keyword search's in-memory word counts
         self._echo: dict[str, str] = {}
@@ -54,7 +59,7 @@ class RowStore(Database):
         with self._transaction(rows=False) as conn:
             records, removed = self._settled(records, removed)
             moved = content_moved(conn, records, removed)
-            touched = Touched()
+            touched = Touched(texts_last=self.tuning.texts_last)
             for key in removed:
                 delete_row(conn, key, touched)
             for record in records:

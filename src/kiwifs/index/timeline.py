@@ -28,6 +28,7 @@ from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
 from kiwifs.memory.rules import FileFacts, unreadable_facts
 from kiwifs.memory.scan import facts_of_bytes
 from kiwifs.memory.timeline import CoverageState, TimelinePoint
+from kiwifs.tuning import Tuning
 
 from .background import BackgroundLoop
 from .db import Index
@@ -51,10 +52,13 @@ def day_of(timestamp: int) -> str:
 class Timeline:
     """Replays the history of one root into its index database; one replay at a time."""
 
-    def __init__(self, root: Path, index: Callable[[], Index]) -> None:
+    def __init__(
+        self, root: Path, index: Callable[[], Index], tuning: Tuning | None = None
+    ) -> None:
         self.root = Path(root)
         self._index = index
-        self._history = GitHistory(self.root)
+        tuned = tuning or Tuning()
+        self._history = GitHistory(self.root, tuned.timeline_known, tuned.timeline_by_folder)
         self._lock = threading.Lock()
         self._state: CoverageState | None = None
         self._state_commit: str | None = None

@@ -66,15 +66,16 @@ def start_walk(
     expected: Mapping[bytes, bytes | None] | None = None,
     sizes: Mapping[bytes, int] | None = None,
     parallel: bool = True,
+    cap: int | None = None,
 ) -> PendingWalk:
     """Begin walking ``root``; entries are kept for folders whose digest is not ``expected``.
 
     ``sizes`` (entries per folder, from the last walk) only guides how the work is split.
-    The walk runs in worker processes when it is large and the process may fork; otherwise
-    :meth:`PendingWalk.result` does it in this process.
+    The walk runs in worker processes (at most ``cap``, ``Tuning.workers``) when it is large
+    and the process may fork; otherwise :meth:`PendingWalk.result` does it in this process.
     """
     base = os.fsencode(os.fspath(root))
-    return PendingWalk(base, expected or {}, sizes or {}, parallel)
+    return PendingWalk(base, expected or {}, sizes or {}, parallel, cap)
 
 
 @dataclass
@@ -110,10 +111,11 @@ class PendingWalk:
         expected: Mapping[bytes, bytes | None],
         sizes: Mapping[bytes, int],
         parallel: bool,
+        cap: int | None = None,
     ) -> None:
         self.real_root = os.path.realpath(base)
         self.expected = expected
-        workers = worker_count() if parallel else 0
+        workers = worker_count(cap) if parallel else 0
         self.listed, self.jobs = _plan(base, sizes, workers if sizes else 0)
         estimate = sum(job.size for job in self.jobs)
         self._workers: list[tuple[int, int, list[int]]] = []  # pid, read fd, job numbers
@@ -285,12 +287,12 @@ def _balance(jobs: list[_Job], workers: int) -> list[list[int]]:
     return [b for b in bins if b]
 
 
-def worker_count() -> int:
-    """Worker processes for a large walk: one per CPU (at most :data:`MAX_WORKERS`); 0 when this
-    process must not fork (see :mod:`forking`) or has one CPU."""
+def worker_count(cap: int | None = None) -> int:
+    """Worker processes for a large walk: one per CPU (at most :data:`MAX_WORKERS` and
+    ``cap``); 0 when this process must not fork (see :mod:`forking`) or has one CPU."""
     if not fork_is_safe():
         return 0
-    cpus = usable_cpus()
+    cpus = usable_cpus(cap)
     return min(cpus, MAX_WORKERS) if cpus > 1 else 0
 
 

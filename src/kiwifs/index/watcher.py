@@ -6,11 +6,11 @@ to files one by one (a folder moved or deleted) triggers a full reconcile. Event
 (overflowing queues, network filesystems), so a reconcile also runs every ``period`` seconds.
 
 While the events keep the index current, a periodic reconcile finds nothing they had not
-already told: each such reconcile doubles the wait before the next, up to :data:`MAX_PERIOD`,
-and one that finds a change whose event was lost (:attr:`ReconcileStats.missed`) brings the
-wait back to ``period``. Walking a 100k-file root every 5 s kept an idle server at ~7 % of a
-core; the lost event a longer wait could leave unseen is seen within a minute (measured in
-docs/benchmarks.md; ``KIWIFS_RECONCILE_MAX_S`` sets the cap, ``5`` keeps the fixed period).
+already told: each such reconcile doubles the wait before the next, up to ``reconcile_max``
+(:class:`~kiwifs.tuning.Tuning`, 60 s), and one that finds a change whose event was lost
+(:attr:`ReconcileStats.missed`) brings the wait back to ``period``. Walking a 100k-file root
+every 5 s kept an idle server at ~7 % of a core; the lost event a longer wait could leave unseen
+is seen within a minute (measured in docs/benchmarks.md; a cap of 5 keeps the fixed period).
 Without events (the watcher could not start or died) the period stays fixed.
 
 Only the visible folders are watched, each on its own (not the root recursively): the server's
@@ -20,7 +20,8 @@ logs, the index database's WAL), each an event the inotify thread reads and the 
 then a folder that came is walked (alone), so a file written in it before its watch existed is
 still found, and one that went (or was moved) gets a reconcile of the whole root, the one way to
 tell which rows it took along.
-``KIWIFS_WATCH_FOLDERS=0`` watches the root recursively, as before (the benchmark's A/B).
+``Tuning.watch_folders`` off watches the root recursively (the plain path), and
+``walk_new_folders`` off reconciles the whole root for a folder that came.
 
 A name that is not UTF-8 is one watchfiles cannot hand over: an event naming one raises from its
 generator and ends it. The watches are then set up again at once and the root reconciled (the
@@ -42,9 +43,9 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kiwifs.config import env_switch
 from kiwifs.filewalk import list_folder
 from kiwifs.text import undecodable
+from kiwifs.tuning import Tuning
 
 if TYPE_CHECKING:
     import watchfiles
@@ -54,13 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_PERIOD = 5.0
-# the longest wait between periodic reconciles while the events miss nothing (seconds)
-MAX_PERIOD = float(os.environ.get("KIWIFS_RECONCILE_MAX_S", "60"))
 TICK_MS = 250
 LISTEN_ATTEMPTS = 3  # a folder may go between the walk and its watch: walk again
-# True: folders that only came are walked alone, not the whole root (KIWIFS_WATCH_NEW=0: a
-# reconcile of the root for them too, as before: the benchmark's A/B switch)
-NEW_FOLDERS_ONLY = env_switch("KIWIFS_WATCH_NEW")
 # seconds: after batches of events lost (watchfiles raised), at most one reconcile this often,
 # so a name that is not UTF-8 changing all the time does not keep the root being walked
 RECOVER_GAP = 1.0
@@ -75,7 +71,9 @@ class Watcher:
         refresh: Callable[[list[str]], object],
         reconcile: Callable[[], ReconcileStats | None],
         period: float = DEFAULT_PERIOD,
+        tuning: Tuning | None = None,
     ) -> None:
+        tuned = tuning or Tuning()
         self.root = Path(root)
         self._real_root = os.path.realpath(self.root)
         self._refresh = refresh
@@ -86,7 +84,9 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()  # a reconcile succeeded: the index is current
         self._first_pass = threading.Event()  # the first reconcile ended, well or not
-        self._per_folder = env_switch("KIWIFS_WATCH_FOLDERS")
+        self._per_folder = tuned.watch_folders
+        self._new_alone = tuned.walk_new_folders  # folders that came walked alone, not the root
+        self.max_period = tuned.reconcile_max  # the longest wait while events miss nothing
 
     def start(self) -> None:
         if self._thread is not None:
@@ -147,7 +147,7 @@ class Watcher:
                     changes.close()
                     changes = self._listen()  # the new folders watched first, then walked:
                     # a file written meanwhile is seen by one or the other
-                    if came is not None and NEW_FOLDERS_ONLY:
+                    if came is not None and self._new_alone:
                         self._safely(functools.partial(self._walk_new, came, wanted))
                         continue
                     self._reconciled()
@@ -180,10 +180,10 @@ class Watcher:
 
     def _next_interval(self, missed: bool) -> float:
         """The wait after a periodic reconcile: back to ``period`` when it found what the events
-        missed, else twice the last one, up to :data:`MAX_PERIOD`."""
+        missed, else twice the last one, up to :attr:`max_period`."""
         if missed:
             return self.period
-        return max(self.period, min(self.interval * 2, MAX_PERIOD))
+        return max(self.period, min(self.interval * 2, self.max_period))
 
     def _listen(self) -> Generator[set[tuple[watchfiles.Change, str]], None, None] | None:
         """File events from here on, or ``None`` when they cannot be had (periodic only).

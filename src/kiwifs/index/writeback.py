@@ -5,7 +5,7 @@ its words, its compressed text, the change log) cost about 0.9 ms of a write's ~
 ``kiwifs serve``, under the root's write lock, and each transaction adds about eleven 16 KiB
 pages to the write-ahead log. While a server runs (a watcher keeps the index current), a write
 therefore only names its paths here and goes on; this thread refreshes every path named since
-its last round in one transaction, a round at most :data:`WINDOW` seconds after the first path
+its last round in one transaction, a round at most ``window`` seconds after the first path
 came, so concurrent writers share transactions as they share commits. The window (50 ms) is
 as long as the watcher's debounce, so the event a write raises usually finds its path still
 queued and costs nothing (measured: 50 ms against 10 ms, +20–29 % writes/s with
@@ -18,34 +18,23 @@ round reads from disk anyway, after the event that named them. A round reads eac
 is then, under the same checks as any refresh (a record whose file moved since it was read is
 read again), so a path named twice is indexed once, as it is last. A failed round is logged and
 left to the watcher's periodic reconcile, as a failed refresh inside a write was.
-``KIWIFS_INDEX_WRITEBACK=0`` indexes each write inside it, as before (the benchmark's A/B).
+``Tuning.index_writeback`` off indexes each write inside it (the plain path, see
+:class:`~kiwifs.index.keeper.IndexKeeper`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 
-from kiwifs.config import env_switch
-
 log = logging.getLogger(__name__)
 
-# seconds a round waits for more paths after the first (a reader cuts it short);
-# KIWIFS_WRITEBACK_MS sets it (the benchmark's A/B)
-WINDOW = float(os.environ.get("KIWIFS_WRITEBACK_MS", "50")) / 1000
+# seconds a round waits for more paths after the first (a reader cuts it short):
+# Tuning.writeback_window, as long as the watcher's debounce
+WINDOW = 0.05
 MAX_PATHS = 500  # a round starts at once with this many paths queued
-# True: the watcher waits for the running round before checking the paths it took
-# (KIWIFS_WRITEBACK_WAIT=0: checks them at once, indexing many twice: the benchmark's A/B)
-IN_FLIGHT_WAIT = env_switch("KIWIFS_WRITEBACK_WAIT")
-
-
-def enabled() -> bool:
-    """Whether a server's writes are indexed in batches (``KIWIFS_INDEX_WRITEBACK=0``: each
-    inside the write, as a one-shot command does)."""
-    return env_switch("KIWIFS_INDEX_WRITEBACK")
 
 
 class Writeback:
@@ -132,7 +121,7 @@ class Writeback:
             paths = list(self._queued)
             self._queued.clear()
             self._busy = True
-            self._taken = frozenset(paths) if IN_FLIGHT_WAIT else frozenset()
+            self._taken = frozenset(paths)  # the watcher waits for this round to check them
             return paths
 
     def _run(self) -> None:

@@ -320,10 +320,11 @@ def run_http(kb: Knowledge, sock: socket.socket) -> None:
     host, port = sock.getsockname()[:2]
     app = http_app(kb, host)
     _log(f"kiwifs-mcp: streamable HTTP on http://{_url_host(host)}:{port}/mcp")
-    from kiwifs.rest.headertimeout import HeaderTimeoutProtocol
+    from kiwifs.rest.headertimeout import protocol_with
 
     # a client that never finishes its headers is closed (uvicorn has no such limit)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, http=HeaderTimeoutProtocol)
+    http = protocol_with(kb.tuning.header_timeout)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, http=http)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

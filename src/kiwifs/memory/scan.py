@@ -149,15 +149,17 @@ def walk_jobs(root: Path | str) -> Iterator[Job]:
     return walk_rows(os.fspath(root))
 
 
-def scan_facts(root: Path, workers: int | None = None) -> Iterator[FileFacts]:
+def scan_facts(
+    root: Path, workers: int | None = None, cap: int | None = None
+) -> Iterator[FileFacts]:
     """Facts of every knowledge file under ``root``, in walk order.
 
-    ``workers`` is the number of reading processes; by default one per usable CPU once the
-    root has :data:`PARALLEL_THRESHOLD` files (a small root is faster in one process). The
-    answer does not depend on it.
+    ``workers`` is the number of reading processes; by default one per usable CPU (at most
+    ``cap``, ``Tuning.workers``) once the root has :data:`PARALLEL_THRESHOLD` files (a small
+    root is faster in one process). The answer does not depend on it.
     """
     jobs = walk_jobs(root)
-    count = usable_cpus() if workers is None else workers
+    count = usable_cpus(cap) if workers is None else workers
     if count <= 1:
         yield from map(_facts_of_job, jobs)
         return

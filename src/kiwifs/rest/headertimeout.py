@@ -4,17 +4,17 @@ uvicorn closes an idle keep-alive connection, but once a client has sent the fir
 request nothing limits how long the rest of the headers may take: a client sending a partial
 request line and then nothing held its connection (and a file descriptor) for ever, and 1,500 of
 them stayed open. Here each connection must finish a request's headers within
-:data:`HEADER_TIMEOUT` seconds of being opened, or of its previous response ending; otherwise it
-is closed without an answer. A request whose headers are complete is not limited: a long upload
-or an event stream runs as long as it needs to.
+``header_timeout`` seconds of being opened, or of its previous response ending; otherwise it is
+closed without an answer. A request whose headers are complete is not limited: a long upload or
+an event stream runs as long as it needs to.
 
-``KIWIFS_HEADER_TIMEOUT`` (seconds) changes the limit; the tests set a short one.
+The limit is ``Tuning.header_timeout`` (10 s; ``KIWIFS_HEADER_TIMEOUT`` sets it, and the tests
+set a short one), given to :func:`protocol_with`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
@@ -22,13 +22,10 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 HEADER_TIMEOUT = 10.0  # seconds
 
 
-def header_timeout() -> float:
-    """The limit in force: ``KIWIFS_HEADER_TIMEOUT`` when it is a number over 0, else 10 s."""
-    try:
-        value = float(os.environ.get("KIWIFS_HEADER_TIMEOUT", ""))
-    except ValueError:
-        return HEADER_TIMEOUT
-    return value if value > 0 else HEADER_TIMEOUT
+def protocol_with(header_timeout: float) -> type[HeaderTimeoutProtocol]:
+    """The protocol class with ``header_timeout`` seconds as its limit: uvicorn makes one
+    instance per connection from the class it is given, so the limit is a class attribute."""
+    return type(HeaderTimeoutProtocol.__name__, (HeaderTimeoutProtocol,), {"limit": header_timeout})
 
 
 class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
@@ -39,9 +36,10 @@ class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
     appears.
     """
 
+    limit = HEADER_TIMEOUT  # seconds (see protocol_with)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._header_timeout = header_timeout()
         self._header_deadline: asyncio.TimerHandle | None = None
         self._armed_cycle: object = None
 
@@ -69,7 +67,7 @@ class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         connection's first)."""
         self._disarm()
         self._armed_cycle = cycle
-        self._header_deadline = self.loop.call_later(self._header_timeout, self._too_slow)
+        self._header_deadline = self.loop.call_later(self.limit, self._too_slow)
 
     def _disarm_once_headers_are_in(self) -> None:
         if self._header_deadline is not None and self.cycle is not self._armed_cycle:

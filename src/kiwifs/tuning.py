@@ -1,0 +1,192 @@
+"""Every knob of kiwifs in one frozen value: :class:`Tuning`.
+
+The fast paths kiwifs takes (and the plain paths they were measured against), the waits of group
+commit and of the index's writeback, the watcher's back-off, and the few settings a user may
+change. A :class:`~kiwifs.knowledge.Knowledge` reads its tuning once, when it is made
+(:meth:`Tuning.from_env` unless one is handed in), and passes it down to what it builds; nothing
+below reads the environment or a module-level switch for a knob.
+
+Only the user knobs come from the environment (:data:`ENVIRONMENT`): ``KIWIFS_WORKERS``,
+``KIWIFS_FSYNC`` and ``KIWIFS_HEADER_TIMEOUT``. A benchmark compares a fast path with the plain
+one by building the tuning it wants (``Tuning(term_columns=False)``) and handing it in; a test
+does the same to hold the two paths' answers equal.
+
+This module imports nothing of kiwifs: any layer may take a :class:`Tuning`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["ENVIRONMENT", "Tuning"]
+
+# the environment variables a user may set, and the field each sets
+ENVIRONMENT = {
+    "KIWIFS_WORKERS": "workers",
+    "KIWIFS_FSYNC": "strict_fsync",
+    "KIWIFS_HEADER_TIMEOUT": "header_timeout",
+}
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How kiwifs runs: what each field trades, its default, and why that default.
+
+    Every fast path defaults to on; turning one off takes the plain path it was measured
+    against, which a test holds to the same answer. Times are in seconds.
+    """
+
+    # -- user knobs (from the environment) ----------------------------------------------------
+
+    workers: int | None = None
+    """Worker processes at most (``KIWIFS_WORKERS``); ``None``: one per usable CPU. The large
+    stat walk, a rebuild's parsers, the full scan and the background check fork or spawn
+    workers; ``1`` keeps everything in one process, to leave the other CPUs alone."""
+
+    strict_fsync: bool = False
+    """``KIWIFS_FSYNC=strict``: the crash journal, the file and its folder fsynced under the
+    write lock, each write on its own. Default off: the journal serves a process crash, which
+    the page cache survives, and the file's and folder's fsyncs run after the lock, beside
+    each other and shared by the writers of one folder (a write from one client with
+    ``--async-commit`` 1.6x as fast)."""
+
+    header_timeout: float = 10.0
+    """Seconds a client may take to send its request headers before the server closes the
+    connection (``KIWIFS_HEADER_TIMEOUT``, a number over 0): uvicorn has no such limit, and a
+    client that never finishes holds a connection for ever."""
+
+    # -- commits -------------------------------------------------------------------------------
+
+    group_commit: bool = True
+    """Concurrent synchronous writes share commits: a write waits, outside the write lock, for
+    a commit holding it. Off: each operation commits alone under the lock (1.3x fewer writes/s
+    from 4 clients)."""
+
+    group_wait: float = 0.005
+    """How long the committer waits, before a commit, for writers queued on the write lock to
+    submit (``0``: not at all). Longer holds a lone writer's neighbours less often in separate
+    commits, and costs latency."""
+
+    group_return: float = 0.004
+    """How long the committer waits for the writers its last commit released to announce their
+    next write (``0``: not at all): a client's answer and its next request."""
+
+    commit_process: bool = True
+    """``kiwifs serve`` makes its commits in a child process, so the server's threads go on
+    while libgit2 holds the interpreter lock (+27 % writes/s from 4 clients). Off: in the
+    server's own process."""
+
+    kept_trees: bool = True
+    """A commit writes its trees from their entries kept in memory (a binary search and an
+    insert per change). Off: libgit2's tree builder, which reads and sorts each changed tree
+    again (a commit into a folder of 4,300 files 1.7x as slow)."""
+
+    # -- the index while a server writes ---------------------------------------------------------
+
+    index_writeback: bool = True
+    """While a server watches the root, a write's rows are updated by a thread of their own in
+    batches instead of inside the write, under the write lock."""
+
+    writeback_window: float = 0.05
+    """How long a writeback round waits for more writes after the first: as long as the
+    watcher's debounce, so the event a write raises finds its path still queued."""
+
+    stat_only: bool = True
+    """A reconcile stores only the new stat of a file whose bytes its row already holds. Off:
+    the file parsed and its whole row stored again (11x slower on racy rows)."""
+
+    texts_last: bool = True
+    """A transaction's text changes go to FTS5 as its last statements, so FTS5 writes one
+    segment per transaction. Off: each file's words as its row is stored."""
+
+    fts_merge: bool = True
+    """FTS5 merges 64 segments a level instead of its defaults (4, then all at once past 16),
+    so a big root's text index is not rewritten whole after a few rounds of writes."""
+
+    cover_while_loading: bool = True
+    """A rebuild works out which episodes each page covers while it loads the rows. Off: in
+    one pass over every row after the load."""
+
+    # -- the watcher ----------------------------------------------------------------------------
+
+    watch_folders: bool = True
+    """The watcher watches each visible folder, not the root recursively, so the server's own
+    writes under ``.git`` and ``.kiwi`` raise no events (0.8 ms of CPU a write)."""
+
+    walk_new_folders: bool = True
+    """A folder that came is walked alone. Off: the whole root reconciled for it."""
+
+    reconcile_max: float = 60.0
+    """The longest wait between periodic reconciles while the events miss nothing: the wait
+    doubles from 5 s up to this (``5`` keeps a fixed period). Walking a 100k-file root every
+    5 s kept an idle server at ~7 % of a core."""
+
+    # -- the timeline ---------------------------------------------------------------------------
+
+    timeline_known: bool = True
+    """The timeline takes the changes of a commit this process made from what the commit noted
+    as it built its trees, instead of reading them back from git."""
+
+    timeline_by_folder: bool = True
+    """The timeline reads a commit's changes folder by folder, entering only the folders whose
+    tree changed. Off: one libgit2 diff of the whole trees (67 ms a commit on a 100k-file
+    root)."""
+
+    # -- reads and recall -----------------------------------------------------------------------
+
+    read_many: bool = True
+    """Reading many files (a brief's pages) resolves the root once and checks each file on the
+    descriptor it was opened as. Off: each file read as a single read is, resolving its path's
+    symlinks three times (most of a brief's reading time)."""
+
+    report_in_sql: bool = True
+    """The memory report's episode lists are joined by SQLite, one value each. Off: one Python
+    string per episode."""
+
+    search_top_k: bool = True
+    """Keyword search cuts the matches to a window by BM25 alone before joining the rows. Off:
+    the full query joins every match."""
+
+    term_columns: bool = True
+    """A server ranks natural-language queries (and AND-ed phrases and prefixes) from its
+    in-memory word counts instead of having FTS5 score every match."""
+
+    feedback: bool = True
+    """Natural-language questions are asked again with the distinctive words of their best hits
+    (pseudo-relevance feedback), which ranks better on agents' questions. Off: one query."""
+
+    cached_candidates: bool = True
+    """A server keeps the pages each recall filter lets the vector side rank, caught up from
+    the change log. Off: they are queried again for every search."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Tuning:
+        """The defaults with the user knobs of :data:`ENVIRONMENT` applied; a value that does
+        not parse leaves its default."""
+        env = os.environ if environ is None else environ
+        changes: dict[str, object] = {}
+        workers = env.get("KIWIFS_WORKERS", "").strip()
+        if workers.isdigit():
+            changes["workers"] = max(1, int(workers))
+        if env.get("KIWIFS_FSYNC", "").strip() == "strict":
+            changes["strict_fsync"] = True
+        timeout = _positive(env.get("KIWIFS_HEADER_TIMEOUT", ""))
+        if timeout is not None:
+            changes["header_timeout"] = timeout
+        return cls(**changes)  # type: ignore[arg-type]
+
+    def but(self, **changes: object) -> Tuning:
+        """This tuning with ``changes`` (field names): what a benchmark's other side runs."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _positive(text: str) -> float | None:
+    """``text`` as a number over 0, else ``None``."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value > 0 else None
