@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 BATCH = 1000
 
 Progress = Callable[[int, int], None]
+# Called by a reconcile with the keys of each batch once their files are read, before the
+# writer lock is taken to store them: the window the store's checks are for (tests land a
+# write there)
+AfterRead = Callable[[list[bytes]], None]
 T = TypeVar("T")
 
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
@@ -110,7 +114,9 @@ class Index(RowStore):
         self._store_digests(walked, ())
         return len(keys)
 
-    def reconcile(self, progress: Progress | None = None) -> ReconcileStats:
+    def reconcile(
+        self, progress: Progress | None = None, after_read: AfterRead | None = None
+    ) -> ReconcileStats:
         """Compare the index with a stat walk; re-read only what changed, drop what vanished.
 
         Only the folders whose digest differs from the one stored at their last reconcile have
@@ -122,7 +128,7 @@ class Index(RowStore):
         racy window): a change that recent may still have its event on the way to a watcher,
         an older one had its event lost.
         """
-        return self._apply_walk(self._start_walk(), progress)
+        return self._apply_walk(self._start_walk(), progress, after_read=after_read)
 
     def reconcile_then(self, action: Callable[[], T]) -> T:
         """``action()`` on the index once reconciled with the files.
@@ -163,7 +169,11 @@ class Index(RowStore):
         return start_walk(self.root, expected, sizes, cap=self.tuning.workers)
 
     def _apply_walk(
-        self, pending: PendingWalk, progress: Progress | None, started: float | None = None
+        self,
+        pending: PendingWalk,
+        progress: Progress | None,
+        started: float | None = None,
+        after_read: AfterRead | None = None,
     ) -> ReconcileStats:
         start = time.perf_counter() if started is None else started
         expected = pending.expected
@@ -184,7 +194,10 @@ class Index(RowStore):
             changed.sort()
             if known or expected or not self._bulk_into_empty(changed, walked.state, progress):
                 full = len(changed) > FULL_COVER_UPDATE
-                missed += self._fill(changed, walked.state, progress, full=full)
+                with self._order.reading() as mark:  # before the first file is read
+                    missed += self._fill(
+                        changed, walked.state, progress, full, mark=mark, after_read=after_read
+                    )
         if walked.changed or gone:
             self._store_digests(walked, gone)
         seconds = time.perf_counter() - start
@@ -299,9 +312,15 @@ class Index(RowStore):
         progress: Progress | None,
         full: bool,
         fresh: bool = False,
+        mark: int | None = None,
+        after_read: AfterRead | None = None,
     ) -> int:
         """Read and store ``keys`` in batches; ``full`` recomputes all coverage at the end and
         ``fresh`` says the tables are empty (a rebuild), so no old rows need clearing.
+
+        ``mark`` is a reconcile's count of refresh stores taken before its first read (see
+        :mod:`~kiwifs.index.storeorder`): a path a refresh stored since keeps that row.
+        ``after_read`` is called with each batch's keys between its reads and its store.
 
         Returns how many rows went or took new content although their file's stat is old
         enough to trust (:attr:`ReconcileStats.missed`; 0 when ``fresh``)."""
@@ -316,8 +335,16 @@ class Index(RowStore):
                 read, same = self._same_bytes(chunk, walked)
             records = [self._record(k, walked.errors.get(k)) for k in read]
             gone = [k for k, r in zip(read, records, strict=True) if r is None]
+            if after_read is not None:
+                after_read(chunk)
             self._forget_echoes(records, bool(gone))
             with self._transaction(rows=False) as conn:
+                if mark is not None and (newer := self._order.stored_since(mark)):
+                    # a refresh read these after their write and stored them since: its rows
+                    # are at least as new as what this batch read
+                    same = [entry for entry in same if entry[0] not in newer]
+                    records = [r for r in records if r is None or r.key not in newer]
+                    gone = [key for key in gone if key not in newer]
                 again = self._restat(conn, same)
                 self._forget_echoes((r for _, r in again), any(r is None for _, r in again))
                 records += [r for _, r in again]

@@ -5,7 +5,9 @@ the index already holds recognised by its blob id without SQL.
 Files are read outside the writer lock, so whoever stores a record checks, under the lock, that
 its file still has the stat it was read with (:meth:`RowStore._settled`): no row is ever older
 than a write whose refresh already ran. A whole root is stored by a walk
-(:class:`~kiwifs.index.db.Index`), through the same checks.
+(:class:`~kiwifs.index.db.Index`), through the same checks, and a reconcile stores nothing for
+a path a refresh stored since it began reading (:mod:`~kiwifs.index.storeorder`), which holds
+even where a stat signature proves nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .database import BUSY_TIMEOUT, Database
 from .folders import abs_path, probe
 from .record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
 from .rows import Touched, delete_row, upsert_row
+from .storeorder import StoreOrder
 from .termcolumns import TermColumns
 
 ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
@@ -44,6 +47,7 @@ class RowStore(Database):
         self.real_root = os.path.realpath(self.root)  # what every read is checked against
         self.columns = TermColumns()  # keyword search's in-memory word counts
         self._echo: dict[str, str] = {}
+        self._order = StoreOrder()  # which paths refreshes stored while a reconcile reads
 
     def _forget(self) -> None:
         self._echo.clear()
@@ -56,15 +60,17 @@ class RowStore(Database):
         records = list(records)
         removed = list(removed)
         self._forget_echoes(records, bool(removed))
-        with self._transaction(rows=False) as conn:
-            records, removed = self._settled(records, removed)
-            moved = content_moved(conn, records, removed)
-            touched = Touched(texts_last=self.tuning.texts_last)
-            for key in removed:
-                delete_row(conn, key, touched)
-            for record in records:
-                upsert_row(conn, record, touched, fresh=False)
-            touched.finish(conn)
+        with self._lock:  # counted once committed, before any reconcile can store again
+            with self._transaction(rows=False) as conn:
+                records, removed = self._settled(records, removed)
+                moved = content_moved(conn, records, removed)
+                touched = Touched(texts_last=self.tuning.texts_last)
+                for key in removed:
+                    delete_row(conn, key, touched)
+                for record in records:
+                    upsert_row(conn, record, touched, fresh=False)
+                touched.finish(conn)
+            self._order.stored([*(r.key for r in records), *removed])
         self.rows_generation += moved
 
     def _settled(
