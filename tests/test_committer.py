@@ -13,10 +13,10 @@ import pytest
 
 from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.commitmessage import batch_message
-from kiwifs.committer import PendingCommit
 from kiwifs.errors import StorageError
 from kiwifs.gitlog import Version
 from kiwifs.knowledge import Knowledge
+from kiwifs.pendingcommit import PendingCommit
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 

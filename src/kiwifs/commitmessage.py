@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .text import without_surrogates
 
 if TYPE_CHECKING:
-    from .committer import PendingCommit
+    from .pendingcommit import PendingCommit
     from .provenance import Provenance
 
 MAX_SUBJECT_CHARS = 1000

@@ -36,11 +36,12 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .commitmessage import batch_message
 from .errors import StorageError
+from .pendingcommit import PendingCommit
 from .tuning import Tuning
 from .versioning import Git
 
@@ -50,22 +51,6 @@ MAX_RETRY_DELAY = 5.0
 FAILURES_BEFORE_ERROR = 3  # failed attempts in a row before waiters are told (~0.2 s)
 FLUSH_TIMEOUT = 60.0  # seconds a flush waits for commits that neither succeed nor fail
 CLOSE_TIMEOUT = 30.0
-
-
-@dataclass(frozen=True)
-class PendingCommit:
-    """One pipeline operation waiting for its commit.
-
-    ``contents`` holds the bytes the operation wrote (``None`` for a deletion): the commit is
-    made of them, not of the files as they are when the batch is committed, which a later
-    operation may already be rewriting (a commit would then hold part of a bulk write).
-    """
-
-    paths: tuple[str, ...]
-    actor: str
-    message: str
-    trailer: str | None = None
-    contents: Mapping[str, bytes | None] | None = None
 
 
 def batch_contents(batch: list[PendingCommit]) -> dict[str, bytes | None]:

@@ -51,12 +51,13 @@ from dataclasses import dataclass
 from . import bulklog
 from .atomicwrite import Unsynced
 from .commitmessage import commit_trailer
-from .committer import CommitStatus, Committer, PendingCommit, Ticket
+from .committer import CommitStatus, Committer, Ticket
 from .errors import Conflict, NotFound, PayloadTooLarge
 from .events import Event, EventBus
 from .limits import MAX_FILE_BYTES
 from .markdown import refuse_alias_bomb
 from .paths import canonical
+from .pendingcommit import PendingCommit
 from .preconditions import check_if_match, check_if_none_match
 from .provenance import Provenance, inject_provenance
 from .storage import Storage
