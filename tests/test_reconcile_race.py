@@ -16,6 +16,7 @@ from collections.abc import Callable
 from kiwifs.index import report as indexed_report
 from kiwifs.index.db import Index
 from kiwifs.index.record import path_key, read_record
+from kiwifs.index.storeorder import StoreOrder
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
@@ -94,3 +95,18 @@ def test_a_write_over_an_unreadable_entry_between_read_and_store_is_kept(kb: Kno
     assert ran
     assert not (kb.root / E2).is_symlink()
     _assert_rows_match_files(kb, index, E2, "link")
+
+
+def test_store_order_remembers_paths_only_while_a_reconcile_reads() -> None:
+    """A refresh before a reconcile's mark never holds it back; one after does; and nothing
+    is kept once no reconcile reads (the memory stays bounded on a long-running server)."""
+    order = StoreOrder()
+    order.stored([b"a.md"])  # no reconcile reading: nothing to remember
+    with order.reading() as mark:
+        assert order.stored_since(mark) == set()
+        order.stored([b"b.md"])
+        with order.reading() as later:
+            order.stored([b"c.md"])
+            assert order.stored_since(later) == {b"c.md"}
+        assert order.stored_since(mark) == {b"b.md", b"c.md"}
+    assert not order._last  # the memory of paths, emptied with the last mark
