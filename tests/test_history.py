@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from gitrepo import git, git_line
+from kiwifs import gitlog
 from kiwifs.commitmessage import MAX_SUBJECT_CHARS, commit_subject
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
@@ -128,8 +129,8 @@ async def test_rest_changes_shows_the_real_action(kb: Knowledge, anyio_backend: 
 def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
     tmp_path: Path, kb: Knowledge, since: str
 ) -> None:
-    """The one shape rule (``versioning.check_sequence``) holds on a versioned root, on one
-    without git (no history, yet the same refusal), and on ``Git.changes`` itself."""
+    """The one shape rule (``gitlog.check_sequence``) holds on a versioned root, on one
+    without git (no history, yet the same refusal), and on ``gitlog.changes`` itself."""
     plain = tmp_path / "plain"
     plain.mkdir()
     with Knowledge.open(plain) as unversioned:
@@ -139,7 +140,7 @@ def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
                 root.changes(since)
     assert kb.git is not None
     with pytest.raises(UsageError, match="unknown sequence"):
-        kb.git.changes(since, 10)
+        gitlog.changes(kb.git, since, 10)
 
 
 def test_a_short_commit_id_is_a_valid_since(kb: Knowledge) -> None:

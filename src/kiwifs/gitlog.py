@@ -2,8 +2,8 @@
 files were first added; the ``git log`` output parsed, and the revisions and ``since`` values
 checked before git sees them.
 
-:class:`~kiwifs.versioning.Git` answers these reads by handing them here, on first use: a memory
-report never reads history, so neither this module nor ``subprocess`` is part of its start-up.
+:class:`~kiwifs.history.History` imports this module at its first read: a memory report never
+reads history, so neither this module nor ``subprocess`` is part of its start-up.
 Versions, diffs and the log run the ``git`` command, which is what users compare them with; one
 version is read with libgit2.
 

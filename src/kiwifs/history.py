@@ -4,6 +4,8 @@ History comes from git, yet its paths obey the same rules as a read: a path that
 a symlink into ``.git`` or out of the root is refused on every route. Every query first waits
 for the commits still pending (``--async-commit``), so it sees every write that returned.
 A root that is not a git repository has no history: lists are empty, a version is not found.
+The reads themselves are :mod:`kiwifs.gitlog`'s, imported by the first one (a memory report
+loads neither it nor ``subprocess``).
 """
 
 from __future__ import annotations
@@ -30,31 +32,41 @@ class History:
         self.pipeline = pipeline
 
     def versions(self, path: str) -> list[Version]:
+        from . import gitlog
+
         rel = self._path(path)
         git = self._git()
-        return git.versions(rel) if git else []
+        return gitlog.versions(git, rel) if git else []
 
     def version(self, path: str, rev: str) -> bytes:
+        from . import gitlog
+
         rel = self._path(path)
-        return self._repository().show(rel, rev)
+        return gitlog.show(self._repository(), rel, rev)
 
     def diff(self, path: str, rev_from: str, rev_to: str) -> str:
+        from . import gitlog
+
         rel = self._path(path)
-        return self._repository().diff(rel, rev_from, rev_to)
+        return gitlog.diff(self._repository(), rel, rev_from, rev_to)
 
     def changes(self, since: str | None = None, limit: int | None = None) -> list[Change]:
         """Commits since ``since``, newest first; ``limit`` defaults to 50 and is capped at 500
         (as KiwiFS: a missing or non-positive value is the default)."""
-        from .gitlog import check_sequence  # history reads only: not part of a report's start-up
+        from . import gitlog
 
-        check_sequence(since)
+        gitlog.check_sequence(since)
         git = self._git()
-        return git.changes(since, CHANGES_LIMIT(limit)) if git else []
+        return gitlog.changes(git, since, CHANGES_LIMIT(limit)) if git else []
 
     def first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
         """When each path was first committed (what ``memory check`` ages episodes by)."""
         git = self._git()
-        return git.first_added(paths) if git else {}
+        if git is None:
+            return {}
+        from . import gitlog
+
+        return gitlog.first_added(git, paths)
 
     def _path(self, path: str) -> str:
         """The canonical path of a history query, refused like a read would refuse it."""

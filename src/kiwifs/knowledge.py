@@ -188,7 +188,9 @@ class Knowledge:
         while one is made (see :mod:`kiwifs.commitproc`); ``Tuning.commit_process`` off
         keeps them in this process."""
         if self.git is not None and self.tuning.commit_process:
-            self.git.start_commit_process()
+            from .commitproc import CommitProcess  # servers only
+
+            self.git.start_commit_process(CommitProcess(self.root, self.git.kept_trees))
 
     def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
         """Commit in background batches; a write returns once on disk and journaled.

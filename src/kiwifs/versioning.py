@@ -4,8 +4,8 @@ Commits go through libgit2 (pygit2) in-process, which keeps a committed write in
 milliseconds. A root is versioned when it has its own ``.git`` folder. This module holds the
 repository (:class:`Git`): its setup, the commits and the trees and blobs they are built from,
 and the upkeep of the git index file (:mod:`kiwifs.gitindex`). History reads (versions, diffs,
-the changes feed) are :mod:`kiwifs.gitlog`'s, which :class:`Git` hands them to; the timeline's
-reader is :mod:`kiwifs.gitreplay`.
+the changes feed) are :mod:`kiwifs.gitlog`'s, asked with a :class:`Git` (by
+:class:`kiwifs.history.History`); the timeline's reader is :mod:`kiwifs.gitreplay`.
 
 A commit runs no program that the repository or a user's git configuration names: libgit2 runs
 no hooks, no external diff or textconv and no filter drivers (it knows only its built-in
@@ -21,10 +21,10 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from . import madecommits, reflock
 from .errors import StorageError
@@ -44,14 +44,30 @@ EXCLUDE_FILE = Path(".git") / "info" / "exclude"
 if TYPE_CHECKING:
     import pygit2
 
-    from .commitproc import CommitProcess
-    from .gitlog import Change, Version
-
 # Git file modes (tree entry modes), as libgit2 and git define them; a folder's, MODE_TREE, is
 # gittrees's.
 MODE_BLOB, MODE_EXECUTABLE, MODE_LINK = 0o100644, 0o100755, 0o120000
 FILE_MODES = (MODE_BLOB, MODE_EXECUTABLE)
 TreeChange = tuple["pygit2.Oid", int] | None  # a path's new blob id and mode; None: gone
+
+
+class CommitChannel(Protocol):
+    """Another process making this repository's commits, as :meth:`Git.commit_objects` would
+    (:class:`kiwifs.commitproc.CommitProcess`). Handed in, not imported: that module's child
+    makes a :class:`Git` of its own."""
+
+    def start(self) -> None: ...
+
+    def commit(
+        self,
+        paths: list[str],
+        actor: str,
+        message: str,
+        trailer: str | None,
+        contents: Mapping[str, bytes | None] | None,
+    ) -> MadeCommit | None: ...
+
+    def close(self) -> None: ...
 
 
 @functools.cache
@@ -87,7 +103,7 @@ class Git:
         self._index_file = IndexFile(self.root, lambda: self.repo)
         self._index_stale = False
         self._index_syncer = BackgroundSync(self.sync_index)
-        self._process: CommitProcess | None = None
+        self._process: CommitChannel | None = None
         self._trees = TreeCache()  # the entries of the trees this process wrote last
 
     # -- setup ------------------------------------------------------------------------------
@@ -354,13 +370,12 @@ class Git:
                 self._index_syncer.poke()
             return True
 
-    def start_commit_process(self) -> None:
-        """Make commits in a child process from now on (see :mod:`kiwifs.commitproc`)."""
-        from .commitproc import CommitProcess
-
+    def start_commit_process(self, process: CommitChannel) -> None:
+        """Make commits in ``process`` from now on, starting it (the child process of
+        :mod:`kiwifs.commitproc`); a second one is not taken."""
         if self._process is None:
-            self._process = CommitProcess(self.root, self.kept_trees)
-            self._process.start()
+            self._process = process
+            process.start()
 
     def close(self) -> None:
         """Stop the commit process and the background index syncer after a last sync."""
@@ -382,36 +397,6 @@ class Git:
         self.sync_index()
         status = self.repo.status(untracked_files="all")
         return sorted(p for p, flags in status.items() if flags != load_pygit2().GIT_STATUS_IGNORED)
-
-    # -- reading: history, answered by kiwifs.gitlog ----------------------------------------
-    # Imported by the first read: a memory report reads no history, nor loads subprocess.
-
-    def versions(self, rel: str) -> list[Version]:
-        from . import gitlog
-
-        return gitlog.versions(self, rel)
-
-    def show(self, rel: str, rev: str) -> bytes:
-        from . import gitlog
-
-        return gitlog.show(self, rel, rev)
-
-    def diff(self, rel: str, rev_from: str, rev_to: str) -> str:
-        from . import gitlog
-
-        return gitlog.diff(self, rel, rev_from, rev_to)
-
-    def first_added(self, paths: Sequence[str]) -> dict[str, float]:
-        """When each of ``paths`` was first added to history (commit time, POSIX seconds)."""
-        from . import gitlog
-
-        return gitlog.first_added(self, paths)
-
-    def changes(self, since: str | None, limit: int) -> list[Change]:
-        """The latest commits (after ``since``), newest first, each with what it changed."""
-        from . import gitlog
-
-        return gitlog.changes(self, since, limit)
 
 
 def _by_folder(
