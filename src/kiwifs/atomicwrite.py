@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import foldersync
 from .errors import StorageError, os_error_text
+from .paths import is_inside
 
 # the name of every temporary file an atomic write makes (hidden, so no walk ever lists it)
 TEMP_PREFIX = ".kiwi-write-"
@@ -121,6 +122,19 @@ def temp_files_in(folders: Iterable[Path]) -> list[Path]:
                 if entry.name.startswith(TEMP_PREFIX) and not entry.is_dir(follow_symlinks=False)
             )
     return found
+
+
+def temp_file_folders(root: Path, paths: Iterable[str]) -> set[Path]:
+    """The folders of ``paths`` (relative to ``root``) where temporary files may be looked for:
+    inside the root once symlinks are resolved, and not inside ``.git`` (a journal names paths
+    before they are checked, so one may lead anywhere)."""
+    git_dir = root / ".git"
+    folders = set()
+    for rel in paths:
+        folder = (root / rel).parent
+        if is_inside(root, folder) and not is_inside(git_dir, folder):
+            folders.add(folder)
+    return folders
 
 
 def remove_temp_files(candidates: list[Path]) -> list[Path]:

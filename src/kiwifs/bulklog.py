@@ -7,10 +7,12 @@ part of the bulk on disk. So before the first target is touched, the pipeline wr
 place, so it exists either complete or not at all; it is removed once the bulk is committed (or
 handed to the background committer, whose own journal then covers it).
 
-At the next open, a journal found there means the bulk was interrupted: recovery rolls it
+At the next open, a journal found there means the bulk was interrupted: :func:`finish` rolls it
 *forward* (writes every file whose content is not yet the new one, then commits the bulk as one
-commit); should that fail, it rolls *back* to the previous contents. Either way the bulk ends up
-wholly committed or wholly absent, never in part.
+commit); should that fail, it rolls *back* to the previous contents (:func:`restore`, which a
+bulk write whose commit failed also runs). Either way the bulk ends up wholly committed or
+wholly absent, never in part. The recovery at open and every write (the pipeline's lock) call
+:func:`finish`; both import this module, which imports neither of them.
 
 Format: the line ``kiwifs-bulk 1``, a line of JSON ``{"actor", "message", "trailer", "files":
 [{"path", "new": [size, blob id], "old": [size, blob id] | null}]}``, then the contents, each
@@ -22,14 +24,22 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .atomicwrite import TEMP_PREFIX, fsync_dir
+from .atomicwrite import TEMP_PREFIX, fsync_dir, remove_temp_files, temp_file_folders, temp_files_in
+from .errors import KiwiError, StorageError
 from .versioning import blob_id
 
+if TYPE_CHECKING:
+    from .storage import Storage
+    from .versioning import Git
+
+log = logging.getLogger(__name__)
 JOURNAL_NAME = "bulk.journal"
 MAGIC = b"kiwifs-bulk 1\n"
 _temp_ids = itertools.count()
@@ -158,3 +168,63 @@ def set_aside(state: Path) -> Path:
 
 def _sized(data: bytes) -> list[Any]:
     return [len(data), blob_id(data)]
+
+
+def finish(
+    state: Path,
+    storage: Storage,
+    git: Git | None,
+    index_hook: Callable[[list[str]], None] | None,
+) -> list[str]:
+    """Roll the journaled bulk write forward, else back (the write lock held); its paths if
+    committed. Every write runs it first when a journal is there (``Pipeline.locked``), and so
+    does the recovery at open.
+
+    Raises :class:`StorageError`, keeping the journal, when neither can be done.
+    """
+    try:
+        intent = read(state)
+    except DamagedJournal as exc:
+        # written to a temp file, fsynced, then renamed: only a damaged disk gets here
+        aside = set_aside(state)
+        log.error("bulk journal unreadable (%s): set aside as %s, not applied", exc, aside)
+        return []
+    if intent is None:
+        return []
+    try:
+        for f in intent.files:
+            if storage.read_optional(f.path) != f.new:
+                storage.write(f.path, f.new)
+    except KiwiError as exc:
+        log.error("cannot finish an interrupted bulk write (%s): rolling it back", exc)
+        if not restore(storage, {f.path: f.old for f in intent.files}):
+            raise StorageError(
+                f"an interrupted bulk write can be neither finished nor undone ({exc}); "
+                f"writes resume once it can (journal: {state / JOURNAL_NAME})"
+            ) from exc
+        discard(state)
+        return []
+    if git is not None:
+        git.commit(intent.paths, intent.actor, intent.message, intent.trailer)
+    if index_hook is not None:
+        index_hook(intent.paths)
+    discard(state)
+    remove_temp_files(temp_files_in(temp_file_folders(storage.root, intent.paths)))  # lock held
+    log.warning("finished a bulk write of %d files interrupted earlier", len(intent.files))
+    return intent.paths
+
+
+def restore(storage: Storage, before: dict[str, bytes | None]) -> bool:
+    """Put back the previous contents of a failed bulk; False if some could not be."""
+    restored = True
+    for rel, old in before.items():
+        try:
+            if old is None:
+                if storage.exists(rel):
+                    storage.delete(rel)
+            elif storage.read_optional(rel) != old:
+                storage.write(rel, old)
+        except KiwiError:
+            log.exception("cannot restore %s after a failed bulk write", rel)
+            restored = False
+    return restored

@@ -3,15 +3,15 @@
 The whole intent (every file's new and previous content) is recorded in
 ``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`) before the first file is touched. A bulk
 write commits alone, under the pipeline's lock, after what is queued, so that a failed commit
-can still put the previous contents back: no later write can have touched them. Should the
-process die midway, the next write or open finishes or undoes it (:mod:`kiwifs.recovery`),
-never leaving it committed in part.
+can still put the previous contents back (:func:`kiwifs.bulklog.restore`): no later write can
+have touched them. Should the process die midway, the next write or open finishes or undoes it
+(:func:`kiwifs.bulklog.finish`), never leaving it committed in part. It calls the pipeline;
+the pipeline never calls it (:class:`~kiwifs.knowledge.Knowledge` does).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 
 from . import bulklog
@@ -22,10 +22,7 @@ from .limits import MAX_BULK_BYTES
 from .paths import canonical
 from .pipeline import Pipeline, WriteResult, prepared_content
 from .provenance import Provenance
-from .storage import Storage
 from .versioning import blob_id
-
-log = logging.getLogger(__name__)
 
 
 def bulk_write(
@@ -82,7 +79,7 @@ def bulk_write(
             alone = not pipeline.asynchronous
             pipeline.commit(dict(prepared), actor, text, provenance, alone=alone)
         except BaseException:
-            if restore(storage, before):
+            if bulklog.restore(storage, before):
                 bulklog.discard(pipeline.state)
             # else the journal stays, and the next write (or open) finishes or undoes it
             if pipeline.committer is None:
@@ -92,22 +89,6 @@ def bulk_write(
     results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
     pipeline.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
     return results
-
-
-def restore(storage: Storage, before: dict[str, bytes | None]) -> bool:
-    """Put back the previous contents of a failed bulk; False if some could not be."""
-    restored = True
-    for rel, old in before.items():
-        try:
-            if old is None:
-                if storage.exists(rel):
-                    storage.delete(rel)
-            elif storage.read_optional(rel) != old:
-                storage.write(rel, old)
-        except KiwiError:
-            log.exception("cannot restore %s after a failed bulk write", rel)
-            restored = False
-    return restored
 
 
 def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:

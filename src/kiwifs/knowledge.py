@@ -164,7 +164,9 @@ class Knowledge:
         if not path.is_dir():
             raise RootNotFound(f"knowledge root is not a folder: {path}")
         kb = cls(path, tuning=tuning)
-        kb.pipeline.recover(sweep)
+        from .recovery import recover  # at open only
+
+        recover(kb.pipeline, sweep)
         return kb
 
     @classmethod
@@ -305,7 +307,9 @@ class Knowledge:
             for check in checks:
                 check()
 
-        return self.pipeline.bulk(items, who, prov, message, unclaimed)
+        from .bulkwrite import bulk_write  # bulk writes only
+
+        return bulk_write(self.pipeline, items, who, prov, message, unclaimed)
 
     def rename(self, src: str, dst: str, actor: str | None = None) -> WriteResult:
         """Move a file; one under another holder's live claim is a :class:`Conflict`, and the

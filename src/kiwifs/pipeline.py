@@ -7,10 +7,13 @@ Writes to one root are serialised twice over: a lock per root inside this proces
 ``flock`` on ``.kiwi/state/write.lock`` across processes (a ``kiwifs memory merge`` next to a
 running ``kiwifs serve``). Before touching the disk a write names its paths in
 ``.kiwi/state/uncommitted.log``; once its commit is made the journal can be emptied. Should the
-process die in between, :meth:`Pipeline.recover` commits what is on disk at the next start, so
-a write that reached the disk is never lost from history. A bulk write (:mod:`kiwifs.bulkwrite`)
-first records its whole content in ``.kiwi/state/bulk.journal`` (:mod:`kiwifs.bulklog`), so that
-a crash midway is finished or undone at the next start, never committed in part. The ETag
+process die in between, the recovery at the next start (:mod:`kiwifs.recovery`) commits what is
+on disk, so a write that reached the disk is never lost from history. A bulk write
+(:mod:`kiwifs.bulkwrite`) first records its whole content in ``.kiwi/state/bulk.journal``
+(:mod:`kiwifs.bulklog`), so that a crash midway is finished or undone at the next start (or the
+next write), never committed in part. Recovery and the bulk write call the pipeline, never the
+other way round: whoever composes them (:class:`~kiwifs.knowledge.Knowledge`) calls them with
+it. The ETag
 conditions a write may carry (``If-Match``, ``If-None-Match``) are :mod:`kiwifs.preconditions`.
 
 **Group commit.** Only the disk writes are serialised: an operation journals its paths, writes
@@ -131,9 +134,7 @@ class Pipeline:
         try:
             with self._write_lock.held():
                 if settle and bulklog.exists(self.state):
-                    from .recovery import finish_bulk
-
-                    finish_bulk(self)
+                    bulklog.finish(self.state, self.storage, self.git, self.index_hook)
                 yield
         finally:
             local.depth -= 1
@@ -183,13 +184,6 @@ class Pipeline:
             return
         with contextlib.suppress(FileNotFoundError):
             os.truncate(self.state / JOURNAL, 0)
-
-    def recover(self, sweep: bool = False) -> list[str]:
-        """Repair what a crash left behind (see :mod:`kiwifs.recovery`); returns the paths
-        committed. ``sweep`` also removes the temporary files of interrupted writes."""
-        from .recovery import recover
-
-        return recover(self, sweep)
 
     # -- the funnel -------------------------------------------------------------------------
 
@@ -408,19 +402,6 @@ class Pipeline:
         self._committed(ticket)
         self.events.publish(Event("delete", path=rel, actor=actor))
         return rel
-
-    def bulk(
-        self,
-        files: list[tuple[str, bytes]],
-        actor: str,
-        provenance: Provenance | None = None,
-        message: str | None = None,
-        precondition: Callable[[], None] | None = None,
-    ) -> list[WriteResult]:
-        """Write every file in one commit, or none of them (see :mod:`kiwifs.bulkwrite`)."""
-        from .bulkwrite import bulk_write
-
-        return bulk_write(self, files, actor, provenance, message, precondition)
 
     def rename(
         self,

@@ -7,7 +7,7 @@ repairs, in this order:
 1. **An interrupted bulk write** (``.kiwi/state/bulk.journal`` exists): rolled forward — every
    file given its new content, then one commit with the bulk's own author and message — or, if
    that cannot be done, rolled back to the previous contents. Never committed in part
-   (:func:`finish_bulk`, which every write also runs first).
+   (:func:`kiwifs.bulklog.finish`, which every write also runs first).
 2. **Writes on disk but not in git** (paths in ``.kiwi/state/uncommitted.log``): committed as
    they are on disk, as ``kiwifs: recommit N file(s)``.
 3. **Temporary files** (``.kiwi-write-*``) of writes killed before their rename: removed from
@@ -17,21 +17,18 @@ repairs, in this order:
    so ``git status`` is clean and a user's ``git commit`` cannot undo acknowledged writes
    (:mod:`kiwifs.gitindex`).
 
-Steps 1–3 hold the write lock, so they never race a live write of another process.
+Steps 1–3 hold the write lock, so they never race a live write of another process. Recovery
+calls the pipeline; the pipeline never calls it (:meth:`kiwifs.knowledge.Knowledge.open` does).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable
-from pathlib import Path
 
 from . import bulklog
-from .atomicwrite import remove_temp_files, temp_files, temp_files_in
-from .bulkwrite import restore
-from .errors import KiwiError, StorageError
-from .paths import is_inside
+from .atomicwrite import remove_temp_files, temp_file_folders, temp_files, temp_files_in
+from .errors import KiwiError
 from .pipeline import JOURNAL, Pipeline
 from .provenance import LIBRARY_ACTOR
 
@@ -58,7 +55,7 @@ def recover(pipeline: Pipeline, sweep: bool = False) -> list[str]:
     if sweep or crash_left_work(pipeline):
         candidates = temp_files(pipeline.root) if sweep else []  # walked before taking the lock
         with pipeline.locked(settle=False):
-            near = folders_of(pipeline, journaled_paths(pipeline))
+            near = temp_file_folders(pipeline.root, journaled_paths(pipeline))
             candidates += temp_files_in({pipeline.state, *near})
             paths = _finish_bulk(pipeline) + recommit_journal(pipeline)
             for path in remove_temp_files(candidates):
@@ -68,49 +65,12 @@ def recover(pipeline: Pipeline, sweep: bool = False) -> list[str]:
     return sorted(set(paths))
 
 
-def finish_bulk(pipeline: Pipeline) -> list[str]:
-    """Step 1 (lock held): roll a journaled bulk write forward, else back; its paths if
-    committed. Every write runs it first when a journal is there (:meth:`Pipeline.locked`).
-
-    Raises :class:`StorageError`, keeping the journal, when neither can be done.
-    """
-    try:
-        intent = bulklog.read(pipeline.state)
-    except bulklog.DamagedJournal as exc:
-        # written to a temp file, fsynced, then renamed: only a damaged disk gets here
-        aside = bulklog.set_aside(pipeline.state)
-        log.error("bulk journal unreadable (%s): set aside as %s, not applied", exc, aside)
-        return []
-    if intent is None:
-        return []
-    try:
-        for f in intent.files:
-            if pipeline.storage.read_optional(f.path) != f.new:
-                pipeline.storage.write(f.path, f.new)
-    except KiwiError as exc:
-        log.error("cannot finish an interrupted bulk write (%s): rolling it back", exc)
-        if not restore(pipeline.storage, {f.path: f.old for f in intent.files}):
-            raise StorageError(
-                f"an interrupted bulk write can be neither finished nor undone ({exc}); "
-                f"writes resume once it can (journal: {pipeline.state / bulklog.JOURNAL_NAME})"
-            ) from exc
-        bulklog.discard(pipeline.state)
-        return []
-    if pipeline.git is not None:
-        pipeline.git.commit(intent.paths, intent.actor, intent.message, intent.trailer)
-    if pipeline.index_hook is not None:
-        pipeline.index_hook(intent.paths)
-    bulklog.discard(pipeline.state)
-    remove_temp_files(temp_files_in(folders_of(pipeline, intent.paths)))  # lock held
-    log.warning("finished a bulk write of %d files interrupted earlier", len(intent.files))
-    return intent.paths
-
-
 def _finish_bulk(pipeline: Pipeline) -> list[str]:
-    """Step 1; a bulk that can be neither finished nor undone is left for later writes to
-    retry (they fail meanwhile), so that the root still opens for reading."""
+    """Step 1 (:func:`kiwifs.bulklog.finish`); a bulk that can be neither finished nor undone
+    is left for later writes to retry (they fail meanwhile), so that the root still opens for
+    reading."""
     try:
-        return finish_bulk(pipeline)
+        return bulklog.finish(pipeline.state, pipeline.storage, pipeline.git, pipeline.index_hook)
     except KiwiError as exc:
         log.error("%s", exc)
         return []
@@ -126,19 +86,6 @@ def journaled_paths(pipeline: Pipeline) -> set[str]:
         text = (pipeline.state / JOURNAL).read_text(encoding="utf-8")
         paths.update(line for line in text.splitlines() if line.strip())
     return paths
-
-
-def folders_of(pipeline: Pipeline, paths: Iterable[str]) -> set[Path]:
-    """The folders of ``paths`` where temporary files may be looked for: inside the root once
-    symlinks are resolved, and not inside ``.git`` (a journal names paths before they are
-    checked, so one may lead anywhere)."""
-    git_dir = pipeline.root / ".git"
-    folders = set()
-    for rel in paths:
-        folder = (pipeline.root / rel).parent
-        if is_inside(pipeline.root, folder) and not is_inside(git_dir, folder):
-            folders.add(folder)
-    return folders
 
 
 def recommit_journal(pipeline: Pipeline) -> list[str]:
