@@ -6,29 +6,30 @@ Sections (``--only`` picks some):
 
 * ``walk`` -- ``kiwifs memory report --json``, index up to date. A: as shipped (above 20,000
   files the stat walk runs in forked workers while the answer is computed, see
-  ``Index.reconcile_then``); B: ``KIWIFS_WORKERS=1`` (the walk inline, then the answer).
+  ``Index.reconcile_then``); B: ``KIWIFS_WORKERS=1`` (the user's knob ``Tuning.workers``: the
+  walk inline, then the answer).
 * ``scan`` -- ``kiwifs memory report --json --no-index``. A: as shipped (files read by one
   forked worker per CPU); B: ``KIWIFS_WORKERS=1`` (read in the one process).
 * ``json`` -- the answer of the index-backed report and its printing, in this process (no
   walk). A: the stored entry text of each episode (``files.entry``), joined; B: an object per
   episode; both printed by ``printed_json.dumps`` (orjson), B also by ``json.dumps(indent=2)``.
 * ``entries`` -- the two lists of that document as printed JSON, in this process. A: each list
-  joined by SQLite into one value (``report.entry_lists``, ``report.JOINED_IN_SQL``); B
-  (``JOINED_IN_SQL = False``): the stored entry text taken as it is from the rows, one Python
-  string per row, joined in Python; C: path and text made per row, as a report with claims to
-  mark still does.
+  joined by SQLite into one value (``report.entry_lists``, ``Tuning.report_in_sql``); B
+  (``in_sql=False``): the stored entry text taken as it is from the rows, one Python string per
+  row, joined in Python; C: path and text made per row, as a report with claims to mark still
+  does.
 * ``racy`` -- a reconcile of 3,000 rows stored within the racy window (no signature; every
   write through a server leaves such a row), their files now old enough to trust, in a root of
   its own. A: as shipped, each file read and hashed, and only its stat stored when the bytes
-  are its row's (``db.SAME_BYTES_STAT_ONLY``); B: each file parsed and its whole row stored
-  again (``KIWIFS_STAT_ONLY=0``).
+  are its row's (``Tuning.stat_only``); B: each file parsed and its whole row stored again
+  (``Tuning(stat_only=False)``).
 
 * ``rounds`` -- :data:`ROUNDS` rounds of :data:`ROUND_FILES` new files each stored by
   ``Index.refresh`` (what the writeback of a server does under load) into a copy of the 100k
   index as ``kiwifs reindex`` leaves it. A: as shipped, a round's words written last, as one
-  FTS5 segment (``rows.LAST_TEXTS``), and FTS5 merging 64 segments a level
-  (``schema.FTS_MERGING``); B: each file's words written as its row is stored
-  (``KIWIFS_TEXTS_LAST=0``); C: FTS5's default merge settings (``KIWIFS_FTS_MERGE=0``);
+  FTS5 segment (``Tuning.texts_last``), and FTS5 merging 64 segments a level
+  (``schema.FTS_MERGING``, ``Tuning.fts_merge``); B: each file's words written as its row is
+  stored (``texts_last=False``); C: FTS5's default merge settings (``fts_merge=False``);
   D: both, as before 2026-12-02 19:30 UTC.
 
 Variants run interleaved (A, B, B, A, ...) after one unmeasured warm-up each, because the machine
@@ -65,10 +66,11 @@ from typing import Any
 
 from index import corpus
 
-from kiwifs.index import db, record, rows
+from kiwifs.index import record
 from kiwifs.index import report as indexed
 from kiwifs.index.db import Index
 from kiwifs.printed_json import dumps
+from kiwifs.tuning import Tuning
 
 KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
 PREFIX = "episodes/"
@@ -216,14 +218,10 @@ def entries_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
     index = Index(root)
     lo, hi = indexed.prefix_range(PREFIX)
 
-    def lists(joined_in_sql: bool) -> Callable[[Hashing], None]:
+    def lists(in_sql: bool) -> Callable[[Hashing], None]:
         def run(out: Hashing) -> None:
-            indexed.JOINED_IN_SQL = joined_in_sql
-            try:
-                with index.reader() as conn:
-                    files, unmerged = indexed.entry_lists(conn, lo, hi, None, 0)
-            finally:
-                indexed.JOINED_IN_SQL = True
+            with index.reader() as conn:
+                files, unmerged = indexed.entry_lists(conn, lo, hi, None, 0, in_sql)
             out.write(files.text + unmerged.text)
 
         return run
@@ -262,11 +260,12 @@ def racy_ab(repeat: int, idle_wait: float) -> dict[str, Any]:
                     (root / f"episodes/new/e{i}.md").write_text(
                         f"---\nmemory_kind: episodic\nepisode_id: e{i}\n---\n{words} {i}\n"
                     )
-                index = Index(root, Path(tmp, "index.db"))
+                tuning = Tuning(stat_only=stat_only)
+                index = Index(root, Path(tmp, "index.db"), tuning=tuning)
                 try:
                     record.RACY_NS = 1 << 62  # every row stored without a signature
                     index.reconcile()
-                    record.RACY_NS, db.SAME_BYTES_STAT_ONLY = 0, stat_only
+                    record.RACY_NS = 0
                     start, cpu = time.perf_counter(), time.process_time()
                     assert index.reconcile().updated == RACY_FILES
                     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -277,7 +276,7 @@ def racy_ab(repeat: int, idle_wait: float) -> dict[str, Any]:
                         rows.append(conn.execute(RACY_WORDS).fetchone())
                 finally:
                     index.close()
-                    record.RACY_NS, db.SAME_BYTES_STAT_ONLY = RACY_NS, True
+                    record.RACY_NS = RACY_NS
             return wall, cpu, hashlib.md5(repr(rows).encode()).hexdigest()
 
         return run
@@ -309,9 +308,8 @@ def rounds_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
                 new = copy / "episodes/new"
                 subprocess.run(["rm", "-rf", str(new)], check=True)
                 new.mkdir()
-                os.environ["KIWIFS_FTS_MERGE"] = "1" if merging else "0"
-                rows.LAST_TEXTS = texts_last
-                index = Index(copy, target)
+                tuning = Tuning(texts_last=texts_last, fts_merge=merging)
+                index = Index(copy, target, tuning=tuning)
                 try:
                     wall = cpu = 0.0
                     for n in range(ROUNDS):
@@ -329,8 +327,6 @@ def rounds_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
                         found = conn.execute(ROUND_WORDS).fetchall()
                 finally:
                     index.close()
-                    rows.LAST_TEXTS = True
-                    os.environ.pop("KIWIFS_FTS_MERGE", None)
                 return wall, cpu, hashlib.md5(repr(found).encode()).hexdigest()
 
             return run
@@ -338,8 +334,8 @@ def rounds_ab(root: Path, repeat: int, idle_wait: float) -> dict[str, Any]:
         return interleaved(
             {
                 "A: words last, 64 a level": variant(True, True),
-                "B: KIWIFS_TEXTS_LAST=0": variant(False, True),
-                "C: KIWIFS_FTS_MERGE=0": variant(True, False),
+                "B: texts_last=False": variant(False, True),
+                "C: fts_merge=False": variant(True, False),
                 "D: both (before)": variant(False, False),
             },
             repeat,

@@ -16,7 +16,6 @@ left behind), then the reconcile timed both ways on copies of the lagging index 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from kiwifs import gitindex
 from kiwifs.knowledge import Knowledge
+from kiwifs.tuning import Tuning
 
 
 def lookup_heads(tree: object, index: object) -> dict[str, gitindex.Entry]:
@@ -40,8 +40,7 @@ def lookup_heads(tree: object, index: object) -> dict[str, gitindex.Entry]:
 def lagging_root(base: Path, writes: int) -> Path:
     root = base / f"root-{writes}"
     Knowledge.init(root, "blank")
-    os.environ["KIWIFS_GROUP_COMMIT"] = "0"
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=Tuning(group_commit=False)) as kb:  # a commit per write
         assert kb.git is not None
         kb.git._index_syncer.poke = lambda: True  # type: ignore[method-assign]
         for i in range(writes):

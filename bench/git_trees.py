@@ -1,6 +1,6 @@
 """A commit's cost by the size of the folder it writes into: trees written from kept entries
-(:mod:`kiwifs.gittrees`, the default) against libgit2's tree builder
-(``KIWIFS_TREE_WRITER=builder``).
+(:mod:`kiwifs.gittrees`, the default) against libgit2's tree builder (``Tuning.kept_trees``
+off: a ``Git`` made with ``kept_trees=False``).
 
 For each folder size, two repositories get the same folder of N files (one commit), then the
 same ``--commits`` commits, each adding one file to that folder (``episodes/2026/11/``, three
@@ -15,7 +15,6 @@ repositories end with the same tree.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -28,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from kiwifs.versioning import Git  # noqa: E402
 
 FOLDER = "episodes/2026/11"
-MODES = {"entries": "", "builder": "builder"}
+MODES = {"entries": True, "builder": False}  # mode: Tuning.kept_trees
 
 
-def start(root: Path, size: int) -> Git:
-    git = Git(root)
+def start(root: Path, size: int, kept_trees: bool) -> Git:
+    git = Git(root, kept_trees)
     git.init()
     files = {f"{FOLDER}/{i:05d}-run.md": f"episode {i}\n".encode() for i in range(size)}
     files["index.md"] = b"# index\n"
@@ -40,9 +39,8 @@ def start(root: Path, size: int) -> Git:
     return git
 
 
-def commit(git: Git, mode: str, i: int) -> float:
-    """One commit of one new file in the folder, timed, with the tree writer ``mode``."""
-    os.environ["KIWIFS_TREE_WRITER"] = mode
+def commit(git: Git, i: int) -> float:
+    """One commit of one new file in the folder, timed."""
     rel = f"{FOLDER}/{i:05d}-new.md"
     started = time.perf_counter()
     git.commit_objects([rel], "bench", f"write {rel}", None, {rel: f"new {i}\n".encode()})
@@ -50,13 +48,12 @@ def commit(git: Git, mode: str, i: int) -> float:
 
 
 def run(size: int, commits: int, tmp: Path) -> None:
-    repos = {name: start(tmp / name, size) for name in MODES}
+    repos = {name: start(tmp / name, size, kept) for name, kept in MODES.items()}
     times: dict[str, list[float]] = {name: [] for name in MODES}
     for i in range(commits):
         order = list(MODES) if i % 2 == 0 else list(MODES)[::-1]
         for name in order:
-            times[name].append(commit(repos[name], MODES[name], i))
-    os.environ.pop("KIWIFS_TREE_WRITER", None)
+            times[name].append(commit(repos[name], i))
     trees = {str(g.repo.head.peel().tree_id) for g in repos.values()}
     same = "same trees" if len(trees) == 1 else "TREES DIFFER"
     med = {name: statistics.median(t) * 1000 for name, t in times.items()}

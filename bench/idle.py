@@ -7,7 +7,8 @@ Two variants, interleaved round by round (A, B, then B, A):
 
 * ``adaptive`` (as shipped): the watcher's periodic reconcile waits twice as long after each
   one that found nothing the events had missed, up to 60 s;
-* ``fixed`` (the A/B baseline, ``KIWIFS_RECONCILE_MAX_S=5``): a reconcile every 5 s, as before.
+* ``fixed`` (the A/B baseline, ``Tuning(reconcile_max=5)`` handed to the server): a reconcile
+  every 5 s, as before.
 
 Each round starts the server, waits for ``/readyz`` and 10 s more (start-up work: the MCP SDK's
 import, the timeline's first replay, the first check), then reads the CPU seconds of the server
@@ -39,11 +40,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from index import KIWIFS, corpus  # noqa: E402
+from index import corpus  # noqa: E402
 from startup import free_port, status  # noqa: E402
-from write_throughput import process_cpu  # noqa: E402
+from write_throughput import Changes, kiwifs_command, process_cpu  # noqa: E402
 
-VARIANTS = {"adaptive": {}, "fixed": {"KIWIFS_RECONCILE_MAX_S": "5"}}
+VARIANTS: dict[str, Changes] = {"adaptive": {}, "fixed": {"reconcile_max": 5.0}}  # Tuning's
 SETTLE_S = 10.0
 
 
@@ -53,15 +54,14 @@ def found(base: str, word: str) -> bool:
         return bool(json.load(r)["results"])
 
 
-def one_round(root: Path, env: dict[str, str], seconds: float, page: Path) -> tuple[float, float]:
+def one_round(root: Path, tuning: Changes, seconds: float, page: Path) -> tuple[float, float]:
     """(% of a core used while idle, seconds until a change without an event is found)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [KIWIFS, "serve", "--root", str(root), "--port", str(port)],
+        [*kiwifs_command(tuning), "serve", "--root", str(root), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=env,
     )
     try:
         while status(base + "/readyz") != 200:
@@ -103,7 +103,7 @@ def main() -> None:
     try:
         for n in range(args.rounds):
             for name in VARIANTS if n % 2 == 0 else reversed(VARIANTS):
-                used, seen = one_round(root, {**os.environ, **VARIANTS[name]}, args.seconds, page)
+                used, seen = one_round(root, VARIANTS[name], args.seconds, page)
                 cpu.setdefault(name, []).append(round(used, 2))
                 lag.setdefault(name, []).append(round(seen, 2))
     finally:

@@ -36,7 +36,6 @@ from pathlib import Path
 
 import corpus as corpusgen  # bench/corpus.py
 
-from kiwifs.index import search as search_module
 from kiwifs.knowledge import Knowledge
 
 HERE = Path(__file__).resolve().parent
@@ -125,20 +124,19 @@ def best_of(n: int, cmd: list[str]) -> tuple[float, bytes]:
 VARIANTS = {
     "bulk": [],  # everything on: what `kiwifs reindex` does
     "rows": ["--row-by-row"],  # the row-by-row path a reconcile uses
-    "pyyaml": ["--plain-frontmatter"],  # every frontmatter block through PyYAML
     "nodict": ["--no-dictionary"],  # texts compressed without a trained dictionary
     "page4k": ["--page-size", "4096"],  # SQLite's default page size
     "ftshash1m": ["--fts-hash", str(1 << 20)],  # FTS5's default hash during the load
     "coverupdate": ["--cover-after"],  # coverage by one UPDATE of every row after the load
-    "keepwal": ["--keep-wal"],  # the load's WAL synced by the next checkpoint, then deleted
-    "parseafter": ["--parse-after"],  # parsers forked after the old tables are dropped
-    "walkhere": ["--walk-here"],  # the rebuild's walk in one process
 }
 
 
-def build(root: Path, bulk: bool = True, keep: bool = False) -> dict[str, float]:
+def build(
+    root: Path, bulk: bool = True, keep: bool = False, tuning: object | None = None
+) -> dict[str, float]:
     """Build the index from scratch in this process: ``bulk`` is the A/B switch between the
-    parallel bulk rebuild (``kiwifs reindex``) and the row-by-row path a reconcile uses.
+    parallel bulk rebuild (``kiwifs reindex``) and the row-by-row path a reconcile uses;
+    ``tuning`` (a :class:`~kiwifs.tuning.Tuning`) is handed to the root when given.
     The index is deleted first, unless ``keep``: then the build replaces it, as ``kiwifs
     reindex`` does on a root that has one."""
     state = root / ".kiwi/state"
@@ -146,7 +144,8 @@ def build(root: Path, bulk: bool = True, keep: bool = False) -> dict[str, float]
         for name in ("index.db", "index.db-wal", "index.db-shm"):
             (state / name).unlink(missing_ok=True)
     start = time.perf_counter()
-    with Knowledge.open(root) as kb:
+    handed = {"tuning": tuning} if tuning is not None else {}  # an older kiwifs (--base) has none
+    with Knowledge.open(root, **handed) as kb:
         kb.indexing._open().rebuild(bulk=bulk)
         kb.indexing._open().checkpoint()
         seconds = time.perf_counter() - start
@@ -217,13 +216,10 @@ def build_ab(
     return {"identical_answers": len(answers) == 1, "runs": runs, "medians": medians}
 
 
-def switches(args: argparse.Namespace) -> None:
-    """Turn off what the variant's flags name (module constants the build reads); each module
+def switches(args: argparse.Namespace) -> object | None:
+    """Turn off what the variant's flags name: module constants the build reads, and the
+    :class:`~kiwifs.tuning.Tuning` returned for the build (``None``: the defaults). Each module
     is imported only when asked for, so an older source tree (``--base``) runs too."""
-    from kiwifs.index import record
-
-    if args.plain_frontmatter:
-        record.SIMPLE_FRONTMATTER = False
     if args.no_dictionary:
         from kiwifs.index import bodies
 
@@ -232,18 +228,15 @@ def switches(args: argparse.Namespace) -> None:
         from kiwifs.index import database
 
         database.PAGE_SIZE = args.page_size
-    if args.fts_hash or args.cover_after or args.keep_wal:
+    if args.fts_hash:
         from kiwifs.index import bulk
 
-        if args.fts_hash:
-            bulk.FTS_HASH = args.fts_hash
-        bulk.COVER_WHILE_LOADING = not args.cover_after
-        bulk.DROP_LOAD_WAL = not args.keep_wal
-    if args.parse_after or args.walk_here:
-        from kiwifs.index import db
+        bulk.FTS_HASH = args.fts_hash
+    if args.cover_after:
+        from kiwifs.tuning import Tuning
 
-        db.PARSE_AHEAD = not args.parse_after
-        db.SPLIT_WALK = not args.walk_here
+        return Tuning.from_env().but(cover_while_loading=False)
+    return None
 
 
 def free_port() -> int:
@@ -307,19 +300,17 @@ def serve_bench(root: Path, requests: int) -> dict[str, object]:
 
 COMMON = ["run", "episode", "error", "timeout", "deploy", "agent", "memory", "merge", "cache"]
 COMMON += ["latency", "schema", "pipeline", "retry", "session", "config", "index", "release"]
-MODES = {  # search.COLUMNS, search.TOP_K, search.PICK_HINT, search.PHRASES
-    "columns": (True, True, True, True),
-    "columns, phrases by FTS5": (True, True, True, False),
-    "window": (False, True, True, True),
-    "window, pick by index scan": (False, True, False, True),
-    "full": (False, False, True, True),
+MODES: dict[str, dict[str, bool]] = {  # mode: the fields of kb's Tuning it changes
+    "columns": {},
+    "window": {"term_columns": False},
+    "full": {"term_columns": False, "search_top_k": False},
 }
-SWITCHES = ("COLUMNS", "TOP_K", "PICK_HINT", "PHRASES")
 
 
-def switch(values: tuple[bool, ...]) -> None:
-    for name, value in zip(SWITCHES, values, strict=True):
-        setattr(search_module, name, value)
+def switch(kb: Knowledge, changes: dict[str, bool]) -> None:
+    """Search ``kb`` with its :class:`~kiwifs.tuning.Tuning` so changed from here on (its index
+    reads it at each search)."""
+    kb.indexing._open().tuning = kb.tuning.but(**changes)
 
 
 def rare_words(root: Path, rng: random.Random, count: int) -> list[str]:
@@ -374,10 +365,9 @@ def percentiles(spent: list[float]) -> dict[str, float]:
 
 def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> dict[str, object]:
     """(c): ``n`` realistic queries (:func:`search_queries`), ``path_prefix`` and the superseded
-    filter on (a scope on some), limit 20, each run in five modes interleaved (the A/B
-    switches ``search.COLUMNS``, ``search.TOP_K``, ``search.PICK_HINT``, ``search.PHRASES``):
-    the term columns, the columns leaving FTS5 syntax to FTS5, the BM25 window, the window
-    picking its rows by an index scan, and the full ranking. The
+    filter on (a scope on some), limit 20, each run in three modes interleaved (the index's
+    :class:`~kiwifs.tuning.Tuning`, ``term_columns`` and ``search_top_k``): the term columns,
+    the BM25 window, and the full ranking. The
     first run of each query (which makes the term columns of its words, once per process) is
     timed apart; answers must be identical in every mode."""
     queries = search_queries(root, n, seed)
@@ -396,13 +386,13 @@ def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> di
             answers = []
             order = list(MODES)[turn % len(MODES) :] + list(MODES)[: turn % len(MODES)]
             for mode in order:
-                switch(MODES[mode])
+                switch(kb, MODES[mode])
                 start = time.perf_counter()
                 found = kb.search(query, limit=20, path_prefix=prefix, scope=scope)
                 answers.append(found.to_json())
                 times[mode].setdefault(name, []).append(time.perf_counter() - start)
             same = same and all(a == answers[0] for a in answers)
-        switch(MODES["columns"])
+        switch(kb, MODES["columns"])
         kb.stop_watching()
     out: dict[str, object] = {"identical": same, "path_prefix": prefix, "queries": len(queries)}
     out["first_run_ms"] = {"max": round(max(cold) * 1000, 1), "sum": round(sum(cold) * 1000)}
@@ -438,21 +428,17 @@ def main() -> None:
     )
     ap.add_argument("--build-only", choices=("rows", "bulk"), help=argparse.SUPPRESS)
     ap.add_argument("--row-by-row", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--plain-frontmatter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-dictionary", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--fts-hash", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--cover-after", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--keep-wal", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--parse-after", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--walk-here", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--keep-index", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build_only:
-        switches(args)
+        tuning = switches(args)
         bulk = args.build_only == "bulk" and not args.row_by_row
-        print(json.dumps(build(args.root, bulk=bulk, keep=args.keep_index)))
+        print(json.dumps(build(args.root, bulk=bulk, keep=args.keep_index, tuning=tuning)))
         return
     root = corpus(args.episodes, args.seed)
     out: dict[str, object] = {"corpus": str(root), "episodes": args.episodes}

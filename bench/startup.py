@@ -17,9 +17,10 @@ interleaved rounds (A, B, C, …, then the next round in reverse order):
   (the index watcher's first reconcile done: requests needing the index answer from then on);
 * ``memory_report``: ``kiwifs memory report --json`` wall time (goal ≤ 0.5 s), and
   ``memory_report_before`` with the baseline's source; the report's A/B switches:
-  ``memory_report_rows`` (``report.JOINED_IN_SQL = False``: one Python string per episode,
-  joined in Python) and ``memory_report_eager`` (``urllib.request``, ``multiprocessing`` and the
-  process pool imported at start, as before they were imported where used) and
+  ``memory_report_rows`` (``Tuning(report_in_sql=False)`` handed to the command: one Python
+  string per episode, joined in Python) and ``memory_report_eager`` (``urllib.request``,
+  ``multiprocessing`` and the process pool imported at start, as before they were imported
+  where used) and
   ``memory_report_imports`` (:data:`LATE_IMPORTS` imported at start: PyYAML, ruamel, the
   frontmatter subset reader, search, the brief, the check, … as before the fourth round). CPU
   seconds (user + system, the walk's workers included) are reported for the reports too.
@@ -89,7 +90,8 @@ LATE_IMPORTS = [
 
 # The report's A/B switches, each set before the command runs.
 REPORT_SWITCHES = {
-    "memory_report_rows": "import kiwifs.index.report as r; r.JOINED_IN_SQL = False; " + MAIN,
+    "memory_report_rows": "from kiwifs.cli import cli; from kiwifs.tuning import Tuning; "
+    "cli.main(prog_name='kiwifs', obj=Tuning.from_env().but(report_in_sql=False))",
     "memory_report_eager": "import urllib.request, multiprocessing, concurrent.futures.process; "
     + MAIN,
     "memory_report_imports": "import " + ", ".join(LATE_IMPORTS) + "; " + MAIN,

@@ -8,8 +8,8 @@ copied) gets ``--commits`` commits of one new page each, in a folder of its own,
 in a fresh reader per round, both ways interleaved:
 
 * ``pruned`` (as shipped): only the folders whose tree ids differ are read;
-* ``full`` (the A/B baseline, ``gitreplay.FULL_DIFF = True``): one libgit2 diff of the whole
-  trees per commit, as before.
+* ``full`` (the A/B baseline, ``Tuning.timeline_by_folder`` off: a ``GitHistory`` made with
+  ``by_folder=False``): one libgit2 diff of the whole trees per commit, as before.
 
 Both must give the same changes. A server replays every commit it makes (the dashboard's
 timeline), on a thread that holds the interpreter lock through libgit2's diff.
@@ -35,14 +35,12 @@ sys.path.insert(0, str(HERE))
 
 from index import private_copy, versioned_corpus  # noqa: E402
 
-from kiwifs import gitreplay  # noqa: E402
 from kiwifs.gitreplay import CommitInfo, GitHistory  # noqa: E402
 from kiwifs.versioning import Git  # noqa: E402
 
 
 def timed(root: Path, commits: list[CommitInfo], full: bool) -> tuple[float, list[object]]:
-    gitreplay.FULL_DIFF = full
-    history = GitHistory(root)
+    history = GitHistory(root, by_folder=not full)
     start = time.process_time()
     changes = [history.changes(c.id, c.parent) for c in commits]
     used = time.process_time() - start

@@ -10,7 +10,7 @@ Measures, in one run:
 (c) semantic, hybrid and brief latency p50 / p99 inside a running server (the watcher keeps
     the index current, so answers skip the reconcile; HTTP excluded), hybrid and brief for
     queries of topic words and of common words, each with the term columns on and off
-    (``search.COLUMNS``, interleaved);
+    (``Tuning.term_columns``, interleaved);
 (d) exact recall of scoped queries: for ``--scoped`` queries each restricted to a scope,
     kiwifs's top 10 against a brute-force scan of that scope computed here from the files
     with model2vec directly; and, for contrast, the recall of filtering after a cut of the 200
@@ -36,12 +36,6 @@ from pathlib import Path
 
 import numpy as np
 
-from kiwifs import briefing as briefing_module
-from kiwifs import storage as storage_module
-from kiwifs.index import candidates as candidates_module
-from kiwifs.index import matrix as matrix_module
-from kiwifs.index import recall as recall_module
-from kiwifs.index import search as search_module
 from kiwifs.index import semantic as semantic_module
 from kiwifs.index.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
@@ -185,31 +179,31 @@ def existing(
             "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
         }
         ties = semantic_module.TIES_BY_RANK
-        modes = {  # COLUMNS, CANDIDATES, TIES_BY_RANK, storage.READ_MANY, semantic.EXACT
-            "final": (True, True, ties, True, True),
-            "candidates not cached": (True, False, ties, True, True),
-            "ties by reading paths": (True, True, 10**9, True, True),
-            "brief reads one by one": (True, True, ties, False, True),
-            "term columns off": (False, True, ties, True, True),
-            "no exact re-scoring": (True, True, ties, True, False),
+        index = kb.indexing._open()
+        # mode: (Tuning's term_columns, cached_candidates, read_many; semantic.TIES_BY_RANK,
+        # semantic.EXACT)
+        modes = {
+            "final": (True, True, True, ties, True),
+            "candidates not cached": (True, False, True, ties, True),
+            "ties by reading paths": (True, True, True, 10**9, True),
+            "brief reads one by one": (True, True, False, ties, True),
+            "term columns off": (False, True, True, ties, True),
+            "no exact re-scoring": (True, True, True, ties, False),
         }
         for name, call in calls.items():
             spent: dict[str, list[float]] = {mode: [] for mode in modes}
             for turn, text in enumerate(texts):
                 order = list(modes)[turn % len(modes) :] + list(modes)[: turn % len(modes)]
                 for mode in order:
-                    switches = modes[mode]
-                    search_module.COLUMNS, recall_module.CANDIDATES = switches[:2]
-                    semantic_module.TIES_BY_RANK = switches[2]
-                    storage_module.READ_MANY = switches[3]
-                    semantic_module.EXACT = switches[4]
+                    columns, cached, at_once, by_rank, exact = modes[mode]
+                    index.tuning = kb.tuning.but(term_columns=columns, cached_candidates=cached)
+                    kb.storage.reads_at_once = at_once
+                    semantic_module.TIES_BY_RANK, semantic_module.EXACT = by_rank, exact
                     started = time.perf_counter()
                     call(text)
                     spent[mode].append((time.perf_counter() - started) * 1000)
-            search_module.COLUMNS, recall_module.CANDIDATES = True, True
-            semantic_module.TIES_BY_RANK = ties
-            storage_module.READ_MANY = True
-            semantic_module.EXACT = True
+            index.tuning, kb.storage.reads_at_once = kb.tuning, kb.tuning.read_many
+            semantic_module.TIES_BY_RANK, semantic_module.EXACT = ties, True
             print(
                 f"{name}, common words: "
                 + "; ".join(
@@ -225,7 +219,7 @@ def existing(
 def after_writes(kb: Knowledge, root: Path, texts: list[str]) -> None:
     """A brief right after an agent's write, as in an agent's loop: a new page written behind
     kiwifs's back, indexed by the watcher, then the brief (the page is not embedded yet: no
-    worker runs here). The candidate cache catches up from the log, or (A/B) queries again."""
+    worker runs here). The candidate cache catches up from the log."""
     folder = root / "bench-writes"
     folder.mkdir(exist_ok=True)
     index = kb.indexing._open()
@@ -234,33 +228,27 @@ def after_writes(kb: Knowledge, root: Path, texts: list[str]) -> None:
         with index.reader() as conn:
             return int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
 
-    spent: dict[bool, list[float]] = {True: [], False: []}
+    spent: list[float] = []
     for turn, text in enumerate(texts):
-        for catch_up in (turn % 2 == 0, turn % 2 == 1):
-            start = log_end()
-            (folder / f"w{turn}-{catch_up}.md").write_text(f"---\nscope: bench\n---\n{text}\n")
-            while log_end() == start:
-                time.sleep(0.005)
-            candidates_module.CATCH_UP = catch_up
-            started = time.perf_counter()
-            kb.brief(text, path_prefix="episodes/")
-            spent[catch_up].append((time.perf_counter() - started) * 1000)
-    candidates_module.CATCH_UP = True
+        start = log_end()
+        (folder / f"w{turn}.md").write_text(f"---\nscope: bench\n---\n{text}\n")
+        while log_end() == start:
+            time.sleep(0.005)
+        started = time.perf_counter()
+        kb.brief(text, path_prefix="episodes/")
+        spent.append((time.perf_counter() - started) * 1000)
     print(
-        f"brief after a write: candidates caught up p50 {pct(spent[True], 50):.1f} ms, p99"
-        f" {pct(spent[True], 99):.1f} ms; queried again p50 {pct(spent[False], 50):.1f} ms,"
-        f" p99 {pct(spent[False], 99):.1f} ms"
+        f"brief after a write: candidates caught up p50 {pct(spent, 50):.1f} ms,"
+        f" p99 {pct(spent, 99):.1f} ms"
     )
     shutil.rmtree(folder)
 
 
 def after_remember(kb: Knowledge, texts: list[str], turns: int) -> None:
     """The first hybrid search or brief after an agent's ``remember``, as in an agent's loop:
-    the episode is written, the server's worker embeds it, then the query is timed. Modes: the
-    in-memory matrix caught up from ``vec_log`` (``matrix.INCREMENTAL``) with the candidates
-    re-matched only where a group died (``candidates.REGROUP``), caught up with every candidate
-    matched again, or the matrix read again whole; hybrid and brief alternate every turn, the
-    modes rotate."""
+    the episode is written, the server's worker embeds it, then the query is timed: the
+    in-memory matrix caught up from ``vec_log``, the candidates re-matched only where a group
+    died; hybrid and brief alternate every turn."""
     index = kb.indexing._open()
 
     def log_end() -> int:
@@ -271,35 +259,22 @@ def after_remember(kb: Knowledge, texts: list[str], turns: int) -> None:
         "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
         "brief": lambda t: kb.brief(t, path_prefix="episodes/"),
     }
-    modes = {  # matrix.INCREMENTAL, candidates.REGROUP
-        "caught up": (True, True),
-        "caught up, every candidate matched again": (True, False),
-        "read whole": (False, True),
-    }
-    spent: dict[tuple[str, str], list[float]] = {(c, m): [] for c in calls for m in modes}
+    spent: dict[str, list[float]] = {c: [] for c in calls}
     for turn in range(turns):
         text = texts[turn % len(texts)]
         name = list(calls)[turn % 2]
-        mode = list(modes)[(turn // 2 + turn // 6) % 3]  # each call meets each mode in turn
         start = log_end()
         kb.remember(f"bench remember {turn}: {text}", scope="bench")
         deadline = time.monotonic() + 60
         while log_end() == start and time.monotonic() < deadline:
             time.sleep(0.005)  # the worker embeds the new episode and logs it
-        matrix_module.INCREMENTAL, candidates_module.REGROUP = modes[mode]
         started = time.perf_counter()
         calls[name](text)
-        spent[(name, mode)].append((time.perf_counter() - started) * 1000)
-    matrix_module.INCREMENTAL, candidates_module.REGROUP = True, True
+        spent[name].append((time.perf_counter() - started) * 1000)
     for name in calls:
         print(
-            f"first {name} after a remember: "
-            + "; ".join(
-                f"{mode} ({len(spent[(name, mode)])}): p50"
-                f" {statistics.median(spent[(name, mode)]):.1f} ms,"
-                f" p99 {pct(spent[(name, mode)], 99):.1f} ms"
-                for mode in modes
-            )
+            f"first {name} after a remember ({len(spent[name])}):"
+            f" p50 {statistics.median(spent[name]):.1f} ms, p99 {pct(spent[name], 99):.1f} ms"
         )
 
 
@@ -368,11 +343,8 @@ def main() -> None:
             times.append((time.perf_counter() - started) * 1000)
         print(f"semantic: p50 {pct(times, 50):.1f} ms, p99 {pct(times, 99):.1f} ms")
         calls = {"hybrid": lambda t: kb.hybrid_search(t, limit=10), "brief": kb.brief}
-        modes = {  # (term columns, snippets cut for the brief)
-            "new": (True, False),
-            "columns off": (False, False),
-            "brief snippets on": (True, True),
-        }
+        modes = {"new": True, "columns off": False}  # Tuning.term_columns
+        index = kb.indexing._open()
         for kind, make in (("topic words", query), ("common words", common_query)):
             texts = [make() for _ in range(args.queries)]
             for text in texts:  # each word's term column is made once, on first use
@@ -380,13 +352,13 @@ def main() -> None:
             for name, call in calls.items():
                 spent: dict[str, list[float]] = {mode: [] for mode in modes}
                 for turn, text in enumerate(texts):  # interleaved, the order rotating
-                    order = list(modes)[turn % 3 :] + list(modes)[: turn % 3]
-                    for mode in [m for m in order if name == "brief" or m != "brief snippets on"]:
-                        search_module.COLUMNS, briefing_module.BRIEF_SNIPPETS = modes[mode]
+                    order = list(modes)[turn % 2 :] + list(modes)[: turn % 2]
+                    for mode in order:
+                        index.tuning = kb.tuning.but(term_columns=modes[mode])
                         started = time.perf_counter()
                         call(text)
                         spent[mode].append((time.perf_counter() - started) * 1000)
-                search_module.COLUMNS, briefing_module.BRIEF_SNIPPETS = True, False
+                index.tuning = kb.tuning
                 figures = ", ".join(
                     f"{mode}: p50 {pct(ms, 50):.1f} ms p99 {pct(ms, 99):.1f} ms"
                     for mode, ms in spent.items()

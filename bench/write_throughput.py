@@ -6,58 +6,55 @@ concurrent clients, printing writes/s and p50/p99 latency for each run.
 Afterwards it checks that every write is in git (every path in ``git log``; one commit per PUT
 when commits are not shared), that ``git status`` is clean and that ``git fsck`` is clean.
 
-The modes (``--modes``, run in this order, then reversed, for ``--rounds`` rounds):
+The modes (``--modes``, run in this order, then reversed, for ``--rounds`` rounds). Each is a
+serve flag and the :class:`~kiwifs.tuning.Tuning` the server is handed (the defaults with some
+fields changed, :data:`MODES`): the server runs as ``cli.main([...], obj=tuning)``
+(:func:`kiwifs_command`), so a plain path is compared with the fast one in the same run.
 
-- ``per-write``: ``serve --sync-commit`` with ``KIWIFS_GROUP_COMMIT=0 KIWIFS_FSYNC=strict``:
+- ``per-write``: ``serve --sync-commit`` with ``group_commit=False, strict_fsync=True``:
   each write committed alone under the write lock, journal, file and folder fsynced under it
   (the code before group commit: the A side of the A/B);
 - ``group``: ``serve --sync-commit``, the default: each write waits for a commit that holds it,
   concurrent writers share commits (group commit), the file fsynced outside the lock;
-- ``async-strict``: ``serve --async-commit`` with ``KIWIFS_FSYNC=strict`` (async before);
+- ``async-strict``: ``serve --async-commit`` with ``strict_fsync=True`` (async before);
 - ``async``: ``serve --async-commit``: a write returns once on disk and journaled;
 - ``group-strict`` and ``per-write-late`` separate the two changes: group commit with the
   fsyncs under the lock, and per-write commits with the file fsynced outside it;
   ``group-nowait``: group commit without the wait for writers on their way
-  (``KIWIFS_GROUP_WAIT_MS=0``);
+  (``group_wait=0``);
 - ``group-before``: the group commit's waits before 05:20 UTC on 2026-12-01 (2 ms for writers
   waiting for the lock, none for the writers the last commit released:
-  ``KIWIFS_GROUP_WAIT_MS=2 KIWIFS_GROUP_RETURN_MS=0``); ``group-noreturn``, ``group-wait2``,
+  ``group_wait=0.002, group_return=0``); ``group-noreturn``, ``group-wait2``,
   ``group-wait10``: one of the two waits changed (the default: 5 ms and 4 ms);
 - ``group-inproc`` / ``async-inproc``: commits made in the server's process
-  (``KIWIFS_COMMIT_PROCESS=0``) instead of its commit process; ``group-serial`` /
-  ``async-serial``: a write's folder fsynced after its file, each writer its own
-  (``KIWIFS_FSYNC=serial``) instead of beside it and shared; ``group-main`` / ``async-main``:
-  both (the code before these two changes);
+  (``commit_process=False``) instead of its commit process;
 - ``group-watchall`` / ``async-watchall``: the file watcher on the whole root, recursively
-  (``KIWIFS_WATCH_FOLDERS=0``, as before 2026-12-01), instead of on each visible folder;
+  (``watch_folders=False``, as before 2026-12-01), instead of on each visible folder;
 - ``group-indexnow`` / ``async-indexnow``: each write's index rows updated inside the write,
-  under the write lock (``KIWIFS_INDEX_WRITEBACK=0``, as before), instead of by the writeback
+  under the write lock (``index_writeback=False``, as before), instead of by the writeback
   thread in batches; ``group-wb10`` / ``async-wb10``: the writeback's round 10 ms after the
-  first path (``KIWIFS_WRITEBACK_MS=10``) instead of 50;
+  first path (``writeback_window=0.01``) instead of 50;
 - ``group-fixedrec`` / ``async-fixedrec``: the watcher's periodic reconcile every 5 s
-  (``KIWIFS_RECONCILE_MAX_S=5``, as before 2026-12-01 06:30 UTC) instead of backing off to 60 s
+  (``reconcile_max=5``, as before 2026-12-01 06:30 UTC) instead of backing off to 60 s
   while it finds nothing the events missed;
 - ``group-fulldiff`` / ``async-fulldiff``: the timeline's replay reads each commit's changes by
-  one libgit2 diff of the whole trees (``KIWIFS_TIMELINE_DIFF=full``, as before 2026-12-01
+  one libgit2 diff of the whole trees (``timeline_by_folder=False``, as before 2026-12-01
   07:10 UTC) instead of only the folders whose trees differ;
 - ``group-readback`` / ``async-readback``: the timeline's replay reads the changes of the
-  server's own commits back from git (``KIWIFS_TIMELINE_KNOWN=0``, as before 2026-12-02)
+  server's own commits back from git (``timeline_known=False``, as before 2026-12-02)
   instead of taking those the commit noted as it was made;
 - ``group-newroot`` / ``async-newroot``: a folder that comes gets a reconcile of the whole root
-  (``KIWIFS_WATCH_NEW=0``, as before 2026-12-02) instead of a walk of that folder alone;
+  (``walk_new_folders=False``, as before 2026-12-02) instead of a walk of that folder alone;
 - ``group-builder`` / ``async-builder``: each commit's trees built by libgit2's tree builder
-  (``KIWIFS_TREE_WRITER=builder``, as before 2026-12-02 10:45 UTC) instead of written from
+  (``kept_trees=False``, as before 2026-12-02 10:45 UTC) instead of written from
   the entries kept from the last commit (:mod:`kiwifs.gittrees`);
 - ``group-fullrows`` / ``async-fullrows``: a reconcile stores the whole row again for a file
-  whose bytes its row holds already (``KIWIFS_STAT_ONLY=0``, as before 2026-12-02 17:30 UTC)
+  whose bytes its row holds already (``stat_only=False``, as before 2026-12-02 17:30 UTC)
   instead of only its new stat;
-- ``group-nowbwait`` / ``async-nowbwait``: the watcher checks a path the writeback's running
-  round has taken at once (``KIWIFS_WRITEBACK_WAIT=0``, as before 2026-12-02 18:30 UTC), finding
-  it new to the index and indexing it a second time, instead of after that round;
 - ``group-textsnow``: each file's words go into the text index as its row is stored
-  (``KIWIFS_TEXTS_LAST=0``, as before 2026-12-02 19:30 UTC), so FTS5 writes out a segment for
+  (``texts_last=False``, as before 2026-12-02 19:30 UTC), so FTS5 writes out a segment for
   each file, instead of the round's words last, as one segment; ``group-ftsdefault``: FTS5's
-  default merge settings (``KIWIFS_FTS_MERGE=0``, as before then) instead of 64 segments a
+  default merge settings (``fts_merge=False``, as before then) instead of 64 segments a
   level; ``group-ftsbefore`` / ``async-ftsbefore``: both.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
@@ -86,6 +83,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import multiprocessing
 import os
 import shutil
@@ -107,53 +105,50 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index import private_copy, versioned_corpus  # noqa: E402
 
 CORPUS = 0  # --corpus: the episodes of the corpus copied for each run (0: a fresh root)
-MODES = {  # mode: (serve flag, GROUP_COMMIT, FSYNC, GROUP_WAIT_MS, COMMIT_PROCESS) (KIWIFS_*)
-    "per-write": ("--sync-commit", "0", "strict", "5", "1"),
-    "group": ("--sync-commit", "1", "", "5", "1"),
-    "async-strict": ("--async-commit", "1", "strict", "5", "1"),
-    "async": ("--async-commit", "1", "", "5", "1"),
-    "group-strict": ("--sync-commit", "1", "strict", "5", "1"),
-    "per-write-late": ("--sync-commit", "0", "", "5", "1"),
-    "group-nowait": ("--sync-commit", "1", "", "0", "1"),
-    "group-inproc": ("--sync-commit", "1", "", "5", "0"),
-    "async-inproc": ("--async-commit", "1", "", "5", "0"),
-    "group-serial": ("--sync-commit", "1", "serial", "5", "1"),
-    "async-serial": ("--async-commit", "1", "serial", "5", "1"),
-    "group-main": ("--sync-commit", "1", "serial", "5", "0"),
-    "async-main": ("--async-commit", "1", "serial", "5", "0"),
+Changes = dict[str, object]  # Tuning's fields changed from their defaults
+MODES: dict[str, tuple[str, Changes]] = {  # mode: (serve flag, the Tuning's changed fields)
+    "per-write": ("--sync-commit", {"group_commit": False, "strict_fsync": True}),
+    "group": ("--sync-commit", {}),
+    "async-strict": ("--async-commit", {"strict_fsync": True}),
+    "async": ("--async-commit", {}),
+    "group-strict": ("--sync-commit", {"strict_fsync": True}),
+    "per-write-late": ("--sync-commit", {"group_commit": False}),
+    "group-nowait": ("--sync-commit", {"group_wait": 0.0}),
+    "group-inproc": ("--sync-commit", {"commit_process": False}),
+    "async-inproc": ("--async-commit", {"commit_process": False}),
 }
-# more modes: a mode of MODES with more of the environment set
-VARIANTS = {
-    "group-watchall": ("group", {"KIWIFS_WATCH_FOLDERS": "0"}),
-    "async-watchall": ("async", {"KIWIFS_WATCH_FOLDERS": "0"}),
-    "group-indexnow": ("group", {"KIWIFS_INDEX_WRITEBACK": "0"}),
-    "async-indexnow": ("async", {"KIWIFS_INDEX_WRITEBACK": "0"}),
-    "group-wb10": ("group", {"KIWIFS_WRITEBACK_MS": "10"}),
-    "async-wb10": ("async", {"KIWIFS_WRITEBACK_MS": "10"}),
-    "group-before": ("group", {"KIWIFS_GROUP_WAIT_MS": "2", "KIWIFS_GROUP_RETURN_MS": "0"}),
-    "group-noreturn": ("group", {"KIWIFS_GROUP_RETURN_MS": "0"}),
-    "group-wait2": ("group", {"KIWIFS_GROUP_WAIT_MS": "2"}),
-    "group-wait10": ("group", {"KIWIFS_GROUP_WAIT_MS": "10"}),
-    "group-fixedrec": ("group", {"KIWIFS_RECONCILE_MAX_S": "5"}),
-    "async-fixedrec": ("async", {"KIWIFS_RECONCILE_MAX_S": "5"}),
-    "group-fulldiff": ("group", {"KIWIFS_TIMELINE_DIFF": "full"}),
-    "async-fulldiff": ("async", {"KIWIFS_TIMELINE_DIFF": "full"}),
-    "group-readback": ("group", {"KIWIFS_TIMELINE_KNOWN": "0"}),
-    "async-readback": ("async", {"KIWIFS_TIMELINE_KNOWN": "0"}),
-    "group-newroot": ("group", {"KIWIFS_WATCH_NEW": "0"}),
-    "async-newroot": ("async", {"KIWIFS_WATCH_NEW": "0"}),
-    "group-builder": ("group", {"KIWIFS_TREE_WRITER": "builder"}),
-    "group-fullrows": ("group", {"KIWIFS_STAT_ONLY": "0"}),
-    "async-fullrows": ("async", {"KIWIFS_STAT_ONLY": "0"}),
-    "async-builder": ("async", {"KIWIFS_TREE_WRITER": "builder"}),
-    "group-textsnow": ("group", {"KIWIFS_TEXTS_LAST": "0"}),
-    "group-ftsdefault": ("group", {"KIWIFS_FTS_MERGE": "0"}),
-    "group-ftsbefore": ("group", {"KIWIFS_TEXTS_LAST": "0", "KIWIFS_FTS_MERGE": "0"}),
-    "async-ftsbefore": ("async", {"KIWIFS_TEXTS_LAST": "0", "KIWIFS_FTS_MERGE": "0"}),
-    "group-nowbwait": ("group", {"KIWIFS_WRITEBACK_WAIT": "0"}),
-    "async-nowbwait": ("async", {"KIWIFS_WRITEBACK_WAIT": "0"}),
+# more modes: a mode of MODES with more of its Tuning changed
+VARIANTS: dict[str, tuple[str, Changes]] = {
+    "group-watchall": ("group", {"watch_folders": False}),
+    "async-watchall": ("async", {"watch_folders": False}),
+    "group-indexnow": ("group", {"index_writeback": False}),
+    "async-indexnow": ("async", {"index_writeback": False}),
+    "group-wb10": ("group", {"writeback_window": 0.01}),
+    "async-wb10": ("async", {"writeback_window": 0.01}),
+    "group-before": ("group", {"group_wait": 0.002, "group_return": 0.0}),
+    "group-noreturn": ("group", {"group_return": 0.0}),
+    "group-wait2": ("group", {"group_wait": 0.002}),
+    "group-wait10": ("group", {"group_wait": 0.01}),
+    "group-fixedrec": ("group", {"reconcile_max": 5.0}),
+    "async-fixedrec": ("async", {"reconcile_max": 5.0}),
+    "group-fulldiff": ("group", {"timeline_by_folder": False}),
+    "async-fulldiff": ("async", {"timeline_by_folder": False}),
+    "group-readback": ("group", {"timeline_known": False}),
+    "async-readback": ("async", {"timeline_known": False}),
+    "group-newroot": ("group", {"walk_new_folders": False}),
+    "async-newroot": ("async", {"walk_new_folders": False}),
+    "group-builder": ("group", {"kept_trees": False}),
+    "async-builder": ("async", {"kept_trees": False}),
+    "group-fullrows": ("group", {"stat_only": False}),
+    "async-fullrows": ("async", {"stat_only": False}),
+    "group-textsnow": ("group", {"texts_last": False}),
+    "group-ftsdefault": ("group", {"fts_merge": False}),
+    "group-ftsbefore": ("group", {"texts_last": False, "fts_merge": False}),
+    "async-ftsbefore": ("async", {"texts_last": False, "fts_merge": False}),
 }
-MODES.update({name: MODES[base] for name, (base, _env) in VARIANTS.items()})
+MODES.update(
+    {name: (MODES[base][0], {**MODES[base][1], **more}) for name, (base, more) in VARIANTS.items()}
+)
 DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}  # (1 client, N clients) writes/s
 GOALS.update({"group-inproc": GOALS["group"], "async-inproc": GOALS["async"]})
@@ -166,7 +161,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def kiwifs_command() -> list[str]:
+# ``kiwifs`` with a Tuning handed to it: the defaults and the user's knobs from the
+# environment, with the fields of argv[1] (JSON) changed
+TUNED_KIWIFS = (
+    "import json, sys; from kiwifs.cli import cli; from kiwifs.tuning import Tuning;"
+    " cli.main(sys.argv[2:], prog_name='kiwifs',"
+    " obj=Tuning.from_env().but(**json.loads(sys.argv[1])))"
+)
+
+
+def kiwifs_command(tuning: Changes | None = None) -> list[str]:
+    """The ``kiwifs`` command; with ``tuning`` (fields of :class:`~kiwifs.tuning.Tuning`), one
+    that runs with them changed (``serve`` takes the context's Tuning)."""
+    if tuning:
+        return [sys.executable, "-c", TUNED_KIWIFS, json.dumps(tuning)]
     exe = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
     return [exe]
 
@@ -404,13 +412,12 @@ def run_concurrent(
     return run_clients(base, per_client, f"bench-{clients}", f"{clients} clients", client, server)
 
 
-def core_writes(root: str, asynchronous: bool, writes: int, clients: int) -> None:
+def core_writes(root: str, asynchronous: bool, writes: int, clients: int, tuning: Changes) -> None:
     """The ``--core`` child: the same writes through ``Knowledge.write`` in threads."""
-    import json
-
     from kiwifs.knowledge import Knowledge
+    from kiwifs.tuning import Tuning
 
-    kb = Knowledge.open(root)
+    kb = Knowledge.open(root, tuning=Tuning.from_env().but(**tuning))
     if asynchronous:
         kb.enable_async_commit()
 
@@ -445,8 +452,6 @@ def core_writes(root: str, asynchronous: bool, writes: int, clients: int) -> Non
 
 
 def run_core(cmd: list[str], env: dict[str, str]) -> tuple[Figures, Figures]:
-    import json
-
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     figures = json.loads(out.rsplit("FIGURES ", 1)[1])
     print(out.rsplit("FIGURES ", 1)[0], end="")
@@ -464,11 +469,8 @@ def run_mode(
     gitconfig = tmp / "gitconfig"
     gitconfig.write_text("")
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    flag, group, fsync, wait, process = MODES[mode]
-    env.update(KIWIFS_GROUP_COMMIT=group, KIWIFS_FSYNC=fsync, KIWIFS_GROUP_WAIT_MS=wait)
-    env.update(KIWIFS_COMMIT_PROCESS=process)
-    extra = VARIANTS.get(mode, ("", {}))[1]
-    env.update(extra)
+    flag, tuning = MODES[mode]
+    shown = ", ".join(f"{k}={v}" for k, v in tuning.items()) or "the defaults"
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
     if CORPUS:
         private_copy(versioned_corpus(CORPUS, 1), root)
@@ -482,19 +484,17 @@ def run_mode(
     commits_before = int(git(root, "rev-list", "--count", "HEAD"))
 
     if core:
-        print(f"== {mode} (core): KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}")
+        print(f"== {mode} (core): {shown}")
         child = [sys.executable, __file__, "--core-child", str(root), flag]
-        one, many = run_core([*child, str(writes), str(clients)], env)
+        one, many = run_core([*child, str(writes), str(clients), json.dumps(tuning)], env)
         return check(mode, root, tmp, commits_before, writes, clients, 0, keep, one, many)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [*kiwifs_command(), "serve", "--root", str(root), "--port", str(port), flag], env=env
+        [*kiwifs_command(tuning), "serve", "--root", str(root), "--port", str(port), flag],
+        env=env,
     )
-    print(
-        f"== {mode}: serve {flag}, KIWIFS_GROUP_COMMIT={group} KIWIFS_FSYNC={fsync}"
-        f" KIWIFS_COMMIT_PROCESS={process}" + "".join(f" {k}={v}" for k, v in extra.items())
-    )
+    print(f"== {mode}: serve {flag}, tuning: {shown}")
     try:
         wait_ready(base, proc)
         warm_up(base, proc.pid)
@@ -527,7 +527,7 @@ def check(
 ) -> tuple[bool, Figures, Figures]:
     """Every write in git, ``git status`` and ``git fsck`` clean; the root removed."""
     ok = True
-    group = MODES[mode][1]
+    per_write = MODES[mode][1].get("group_commit") is False
     if failures:
         print(f"FAIL: {failures} PUTs did not return 200")
         ok = False
@@ -535,7 +535,7 @@ def check(
     expected = 2 * writes - failures
     committed = {line for line in git(root, "log", "--format=", "--name-only").splitlines() if line}
     missing = [p for p in written_paths(writes, clients) if p not in committed]
-    if group == "0":
+    if per_write:
         print(f"commits: {commits} (one per write: {expected})")
         ok = ok and commits == expected
     else:
@@ -654,9 +654,9 @@ def main() -> int:
         default="raw",
         help="raw: a process per client, http.client (default); httpx: a thread per client",
     )
-    if len(sys.argv) == 6 and sys.argv[1] == "--core-child":
-        root, flag, writes, clients = sys.argv[2:]
-        core_writes(root, flag == "--async-commit", int(writes), int(clients))
+    if len(sys.argv) == 7 and sys.argv[1] == "--core-child":
+        root, flag, writes, clients, tuning = sys.argv[2:]
+        core_writes(root, flag == "--async-commit", int(writes), int(clients), json.loads(tuning))
         return 0
     args = parser.parse_args()
     global CORPUS, INTO, ONE, MANY

@@ -10,9 +10,11 @@ import dataclasses
 import re
 from pathlib import Path
 
+import click
 import pytest
 
 import kiwifs
+from kiwifs.cli.common import handed_tuning
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import ENVIRONMENT, Tuning
 
@@ -73,7 +75,7 @@ def test_knowledge_hands_its_tuning_down(tmp_path: Path) -> None:
         assert kb.tuning is tuning
         assert kb.pipeline.tuning is tuning and kb.indexing.tuning is tuning
         assert kb.indexing._open().tuning is tuning
-        assert kb.storage._read_many is False
+        assert kb.storage.reads_at_once is False
 
 
 def test_knowledge_reads_the_environment_when_given_none(
@@ -82,6 +84,25 @@ def test_knowledge_reads_the_environment_when_given_none(
     monkeypatch.setenv("KIWIFS_WORKERS", "1")
     with Knowledge(tmp_path) as kb:
         assert kb.tuning == Tuning(workers=1)
+
+
+def test_a_tuning_handed_to_the_command_line_reaches_its_commands() -> None:
+    """A benchmark runs ``cli.main(args, obj=Tuning(...))``; without one, ``None`` lets
+    ``Knowledge`` read the environment."""
+    seen: list[Tuning | None] = []
+
+    @click.group()
+    def group() -> None:
+        pass
+
+    @group.command()
+    def probe() -> None:
+        seen.append(handed_tuning())
+
+    plain = Tuning(term_columns=False)
+    group.main(["probe"], obj=plain, standalone_mode=False)
+    group.main(["probe"], standalone_mode=False)
+    assert seen == [plain, None]
 
 
 def test_the_code_reads_no_other_variable_of_ours() -> None:

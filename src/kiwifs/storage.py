@@ -90,7 +90,7 @@ class Storage:
     def __init__(self, root: Path, read_many: bool = True) -> None:
         self.root = Path(root)
         self._real_root: str | None = None
-        self._read_many = read_many  # Tuning.read_many; False: read_many is read() per file
+        self.reads_at_once = read_many  # Tuning.read_many; False: read_many is read() per file
 
     def abspath(self, rel: str) -> Path:
         """The confined absolute path of canonical ``rel``."""
@@ -151,7 +151,7 @@ class Storage:
         first: three resolutions per file were most of a brief's reading time). Where the OS
         cannot say where a descriptor is (or with ``read_many`` off, the plain path), every
         file goes through :meth:`read`."""
-        if not (self._read_many and FD_PATH_KNOWN):
+        if not (self.reads_at_once and FD_PATH_KNOWN):
             return [self._read_or_none(rel) for rel in rels]
         real_root = self.real_root()
         found: list[bytes | None] = []

@@ -16,6 +16,7 @@ import click
 from kiwifs.errors import KiwiError
 from kiwifs.printed_json import dumps
 from kiwifs.text import SHOWN_JSON, shown
+from kiwifs.tuning import Tuning
 
 ROOT_HELP = "Knowledge root folder."
 DEFAULT_ROOT = "./knowledge"
@@ -27,6 +28,13 @@ def root_option(default: str | None = DEFAULT_ROOT) -> Callable[[F], F]:
     return click.option(
         "--root", "-r", default=default, show_default=True, help=ROOT_HELP, type=click.Path()
     )
+
+
+def handed_tuning() -> Tuning | None:
+    """The :class:`~kiwifs.tuning.Tuning` handed to the command line as its context's object
+    (a benchmark runs ``cli.main(args, obj=Tuning(...))`` to compare a plain path with the
+    fast one), else ``None``: :class:`~kiwifs.knowledge.Knowledge` reads the environment's."""
+    return click.get_current_context().find_object(Tuning)
 
 
 # What a terminal would act on instead of showing: C0 controls but tab and newline (ESC starts

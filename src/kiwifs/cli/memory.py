@@ -14,7 +14,7 @@ from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.provenance import LIBRARY_ACTOR
 
-from .common import KiwiGroup, echo, echo_json, root_option
+from .common import KiwiGroup, echo, echo_json, handed_tuning, root_option
 
 
 @click.group(cls=KiwiGroup)
@@ -46,7 +46,7 @@ def memory_report(
 ) -> None:
     """List the episodes that no page's merged-from cites yet."""
     prefix, use_index = episodes_prefix or None, not no_index
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         if as_json:
             document = kb.memory_report_document(prefix, limit, offset, use_index=use_index)
             unmerged = document.unmerged_count
@@ -101,7 +101,7 @@ def memory_merge(
         raise click.UsageError("give at least one --episode ID or --path P")
     entries = [MergeEntry(type=typ, id=e, note=note) for e in episodes]
     entries += [MergeEntry(type=typ, path=p, note=note) for p in paths]
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         result = kb.merge(page, entries, actor=actor, worker=worker, force=force)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -143,7 +143,7 @@ def memory_remember(
         content = file.read().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise click.UsageError(f"the content must be UTF-8 text: {exc}") from exc
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         result = kb.remember(
             content, episode_id, scope, list(tags) or None, actor, provenance, title
         )
@@ -166,7 +166,7 @@ def memory_forget(
     path: str, root: str, reason: str | None, superseded_by: str | None, actor: str, as_json: bool
 ) -> None:
     """Mark PATH superseded: it leaves search, meta, briefs and the unmerged list."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         result = kb.forget(path, reason, superseded_by, actor=actor)
     _echo_status(result, as_json)
 
@@ -178,7 +178,7 @@ def memory_forget(
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_restore(path: str, root: str, actor: str, as_json: bool) -> None:
     """Undo 'memory forget' on PATH (removes the superseded keys)."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         result = kb.restore(path, actor=actor)
     _echo_status(result, as_json)
 
@@ -210,7 +210,7 @@ def memory_check(
 ) -> None:
     """Check consolidation: dangling merged-from entries, duplicate ids, double merges,
     the oldest unmerged episode, coverage per folder and per day."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         check = kb.memory_check(episodes_prefix or None, use_index=not no_index)
     if as_json:
         echo_json(check.to_json())
@@ -229,7 +229,7 @@ def memory_check(
 @click.option("--episodes-prefix", default="", help="Folder prefix of episodic files.")
 def memory_lineage(root: str, path_or_id: str, as_json: bool, episodes_prefix: str) -> None:
     """Show what PATH_OR_ID (a file, or an episode id) was built from and what cites it."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         lineage = kb.lineage_of(path_or_id, episodes_prefix or None)
     if as_json:
         echo_json(lineage.to_json())

@@ -14,7 +14,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 
-from .common import echo, echo_json, root_option
+from .common import echo, echo_json, handed_tuning, root_option
 
 
 @click.command("claim")
@@ -41,7 +41,7 @@ def memory_claim(
     """Claim up to --limit unmerged episodes no live claim holds, in report order.
 
     The worker's own live claims are renewed and count in the batch."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         batch = kb.claim_episodes(worker, limit, lease, episodes_prefix or None, with_content)
     if as_json:
         echo_json(batch.to_json())
@@ -58,7 +58,7 @@ def memory_claim(
 @click.option("--json", "-j", "as_json", is_flag=True, help="Print the result as JSON.")
 def memory_release(root: str, paths: tuple[str, ...], worker: str, as_json: bool) -> None:
     """End the worker's claims on PATHS (all of its claims when none are given)."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         released = Released.of(worker, kb.release_episodes(worker, list(paths) or None))
     if as_json:
         echo_json(released.to_json())

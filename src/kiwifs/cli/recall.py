@@ -11,7 +11,7 @@ import click
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 
-from .common import echo, echo_json, printable, root_option
+from .common import echo, echo_json, handed_tuning, printable, root_option
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -62,7 +62,7 @@ def search(
         "modified_after": modified_after,
         "include_superseded": include_superseded,
     }
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         if mode == "keyword":
             found: Any = kb.search(
                 query,
@@ -102,7 +102,7 @@ def _score_text(mode: str, hit: Any) -> str:
 def _plain_snippet(snippet: str) -> str:
     """Highlights in bold (click drops the styling when stdout is not a terminal), the text
     itself made :func:`printable` first, so the styling is the only escape sequence printed."""
-    from kiwifs.index.search import marked_parts  # loaded by the search that made the snippet
+    from kiwifs.knowledge import marked_parts  # loaded by the search that made the snippet
 
     return "".join(
         click.style(printable(text), bold=True) if hit else printable(text)
@@ -132,7 +132,7 @@ def brief(
     as_json: bool,
 ) -> None:
     """A context pack for QUERY: best pages within a token budget, and what was left out."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         pack = kb.brief(query, budget, max_pages, path_prefix, scope, include_superseded)
     if as_json:
         echo_json(pack.to_json())

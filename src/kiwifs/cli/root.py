@@ -12,10 +12,10 @@ import click
 from kiwifs import __version__
 from kiwifs.knowledge import Knowledge
 
-from .common import root_option
+from .common import handed_tuning, root_option
 
 if TYPE_CHECKING:
-    from kiwifs.index.keeper import IndexRefresh
+    from kiwifs.knowledge import IndexRefresh
 
 
 @click.command()
@@ -87,7 +87,7 @@ def reindex(root: str, fts_only: bool, vector_only: bool) -> None:
     """Rebuild the search and memory index from the files, and the vectors when enabled."""
     if fts_only and vector_only:
         raise click.UsageError("--fts-only and --vector exclude each other")
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
         vectors = kb.config.search.vector.enabled and not fts_only
         kb.prepare_vectors()  # a bad model fails here, before anything is rebuilt
         with progress_bar() as bar:

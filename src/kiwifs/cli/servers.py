@@ -15,9 +15,8 @@ from kiwifs import __version__
 from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
-from kiwifs.tuning import Tuning
 
-from .common import ROOT_HELP, root_option
+from .common import ROOT_HELP, handed_tuning, root_option
 
 if TYPE_CHECKING:
     import socket
@@ -69,10 +68,7 @@ def serve(
     from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
 
-    # the knobs: a Tuning handed in as the context's object (a benchmark runs
-    # ``cli.main(args, obj=Tuning(...))``), else read from the environment by Knowledge
-    tuning = click.get_current_context().find_object(Tuning)
-    kb = Knowledge.open(root, sweep=True, tuning=tuning)
+    kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     kb.acquire_server_lock()
     key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
     wanted = port if port is not None else kb.config.server.port or DEFAULT_SERVE_PORT
@@ -182,7 +178,7 @@ def mcp(
         raise click.UsageError("--host requires --http")
     from kiwifs.mcp.server import run_http, run_stdio
 
-    kb = Knowledge.open(root, sweep=True)
+    kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     if use_http:
         from kiwifs.auth import api_key_for
 
