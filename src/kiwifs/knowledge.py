@@ -7,6 +7,7 @@ the answer. All behaviour lives below this object; nothing above it decides a ru
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,9 +50,9 @@ if TYPE_CHECKING:
     from .committer import CommitStatus
     from .gitlog import Change, Version
     from .index.db import ReconcileStats
-    from .index.hybrid import HybridResults
-    from .index.meta import MetaResults
-    from .index.search import SearchResults
+    from .index.hybrid import HybridHit, HybridResults
+    from .index.meta import MetaHit, MetaResults
+    from .index.search import SearchHit, SearchResults, marked_parts
     from .index.semantic import SemanticResults
     from .index.vectors import EmbedRound, VectorStatus
     from .leases import Claim
@@ -67,14 +68,55 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ACTOR",
+    "Change",
     "FileContent",
+    "HybridHit",
+    "HybridResults",
+    "IndexRefresh",
     "Knowledge",
     "MergeResult",
+    "MetaHit",
+    "MetaResults",
     "RememberResult",
+    "SearchHit",
+    "SearchResults",
+    "SemanticResults",
     "StatusResult",
+    "Task",
     "TreeNode",
+    "Version",
+    "json_safe",
+    "marked_parts",
     "utc_http_date",
 ]
+
+# The value types the answers hand out (and the rule splitting a snippet's <mark> tags), named
+# here so that the interfaces import only this module. Each loads with its module when first
+# asked for, as the call making it would load it, not with every command.
+_HANDED_OUT = {
+    "Change": "gitlog",
+    "HybridHit": "index.hybrid",
+    "HybridResults": "index.hybrid",
+    "MetaHit": "index.meta",
+    "MetaResults": "index.meta",
+    "SearchHit": "index.search",
+    "SearchResults": "index.search",
+    "SemanticResults": "index.semantic",
+    "Task": "claiming",
+    "Version": "gitlog",
+    "marked_parts": "index.search",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_HANDED_OUT`, imported on first use (PEP 562)."""
+    module = _HANDED_OUT.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 DEFAULT_ACTOR = LIBRARY_ACTOR
 

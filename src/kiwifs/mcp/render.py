@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kiwifs.claiming import Task
-from kiwifs.gitlog import Change, Version
-from kiwifs.index.hybrid import HybridHit, HybridResults
-from kiwifs.index.meta import MetaHit, MetaResults
-from kiwifs.index.search import SearchHit, marked_parts
-from kiwifs.index.semantic import SemanticResults
-from kiwifs.knowledge import FileContent, TreeNode
+from kiwifs.knowledge import marked_parts
+
+if TYPE_CHECKING:
+    from kiwifs.knowledge import (
+        Change,
+        FileContent,
+        HybridHit,
+        HybridResults,
+        MetaHit,
+        MetaResults,
+        SearchHit,
+        SemanticResults,
+        Task,
+        TreeNode,
+        Version,
+    )
 
 NOT_FOUND_FILE = "File not found at {path}. Use kiwi_tree to see available files."
 NOT_FOUND_FOLDER = "Folder not found at {path}. Use kiwi_tree without a path to see the root."

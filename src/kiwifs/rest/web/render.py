@@ -21,7 +21,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-from kiwifs.index.search import marked_parts
+from kiwifs.knowledge import marked_parts
 from kiwifs.text import shown
 
 EXTERNAL_REL = "noopener noreferrer nofollow"

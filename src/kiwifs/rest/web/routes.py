@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -27,10 +27,7 @@ from kiwifs import __version__
 from kiwifs.auth import Sessions
 from kiwifs.errors import InvalidQuery, KiwiError, NotFound, TooManyRequests, UsageError
 from kiwifs.events import CHECK_STORED, Event
-from kiwifs.index.hybrid import HybridResults
-from kiwifs.index.record import json_safe
-from kiwifs.index.search import SearchResults
-from kiwifs.knowledge import Knowledge
+from kiwifs.knowledge import Knowledge, json_safe
 from kiwifs.markdown import read_frontmatter, split
 from kiwifs.rest.answers import STATUS
 from kiwifs.rest.fallback import FallbackMount, allowed_methods
@@ -53,6 +50,9 @@ from .session import (
     safe_next,
     same_origin,
 )
+
+if TYPE_CHECKING:
+    from kiwifs.knowledge import HybridResults, SearchResults
 
 HERE = Path(__file__).resolve().parent
 QUEUE_PAGE = 100
