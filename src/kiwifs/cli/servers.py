@@ -188,6 +188,9 @@ def mcp(
     kb.ensure_versioned()
     kb.prepare_vectors()
     if sock is not None:
-        run_http(kb, sock)
+        from kiwifs.rest.headertimeout import protocol_with
+
+        # a client that never finishes its headers is closed (uvicorn has no such limit)
+        run_http(kb, sock, protocol_with(kb.tuning.header_timeout))
     else:
         run_stdio(kb)

@@ -10,6 +10,7 @@ traceback on stderr, so no tool can take the server down. stdout carries only th
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import socket
 import sys
@@ -314,16 +315,15 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def run_http(kb: Knowledge, sock: socket.socket) -> None:
+def run_http(kb: Knowledge, sock: socket.socket, http: type[asyncio.Protocol]) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` on the bound ``sock`` until
-    interrupted (binding first lets a busy port fail before anything is announced)."""
+    interrupted (binding first lets a busy port fail before anything is announced).
+
+    ``http`` is uvicorn's HTTP protocol, chosen by the command as for ``kiwifs serve`` (the
+    one closing a client that never finishes its headers), so MCP imports nothing of REST."""
     host, port = sock.getsockname()[:2]
     app = http_app(kb, host)
     _log(f"kiwifs-mcp: streamable HTTP on http://{_url_host(host)}:{port}/mcp")
-    from kiwifs.rest.headertimeout import protocol_with
-
-    # a client that never finishes its headers is closed (uvicorn has no such limit)
-    http = protocol_with(kb.tuning.header_timeout)
     config = uvicorn.Config(app, log_level="warning", access_log=False, http=http)
     try:
         uvicorn.Server(config).run(sockets=[sock])
