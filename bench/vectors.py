@@ -180,30 +180,28 @@ def existing(
         }
         ties = semantic_module.TIES_BY_RANK
         index = kb.indexing._open()
-        # mode: (Tuning's term_columns, cached_candidates, read_many; semantic.TIES_BY_RANK,
-        # semantic.EXACT)
+        # mode: (Tuning's term_columns, cached_candidates, read_many; semantic.TIES_BY_RANK)
         modes = {
-            "final": (True, True, True, ties, True),
-            "candidates not cached": (True, False, True, ties, True),
-            "ties by reading paths": (True, True, True, 10**9, True),
-            "brief reads one by one": (True, True, False, ties, True),
-            "term columns off": (False, True, True, ties, True),
-            "no exact re-scoring": (True, True, True, ties, False),
+            "final": (True, True, True, ties),
+            "candidates not cached": (True, False, True, ties),
+            "ties by reading paths": (True, True, True, 10**9),
+            "brief reads one by one": (True, True, False, ties),
+            "term columns off": (False, True, True, ties),
         }
         for name, call in calls.items():
             spent: dict[str, list[float]] = {mode: [] for mode in modes}
             for turn, text in enumerate(texts):
                 order = list(modes)[turn % len(modes) :] + list(modes)[: turn % len(modes)]
                 for mode in order:
-                    columns, cached, at_once, by_rank, exact = modes[mode]
+                    columns, cached, at_once, by_rank = modes[mode]
                     index.tuning = kb.tuning.but(term_columns=columns, cached_candidates=cached)
                     kb.storage.reads_at_once = at_once
-                    semantic_module.TIES_BY_RANK, semantic_module.EXACT = by_rank, exact
+                    semantic_module.TIES_BY_RANK = by_rank
                     started = time.perf_counter()
                     call(text)
                     spent[mode].append((time.perf_counter() - started) * 1000)
             index.tuning, kb.storage.reads_at_once = kb.tuning, kb.tuning.read_many
-            semantic_module.TIES_BY_RANK, semantic_module.EXACT = ties, True
+            semantic_module.TIES_BY_RANK = ties
             print(
                 f"{name}, common words: "
                 + "; ".join(

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from .embedders import Matrix
 
 MAX_TOP_K = 200
-EXACT = True  # pages near the cut scored again row by row (see exact_scores); False: not
 TIES_BY_RANK = 1000  # more pages than this at or above the cut: ties ordered by path rank
 
 
@@ -118,7 +117,7 @@ def rank(
     # the product ranks fast but its last bits depend on where a row sits in the matrix (BLAS
     # kernels); pages within ``margin`` of the cut are scored again exactly (see exact_scores)
     page_scores = np.maximum.reduceat(vectors.matrix @ query, vectors.starts)[groups]
-    margin = _margin(query) if EXACT else 0.0
+    margin = _margin(query)
     keep = np.ones(len(ids), dtype=bool)
     if threshold is not None:
         # compared as float64: a threshold past float32's range (1e308) must not overflow
