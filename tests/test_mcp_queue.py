@@ -4,71 +4,28 @@ worker, check, lineage, and KiwiFS's generic claim tools; failures are tool erro
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.types import CallToolResult, TextContent
 
-from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.server import build_server
+from filetree import write_files
+from mcpsession import fails, mcp_session, ok
+from queuekit import add_episodes
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def queue_root(root: Path) -> Path:
+    """The blank root with three episodes (e0-e2) and two todo tasks (a before b by priority)."""
+    add_episodes(root, 3)
+    task = "---\ntitle: Task {}\nstatus: todo\npriority: {}\n---\nwork\n"
+    tasks = {f"tasks/{name}.md": task.format(name, n) for name, n in (("a", 3), ("b", 1))}
+    return write_files(root, tasks)
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "kb"
-    Knowledge.init(folder, "blank")
-    (folder / "episodes").mkdir()
-    for n in range(3):
-        (folder / f"episodes/e{n}.md").write_text(
-            f"---\nmemory_kind: episodic\nepisode_id: e{n}\n---\nepisode {n}\n"
-        )
-    (folder / "tasks").mkdir()
-    for name, priority in (("a", 3), ("b", 1)):
-        (folder / f"tasks/{name}.md").write_text(
-            f"---\ntitle: Task {name}\nstatus: todo\npriority: {priority}\n---\nwork\n"
-        )
-    return folder
-
-
-@asynccontextmanager
-async def session(root: Path) -> AsyncIterator[Client]:
-    kb = Knowledge.open(root)
-    kb.ensure_versioned()
-    async with Client(build_server(kb)) as client:
-        yield client
-
-
-def text_of(result: CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-async def ok(client: Client, name: str, args: dict[str, Any]) -> str:
-    result = await client.call_tool(name, args)
-    assert not result.is_error, text_of(result)
-    return text_of(result)
-
-
-async def fails(client: Client, name: str, args: dict[str, Any]) -> str:
-    result = await client.call_tool(name, args)
-    assert result.is_error, text_of(result)
-    return text_of(result)
-
-
-async def test_claim_merge_release_and_the_report(root: Path) -> None:
-    async with session(root) as c:
+async def test_claim_merge_release_and_the_report(queue_root: Path) -> None:
+    async with mcp_session(queue_root, versioned=True) as c:
         text = await ok(c, "kiwi_memory_claim", {"worker": "w1", "limit": 1, "with_content": True})
         assert text.startswith("w1 holds 1 episode until ")
         assert "episodes/e0.md  (episode_id=e0, etag " in text and "episode 0" in text
@@ -84,7 +41,7 @@ async def test_claim_merge_release_and_the_report(root: Path) -> None:
             c, "kiwi_memory_merge", {"path": "concepts/p.md", "entries": entries, "worker": "w1"}
         )
         assert "episodes/e1.md is claimed by w2 until" in refused
-        assert not (root / "concepts/p.md").exists()
+        assert not (queue_root / "concepts/p.md").exists()
         merged = await ok(
             c, "kiwi_memory_merge", {"path": "concepts/p.md", "entries": entries, "worker": "w2"}
         )
@@ -95,8 +52,8 @@ async def test_claim_merge_release_and_the_report(root: Path) -> None:
         assert "No active claims." in await ok(c, "kiwi_claims_list", {})
 
 
-async def test_bad_claims_are_tool_errors(root: Path) -> None:
-    async with session(root) as c:
+async def test_bad_claims_are_tool_errors(queue_root: Path) -> None:
+    async with mcp_session(queue_root, versioned=True) as c:
         # a lease is clamped to 1m-24h on MCP, never refused (docs/mcp.md, "Numbers")
         assert "between 1m and 24h" not in await ok(
             c, "kiwi_memory_claim", {"worker": "w", "lease": "10s", "limit": 0}
@@ -108,8 +65,8 @@ async def test_bad_claims_are_tool_errors(root: Path) -> None:
         )
 
 
-async def test_generic_claim_tools(root: Path) -> None:
-    async with session(root) as c:
+async def test_generic_claim_tools(queue_root: Path) -> None:
+    async with mcp_session(queue_root, versioned=True) as c:
         listed = await ok(c, "kiwi_eligible", {})
         assert listed == (
             "Eligible tasks (2 found):\n\n"
@@ -123,7 +80,7 @@ async def test_generic_claim_tools(root: Path) -> None:
             "claimed_at",
             "lease_expires",
         }
-        assert "claimed-by: agent-1" in (root / "tasks/b.md").read_text()
+        assert "claimed-by: agent-1" in (queue_root / "tasks/b.md").read_text()
         taken = await fails(c, "kiwi_claim", {"path": "tasks/b.md", "actor": "agent-2"})
         assert taken.startswith("Claim failed: tasks/b.md is claimed by agent-1 until")
         assert "1. [P3] tasks/a.md" in await ok(c, "kiwi_eligible", {"path_prefix": "tasks/"})
@@ -133,15 +90,15 @@ async def test_generic_claim_tools(root: Path) -> None:
         assert wrong.startswith("Release failed: tasks/b.md is claimed by agent-1, not agent-2")
         done = await ok(c, "kiwi_release", {"path": "tasks/b.md", "actor": "agent-1"})
         assert done == "Released claim on tasks/b.md"
-        assert "claimed-by" not in (root / "tasks/b.md").read_text()
+        assert "claimed-by" not in (queue_root / "tasks/b.md").read_text()
         assert "No eligible tasks found." == await ok(
             c, "kiwi_eligible", {"path_prefix": "episodes/"}
         )
         assert await ok(c, "kiwi_eligible", {"limit": 0}) == await ok(c, "kiwi_eligible", {})
 
 
-async def test_check_and_lineage_tools(root: Path) -> None:
-    async with session(root) as c:
+async def test_check_and_lineage_tools(queue_root: Path) -> None:
+    async with mcp_session(queue_root, versioned=True) as c:
         entries = [{"id": "e0"}, {"path": "episodes/none.md"}]
         await ok(c, "kiwi_memory_merge", {"path": "concepts/p.md", "entries": entries})
         text = await ok(c, "kiwi_memory_check", {})
@@ -160,8 +117,8 @@ async def test_check_and_lineage_tools(root: Path) -> None:
         assert "give either path or episode_id" in await fails(c, "kiwi_memory_lineage", {})
 
 
-async def test_merge_refuses_a_double_merge_unless_forced_and_warns(root: Path) -> None:
-    async with session(root) as c:
+async def test_merge_refuses_a_double_merge_unless_forced_and_warns(queue_root: Path) -> None:
+    async with mcp_session(queue_root, versioned=True) as c:
         entries = [{"id": "e0"}]
         await ok(c, "kiwi_memory_merge", {"path": "concepts/b.md", "entries": entries})
         refused = await fails(c, "kiwi_memory_merge", {"path": "concepts/a.md", "entries": entries})

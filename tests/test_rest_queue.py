@@ -12,41 +12,25 @@ import httpx
 import pytest
 
 from asgiclient import AppClient, serve_in_process
+from filetree import write_files
 from gitrepo import commit_count
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
+from queuekit import Clock, add_episodes
 
 API = "/api/kiwi"
 
 
-class Clock:
-    now = 1_796_061_419.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def queue_root(root: Path) -> Path:
+    """The blank root with four episodes (e0-e3) and one todo task."""
+    add_episodes(root, 4)
+    return write_files(root, {"tasks/a.md": "---\nstatus: todo\n---\nDo A.\n"})
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "kb"
-    Knowledge.init(folder, "blank")
-    (folder / "episodes").mkdir()
-    for n in range(4):
-        text = f"---\nmemory_kind: episodic\nepisode_id: e{n}\n---\nepisode {n}\n"
-        (folder / f"episodes/e{n}.md").write_text(text)
-    (folder / "tasks").mkdir()
-    (folder / "tasks/a.md").write_text("---\nstatus: todo\n---\nDo A.\n")
-    return folder
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def client(root: Path, clock: Clock) -> Iterator[AppClient]:
-    kb = Knowledge.open(root)
+def client(queue_root: Path, clock: Clock) -> Iterator[AppClient]:
+    kb = Knowledge.open(queue_root)
     kb.ensure_versioned()
     kb.claims.clock = clock
     with serve_in_process(create_app(kb)) as c:
@@ -64,7 +48,7 @@ def claim(client: AppClient, **body: Any) -> httpx.Response:
     return client.post(f"{API}/memory/claim", json=body)
 
 
-def test_memory_claim_wire_shape(client: AppClient, root: Path) -> None:
+def test_memory_claim_wire_shape(client: AppClient, queue_root: Path) -> None:
     resp = claim(client, worker="w1", limit=2, lease="5m", with_content=True)
     assert resp.status_code == 200, resp.text
     data = resp.json()
@@ -73,7 +57,7 @@ def test_memory_claim_wire_shape(client: AppClient, root: Path) -> None:
     assert [list(c) for c in data["claimed"]] == [
         ["path", "episode_id", "etag", "lease_expires", "content"]
     ] * 2
-    assert data["claimed"][0]["content"] == (root / "episodes/e0.md").read_text()
+    assert data["claimed"][0]["content"] == (queue_root / "episodes/e0.md").read_text()
     other = claim(client, worker="w2", lease=3600).json()
     assert [c["path"] for c in other["claimed"]] == ["episodes/e2.md", "episodes/e3.md"]
     assert "content" not in other["claimed"][0]
@@ -116,14 +100,14 @@ def test_release(client: AppClient) -> None:
     assert "worker is required" in error_of(client.post(release, json={}), 400)
 
 
-def test_merge_honours_claims(client: AppClient, root: Path, clock: Clock) -> None:
+def test_merge_honours_claims(client: AppClient, queue_root: Path, clock: Clock) -> None:
     claim(client, worker="w1", limit=1, lease="1m")
     merge = f"{API}/memory/merge"
     body = {"path": "concepts/p.md", "entries": [{"id": "e0"}]}
-    before = commit_count(root)
+    before = commit_count(queue_root)
     assert "claimed by w1" in error_of(client.post(merge, json={**body, "worker": "w2"}), 409)
     assert "claimed by w1" in error_of(client.post(merge, json=body), 409)
-    assert commit_count(root) == before and not (root / "concepts/p.md").exists()
+    assert commit_count(queue_root) == before and not (queue_root / "concepts/p.md").exists()
     clock.now += 120
     expired = client.post(merge, json={**body, "worker": "w1"})
     assert "expired" in error_of(expired, 409)
@@ -144,7 +128,7 @@ def test_report_shows_claims(client: AppClient) -> None:
     assert "claimed_by" not in report["unmerged"][1]
 
 
-def test_generic_claims(client: AppClient, root: Path) -> None:
+def test_generic_claims(client: AppClient, queue_root: Path) -> None:
     made = client.post(
         f"{API}/claim",
         json={"path": "tasks/a.md", "lease_duration": "30m"},
@@ -157,7 +141,7 @@ def test_generic_claims(client: AppClient, root: Path) -> None:
         "claimed_at": "2026-11-30T17:56:59Z",
         "lease_expires": "2026-11-30T18:26:59Z",
     }
-    assert "claimed-by: alice" in (root / "tasks/a.md").read_text()
+    assert "claimed-by: alice" in (queue_root / "tasks/a.md").read_text()
     taken = client.post(f"{API}/claim", json={"path": "tasks/a.md", "holder": "bob"})
     assert "claimed by alice" in error_of(taken, 409)
     claim(client, worker="w1", limit=1)
@@ -172,7 +156,7 @@ def test_generic_claims(client: AppClient, root: Path) -> None:
         f"{API}/claim", params={"path": "tasks/a.md"}, headers={"X-Actor": "alice"}
     )
     assert released.json() == {"released": "tasks/a.md", "holder": "alice"}
-    assert (root / "tasks/a.md").read_text() == "---\nstatus: todo\n---\nDo A.\n"
+    assert (queue_root / "tasks/a.md").read_text() == "---\nstatus: todo\n---\nDo A.\n"
     again = client.delete(f"{API}/claim", params={"path": "tasks/a.md", "holder": "alice"})
     assert "no claim on tasks/a.md by alice" in error_of(again, 404)
 
@@ -189,11 +173,11 @@ def test_generic_claims(client: AppClient, root: Path) -> None:
     ],
 )
 def test_bad_generic_claims_change_nothing(
-    client: AppClient, root: Path, body: dict[str, Any], status: int, message: str
+    client: AppClient, queue_root: Path, body: dict[str, Any], status: int, message: str
 ) -> None:
-    before = (root / "tasks/a.md").read_bytes(), commit_count(root)
+    before = (queue_root / "tasks/a.md").read_bytes(), commit_count(queue_root)
     assert message in error_of(client.post(f"{API}/claim", json=body), status)
-    assert ((root / "tasks/a.md").read_bytes(), commit_count(root)) == before
+    assert ((queue_root / "tasks/a.md").read_bytes(), commit_count(queue_root)) == before
 
 
 def test_check_and_lineage(client: AppClient) -> None:
@@ -221,7 +205,7 @@ def test_check_and_lineage(client: AppClient) -> None:
 
 
 def test_a_late_merge_is_refused_force_merges_and_warnings_come_back(
-    client: AppClient, root: Path, clock: Clock
+    client: AppClient, queue_root: Path, clock: Clock
 ) -> None:
     merge = f"{API}/memory/merge"
     claim(client, worker="A", limit=1, lease="1m")
@@ -230,9 +214,9 @@ def test_a_late_merge_is_refused_force_merges_and_warnings_come_back(
     body = {"path": "concepts/b.md", "entries": [{"id": "e0"}], "worker": "B"}
     assert client.post(merge, json=body).json()["warnings"] == []
     late = {"path": "concepts/a.md", "entries": [{"id": "e0"}], "worker": "A"}
-    before = commit_count(root)
+    before = commit_count(queue_root)
     assert "already merged into concepts/b.md" in error_of(client.post(merge, json=late), 409)
-    assert commit_count(root) == before
+    assert commit_count(queue_root) == before
     assert client.get(f"{API}/memory/check").json()["double_merges"] == []
     assert "force must be" in error_of(client.post(merge, json={**late, "force": "yes"}), 400)
     forced = client.post(merge, json={**late, "force": True})
@@ -244,7 +228,7 @@ def test_a_late_merge_is_refused_force_merges_and_warnings_come_back(
     ]
 
 
-def test_claims_hold_their_paths_over_rest(client: AppClient, root: Path) -> None:
+def test_claims_hold_their_paths_over_rest(client: AppClient, queue_root: Path) -> None:
     claim(client, worker="w1", limit=1)
     generic = client.delete(f"{API}/claim", params={"path": "episodes/e0.md", "holder": "w1"})
     assert "held by a memory claim of w1" in error_of(generic, 400)
@@ -257,12 +241,12 @@ def test_claims_hold_their_paths_over_rest(client: AppClient, root: Path) -> Non
     gone = client.delete(f"{API}/file", params={"path": "episodes/e0.md"})
     assert "only w1 may delete it" in error_of(gone, 409)
     client.post(f"{API}/claim", json={"path": "tasks/a.md"}, headers={"X-Actor": "alice"})
-    before = (root / "tasks/a.md").read_bytes()
+    before = (queue_root / "tasks/a.md").read_bytes()
     put = client.put(
         f"{API}/file", params={"path": "tasks/a.md"}, content="mine", headers={"X-Actor": "bob"}
     )
     assert "tasks/a.md is claimed by alice until" in error_of(put, 409)
-    assert (root / "tasks/a.md").read_bytes() == before
+    assert (queue_root / "tasks/a.md").read_bytes() == before
     listed = client.get(f"{API}/claims").json()["claims"]
     assert [(c["path"], c["holder"]) for c in listed] == [
         ("episodes/e0.md", "w1"),

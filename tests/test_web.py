@@ -22,6 +22,7 @@ from kiwifs.memory.rules import MergeEntry
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.render import markdown_html
 from kiwifs.rest.web.session import COOKIE, safe_next
+from queuekit import Clock
 
 KEY = "web-s3cret"
 EVIL = (
@@ -79,7 +80,7 @@ def seeded(root: Path) -> Knowledge:
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Knowledge]:
+def seeded_kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Knowledge]:
     """One seeded root, and one open and one keyed app on it, for the module's tests, which only
     read it (the one test that writes has a root of its own): building an app costs ~0.15 CPU-s.
     Each test still gets its own client, so no cookie or session carries over."""
@@ -89,8 +90,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator
 
 
 @pytest.fixture(scope="module")
-def open_app(kb: Knowledge) -> Any:
-    return create_app(kb)
+def open_app(seeded_kb: Knowledge) -> Any:
+    return create_app(seeded_kb)
 
 
 @pytest.fixture
@@ -107,10 +108,10 @@ def text_of(resp: httpx.Response, element_id: str) -> str:
 # -- pages --------------------------------------------------------------------------------------
 
 
-def test_dashboard_numbers_are_the_reports(web: Web, kb: Knowledge) -> None:
+def test_dashboard_numbers_are_the_reports(web: Web, seeded_kb: Knowledge) -> None:
     resp = web.get("/")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/html")
-    report = kb.memory_report()
+    report = seeded_kb.memory_report()
     assert int(text_of(resp, "episodic-count")) == report.episodic_count
     assert int(text_of(resp, "unmerged-count")) == report.unmerged_count
     merged = report.episodic_count - report.unmerged_count
@@ -148,10 +149,10 @@ def test_pages_send_a_strict_content_security_policy(web: Web) -> None:
         assert resp.headers["x-content-type-options"] == "nosniff"
 
 
-def test_queue_lists_pages_and_filters(web: Web, kb: Knowledge) -> None:
+def test_queue_lists_pages_and_filters(web: Web, seeded_kb: Knowledge) -> None:
     resp = web.get("/queue")
     assert resp.status_code == 200
-    for item in kb.memory_report().unmerged:
+    for item in seeded_kb.memory_report().unmerged:
         assert f'href="/file/{item.path}"' in resp.text
     filtered = web.get("/queue", params={"prefix": "episodes/2026/"})
     assert "episodes/2026/run-2.md" in filtered.text and "example-episode" not in filtered.text
@@ -240,8 +241,8 @@ def test_docs_are_served_from_the_package(web: Web) -> None:
 
 
 @pytest.fixture(scope="module")
-def locked_app(kb: Knowledge) -> Any:
-    return create_app(kb, api_key=KEY)
+def locked_app(seeded_kb: Knowledge) -> Any:
+    return create_app(seeded_kb, api_key=KEY)
 
 
 @pytest.fixture
@@ -317,18 +318,8 @@ def test_login_refuses_other_sites_and_foreign_redirects(locked: Web) -> None:
     ]
 
 
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_sessions_expire_end_and_are_bounded() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     sessions = Sessions("k1", clock=clock, lifetime=60, most=2)
     token = sessions.start()
     assert "k1" not in token and sessions.valid(token)
@@ -358,9 +349,9 @@ def test_logout_ends_the_session_on_the_server(locked: Web) -> None:
     assert other.get("/openapi.json", headers=copied).status_code == 401
 
 
-def test_failed_sign_ins_are_rate_limited(kb: Knowledge) -> None:
+def test_failed_sign_ins_are_rate_limited(seeded_kb: Knowledge) -> None:
     """Guessing the key through /login was once as fast as the server answered."""
-    web = Web(create_app(kb, api_key=KEY))  # an app of its own: its limiter starts empty
+    web = Web(create_app(seeded_kb, api_key=KEY))  # an app of its own: its limiter starts empty
     for _ in range(LOGIN_ATTEMPTS):
         assert web.post("/login", data={"key": "guess"}).status_code == 401
     refused = web.post("/login", data={"key": KEY})  # even the right key, until the wait is over
@@ -370,7 +361,7 @@ def test_failed_sign_ins_are_rate_limited(kb: Knowledge) -> None:
 
 
 def test_the_login_limit_counts_failures_per_address_in_a_window() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     limiter = LoginLimiter(attempts=2, window=60, clock=clock, most=2)
     limiter.failed("a")
     clock.now += 10
