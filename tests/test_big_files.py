@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from mcp import Client
 from mcp.types import TextContent
 
 from asgiclient import serve_in_process
@@ -25,9 +24,9 @@ from kiwifs.index.record import read_record
 from kiwifs.knowledge import Knowledge
 from kiwifs.limits import MAX_READ_BYTES
 from kiwifs.markdown import FRONTMATTER_WINDOW, read_frontmatter
-from kiwifs.mcp.server import build_server
 from kiwifs.memory import scan
 from kiwifs.rest.app import create_app
+from mcpsession import mcp_session
 
 API = "/api/kiwi"
 BIG = ("big.md", "episodes/huge.md")
@@ -43,9 +42,8 @@ def sparse(path: Path, head: bytes, size: int) -> None:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    Knowledge.init(root, template="blank")
+def big_files_root(root: Path) -> Path:
+    """The blank root with a small episode and two sparse files just over the read limit."""
     (root / "episodes").mkdir()
     (root / "episodes" / "small.md").write_text("---\nepisode_id: small\n---\nfine words\n")
     head = b"---\nmemory_kind: episodic\nepisode_id: big\n---\nbigword fine\n"
@@ -65,8 +63,8 @@ def assert_skipped(kb: Knowledge) -> None:
     assert kb.memory_report(use_index=False).to_json() == report.to_json()
 
 
-def test_the_library_skips_and_refuses_a_file_over_the_limit(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_the_library_skips_and_refuses_a_file_over_the_limit(big_files_root: Path) -> None:
+    with Knowledge.open(big_files_root) as kb:
         assert_skipped(kb)  # the first reconcile
         assert kb.reindex() == 4  # index.md, small.md and the two big ones, as skipped rows
         assert_skipped(kb)
@@ -77,19 +75,19 @@ def test_the_library_skips_and_refuses_a_file_over_the_limit(root: Path) -> None
         assert [h.path for h in kb.search('"small again"').results] == ["big.md"]
 
 
-def test_a_file_that_grows_past_the_limit_leaves_the_index(root: Path) -> None:
-    (root / "big.md").unlink()
-    (root / "big.md").write_text("---\nscope: x\n---\nbigword\n")
-    with Knowledge.open(root) as kb:
+def test_a_file_that_grows_past_the_limit_leaves_the_index(big_files_root: Path) -> None:
+    (big_files_root / "big.md").unlink()
+    (big_files_root / "big.md").write_text("---\nscope: x\n---\nbigword\n")
+    with Knowledge.open(big_files_root) as kb:
         assert [hit.path for hit in kb.search("bigword").results] == ["big.md"]
-        sparse(root / "big.md", b"---\nscope: x\n---\nbigword\n", MAX_READ_BYTES + 1)
+        sparse(big_files_root / "big.md", b"---\nscope: x\n---\nbigword\n", MAX_READ_BYTES + 1)
         assert kb.search("bigword").results == []
         assert kb.meta(where=["$.scope=x"]).results == []
 
 
-def test_the_cli_reindexes_searches_and_reports_around_it(root: Path) -> None:
+def test_the_cli_reindexes_searches_and_reports_around_it(big_files_root: Path) -> None:
     runner = CliRunner()
-    where = ["--root", str(root)]
+    where = ["--root", str(big_files_root)]
     for args in (["reindex"], ["search", "fine"], ["memory", "report"]):
         result = runner.invoke(cli, [*args, *where])
         assert result.exit_code == 0, result.output
@@ -99,8 +97,8 @@ def test_the_cli_reindexes_searches_and_reports_around_it(root: Path) -> None:
         assert WARNINGS <= set(json.loads(result.output)["warnings"])
 
 
-def test_rest_refuses_the_file_and_answers_everything_else(root: Path) -> None:
-    with Knowledge.open(root) as kb, serve_in_process(create_app(kb)) as client:
+def test_rest_refuses_the_file_and_answers_everything_else(big_files_root: Path) -> None:
+    with Knowledge.open(big_files_root) as kb, serve_in_process(create_app(kb)) as client:
         response = client.get(f"{API}/file", params={"path": "big.md"})
         assert response.status_code == 413, response.text
         assert "over the 32 MiB size limit" in response.json()["error"]
@@ -117,18 +115,12 @@ def test_rest_refuses_the_file_and_answers_everything_else(root: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_mcp_read_is_a_tool_error(root: Path) -> None:
-    with Knowledge.open(root) as kb:
-        async with Client(build_server(kb)) as client:
-            result = await client.call_tool("kiwi_read", {"path": "big.md"})
+async def test_mcp_read_is_a_tool_error(big_files_root: Path) -> None:
+    async with mcp_session(big_files_root) as client:
+        result = await client.call_tool("kiwi_read", {"path": "big.md"})
     assert result.is_error
     block = result.content[0]
     assert isinstance(block, TextContent) and "over the 32 MiB size limit" in block.text
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.mark.parametrize(
@@ -169,14 +161,14 @@ def test_a_1_gib_sparse_file_is_never_read(tmp_path: Path) -> None:
     assert os.stat(root / "giant.md").st_blocks < 64  # still sparse: nothing wrote it out
 
 
-def test_the_history_replay_reads_no_committed_blob_over_the_limit(root: Path) -> None:
+def test_the_history_replay_reads_no_committed_blob_over_the_limit(big_files_root: Path) -> None:
     """A commit of such a file is the user's business; the timeline of the dashboard reads its
     size from git's object header, and counts it as the index does: not an episode."""
     import subprocess
 
-    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(root), "commit", "-qm", "big ones"], check=True)
-    with Knowledge.open(root) as kb:
+    subprocess.run(["git", "-C", str(big_files_root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(big_files_root), "commit", "-qm", "big ones"], check=True)
+    with Knowledge.open(big_files_root) as kb:
         kb.indexing.refresh_timeline("episodes/")
         last = kb.overview().timeline[-1]
     assert (last.episodic, last.unmerged) == (1, 1)  # episodes/small.md alone

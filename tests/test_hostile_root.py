@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import stat
-import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -29,17 +28,18 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent, TextResourceContents
+from mcp.types import TextResourceContents
 
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
-from realserver import launch, wait_ready
+from mcpsession import fails as tool_fails
+from mcpsession import mcp_session, text_of
+from mcpsession import ok as tool_ok
+from realserver import KIWIFS, launch, wait_ready
 
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
 BIG_BYTES = 17 * 1024 * 1024
 MANY = 2000
@@ -193,11 +193,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Ite
     kb.close()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @contextmanager
 def fifo_valve(*fifos: Path, every: float = 2.0) -> Iterator[None]:
     """Unblock whoever got stuck opening one of ``fifos`` for reading.
@@ -252,24 +247,6 @@ def refused(response: httpx.Response, *words: str) -> str:
     for word in words:
         assert word in message, message
     return message
-
-
-def text_of(result: CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-async def tool_fails(client: Client, name: str, args: dict[str, Any]) -> str:
-    result = await client.call_tool(name, args)
-    assert result.is_error, f"{name}({args}) should have failed: {text_of(result)[:300]}"
-    return text_of(result)
-
-
-async def tool_ok(client: Client, name: str, args: dict[str, Any]) -> str:
-    result = await client.call_tool(name, args)
-    assert not result.is_error, f"{name}({args}) failed: {text_of(result)[:300]}"
-    return text_of(result)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,37 +313,33 @@ async def test_rest_search_and_meta_never_show_what_a_link_leads_to(hostile: Hos
 
 @pytest.mark.anyio
 async def test_mcp_tools_and_resources_refuse_links(hostile: Hostile) -> None:
-    kb = Knowledge.open(hostile.root)
-    try:
-        async with Client(build_server(kb)) as client:
-            for path in REFUSED:
-                for name, args in (
-                    ("kiwi_read", {"path": path}),
-                    ("kiwi_read", {"path": path, "metadata_only": True}),
-                    ("kiwi_write", {"path": path, "content": "owned"}),
-                    ("kiwi_append", {"path": path, "content": "owned"}),
-                    ("kiwi_delete", {"path": path}),
-                    ("kiwi_rename", {"from": path, "to": "stolen.md"}),
-                    ("kiwi_rename", {"from": "index.md", "to": path}),
-                    ("kiwi_bulk_write", {"files": [{"path": path, "content": "x"}]}),
-                    ("kiwi_versions", {"path": path}),
-                    ("kiwi_memory_merge", {"path": path, "entries": [{"id": "fine"}]}),
-                ):
-                    assert "symlink" in await tool_fails(client, name, args), (name, path)
-            for folder in ("gitlink", "kiwilink", "outdir"):
-                assert "symlink" in await tool_fails(client, "kiwi_tree", {"path": folder})
-            for uri in (
-                "kiwi://file/gitlink%2Fconfig",
-                "kiwi://file/gitlink/config",
-                "kiwi://file/leak.md",
-                "kiwi://file/kiwilink%2Fconfig.toml",
-                "kiwi://file/secret.md",
-                "kiwi://tree/gitlink",
+    async with mcp_session(hostile.root) as client:
+        for path in REFUSED:
+            for name, args in (
+                ("kiwi_read", {"path": path}),
+                ("kiwi_read", {"path": path, "metadata_only": True}),
+                ("kiwi_write", {"path": path, "content": "owned"}),
+                ("kiwi_append", {"path": path, "content": "owned"}),
+                ("kiwi_delete", {"path": path}),
+                ("kiwi_rename", {"from": path, "to": "stolen.md"}),
+                ("kiwi_rename", {"from": "index.md", "to": path}),
+                ("kiwi_bulk_write", {"files": [{"path": path, "content": "x"}]}),
+                ("kiwi_versions", {"path": path}),
+                ("kiwi_memory_merge", {"path": path, "entries": [{"id": "fine"}]}),
             ):
-                with pytest.raises(MCPError, match="symlink"):
-                    await client.read_resource(uri)
-    finally:
-        kb.close()
+                assert "symlink" in await tool_fails(client, name, args), (name, path)
+        for folder in ("gitlink", "kiwilink", "outdir"):
+            assert "symlink" in await tool_fails(client, "kiwi_tree", {"path": folder})
+        for uri in (
+            "kiwi://file/gitlink%2Fconfig",
+            "kiwi://file/gitlink/config",
+            "kiwi://file/leak.md",
+            "kiwi://file/kiwilink%2Fconfig.toml",
+            "kiwi://file/secret.md",
+            "kiwi://tree/gitlink",
+        ):
+            with pytest.raises(MCPError, match="symlink"):
+                await client.read_resource(uri)
     hostile.untouched()
 
 
@@ -379,13 +352,9 @@ async def test_remember_refuses_an_episodes_folder_that_is_a_link_into_git(
     shutil.rmtree(root / "episodes", ignore_errors=True)
     os.symlink(".git", root / "episodes")
     before = sorted(str(p.relative_to(root)) for p in (root / ".git").rglob("*"))
-    kb = Knowledge.open(root)
-    try:
-        async with Client(build_server(kb)) as client:
-            text = await tool_fails(client, "kiwi_remember", {"content": "what happened"})
-            assert "symlink" in text
-    finally:
-        kb.close()
+    async with mcp_session(root) as client:
+        text = await tool_fails(client, "kiwi_remember", {"content": "what happened"})
+        assert "symlink" in text
     async with rest(root) as http:
         remembered = await http.post(f"{API}/memory/remember", json={"content": "what happened"})
         refused(remembered, "symlink")
@@ -440,20 +409,16 @@ async def test_rest_never_opens_a_fifo(hostile: Hostile, path: str) -> None:
 async def test_mcp_and_cli_never_open_a_fifo(hostile: Hostile) -> None:
     fifo = hostile.root / "pipe.md"
     with fifo_valve(fifo):
-        kb = Knowledge.open(hostile.root)
-        try:
-            async with Client(build_server(kb)) as client:
-                for name, args in (
-                    ("kiwi_read", {"path": "pipe.md"}),
-                    ("kiwi_append", {"path": "pipe.md", "content": "x"}),
-                    ("kiwi_write", {"path": "pipe.md", "content": "x"}),
-                    ("kiwi_memory_merge", {"path": "pipe.md", "entries": [{"id": "fine"}]}),
-                ):
-                    assert "not a regular file" in await tool_fails(client, name, args)
-                with pytest.raises(MCPError, match="not a regular file"):
-                    await client.read_resource("kiwi://file/pipe.md")
-        finally:
-            kb.close()
+        async with mcp_session(hostile.root) as client:
+            for name, args in (
+                ("kiwi_read", {"path": "pipe.md"}),
+                ("kiwi_append", {"path": "pipe.md", "content": "x"}),
+                ("kiwi_write", {"path": "pipe.md", "content": "x"}),
+                ("kiwi_memory_merge", {"path": "pipe.md", "entries": [{"id": "fine"}]}),
+            ):
+                assert "not a regular file" in await tool_fails(client, name, args)
+            with pytest.raises(MCPError, match="not a regular file"):
+                await client.read_resource("kiwi://file/pipe.md")
         result = CliRunner().invoke(
             cli, ["memory", "merge", "pipe.md", "--root", str(hostile.root), "--episode", "x"]
         )
@@ -550,13 +515,9 @@ async def test_report_search_and_reindex_on_every_interface(hostile: Hostile) ->
         for word in SECRET_WORDS:
             found = runner.invoke(cli, ["search", word, "--root", str(hostile.root)])
             assert found.exit_code == 0 and "No results found." in found.stdout, found.output
-        kb = Knowledge.open(hostile.root)
-        try:
-            async with Client(build_server(kb)) as client:
-                text = await tool_ok(client, "kiwi_memory_report", {"format": "json"})
-                expected_warnings(json.loads(text))
-        finally:
-            kb.close()
+        async with mcp_session(hostile.root) as client:
+            text = await tool_ok(client, "kiwi_memory_report", {"format": "json"})
+            expected_warnings(json.loads(text))
     hostile.untouched()
 
 

@@ -22,16 +22,16 @@ import httpx
 import httpx2
 import pytest
 from click.testing import CliRunner
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
 from starlette.testclient import TestClient
 
 from gitrepo import break_object_store_for
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.server import build_server, http_app
+from kiwifs.mcp.server import http_app
+from mcpsession import fails, mcp_client, mcp_session, ok
 from realserver import launch, stop, wait_ready
 
 pytestmark = pytest.mark.anyio
@@ -86,47 +86,8 @@ READ_ONLY = {
 DESTRUCTIVE = {"kiwi_write", "kiwi_delete", "kiwi_bulk_write", "kiwi_rename"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    """A real root laid out as ``kiwifs init`` lays it out (knowledge template, git repository),
-    in process: the command itself is tested in test_cli.py, and a subprocess per test here cost
-    0.4 CPU-s each."""
-    folder = tmp_path / "kb"
-    Knowledge.init(folder)
-    return folder
-
-
-def text_of(result: CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-async def ok(session: ClientSession | Client, name: str, args: dict[str, Any]) -> str:
-    result = await session.call_tool(name, args)
-    assert not result.is_error, f"{name} failed: {text_of(result)}"
-    return text_of(result)
-
-
-async def fails(session: ClientSession | Client, name: str, args: dict[str, Any]) -> str:
-    result = await session.call_tool(name, args)
-    assert result.is_error, f"{name} should have failed: {text_of(result)}"
-    return text_of(result)
-
-
 def etag_of(text: str) -> str:
     return text.split("ETag: ", 1)[1].split(")", 1)[0].split("]", 1)[0]
-
-
-@asynccontextmanager
-async def in_process(root: Path) -> AsyncIterator[Client]:
-    async with Client(build_server(Knowledge.open(root))) as client:
-        yield client
 
 
 def child_env() -> dict[str, str]:
@@ -138,8 +99,8 @@ def child_env() -> dict[str, str]:
 # tool behaviour (in-process)
 
 
-async def test_tools_and_annotations(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_tools_and_annotations(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == TOOLS
     for name, tool in tools.items():
@@ -156,8 +117,8 @@ async def test_tools_and_annotations(root: Path) -> None:
     )
 
 
-async def test_read_write_append_and_etags(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_read_write_append_and_etags(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         written = await ok(
             client, "kiwi_write", {"path": "notes/a.md", "content": "# A\n", "provenance": "run:r1"}
         )
@@ -183,11 +144,11 @@ async def test_read_write_append_and_etags(root: Path) -> None:
         )
         bad = await fails(client, "kiwi_write", {"path": "b.md", "content": "x", "provenance": "x"})
         assert "type:id" in bad
-    assert (root / "notes/a.md").read_text().endswith("# A\n\nmore")
+    assert (knowledge_root / "notes/a.md").read_text().endswith("# A\n\nmore")
 
 
-async def test_errors_are_tool_errors_the_model_can_act_on(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_errors_are_tool_errors_the_model_can_act_on(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         missing = await fails(client, "kiwi_read", {"path": "nope.md"})
         assert missing == "File not found at nope.md. Use kiwi_tree to see available files."
         assert "File not found at nope.md" in await fails(
@@ -209,8 +170,8 @@ async def test_errors_are_tool_errors_the_model_can_act_on(root: Path) -> None:
         assert "SCHEMA.md" in await ok(client, "kiwi_tree", {})
 
 
-async def test_delete_bulk_rename_tree_versions_changes(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_delete_bulk_rename_tree_versions_changes(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         bulk = await ok(
             client,
             "kiwi_bulk_write",
@@ -233,8 +194,8 @@ async def test_delete_bulk_rename_tree_versions_changes(root: Path) -> None:
         assert changes[-1].startswith("last_seq: ")
 
 
-async def test_search_and_query_meta(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_search_and_query_meta(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         for n in (1, 2):
             body = f"---\nstatus: draft\nrank: {n}\n---\nThe zebrafish study, part {n}.\n"
             await ok(client, "kiwi_write", {"path": f"research/z{n}.md", "content": body})
@@ -258,8 +219,8 @@ async def test_search_and_query_meta(root: Path) -> None:
         assert "filter" in await fails(client, "kiwi_query_meta", {"filters": ["status=draft"]})
 
 
-async def test_memory_report_text_json_and_paging(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_memory_report_text_json_and_paging(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         text = await ok(client, "kiwi_memory_report", {})
         assert text.splitlines() == [
             "Episodic files:           1",
@@ -284,8 +245,8 @@ async def test_memory_report_text_json_and_paging(root: Path) -> None:
         )
 
 
-async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_remember_writes_an_episode_and_refuses_duplicates(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         said = await ok(
             client,
             "kiwi_remember",
@@ -301,7 +262,7 @@ async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> 
         path, ident = said.split()[1], said.split()[3].rstrip(",")
         assert uuid.UUID(ident).version == 4
         assert path.startswith("episodes/") and path.endswith(f"/{ident}.md")
-        stored = Knowledge.open(root).frontmatter(path)
+        stored = Knowledge.open(knowledge_root).frontmatter(path)
         assert stored["memory_kind"] == "episodic" and stored["episode_id"] == ident
         assert stored["title"] == "Cache trial" and stored["tags"] == ["perf"]
         assert stored["scope"] == "api"
@@ -316,14 +277,14 @@ async def test_remember_writes_an_episode_and_refuses_duplicates(root: Path) -> 
                 assert "invalid episode_id" in await fails(
                     client, "kiwi_remember", {"content": "x", "episode_id": bad}
                 )
-    assert "first" in next((root / "episodes").glob("*/ep-fixed.md")).read_text()
+    assert "first" in next((knowledge_root / "episodes").glob("*/ep-fixed.md")).read_text()
 
 
-async def test_failing_git_is_a_tool_error_not_a_hang(root: Path) -> None:
-    fan, data = break_object_store_for(root, b"# written while git is broken\n")
-    kb = Knowledge.open(root)
+async def test_failing_git_is_a_tool_error_not_a_hang(knowledge_root: Path) -> None:
+    fan, data = break_object_store_for(knowledge_root, b"# written while git is broken\n")
+    kb = Knowledge.open(knowledge_root)
     kb.enable_async_commit(window=30.0)
-    async with Client(build_server(kb)) as client:
+    async with mcp_client(kb) as client:
         await ok(client, "kiwi_write", {"path": "doomed.md", "content": data.decode()})
         assert "git commit failed" in await fails(client, "kiwi_versions", {"path": "doomed.md"})
         refused = await fails(client, "kiwi_write", {"path": "x.md", "content": "x"})
@@ -331,10 +292,10 @@ async def test_failing_git_is_a_tool_error_not_a_hang(root: Path) -> None:
     kb.close()
 
 
-async def test_resources(root: Path) -> None:
-    (root / "concepts").mkdir(exist_ok=True)
-    (root / "concepts" / "x.md").write_text("# X\n")
-    async with in_process(root) as client:
+async def test_resources(knowledge_root: Path) -> None:
+    (knowledge_root / "concepts").mkdir(exist_ok=True)
+    (knowledge_root / "concepts" / "x.md").write_text("# X\n")
+    async with mcp_session(knowledge_root) as client:
         templates = {
             t.uri_template for t in (await client.list_resource_templates()).resource_templates
         }
@@ -350,14 +311,14 @@ async def test_resources(root: Path) -> None:
         assert "x.md (4 B)" in tree.contents[0].text  # type: ignore[union-attr]
         with pytest.raises(MCPError, match="not found"):
             await client.read_resource("kiwi://file/missing.md")
-        (root / "SCHEMA.md").unlink()
+        (knowledge_root / "SCHEMA.md").unlink()
         with pytest.raises(MCPError, match="no SCHEMA.md found"):
             await client.read_resource("kiwi://schema")
 
 
-async def test_kiwifs_tolerance_limits_and_filter_objects(root: Path) -> None:
+async def test_kiwifs_tolerance_limits_and_filter_objects(knowledge_root: Path) -> None:
     """Values KiwiFS clients send and KiwiFS accepts are accepted (defaulted or capped)."""
-    async with in_process(root) as client:
+    async with mcp_session(knowledge_root) as client:
         for n in range(55):
             await ok(client, "kiwi_write", {"path": f"t/{n:02}.md", "content": f"tapir {n}"})
         capped = await ok(client, "kiwi_search", {"query": "tapir", "limit": 100})
@@ -392,10 +353,10 @@ async def test_kiwifs_tolerance_limits_and_filter_objects(root: Path) -> None:
         assert "filters" in refused  # the SDK's schema check names the argument
 
 
-async def test_if_match_on_every_writing_tool(root: Path) -> None:
+async def test_if_match_on_every_writing_tool(knowledge_root: Path) -> None:
     """A stale ETag is a tool error naming the current one, and nothing changes."""
     stale = "0" * 40
-    async with in_process(root) as client:
+    async with mcp_session(knowledge_root) as client:
         etag = etag_of(await ok(client, "kiwi_write", {"path": "c.md", "content": "v1"}))
         calls = [
             ("kiwi_write", {"content": "v2"}),
@@ -410,16 +371,16 @@ async def test_if_match_on_every_writing_tool(root: Path) -> None:
             assert text == (
                 f"file modified since last read \u2014 re-fetch and retry (current ETag: {etag})"
             ), name
-        assert (root / "c.md").read_text() == "v1"
+        assert (knowledge_root / "c.md").read_text() == "v1"
         appended = await ok(
             client, "kiwi_append", {"path": "c.md", "content": "v2", "if_match": etag}
         )
         assert appended.startswith("Appended to c.md")
-        assert (root / "c.md").read_text() == "v1\nv2"
+        assert (knowledge_root / "c.md").read_text() == "v1\nv2"
 
 
-async def test_forget_restore_and_brief_texts(root: Path) -> None:
-    async with in_process(root) as client:
+async def test_forget_restore_and_brief_texts(knowledge_root: Path) -> None:
+    async with mcp_session(knowledge_root) as client:
         await ok(client, "kiwi_write", {"path": "n/a.md", "content": "the axolotl " * 30})
         await ok(client, "kiwi_write", {"path": "n/b.md", "content": "an axolotl\n"})
         text = await ok(client, "kiwi_brief", {"query": "axolotl", "budget_tokens": 50})
@@ -510,9 +471,9 @@ async def poll_search(session: ClientSession, query: str, wanted: str) -> str:
     return text
 
 
-async def test_stdio_end_to_end(root: Path, tmp_path: Path) -> None:
+async def test_stdio_end_to_end(knowledge_root: Path, tmp_path: Path) -> None:
     errlog = tmp_path / "stderr.log"
-    async with stdio_session(root, errlog) as session:
+    async with stdio_session(knowledge_root, errlog) as session:
         init = await session.initialize()
         assert init.server_info.name == "kiwifs"
         assert {t.name for t in (await session.list_tools()).tools} == TOOLS
@@ -521,17 +482,17 @@ async def test_stdio_end_to_end(root: Path, tmp_path: Path) -> None:
         for uri in ("kiwi://schema", "kiwi://file/a.md", "kiwi://tree/"):
             assert (await session.read_resource(uri)).contents, uri
         assert "a.md" in await ok(session, "kiwi_tree", {})
-        (root / "out-of-band.md").write_text("a quokka, written with cat\n")
+        (knowledge_root / "out-of-band.md").write_text("a quokka, written with cat\n")
         assert "out-of-band.md" in await poll_search(session, "quokka", "out-of-band.md")
     log = errlog.read_text()
     assert "kiwifs-mcp: tool=kiwi_write duration=" in log
     assert "kiwifs-mcp: tool=kiwi_read duration=" in log and "error=true" in log
 
 
-async def test_stdio_agent_memory_loop(root: Path, tmp_path: Path) -> None:
+async def test_stdio_agent_memory_loop(knowledge_root: Path, tmp_path: Path) -> None:
     """Remember three episodes, consolidate two into a concept page, and see one left."""
-    (root / "episodes" / "example-episode.md").unlink()
-    async with stdio_session(root, tmp_path / "stderr.log") as session:
+    (knowledge_root / "episodes" / "example-episode.md").unlink()
+    async with stdio_session(knowledge_root, tmp_path / "stderr.log") as session:
         await session.initialize()
         ids = []
         for n in range(3):
@@ -564,14 +525,17 @@ async def test_stdio_agent_memory_loop(root: Path, tmp_path: Path) -> None:
             {"path": "concepts/lessons.md", "entries": [{"id": ids[0]}]},
         )
         assert again.startswith("Nothing to merge")
-    assert "# Lessons\n\nObservations 0 and 1.\n" in (root / "concepts/lessons.md").read_text()
+    assert (
+        "# Lessons\n\nObservations 0 and 1.\n"
+        in (knowledge_root / "concepts/lessons.md").read_text()
+    )
 
 
-async def test_stdio_agent_lifecycle_loop(root: Path, tmp_path: Path) -> None:
+async def test_stdio_agent_lifecycle_loop(knowledge_root: Path, tmp_path: Path) -> None:
     """Over stdio with the official client: remember 5 episodes (two with scope a) → a brief
     within a small budget → forget one → gone from search, brief, meta and the unmerged list,
     still readable → restore → back."""
-    async with stdio_session(root, tmp_path / "stderr.log") as session:
+    async with stdio_session(knowledge_root, tmp_path / "stderr.log") as session:
         await session.initialize()
         made = []
         for n in range(5):
@@ -660,8 +624,8 @@ async def http_session(
                 yield session
 
 
-async def test_http_transport(root: Path, tmp_path: Path) -> None:
-    args = ["mcp", "--root", str(root), "--http"]
+async def test_http_transport(knowledge_root: Path, tmp_path: Path) -> None:
+    args = ["mcp", "--root", str(knowledge_root), "--http"]
     with running(args, tmp_path / "http.log") as base:
         health = httpx.get(base + "/health").json()
         assert health["status"] == "ok" and health["transport"] == "http"
@@ -673,8 +637,8 @@ async def test_http_transport(root: Path, tmp_path: Path) -> None:
     assert "kiwifs-mcp: tool=kiwi_write" in (tmp_path / "http.log").read_text()
 
 
-async def test_mcp_mounted_in_serve_behind_auth(root: Path, tmp_path: Path) -> None:
-    args = ["serve", "--root", str(root), "--api-key", "s3cret"]
+async def test_mcp_mounted_in_serve_behind_auth(knowledge_root: Path, tmp_path: Path) -> None:
+    args = ["serve", "--root", str(knowledge_root), "--api-key", "s3cret"]
     # /readyz: the routes are built (/health answers while they are, see docs/rest.md)
     with running(args, tmp_path / "serve.log", "/readyz") as base:
         refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
@@ -688,10 +652,10 @@ async def test_mcp_mounted_in_serve_behind_auth(root: Path, tmp_path: Path) -> N
             assert got.status_code == 200 and got.text == "hi"
 
 
-def test_standalone_http_honours_apikey_config(root: Path) -> None:
-    config = root / ".kiwi" / "config.toml"
+def test_standalone_http_honours_apikey_config(knowledge_root: Path) -> None:
+    config = knowledge_root / ".kiwi" / "config.toml"
     config.write_text(config.read_text().replace('type = "none"', 'type = "apikey"\napi_key = "k"'))
-    client = TestClient(http_app(Knowledge.open(root)), base_url="http://127.0.0.1:8181")
+    client = TestClient(http_app(Knowledge.open(knowledge_root)), base_url="http://127.0.0.1:8181")
     refused = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert refused.status_code == 401 and refused.json() == {"error": "invalid API key"}
     assert client.get("/health").json()["status"] == "ok"

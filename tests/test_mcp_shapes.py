@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.types import TextContent
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.server import build_server
+from mcpsession import mcp_session, ok
 from vectorkit import build_model, local_config
 
 pytestmark = pytest.mark.anyio
@@ -36,11 +34,6 @@ PAGES = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_model(tmp_path_factory.mktemp("model") / "m2v")
@@ -54,24 +47,6 @@ def many(root: Path) -> Iterator[Path]:
             status = "---\nstatus: todo\n---\n" if n < 2 else ""
             kb.write(f"z/{n:02}.md", f"{status}zebra number {n}\n")
     yield root
-
-
-@asynccontextmanager
-async def client_on(root: Path) -> AsyncIterator[Client]:
-    kb = Knowledge.open(root)
-    try:
-        async with Client(build_server(kb)) as client:
-            yield client
-    finally:
-        kb.close()
-
-
-async def ok(client: Client, name: str, args: dict[str, Any]) -> str:
-    result = await client.call_tool(name, args)
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    assert not result.is_error, f"{name}({args}) failed: {block.text}"
-    return block.text
 
 
 def hybrid_hits(text: str) -> list[tuple[str, str, int]]:
@@ -103,7 +78,7 @@ def brief_pack(text: str) -> tuple[list[tuple[str, str]], list[str]]:
 
 
 async def test_hybrid_lines_without_vectors_are_all_keyword_only(make_root: Callable[..., Path]):
-    async with client_on(make_root(PAGES)) as client:
+    async with mcp_session(make_root(PAGES)) as client:
         text = await ok(client, "kiwi_search_hybrid", {"query": "kiwi"})
     hits = hybrid_hits(text)
     assert len(hits) == 3 and {m for _, m, _ in hits} == {"keyword only"}
@@ -113,7 +88,7 @@ async def test_hybrid_lines_without_vectors_are_all_keyword_only(make_root: Call
 
 async def test_hybrid_lines_with_vectors(make_root: Callable[..., Path], model: Path) -> None:
     root = make_root({**PAGES, ".kiwi/config.toml": local_config(model)})
-    async with client_on(root) as client:
+    async with mcp_session(root) as client:
         text = await ok(client, "kiwi_search_hybrid", {"query": "kiwi bird", "limit": 4})
     hits = hybrid_hits(text)
     assert len(hits) == 4 and "both" in {m for _, m, _ in hits}
@@ -136,7 +111,7 @@ async def test_hybrid_lines_with_vectors(make_root: Callable[..., Path], model: 
 
 
 async def test_brief_parses_into_sections_and_dropped(root: Path) -> None:
-    async with client_on(root) as client:
+    async with mcp_session(root) as client:
         await ok(client, "kiwi_write", {"path": "n/small.md", "content": "an axolotl\n"})
         await ok(client, "kiwi_write", {"path": "n/mid.md", "content": "axolotl gills\n" * 3})
         await ok(client, "kiwi_write", {"path": "n/big.md", "content": "the axolotl " * 40})
@@ -163,7 +138,7 @@ async def test_brief_parses_into_sections_and_dropped(root: Path) -> None:
 
 
 async def test_forget_takes_superseded_reason(root: Path) -> None:
-    async with client_on(root) as client:
+    async with mcp_session(root) as client:
         for name in ("a", "b", "c"):
             await ok(client, "kiwi_write", {"path": f"m/{name}.md", "content": "a memory\n"})
         said = await ok(
@@ -199,7 +174,7 @@ async def each(client: Client, tool: str, arg: str, base: dict[str, Any]) -> lis
 
 
 async def test_search_numbers_are_read_as_kiwifs_reads_them(many: Path) -> None:
-    async with client_on(many) as client:
+    async with mcp_session(many) as client:
         texts = await each(client, "kiwi_search", "limit", {"query": "zebra"})
         assert [len(numbered(t)) for t in texts] == [20, 20, 2, 20, 20, 50]
         texts = await each(client, "kiwi_search", "offset", {"query": "zebra", "limit": 1})
@@ -225,7 +200,7 @@ async def test_search_numbers_are_read_as_kiwifs_reads_them(many: Path) -> None:
 
 
 async def test_brief_and_memory_numbers(many: Path) -> None:
-    async with client_on(many) as client:
+    async with mcp_session(many) as client:
         texts = await each(client, "kiwi_brief", "budget_tokens", {"query": "zebra"})
         used = [re.search(r"of (\d+) tokens used", t)[1] for t in texts]  # type: ignore[index]
         assert used == ["4000", "4000", "2", "4000", "4000", str(10**9)]
@@ -249,7 +224,7 @@ async def test_brief_and_memory_numbers(many: Path) -> None:
 
 async def test_semantic_numbers(make_root: Callable[..., Path], model: Path) -> None:
     root = make_root({**PAGES, ".kiwi/config.toml": local_config(model)})
-    async with client_on(root) as client:
+    async with mcp_session(root) as client:
         texts = await each(client, "kiwi_search_semantic", "limit", {"query": "kiwi"})
         assert [len(numbered(t)) for t in texts] == [4, 4, 2, 4, 4, 4]  # default 5, 4 pages
         texts = await each(client, "kiwi_search_semantic", "threshold", {"query": "kiwi"})

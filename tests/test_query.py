@@ -3,22 +3,19 @@ and through every interface that takes a query (REST, MCP, CLI; keyword, hybrid,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from mcp import Client
-from mcp.types import TextContent
 
 from asgiclient import serve_in_process
 from kiwifs.cli import cli
 from kiwifs.index import query
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
+from mcpsession import call, mcp_session
 
 API = "/api/kiwi"
 PAGES = {
@@ -76,13 +73,14 @@ def paths(results: Any) -> list[str]:
 
 
 @pytest.fixture
-def root(make_root: Callable[..., Path]) -> Path:
+def pages_root(make_root: Callable[..., Path]) -> Path:
+    """``PAGES`` in a plain folder (no git)."""
     return make_root(PAGES)
 
 
 @pytest.fixture
-def kb(root: Path) -> Iterator[Knowledge]:
-    with Knowledge(root) as k:
+def pages_kb(pages_root: Path) -> Iterator[Knowledge]:
+    with Knowledge(pages_root) as k:
         yield k
 
 
@@ -156,42 +154,42 @@ def test_nothing_to_look_for() -> None:
 # -- the library --------------------------------------------------------------------------------
 
 
-def test_no_query_string_is_an_error(kb: Knowledge) -> None:
+def test_no_query_string_is_an_error(pages_kb: Knowledge) -> None:
     for text in TRICKY:
-        kb.search(text, limit=10)
-        kb.hybrid_search(text, limit=10)
-        kb.brief(text, budget_tokens=2000)
+        pages_kb.search(text, limit=10)
+        pages_kb.hybrid_search(text, limit=10)
+        pages_kb.brief(text, budget_tokens=2000)
 
 
-def test_questions_find_their_pages(kb: Knowledge) -> None:
+def test_questions_find_their_pages(pages_kb: Knowledge) -> None:
     question = 'When did Melanie read the book "nothing is impossible"?'
-    assert paths(kb.search(question))[0] == "notes/book.md"
-    found = paths(kb.search("When did Caroline go to the LGBTQ support group?"))
+    assert paths(pages_kb.search(question))[0] == "notes/book.md"
+    found = paths(pages_kb.search("When did Caroline go to the LGBTQ support group?"))
     assert found[0] == "notes/support.md" and "notes/coffee.md" in found
-    assert paths(kb.search("episode_id: ep-1"))[0] == "notes/ep.md"
-    assert paths(kb.search("Привет")) == ["notes/cjk.md"]
-    assert paths(kb.search("知识库")) == ["notes/cjk.md"]
-    assert paths(kb.search("\U0001f389 support \U0001f389"))[0] == "notes/support.md"
-    assert paths(kb.search("support AND")) == paths(kb.search("support"))
-    assert paths(kb.search('"unbalanced quote group')) == paths(kb.search("group"))
-    assert paths(kb.search("?!...")) == []
-    assert "notes/ep.md" in paths(kb.search("the and of"))  # only stop words: still asked
-    brief = kb.brief("When did Caroline go to the LGBTQ support group?", budget_tokens=2000)
+    assert paths(pages_kb.search("episode_id: ep-1"))[0] == "notes/ep.md"
+    assert paths(pages_kb.search("Привет")) == ["notes/cjk.md"]
+    assert paths(pages_kb.search("知识库")) == ["notes/cjk.md"]
+    assert paths(pages_kb.search("\U0001f389 support \U0001f389"))[0] == "notes/support.md"
+    assert paths(pages_kb.search("support AND")) == paths(pages_kb.search("support"))
+    assert paths(pages_kb.search('"unbalanced quote group')) == paths(pages_kb.search("group"))
+    assert paths(pages_kb.search("?!...")) == []
+    assert "notes/ep.md" in paths(pages_kb.search("the and of"))  # only stop words: still asked
+    brief = pages_kb.brief("When did Caroline go to the LGBTQ support group?", budget_tokens=2000)
     assert brief.pages[0].path == "notes/support.md"
 
 
-def test_fts5_syntax_keeps_its_meaning(kb: Knowledge) -> None:
-    assert paths(kb.search('"support group"')) == ["notes/support.md"]
-    assert paths(kb.search("group AND coffee")) == ["notes/coffee.md"]
-    assert paths(kb.search("group NOT coffee")) == ["notes/support.md"]
-    assert sorted(paths(kb.search("supp*"))) == ["notes/coffee.md", "notes/support.md"]
-    assert paths(kb.search("NEAR(Caroline group, 5)")) == ["notes/support.md"]
-    assert paths(kb.search("NEAR(Caroline coffee)")) == []
-    assert paths(kb.search("body: Tuesday")) == ["notes/support.md"]
+def test_fts5_syntax_keeps_its_meaning(pages_kb: Knowledge) -> None:
+    assert paths(pages_kb.search('"support group"')) == ["notes/support.md"]
+    assert paths(pages_kb.search("group AND coffee")) == ["notes/coffee.md"]
+    assert paths(pages_kb.search("group NOT coffee")) == ["notes/support.md"]
+    assert sorted(paths(pages_kb.search("supp*"))) == ["notes/coffee.md", "notes/support.md"]
+    assert paths(pages_kb.search("NEAR(Caroline group, 5)")) == ["notes/support.md"]
+    assert paths(pages_kb.search("NEAR(Caroline coffee)")) == []
+    assert paths(pages_kb.search("body: Tuesday")) == ["notes/support.md"]
 
 
-def test_snippets_mark_the_words_asked(kb: Knowledge) -> None:
-    hit = kb.search("When did Caroline go to the support group?").results[0]
+def test_snippets_mark_the_words_asked(pages_kb: Knowledge) -> None:
+    hit = pages_kb.search("When did Caroline go to the support group?").results[0]
     assert hit.snippet == (
         "<mark>Caroline</mark> went to the LGBTQ <mark>support</mark> <mark>group</mark>"
         " on Tuesday."
@@ -201,9 +199,9 @@ def test_snippets_mark_the_words_asked(kb: Knowledge) -> None:
 # -- every interface ----------------------------------------------------------------------------
 
 
-def test_rest_answers_every_query(root: Path) -> None:
+def test_rest_answers_every_query(pages_root: Path) -> None:
     """In-process with its lifespan: the watcher runs, so the term columns rank as in serve."""
-    with Knowledge.open(root) as kb, serve_in_process(create_app(kb)) as client:
+    with Knowledge.open(pages_root) as kb, serve_in_process(create_app(kb)) as client:
         for text in TRICKY:
             for route, extra in (("search", {}), ("search/hybrid", {}), ("brief", {})):
                 resp = client.get(f"{API}/{route}", params={"q": text, **extra})
@@ -219,26 +217,9 @@ def test_rest_answers_every_query(root: Path) -> None:
         assert [r["path"] for r in body["results"]] == ["notes/support.md"]
 
 
-@asynccontextmanager
-async def mcp_client(root: Path) -> AsyncIterator[Client]:
-    kb = Knowledge.open(root)
-    try:
-        async with Client(build_server(kb)) as client:
-            yield client
-    finally:
-        kb.close()
-
-
-async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, str]:
-    result = await client.call_tool(name, args)
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return bool(result.is_error), block.text
-
-
 @pytest.mark.anyio
-async def test_mcp_answers_every_query(root: Path) -> None:
-    async with mcp_client(root) as client:
+async def test_mcp_answers_every_query(pages_root: Path) -> None:
+    async with mcp_session(pages_root) as client:
         for text in TRICKY:
             for tool in ("kiwi_search", "kiwi_search_hybrid", "kiwi_brief"):
                 error, out = await call(client, tool, {"query": text})
@@ -250,19 +231,14 @@ async def test_mcp_answers_every_query(root: Path) -> None:
         assert not error and "notes/support.md" in out, out
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def test_cli_answers_every_query(root: Path) -> None:
+def test_cli_answers_every_query(pages_root: Path) -> None:
     runner = CliRunner()
     for text in [t for t in TRICKY if t.strip() and "\x00" not in t][::3]:
         for args in (["search", text], ["search", text, "--mode", "hybrid"], ["brief", text]):
-            out = runner.invoke(cli, [*args, "--root", str(root)])
+            out = runner.invoke(cli, [*args, "--root", str(pages_root)])
             assert out.exit_code == 0, (args, out.output)
     question = 'When did Melanie read the book "nothing is impossible"?'
-    out = runner.invoke(cli, ["search", question, "--root", str(root)])
+    out = runner.invoke(cli, ["search", question, "--root", str(pages_root)])
     assert out.exit_code == 0 and out.output.startswith("1. notes/book.md"), out.output
-    out = runner.invoke(cli, ["brief", question, "--root", str(root), "--budget", "2000"])
+    out = runner.invoke(cli, ["brief", question, "--root", str(pages_root), "--budget", "2000"])
     assert out.exit_code == 0 and "notes/book.md" in out.output, out.output

@@ -12,23 +12,21 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
-from mcp import Client
-from mcp.types import TextContent
 from starlette.testclient import TestClient
 
 import realserver
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
+from mcpsession import call, mcp_session
 from vectorkit import EmbeddingServer, build_model, http_config, local_config
 
 KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
@@ -239,26 +237,9 @@ def test_rest_without_vectors(plain_root: Path) -> None:
 # -- MCP (in-process) -----------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def mcp_client(root: Path) -> AsyncIterator[Client]:
-    kb = Knowledge.open(root)
-    try:
-        async with Client(build_server(kb)) as client:
-            yield client
-    finally:
-        kb.close()
-
-
-async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, str]:
-    result = await client.call_tool(name, args)
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return bool(result.is_error), block.text
-
-
 @pytest.mark.anyio
 async def test_mcp_semantic_and_hybrid(root: Path) -> None:
-    async with mcp_client(root) as client:
+    async with mcp_session(root) as client:
         error, text = await call(client, "kiwi_search_semantic", {"query": "kiwi bird feathers"})
         assert not error, text
         lines = text.splitlines()
@@ -285,17 +266,12 @@ async def test_mcp_semantic_and_hybrid(root: Path) -> None:
 
 @pytest.mark.anyio
 async def test_mcp_without_vectors(plain_root: Path) -> None:
-    async with mcp_client(plain_root) as client:
+    async with mcp_session(plain_root) as client:
         error, text = await call(client, "kiwi_search_semantic", {"query": "kiwi"})
         assert error and text.startswith("semantic search is not enabled")
         error, text = await call(client, "kiwi_search_hybrid", {"query": "kiwi"})
         assert not error and re.match(r"1\. \S+ \(keyword only, #1\)\n", text)
         assert text.endswith("Semantic search is not enabled: these are keyword results only.")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 # -- real processes -----------------------------------------------------------------------------
