@@ -4,7 +4,8 @@ The fixtures every module may ask for:
 
 - ``root``: a fresh versioned root laid out by the blank template (``tmp_path / "kb"``);
   ``knowledge_root`` the same laid out by the knowledge template (``kiwifs init``'s default).
-- ``kb``: the library opened on ``root``, closed after the test.
+- ``kb``: the library opened on ``root``, closed after the test; ``knowledge_kb`` the same on
+  ``knowledge_root``.
 - ``make_root``: a factory writing ``{relpath: text}`` into a fresh folder (no git).
 - ``clock``: a :class:`queuekit.Clock` the test moves by hand, for claims and leases.
 - ``anyio_backend``: asyncio, for ``@pytest.mark.anyio`` tests.
@@ -60,6 +61,7 @@ GIT_ENV = {
     "GIT_COMMITTER_NAME": "kiwifs tests",
     "GIT_COMMITTER_EMAIL": "tests@kiwifs.invalid",
 }
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Compile kiwifs's byte-code once, before any test (in the xdist controller, or the only
@@ -120,20 +122,21 @@ def fresh_records() -> Iterator[None]:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """A versioned root laid out by the blank template, as ``kiwifs init --template blank``."""
-    from kiwifs.knowledge import Knowledge
-
-    path = tmp_path / "kb"
-    Knowledge.init(path, "blank")
-    return path
+    return _init(tmp_path / "kb", "blank")
 
 
 @pytest.fixture
 def knowledge_root(tmp_path: Path) -> Path:
     """A versioned root laid out by the knowledge template, as ``kiwifs init``."""
+    return _init(tmp_path / "kb", "knowledge")
+
+
+def _init(path: Path, template: str) -> Path:
     from kiwifs.knowledge import Knowledge
 
-    path = tmp_path / "kb"
-    Knowledge.init(path, "knowledge")
+    # root and knowledge_root share the folder: a test asks for one of them, never both
+    assert not path.exists(), f"{path} is laid out already: ask for root or knowledge_root"
+    Knowledge.init(path, template)
     return path
 
 
@@ -143,6 +146,15 @@ def kb(root: Path) -> Iterator[Knowledge]:
     from kiwifs.knowledge import Knowledge
 
     with Knowledge.open(root) as opened:
+        yield opened
+
+
+@pytest.fixture
+def knowledge_kb(knowledge_root: Path) -> Iterator[Knowledge]:
+    """The library opened on ``knowledge_root``, closed after the test."""
+    from kiwifs.knowledge import Knowledge
+
+    with Knowledge.open(knowledge_root) as opened:
         yield opened
 
 

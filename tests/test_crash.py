@@ -55,13 +55,6 @@ def run_and_get_killed(script: str, *args: str) -> str:
     return done.stdout
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path)
-    return path
-
-
 # -- the git index file after kill -9 ------------------------------------------------------------
 
 WRITE_THREE_THEN_DIE = """
@@ -77,81 +70,85 @@ os.kill(os.getpid(), signal.SIGKILL)  # right after the acknowledgements, no cle
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_git_status_is_clean_after_kill_9_and_restart(root: Path, mode: str) -> None:
-    run_and_get_killed(WRITE_THREE_THEN_DIE, str(root), mode)
-    assert status(root) != ""  # the git index file lags behind HEAD (or the commits) until...
+def test_git_status_is_clean_after_kill_9_and_restart(knowledge_root: Path, mode: str) -> None:
+    run_and_get_killed(WRITE_THREE_THEN_DIE, str(knowledge_root), mode)
+    assert (
+        status(knowledge_root) != ""
+    )  # the git index file lags behind HEAD (or the commits) until...
 
-    kb = Knowledge.open(root)  # ...the restart repairs it, before anything else runs
+    kb = Knowledge.open(knowledge_root)  # ...the restart repairs it, before anything else runs
     try:
-        assert status(root) == ""
-        assert {"notes/n0.md", "notes/n1.md", "notes/n2.md"} <= head_files(root)
-        assert not (root / STALE_MARKER).exists()
+        assert status(knowledge_root) == ""
+        assert {"notes/n0.md", "notes/n1.md", "notes/n2.md"} <= head_files(knowledge_root)
+        assert not (knowledge_root / STALE_MARKER).exists()
     finally:
         kb.close()
     # a user's plain `git commit` has nothing to commit, and deletes nothing
-    subprocess.run(["git", "-C", str(root), "commit", "-m", "user"], capture_output=True)
-    assert {"notes/n0.md", "notes/n1.md", "notes/n2.md"} <= head_files(root)
-    assert git(root, "show", "HEAD:notes/n2.md") == "# note 2\n"
+    subprocess.run(["git", "-C", str(knowledge_root), "commit", "-m", "user"], capture_output=True)
+    assert {"notes/n0.md", "notes/n1.md", "notes/n2.md"} <= head_files(knowledge_root)
+    assert git(knowledge_root, "show", "HEAD:notes/n2.md") == "# note 2\n"
 
 
-def test_recovery_keeps_what_the_user_staged(root: Path) -> None:
-    (root / "index.md").write_text("# staged by the user\n")
-    git(root, "add", "index.md")
-    run_and_get_killed(WRITE_THREE_THEN_DIE, str(root), "sync")
-    with Knowledge.open(root):
+def test_recovery_keeps_what_the_user_staged(knowledge_root: Path) -> None:
+    (knowledge_root / "index.md").write_text("# staged by the user\n")
+    git(knowledge_root, "add", "index.md")
+    run_and_get_killed(WRITE_THREE_THEN_DIE, str(knowledge_root), "sync")
+    with Knowledge.open(knowledge_root):
         assert (
-            status(root) == "M  index.md\n"
+            status(knowledge_root) == "M  index.md\n"
         )  # kiwifs's commits show clean, the user's staging stays
 
 
-def test_an_index_lock_left_by_a_killed_index_write_is_removed(root: Path) -> None:
+def test_an_index_lock_left_by_a_killed_index_write_is_removed(knowledge_root: Path) -> None:
     """A crash while kiwifs writes ``.git/index`` leaves git's ``index.lock`` behind, which
     would make every later ``git commit`` fail: recovery removes it (only when kiwifs's own
     marker shows the lock is kiwifs's)."""
-    run_and_get_killed(WRITE_THREE_THEN_DIE, str(root), "sync")
-    (root / ".git/index.lock").write_bytes(b"half an index")
-    (root / WRITING_MARKER).touch()
-    with Knowledge.open(root):
-        assert not (root / ".git/index.lock").exists()
-        assert not (root / WRITING_MARKER).exists()
-        assert status(root) == ""
+    run_and_get_killed(WRITE_THREE_THEN_DIE, str(knowledge_root), "sync")
+    (knowledge_root / ".git/index.lock").write_bytes(b"half an index")
+    (knowledge_root / WRITING_MARKER).touch()
+    with Knowledge.open(knowledge_root):
+        assert not (knowledge_root / ".git/index.lock").exists()
+        assert not (knowledge_root / WRITING_MARKER).exists()
+        assert status(knowledge_root) == ""
 
 
-def test_a_user_index_lock_is_not_touched(root: Path) -> None:
-    run_and_get_killed(WRITE_THREE_THEN_DIE, str(root), "sync")
-    (root / ".git/index.lock").write_bytes(b"a git command at work")
-    with Knowledge.open(root):
-        assert (root / ".git/index.lock").exists()  # git's own lock: the repair waits
-        assert (root / STALE_MARKER).exists()
-    (root / ".git/index.lock").unlink()
-    with Knowledge.open(root):
-        assert status(root) == ""
+def test_a_user_index_lock_is_not_touched(knowledge_root: Path) -> None:
+    run_and_get_killed(WRITE_THREE_THEN_DIE, str(knowledge_root), "sync")
+    (knowledge_root / ".git/index.lock").write_bytes(b"a git command at work")
+    with Knowledge.open(knowledge_root):
+        assert (knowledge_root / ".git/index.lock").exists()  # git's own lock: the repair waits
+        assert (knowledge_root / STALE_MARKER).exists()
+    (knowledge_root / ".git/index.lock").unlink()
+    with Knowledge.open(knowledge_root):
+        assert status(knowledge_root) == ""
 
 
-def test_a_ref_lock_left_by_a_killed_commit_is_removed(root: Path) -> None:
+def test_a_ref_lock_left_by_a_killed_commit_is_removed(knowledge_root: Path) -> None:
     """``kill -9`` while a commit moves HEAD leaves ``refs/heads/main.lock``; with kiwifs's
     marker beside it the next commit removes it instead of failing forever."""
-    run_and_get_killed(WRITE_THREE_THEN_DIE, str(root), "sync")
-    branch = (root / ".git/HEAD").read_text().split("ref: ")[1].strip()
-    (root / f".git/{branch}.lock").write_text("0" * 40 + "\n")
-    (root / REF_MARKER).touch()
-    with Knowledge.open(root) as kb:
+    run_and_get_killed(WRITE_THREE_THEN_DIE, str(knowledge_root), "sync")
+    branch = (knowledge_root / ".git/HEAD").read_text().split("ref: ")[1].strip()
+    (knowledge_root / f".git/{branch}.lock").write_text("0" * 40 + "\n")
+    (knowledge_root / REF_MARKER).touch()
+    with Knowledge.open(knowledge_root) as kb:
         kb.write("notes/after.md", "# after\n", actor="alice")
-        assert not (root / f".git/{branch}.lock").exists()
-        assert not (root / REF_MARKER).exists()
-    assert "notes/after.md" in head_files(root)
+        assert not (knowledge_root / f".git/{branch}.lock").exists()
+        assert not (knowledge_root / REF_MARKER).exists()
+    assert "notes/after.md" in head_files(knowledge_root)
 
 
-def test_a_user_ref_lock_is_not_touched(root: Path) -> None:
-    branch = (root / ".git/HEAD").read_text().split("ref: ")[1].strip()
-    (root / f".git/{branch}.lock").write_text("a git command at work\n")
-    with Knowledge.open(root) as kb:
+def test_a_user_ref_lock_is_not_touched(knowledge_root: Path) -> None:
+    branch = (knowledge_root / ".git/HEAD").read_text().split("ref: ")[1].strip()
+    (knowledge_root / f".git/{branch}.lock").write_text("a git command at work\n")
+    with Knowledge.open(knowledge_root) as kb:
         with pytest.raises(StorageError, match="git commit failed"):
             kb.write("notes/blocked.md", "# blocked\n", actor="alice")
-        assert (root / f".git/{branch}.lock").exists()
-        (root / f".git/{branch}.lock").unlink()
+        assert (knowledge_root / f".git/{branch}.lock").exists()
+        (knowledge_root / f".git/{branch}.lock").unlink()
         kb.write("notes/later.md", "# later\n", actor="alice")
-    assert "notes/blocked.md" in head_files(root)  # the failed commit's write, committed later
+    assert "notes/blocked.md" in head_files(
+        knowledge_root
+    )  # the failed commit's write, committed later
 
 
 # -- bulk writes across a crash ------------------------------------------------------------------
@@ -229,78 +226,87 @@ def midway_kill(root: Path, gen: int) -> tuple[str, set[str], str]:
     pytest.fail("no kill landed in the middle of the bulk write in 8 attempts")
 
 
-def test_a_bulk_killed_midway_is_recovered_whole(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_a_bulk_killed_midway_is_recovered_whole(knowledge_root: Path) -> None:
+    with Knowledge.open(knowledge_root) as kb:
         kb.bulk_write([(f"bulk/old/f{i:03d}.md", f"gen 1 old {i}\n") for i in range(OLD)])
-    new_dir, _, _ = midway_kill(root, 2)
-    gens, new = bulk_state(root, new_dir)
+    new_dir, _, _ = midway_kill(knowledge_root, 2)
+    gens, new = bulk_state(knowledge_root, new_dir)
     assert gens == {"2"} and 0 < new < BULK_SIZE - OLD  # on disk in part, before recovery
 
-    with Knowledge.open(root):
-        gens, new = bulk_state(root, new_dir)
+    with Knowledge.open(knowledge_root):
+        gens, new = bulk_state(knowledge_root, new_dir)
         # the journal held the whole bulk: rolled forward, one commit by its author
         assert (gens, new) == ({"2"}, BULK_SIZE - OLD)
-        assert status(root) == ""
-        assert git(root, "log", "-1", "--format=%an %s") == "bulker bulk gen 2\n"
+        assert status(knowledge_root) == ""
+        assert git(knowledge_root, "log", "-1", "--format=%an %s") == "bulker bulk gen 2\n"
         bulk_paths = {f"bulk/old/f{i:03d}.md" for i in range(OLD)}
         bulk_paths |= {f"bulk/{new_dir}/f{i:03d}.md" for i in range(BULK_SIZE - OLD)}
-        assert commits_touching_part_of(root, bulk_paths, f"bulk/{new_dir}") == []
-        assert not list(root.rglob(f"{TEMP_PREFIX}*"))
+        assert commits_touching_part_of(knowledge_root, bulk_paths, f"bulk/{new_dir}") == []
+        assert not list(knowledge_root.rglob(f"{TEMP_PREFIX}*"))
 
 
-def test_a_bulk_that_cannot_be_finished_is_rolled_back(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_a_bulk_that_cannot_be_finished_is_rolled_back(knowledge_root: Path) -> None:
+    with Knowledge.open(knowledge_root) as kb:
         kb.bulk_write([(f"bulk/old/f{i:03d}.md", f"gen 1 old {i}\n") for i in range(OLD)])
-    new_dir, before, head = midway_kill(root, 2)
+    new_dir, before, head = midway_kill(knowledge_root, 2)
     # before the restart, a folder appears where the bulk's last file should go
-    (root / f"bulk/{new_dir}/f{BULK_SIZE - OLD - 1:03d}.md").mkdir(parents=True)
+    (knowledge_root / f"bulk/{new_dir}/f{BULK_SIZE - OLD - 1:03d}.md").mkdir(parents=True)
 
-    with Knowledge.open(root):
-        gens, new = bulk_state(root, new_dir)
+    with Knowledge.open(knowledge_root):
+        gens, new = bulk_state(knowledge_root, new_dir)
         assert gens == before  # the old contents are back ({"1"} unless a kill missed first)
         assert new == 1  # only the folder in the way: no new file remains
-        assert git(root, "rev-parse", "HEAD") == head
-        assert status(root) == ""
+        assert git(knowledge_root, "rev-parse", "HEAD") == head
+        assert status(knowledge_root) == ""
 
 
-def test_a_live_process_finishes_a_bulk_another_process_left_before_writing(root: Path) -> None:
+def test_a_live_process_finishes_a_bulk_another_process_left_before_writing(
+    knowledge_root: Path,
+) -> None:
     """The next write, in any process, settles an interrupted bulk first: it can then never be
     replayed over that write (or any later one)."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(knowledge_root) as kb:
         kb.bulk_write([(f"bulk/old/f{i:03d}.md", f"gen 1 old {i}\n") for i in range(OLD)])
-        new_dir, _, _ = midway_kill(root, 2)  # another process dies mid-bulk; kb stays open
+        new_dir, _, _ = midway_kill(
+            knowledge_root, 2
+        )  # another process dies mid-bulk; kb stays open
         kb.write("bulk/old/f000.md", "written after the crash\n", actor="later")
-        gens, new = bulk_state(root, new_dir)
+        gens, new = bulk_state(knowledge_root, new_dir)
         assert (gens, new) == ({"2", "after"}, BULK_SIZE - OLD)
-        assert git(root, "log", "-2", "--format=%an %s") == (
+        assert git(knowledge_root, "log", "-2", "--format=%an %s") == (
             "later later: bulk/old/f000.md\nbulker bulk gen 2\n"
         )
-    with Knowledge.open(root):  # nothing left to replay
-        assert (root / "bulk/old/f000.md").read_text() == "written after the crash\n"
-        assert status(root) == ""
+    with Knowledge.open(knowledge_root):  # nothing left to replay
+        assert (knowledge_root / "bulk/old/f000.md").read_text() == "written after the crash\n"
+        assert status(knowledge_root) == ""
 
 
-def test_orphaned_temp_files_are_removed(root: Path, tmp_path: Path) -> None:
+def test_orphaned_temp_files_are_removed(knowledge_root: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    (root / "linked").symlink_to(outside)
-    (root / "notes").mkdir()
-    near_journaled = root / f"notes/{TEMP_PREFIX}4-5-6"
-    elsewhere = [root / f"{TEMP_PREFIX}1-2-3", root / f".kiwi/state/{TEMP_PREFIX}bulk-7-0"]
-    kept = [root / f".git/{TEMP_PREFIX}8-9-0", outside / f"{TEMP_PREFIX}1-1-1"]
+    (knowledge_root / "linked").symlink_to(outside)
+    (knowledge_root / "notes").mkdir()
+    near_journaled = knowledge_root / f"notes/{TEMP_PREFIX}4-5-6"
+    elsewhere = [
+        knowledge_root / f"{TEMP_PREFIX}1-2-3",
+        knowledge_root / f".kiwi/state/{TEMP_PREFIX}bulk-7-0",
+    ]
+    kept = [knowledge_root / f".git/{TEMP_PREFIX}8-9-0", outside / f"{TEMP_PREFIX}1-1-1"]
     for path in [near_journaled, *elsewhere, *kept]:
         path.write_text("half written")
     # a crash while writing notes/a.md (and a path that was refused: it leads outside)
-    (root / ".kiwi/state/uncommitted.log").write_text("notes/a.md\nlinked/x.md\n")
+    (knowledge_root / ".kiwi/state/uncommitted.log").write_text("notes/a.md\nlinked/x.md\n")
 
-    with Knowledge.open(root):  # any open looks in the folders the journal names
+    with Knowledge.open(knowledge_root):  # any open looks in the folders the journal names
         assert not near_journaled.exists()
         assert elsewhere[0].exists() and not elsewhere[1].exists()  # state folder too
         assert all(p.exists() for p in kept)
-    with Knowledge.open(root, sweep=True):  # `kiwifs serve` and `kiwifs mcp` walk the root
+    with Knowledge.open(
+        knowledge_root, sweep=True
+    ):  # `kiwifs serve` and `kiwifs mcp` walk the root
         assert not any(p.exists() for p in elsewhere)
         assert all(p.exists() for p in kept)  # not in .git, not through a symlink
-    assert status(root) == "?? linked\n"  # the symlink itself: not kiwifs's to remove
+    assert status(knowledge_root) == "?? linked\n"  # the symlink itself: not kiwifs's to remove
 
 
 # -- crash injection: a real server, concurrent writers, kill -9 at random points ----------------

@@ -8,7 +8,6 @@ add neither an action nor a ``Provenance:`` trailer. Real git, real roots, the r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,47 +23,48 @@ from kiwifs.rest.app import create_app
 FORGED = "delete: index.md\n\nProvenance: run:forged"
 
 
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Knowledge]:
-    Knowledge.init(tmp_path / "kb")
-    knowledge = Knowledge.open(tmp_path / "kb")
-    yield knowledge
-    knowledge.close()
-
-
 def changes_since(kb: Knowledge, start: str) -> list[tuple[str, str, str]]:
     return [(c.action, c.path, c.actor) for c in kb.changes(start)]
 
 
-def test_a_bulk_message_cannot_forge_an_action_or_a_trailer(kb: Knowledge) -> None:
-    start = git_line(kb.root, "rev-parse", "HEAD")
-    kb.bulk_write([("f/one.md", "1")], actor="mallory", provenance="run:real", message=FORGED)
-    kb.bulk_write([("f/two.md", "2"), ("f/three.md", "3")], actor="mallory", message=FORGED)
-    assert changes_since(kb, start) == [("write", "", "mallory"), ("write", "f/one.md", "mallory")]
-    assert (kb.root / "index.md").is_file()
-    messages = git(kb.root, "log", "-2", "--format=%B%x00").split("\0")
+def test_a_bulk_message_cannot_forge_an_action_or_a_trailer(knowledge_kb: Knowledge) -> None:
+    start = git_line(knowledge_kb.root, "rev-parse", "HEAD")
+    knowledge_kb.bulk_write(
+        [("f/one.md", "1")], actor="mallory", provenance="run:real", message=FORGED
+    )
+    knowledge_kb.bulk_write(
+        [("f/two.md", "2"), ("f/three.md", "3")], actor="mallory", message=FORGED
+    )
+    assert changes_since(knowledge_kb, start) == [
+        ("write", "", "mallory"),
+        ("write", "f/one.md", "mallory"),
+    ]
+    assert (knowledge_kb.root / "index.md").is_file()
+    messages = git(knowledge_kb.root, "log", "-2", "--format=%B%x00").split("\0")
     assert [m.strip("\n") for m in messages[:2]] == [
         "delete: index.md Provenance: run:forged",
         "delete: index.md Provenance: run:forged\n\nProvenance: run:real",
     ]
-    trailers = git(kb.root, "log", "-2", "--format=%(trailers:key=Provenance,valueonly)%x00")
+    trailers = git(
+        knowledge_kb.root, "log", "-2", "--format=%(trailers:key=Provenance,valueonly)%x00"
+    )
     assert [t.strip() for t in trailers.split("\0")[:2]] == ["", "run:real"]
 
 
-def test_actions_come_from_the_tree(kb: Knowledge) -> None:
-    start = git_line(kb.root, "rev-parse", "HEAD")
-    kb.write("t/a.md", "a", actor="ann")
-    kb.write("t/a.md", "a2", actor="ann")
-    kb.rename("t/a.md", "t/b.md", actor="ben")
-    kb.delete("t/b.md", actor="cat")
-    kb.bulk_write([("t/c.md", "c"), ("t/d.md", "d")], actor="dan")
+def test_actions_come_from_the_tree(knowledge_kb: Knowledge) -> None:
+    start = git_line(knowledge_kb.root, "rev-parse", "HEAD")
+    knowledge_kb.write("t/a.md", "a", actor="ann")
+    knowledge_kb.write("t/a.md", "a2", actor="ann")
+    knowledge_kb.rename("t/a.md", "t/b.md", actor="ben")
+    knowledge_kb.delete("t/b.md", actor="cat")
+    knowledge_kb.bulk_write([("t/c.md", "c"), ("t/d.md", "d")], actor="dan")
     # a user's own commit whose subject claims something else
-    (kb.root / "t" / "c.md").unlink()
-    (kb.root / "t" / "d.md").unlink()
-    git(kb.root, "reset", "-q")  # the git index file may lag HEAD for a moment
-    git(kb.root, "add", "-A", "t")
-    git(kb.root, "commit", "-q", "-m", "rename everything \u2192 nowhere")
-    assert changes_since(kb, start) == [
+    (knowledge_kb.root / "t" / "c.md").unlink()
+    (knowledge_kb.root / "t" / "d.md").unlink()
+    git(knowledge_kb.root, "reset", "-q")  # the git index file may lag HEAD for a moment
+    git(knowledge_kb.root, "add", "-A", "t")
+    git(knowledge_kb.root, "commit", "-q", "-m", "rename everything \u2192 nowhere")
+    assert changes_since(knowledge_kb, start) == [
         ("delete", "", "kiwifs tests"),  # several deletions
         ("write", "", "dan"),
         ("delete", "t/b.md", "cat"),
@@ -74,15 +74,15 @@ def test_actions_come_from_the_tree(kb: Knowledge) -> None:
     ]
 
 
-def test_a_path_with_odd_characters_is_read_whole(kb: Knowledge) -> None:
+def test_a_path_with_odd_characters_is_read_whole(knowledge_kb: Knowledge) -> None:
     """Log records are NUL-separated and paths taken by count: no character can split one."""
-    start = git_line(kb.root, "rev-parse", "HEAD")
+    start = git_line(knowledge_kb.root, "rev-parse", "HEAD")
     name = "odd \u2192 R100 x\u001e.md"
-    (kb.root / name).write_text("x")
-    git(kb.root, "reset", "-q")  # the git index file may lag HEAD for a moment
-    git(kb.root, "add", name)
-    git(kb.root, "commit", "-q", "-m", "write: something else")
-    assert changes_since(kb, start) == [("write", name, "kiwifs tests")]
+    (knowledge_kb.root / name).write_text("x")
+    git(knowledge_kb.root, "reset", "-q")  # the git index file may lag HEAD for a moment
+    git(knowledge_kb.root, "add", name)
+    git(knowledge_kb.root, "commit", "-q", "-m", "write: something else")
+    assert changes_since(knowledge_kb, start) == [("write", name, "kiwifs tests")]
 
 
 @pytest.mark.parametrize(
@@ -104,16 +104,20 @@ def test_commit_subject_is_bounded() -> None:
     assert len(subject) == MAX_SUBJECT_CHARS and subject.endswith("\u2026")
 
 
-def test_an_empty_message_falls_back_to_the_default(kb: Knowledge) -> None:
-    kb.bulk_write([("e.md", "e")], actor="eve", message="\n \n")
-    assert git_line(kb.root, "log", "-1", "--format=%s") == "eve: bulk write \u2014 1 files"
+def test_an_empty_message_falls_back_to_the_default(knowledge_kb: Knowledge) -> None:
+    knowledge_kb.bulk_write([("e.md", "e")], actor="eve", message="\n \n")
+    assert (
+        git_line(knowledge_kb.root, "log", "-1", "--format=%s") == "eve: bulk write \u2014 1 files"
+    )
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_rest_changes_shows_the_real_action(kb: Knowledge, anyio_backend: str) -> None:
-    start = git_line(kb.root, "rev-parse", "HEAD")
-    transport = httpx.ASGITransport(app=create_app(kb))
+async def test_rest_changes_shows_the_real_action(
+    knowledge_kb: Knowledge, anyio_backend: str
+) -> None:
+    start = git_line(knowledge_kb.root, "rev-parse", "HEAD")
+    transport = httpx.ASGITransport(app=create_app(knowledge_kb))
     async with httpx.AsyncClient(transport=transport, base_url="http://kiwi") as client:
         body = {"files": [{"path": "r/x.md", "content": "x"}], "message": FORGED}
         resp = await client.post("/api/kiwi/bulk", json=body, headers={"X-Actor": "mallory"})
@@ -127,7 +131,7 @@ async def test_rest_changes_shows_the_real_action(kb: Knowledge, anyio_backend: 
 
 @pytest.mark.parametrize("since", ["--all", "HEAD", "abc", "ABCDEF12", "a" * 41, "abcd..HEAD"])
 def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
-    tmp_path: Path, kb: Knowledge, since: str
+    tmp_path: Path, knowledge_kb: Knowledge, since: str
 ) -> None:
     """The one shape rule (``gitlog.check_sequence``) holds on a versioned root, on one
     without git (no history, yet the same refusal), and on ``gitlog.changes`` itself."""
@@ -135,15 +139,15 @@ def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
     plain.mkdir()
     with Knowledge.open(plain) as unversioned:
         assert unversioned.git is None
-        for root in (kb, unversioned):
+        for root in (knowledge_kb, unversioned):
             with pytest.raises(UsageError, match="unknown sequence"):
                 root.changes(since)
-    assert kb.git is not None
+    assert knowledge_kb.git is not None
     with pytest.raises(UsageError, match="unknown sequence"):
-        gitlog.changes(kb.git, since, 10)
+        gitlog.changes(knowledge_kb.git, since, 10)
 
 
-def test_a_short_commit_id_is_a_valid_since(kb: Knowledge) -> None:
-    start = git_line(kb.root, "rev-parse", "HEAD")
-    kb.write("s.md", "s")
-    assert [c.path for c in kb.changes(start[:7])] == ["s.md"]
+def test_a_short_commit_id_is_a_valid_since(knowledge_kb: Knowledge) -> None:
+    start = git_line(knowledge_kb.root, "rev-parse", "HEAD")
+    knowledge_kb.write("s.md", "s")
+    assert [c.path for c in knowledge_kb.changes(start[:7])] == ["s.md"]

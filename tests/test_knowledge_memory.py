@@ -18,13 +18,6 @@ from kiwifs.versioning import blob_id
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "kb"
-    Knowledge.init(path, "knowledge")
-    return path
-
-
 def write(root: Path, rel: str, data: bytes | str) -> Path:
     target = root / rel
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -36,27 +29,36 @@ def entries_of(root: Path, rel: str) -> list[dict[str, str]]:
     return read_frontmatter((root / rel).read_bytes()).data["merged-from"]
 
 
-def test_merge_then_report_no_longer_lists_the_episode(kb: Knowledge, root: Path) -> None:
-    assert [e.path for e in kb.memory_report().unmerged] == ["episodes/example-episode.md"]
-    result = kb.merge("concepts/summary.md", [MergeEntry(id="example-001")], actor="consolidator")
+def test_merge_then_report_no_longer_lists_the_episode(
+    knowledge_kb: Knowledge, knowledge_root: Path
+) -> None:
+    assert [e.path for e in knowledge_kb.memory_report().unmerged] == [
+        "episodes/example-episode.md"
+    ]
+    result = knowledge_kb.merge(
+        "concepts/summary.md", [MergeEntry(id="example-001")], actor="consolidator"
+    )
     assert result.created
-    assert kb.memory_report().unmerged == ()
-    assert kb.memory_report().merged_from_refs == 1
-    assert result.etag == blob_id((root / "concepts/summary.md").read_bytes())
+    assert knowledge_kb.memory_report().unmerged == ()
+    assert knowledge_kb.memory_report().merged_from_refs == 1
+    assert result.etag == blob_id((knowledge_root / "concepts/summary.md").read_bytes())
 
 
-def test_merge_is_idempotent(kb: Knowledge, root: Path) -> None:
+def test_merge_is_idempotent(knowledge_kb: Knowledge, knowledge_root: Path) -> None:
     entries = [MergeEntry(id="e1", note="first"), MergeEntry(path="episodes/b.md")]
-    first = kb.merge("concepts/x.md", entries)
+    first = knowledge_kb.merge("concepts/x.md", entries)
     assert len(first.added) == 2
-    before = (root / "concepts/x.md").read_bytes()
-    head, count = git_line(root, "rev-parse", "HEAD"), commit_count(root)
-    again = kb.merge("concepts/x.md", entries)
+    before = (knowledge_root / "concepts/x.md").read_bytes()
+    head, count = git_line(knowledge_root, "rev-parse", "HEAD"), commit_count(knowledge_root)
+    again = knowledge_kb.merge("concepts/x.md", entries)
     assert again.added == ()
     assert not again.created
     assert again.etag == first.etag
-    assert (root / "concepts/x.md").read_bytes() == before
-    assert (git_line(root, "rev-parse", "HEAD"), commit_count(root)) == (head, count)
+    assert (knowledge_root / "concepts/x.md").read_bytes() == before
+    assert (git_line(knowledge_root, "rev-parse", "HEAD"), commit_count(knowledge_root)) == (
+        head,
+        count,
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,42 +73,48 @@ def test_merge_is_idempotent(kb: Knowledge, root: Path) -> None:
     ids=["type-case-and-id-padding", "path-normalised", "note-ignored", "date-ignored", "RUN"],
 )
 def test_idempotent_by_key(
-    kb: Knowledge, root: Path, existing: MergeEntry, entry: MergeEntry
+    knowledge_kb: Knowledge, knowledge_root: Path, existing: MergeEntry, entry: MergeEntry
 ) -> None:
-    kb.merge("concepts/x.md", [existing])
-    before = (root / "concepts/x.md").read_bytes()
-    assert kb.merge("concepts/x.md", [entry]).added == ()
-    assert (root / "concepts/x.md").read_bytes() == before
+    knowledge_kb.merge("concepts/x.md", [existing])
+    before = (knowledge_root / "concepts/x.md").read_bytes()
+    assert knowledge_kb.merge("concepts/x.md", [entry]).added == ()
+    assert (knowledge_root / "concepts/x.md").read_bytes() == before
 
 
-def test_duplicates_within_one_batch_are_added_once(kb: Knowledge, root: Path) -> None:
-    result = kb.merge(
+def test_duplicates_within_one_batch_are_added_once(
+    knowledge_kb: Knowledge, knowledge_root: Path
+) -> None:
+    result = knowledge_kb.merge(
         "concepts/x.md", [MergeEntry(id="a"), MergeEntry(id="a "), MergeEntry(id="b")]
     )
     assert [e.id for e in result.added] == ["a", "b"]
-    assert [e["id"] for e in entries_of(root, "concepts/x.md")] == ["a", "b"]
+    assert [e["id"] for e in entries_of(knowledge_root, "concepts/x.md")] == ["a", "b"]
 
 
-def test_hand_written_entries_count_as_existing(kb: Knowledge, root: Path) -> None:
+def test_hand_written_entries_count_as_existing(
+    knowledge_kb: Knowledge, knowledge_root: Path
+) -> None:
     write(
-        root,
+        knowledge_root,
         "concepts/x.md",
         "---\nmerged-from:\n"
         "  - {type: run, id: 42}\n"
         "  - {type: note, path: ./episodes/a.md}\n"
         "---\n",
     )
-    result = kb.merge(
+    result = knowledge_kb.merge(
         "concepts/x.md",
         [MergeEntry(type="run", id="42"), MergeEntry(type="note", path="episodes/a.md")],
     )
     assert result.added == ()
 
 
-def test_missing_page_is_created_semantic_with_empty_body(kb: Knowledge, root: Path) -> None:
-    result = kb.merge("concepts/new/page.md", [MergeEntry(id="e1")])
+def test_missing_page_is_created_semantic_with_empty_body(
+    knowledge_kb: Knowledge, knowledge_root: Path
+) -> None:
+    result = knowledge_kb.merge("concepts/new/page.md", [MergeEntry(id="e1")])
     assert result.created
-    data = (root / "concepts/new/page.md").read_bytes()
+    data = (knowledge_root / "concepts/new/page.md").read_bytes()
     fm = read_frontmatter(data).data
     assert fm["memory_kind"] == "semantic"
     assert list(fm) == ["memory_kind", "merged-from"]
@@ -114,12 +122,12 @@ def test_missing_page_is_created_semantic_with_empty_body(kb: Knowledge, root: P
     assert data.startswith(b"---\nmemory_kind: semantic\nmerged-from:\n  - type: episode\n")
 
 
-def test_entry_fields_and_order(kb: Knowledge, root: Path) -> None:
+def test_entry_fields_and_order(knowledge_kb: Knowledge, knowledge_root: Path) -> None:
     entry = MergeEntry(
         type="run", id="r1", path="episodes/r1.md", date="2026-01-02T03:04:05Z", note="n"
     )
-    kb.merge("concepts/x.md", [entry], actor="alice")
-    (stored,) = entries_of(root, "concepts/x.md")
+    knowledge_kb.merge("concepts/x.md", [entry], actor="alice")
+    (stored,) = entries_of(knowledge_root, "concepts/x.md")
     assert stored == {
         "type": "run",
         "id": "r1",
@@ -143,14 +151,14 @@ def test_entry_fields_and_order(kb: Knowledge, root: Path) -> None:
     ids=["plain", "dot-slash", "leading-slash", "double-slash", "padded-backslash"],
 )
 def test_path_entries_are_normalised_and_write_no_id(
-    kb: Knowledge, root: Path, given: str, stored: str
+    knowledge_kb: Knowledge, knowledge_root: Path, given: str, stored: str
 ) -> None:
-    kb.merge("concepts/x.md", [MergeEntry(path=given)])
-    (entry,) = entries_of(root, "concepts/x.md")
+    knowledge_kb.merge("concepts/x.md", [MergeEntry(path=given)])
+    (entry,) = entries_of(knowledge_root, "concepts/x.md")
     assert entry["path"] == stored
     assert "id" not in entry
-    assert "id:" not in (root / "concepts/x.md").read_text()
-    assert kb.memory_report().merged_from_refs == 1
+    assert "id:" not in (knowledge_root / "concepts/x.md").read_text()
+    assert knowledge_kb.memory_report().merged_from_refs == 1
 
 
 @pytest.mark.parametrize(
@@ -179,17 +187,17 @@ def test_path_entries_are_normalised_and_write_no_id(
     ],
 )
 def test_bad_entries_are_refused_and_nothing_is_written(
-    kb: Knowledge, root: Path, entries: list[MergeEntry]
+    knowledge_kb: Knowledge, knowledge_root: Path, entries: list[MergeEntry]
 ) -> None:
-    page = write(root, "concepts/x.md", "---\ntitle: x\n---\nbody\n")
-    before, count = page.read_bytes(), commit_count(root)
+    page = write(knowledge_root, "concepts/x.md", "---\ntitle: x\n---\nbody\n")
+    before, count = page.read_bytes(), commit_count(knowledge_root)
     with pytest.raises(UsageError):
-        kb.merge("concepts/x.md", entries)
+        knowledge_kb.merge("concepts/x.md", entries)
     assert page.read_bytes() == before
-    assert commit_count(root) == count
+    assert commit_count(knowledge_root) == count
     with pytest.raises(UsageError):
-        kb.merge("concepts/never.md", entries)
-    assert not (root / "concepts/never.md").exists()
+        knowledge_kb.merge("concepts/never.md", entries)
+    assert not (knowledge_root / "concepts/never.md").exists()
 
 
 @pytest.mark.parametrize(
@@ -197,26 +205,28 @@ def test_bad_entries_are_refused_and_nothing_is_written(
     ["../x.md", ".hidden/x.md", "", "a/../b.md"],
     ids=["dotdot", "hidden", "empty", "inner-dotdot"],
 )
-def test_bad_page_paths_are_refused(kb: Knowledge, page: str) -> None:
+def test_bad_page_paths_are_refused(knowledge_kb: Knowledge, page: str) -> None:
     with pytest.raises(InvalidPath):
-        kb.merge(page, [MergeEntry(id="e1")])
+        knowledge_kb.merge(page, [MergeEntry(id="e1")])
 
 
-def test_date_defaults_to_now_utc_and_actor_to_the_caller(kb: Knowledge, root: Path) -> None:
+def test_date_defaults_to_now_utc_and_actor_to_the_caller(
+    knowledge_kb: Knowledge, knowledge_root: Path
+) -> None:
     before = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    kb.merge(
+    knowledge_kb.merge(
         "concepts/x.md",
         [MergeEntry(id="e1"), MergeEntry(id="e2", date="2001-02-03T04:05:06Z")],
         actor="bob",
     )
     after = dt.datetime.now(dt.UTC)
-    first, second = entries_of(root, "concepts/x.md")
+    first, second = entries_of(knowledge_root, "concepts/x.md")
     assert STAMP.match(first["date"])
     stamp = dt.datetime.strptime(first["date"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
     assert before <= stamp <= after
     assert second["date"] == "2001-02-03T04:05:06Z"
     assert first["actor"] == second["actor"] == "bob"
-    assert '"' + first["date"] + '"' in (root / "concepts/x.md").read_text()
+    assert '"' + first["date"] + '"' in (knowledge_root / "concepts/x.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -225,18 +235,19 @@ def test_date_defaults_to_now_utc_and_actor_to_the_caller(kb: Knowledge, root: P
     ids=["named", "default", "empty-is-default", "sanitised"],
 )
 def test_merge_commits_with_the_actor_as_author(
-    kb: Knowledge, root: Path, actor: str | None, author: str
+    knowledge_kb: Knowledge, knowledge_root: Path, actor: str | None, author: str
 ) -> None:
-    count = commit_count(root)
-    kb.merge("concepts/x.md", [MergeEntry(id="e1")], actor=actor)
-    assert commit_count(root) == count + 1
-    assert git_line(root, "log", "-1", "--format=%an") == author
-    assert git_line(root, "log", "-1", "--format=%cn") == author
-    assert kb.git is not None
-    kb.git.sync_index()  # the git index file is written off the write path; force it here
-    assert git_line(root, "status", "--porcelain", "--", "concepts/x.md") == ""
+    count = commit_count(knowledge_root)
+    knowledge_kb.merge("concepts/x.md", [MergeEntry(id="e1")], actor=actor)
+    assert commit_count(knowledge_root) == count + 1
+    assert git_line(knowledge_root, "log", "-1", "--format=%an") == author
+    assert git_line(knowledge_root, "log", "-1", "--format=%cn") == author
+    assert knowledge_kb.git is not None
+    knowledge_kb.git.sync_index()  # the git index file is written off the write path; force it here
+    assert git_line(knowledge_root, "status", "--porcelain", "--", "concepts/x.md") == ""
     assert (
-        git_line(root, "show", "HEAD:concepts/x.md") == (root / "concepts/x.md").read_text().strip()
+        git_line(knowledge_root, "show", "HEAD:concepts/x.md")
+        == (knowledge_root / "concepts/x.md").read_text().strip()
     )
 
 
@@ -251,14 +262,14 @@ def test_merge_commits_with_the_actor_as_author(
     ids=["unterminated", "invalid-yaml", "list", "scalar"],
 )
 def test_broken_frontmatter_page_is_refused_and_left_alone(
-    kb: Knowledge, root: Path, content: bytes
+    knowledge_kb: Knowledge, knowledge_root: Path, content: bytes
 ) -> None:
-    page = write(root, "concepts/broken.md", content)
-    count = commit_count(root)
+    page = write(knowledge_root, "concepts/broken.md", content)
+    count = commit_count(knowledge_root)
     with pytest.raises(InvalidFrontmatter):
-        kb.merge("concepts/broken.md", [MergeEntry(id="e1")])
+        knowledge_kb.merge("concepts/broken.md", [MergeEntry(id="e1")])
     assert page.read_bytes() == content
-    assert commit_count(root) == count
+    assert commit_count(knowledge_root) == count
 
 
 @pytest.mark.parametrize(
@@ -271,10 +282,12 @@ def test_broken_frontmatter_page_is_refused_and_left_alone(
     ],
     ids=["crlf", "comments-and-blank-lines", "no-frontmatter", "comment-only"],
 )
-def test_merge_keeps_body_and_other_keys(kb: Knowledge, root: Path, content: bytes) -> None:
-    page = write(root, "concepts/p.md", content)
+def test_merge_keeps_body_and_other_keys(
+    knowledge_kb: Knowledge, knowledge_root: Path, content: bytes
+) -> None:
+    page = write(knowledge_root, "concepts/p.md", content)
     old_fm = read_frontmatter(content).data
-    kb.merge("concepts/p.md", [MergeEntry(id="e1")])
+    knowledge_kb.merge("concepts/p.md", [MergeEntry(id="e1")])
     data = page.read_bytes()
     assert split(data)[1] == split(content)[1]
     new_fm = read_frontmatter(data).data
@@ -282,29 +295,29 @@ def test_merge_keeps_body_and_other_keys(kb: Knowledge, root: Path, content: byt
     assert new_fm == old_fm
 
 
-def test_if_match_mismatch_is_a_conflict(kb: Knowledge, root: Path) -> None:
-    page = write(root, "concepts/p.md", "---\ntitle: t\n---\n")
+def test_if_match_mismatch_is_a_conflict(knowledge_kb: Knowledge, knowledge_root: Path) -> None:
+    page = write(knowledge_root, "concepts/p.md", "---\ntitle: t\n---\n")
     with pytest.raises(Conflict):
-        kb.merge("concepts/p.md", [MergeEntry(id="e1")], if_match='"0000"')
+        knowledge_kb.merge("concepts/p.md", [MergeEntry(id="e1")], if_match='"0000"')
     assert page.read_text() == "---\ntitle: t\n---\n"
     etag = blob_id(page.read_bytes())
-    assert kb.merge("concepts/p.md", [MergeEntry(id="e1")], if_match=f'"{etag}"').added
+    assert knowledge_kb.merge("concepts/p.md", [MergeEntry(id="e1")], if_match=f'"{etag}"').added
 
 
-def test_inventory_inject_accepts_path_only(kb: Knowledge, root: Path) -> None:
-    write(root, "concepts/x.md", "---\n---\n# X\n")
-    kb.merge("concepts/x.md", [MergeEntry(type="episode", path="episodes/2026/a.md")])
-    text = (root / "concepts/x.md").read_text()
+def test_inventory_inject_accepts_path_only(knowledge_kb: Knowledge, knowledge_root: Path) -> None:
+    write(knowledge_root, "concepts/x.md", "---\n---\n# X\n")
+    knowledge_kb.merge("concepts/x.md", [MergeEntry(type="episode", path="episodes/2026/a.md")])
+    text = (knowledge_root / "concepts/x.md").read_text()
     assert "episodes/2026/a.md" in text
     assert text.endswith("---\n# X\n")
 
 
-def test_inventory_inject_idempotent(kb: Knowledge, root: Path) -> None:
-    write(root, "concepts/auth.md", "---\ntitle: Auth\n---\n# Auth\n")
-    kb.merge("concepts/auth.md", [MergeEntry(type="episode", id="ep-1", note="first")])
-    assert "merged-from" in (root / "concepts/auth.md").read_text()
-    kb.merge("concepts/auth.md", [MergeEntry(type="episode", id="ep-1", note="first")])
-    assert (root / "concepts/auth.md").read_text().count("ep-1") == 1
+def test_inventory_inject_idempotent(knowledge_kb: Knowledge, knowledge_root: Path) -> None:
+    write(knowledge_root, "concepts/auth.md", "---\ntitle: Auth\n---\n# Auth\n")
+    knowledge_kb.merge("concepts/auth.md", [MergeEntry(type="episode", id="ep-1", note="first")])
+    assert "merged-from" in (knowledge_root / "concepts/auth.md").read_text()
+    knowledge_kb.merge("concepts/auth.md", [MergeEntry(type="episode", id="ep-1", note="first")])
+    assert (knowledge_root / "concepts/auth.md").read_text().count("ep-1") == 1
 
 
 def test_merge_without_git_still_writes(tmp_path: Path) -> None:

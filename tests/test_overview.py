@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,6 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
 from kiwifs.memory.rules import MergeEntry, build_report, file_facts
 from kiwifs.memory.timeline import CoverageState
-
-
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Knowledge]:
-    root = tmp_path / "kb"
-    Knowledge.init(root, "blank")
-    with Knowledge.open(root) as kb:
-        yield kb
 
 
 def episode(ident: str, extra: str = "") -> str:
