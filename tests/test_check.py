@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from filetree import write_files
 from gitrepo import git
 from kiwifs.errors import NotFound, UsageError
 from kiwifs.index.record import created_time
@@ -52,18 +53,14 @@ FILES = {
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "kb"
-    Knowledge.init(folder, "blank")
-    for rel, text in FILES.items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    git(folder, "add", "-A")
+def files_root(root: Path) -> Path:
+    """The blank root with ``FILES``, committed on 2026-02-01."""
+    write_files(root, FILES)
+    git(root, "add", "-A")
     stamp = "2026-02-01T00:00:00Z"
     env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
-    subprocess.run(["git", "-C", str(folder), "commit", "-q", "-m", "fixture"], env=env, check=True)
-    return folder
+    subprocess.run(["git", "-C", str(root), "commit", "-q", "-m", "fixture"], env=env, check=True)
+    return root
 
 
 def both(kb: Knowledge, **kwargs: Any) -> MemoryCheck:
@@ -74,8 +71,8 @@ def both(kb: Knowledge, **kwargs: Any) -> MemoryCheck:
     return indexed
 
 
-def test_every_problem_is_found(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_every_problem_is_found(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         kb.reindex()
         data = both(kb).to_json()
     assert data["episodes_prefix"] == "episodes/"
@@ -130,16 +127,16 @@ def test_every_problem_is_found(root: Path) -> None:
     }
 
 
-def test_unmerged_agrees_with_the_report(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_unmerged_agrees_with_the_report(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         report = kb.memory_report()
         check = both(kb)
     assert check.unmerged_count == report.unmerged_count
     assert check.episodic_count == report.episodic_count
 
 
-def test_the_oldest_unmerged_episode_and_where_its_age_comes_from(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_the_oldest_unmerged_episode_and_where_its_age_comes_from(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         oldest = both(kb).oldest
         assert oldest is not None
         assert (oldest.path, oldest.age_from) == ("episodes/2025/d.md", "created")
@@ -147,14 +144,14 @@ def test_the_oldest_unmerged_episode_and_where_its_age_comes_from(root: Path) ->
         assert oldest.to_json(0)["since"] == "2025-12-31T08:00:00Z"
         # without created, the first commit that added the file dates it
         for rel in ("episodes/2025/d.md", "episodes/2026/c.md"):
-            (root / rel).write_text(fm("episode_id: dup"))
+            (files_root / rel).write_text(fm("episode_id: dup"))
         oldest = both(kb).oldest
         assert oldest is not None and oldest.age_from == "first commit"
         assert oldest.since == created_time("2026-02-01T00:00:00Z")
         assert oldest.path == "episodes/2025/d.md"  # ties: walk order
         # a file git never saw: its modification time
-        (root / "episodes/0-new.md").write_text(fm("episode_id: new"))
-        os.utime(root / "episodes/0-new.md", (1_000_000_000, 1_000_000_000))
+        (files_root / "episodes/0-new.md").write_text(fm("episode_id: new"))
+        os.utime(files_root / "episodes/0-new.md", (1_000_000_000, 1_000_000_000))
         oldest = both(kb).oldest
         assert oldest is not None
         assert (oldest.path, oldest.age_from, oldest.since) == (
@@ -182,12 +179,12 @@ def test_a_clean_root_has_no_problems_and_no_oldest(tmp_path: Path) -> None:
     }
 
 
-def test_index_and_scan_agree_after_edits_behind_kiwifs_back(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_index_and_scan_agree_after_edits_behind_kiwifs_back(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         kb.reindex()
-        (root / "concepts/two.md").unlink()
-        (root / "episodes/2026/e.md").write_text(fm("episode_id: zz"))
-        (root / "concepts/three.md").write_text(
+        (files_root / "concepts/two.md").unlink()
+        (files_root / "episodes/2026/e.md").write_text(fm("episode_id: zz"))
+        (files_root / "concepts/three.md").write_text(
             fm("merged-from:", "  - {type: episode, id: loose}", "  - {type: ingest, id: loose}")
         )
         check = both(kb)
@@ -201,8 +198,8 @@ def test_index_and_scan_agree_after_edits_behind_kiwifs_back(root: Path) -> None
     ]
 
 
-def test_prefix(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_prefix(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         check = both(kb, prefix="inbox")
     assert check.prefix == "inbox/"
     assert [f.key for f in check.folders] == ["inbox/"]  # the others are episodic by prefix
@@ -221,8 +218,8 @@ def test_pure_helpers() -> None:
 # -- lineage --------------------------------------------------------------------------------------
 
 
-def test_lineage_of_an_episode_by_path_or_id(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_lineage_of_an_episode_by_path_or_id(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         by_path = kb.lineage_of("episodes/2026/a.md").to_json()
         by_id = kb.lineage_of("a").to_json()
     assert by_path == by_id
@@ -239,8 +236,8 @@ def test_lineage_of_an_episode_by_path_or_id(root: Path) -> None:
     ]
 
 
-def test_lineage_of_a_page_flags_dangling_entries(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_lineage_of_a_page_flags_dangling_entries(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         data = kb.lineage_of("concepts/one.md").to_json()
     assert data["episodic"] is False and data["merged_by"] == []
     assert [(e.get("targets"), e.get("why")) for e in data["merged_from"]] == [
@@ -253,8 +250,8 @@ def test_lineage_of_a_page_flags_dangling_entries(root: Path) -> None:
     ]
 
 
-def test_lineage_shows_provenance(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_lineage_shows_provenance(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         kb.write("concepts/four.md", "# four\n", actor="agent-7", provenance="run:run-9")
         data = kb.lineage_of("concepts/four.md").to_json()
     assert data["derived_from"][0]["type"] == "run"
@@ -262,8 +259,8 @@ def test_lineage_shows_provenance(root: Path) -> None:
     assert data["derived_from"][0]["actor"] == "agent-7"
 
 
-def test_lineage_errors(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_lineage_errors(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         with pytest.raises(UsageError, match="episode id 'dup' names 2 episodes"):
             kb.lineage_of("dup")
         with pytest.raises(NotFound, match="no episode with id 'nothing'"):
@@ -274,8 +271,8 @@ def test_lineage_errors(root: Path) -> None:
             kb.lineage_of("  ")
 
 
-def test_lineage_by_path_or_episode_id_takes_exactly_one(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_lineage_by_path_or_episode_id_takes_exactly_one(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         by_path = kb.lineage_by(path="episodes/2026/a.md").to_json()
         assert kb.lineage_by(episode_id="a").to_json() == by_path
         assert by_path == kb.lineage_of("a").to_json()
@@ -284,8 +281,8 @@ def test_lineage_by_path_or_episode_id_takes_exactly_one(root: Path) -> None:
                 kb.lineage_by(**neither_or_both)
 
 
-def test_a_forgotten_episode_is_not_unmerged(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_a_forgotten_episode_is_not_unmerged(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         kb.ensure_versioned()
         kb.forget("episodes/loose.md", reason="wrong")
         check = both(kb)

@@ -11,7 +11,6 @@ import html
 import json
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ import anyio
 import httpx
 import pytest
 
+from filetree import write_files
 from gitrepo import git
 from kiwifs.events import CHECK_STORED, Event, is_file_change
 from kiwifs.index.checkcache import CheckWorker
@@ -42,10 +42,8 @@ from kiwifs.memory.problems import (
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
-from realserver import serving
+from realserver import KIWIFS, serving
 from waiting import running, wait_for
-
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 
 
 def fm(*lines: str, body: str = "text\n") -> str:
@@ -78,16 +76,12 @@ FILES = {
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "kb"
-    Knowledge.init(folder, "blank")
-    for rel, text in FILES.items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    git(folder, "add", "-A")
-    git(folder, "commit", "-q", "-m", "fixture")
-    return folder
+def files_root(root: Path) -> Path:
+    """The blank root with ``FILES``, committed."""
+    write_files(root, FILES)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "fixture")
+    return root
 
 
 def cli_check(root: Path) -> dict[str, Any]:
@@ -159,10 +153,10 @@ def same(shown: list[tuple[str, str, tuple[str, ...], str]], check: dict[str, An
 # -- what the dashboard shows -------------------------------------------------------------------
 
 
-def test_the_dashboard_shows_what_memory_check_json_finds(root: Path) -> None:
-    check = cli_check(root)
+def test_the_dashboard_shows_what_memory_check_json_finds(files_root: Path) -> None:
+    check = cli_check(files_root)
     assert check["problems"] == 6  # four dangling entries, one duplicate id, one double merge
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(files_root) as kb:
         app = create_app(kb)
         data = get(app, "/ui/overview.json").json()["check"]
         page = get(app, "/").text
@@ -173,8 +167,8 @@ def test_the_dashboard_shows_what_memory_check_json_finds(root: Path) -> None:
     assert f"Found by memory check at {data['computed_at']}" in page
 
 
-def test_many_problems_are_counted_and_the_first_ones_listed(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_many_problems_are_counted_and_the_first_ones_listed(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         entries = "".join(f"  - {{type: episode, id: missing-{i}}}\n" for i in range(150))
         kb.write("concepts/many.md", f"---\nmerged-from:\n{entries}---\n")
         check = kb.memory_check()
@@ -185,8 +179,8 @@ def test_many_problems_are_counted_and_the_first_ones_listed(root: Path) -> None
     assert "The first 100 of 156 are shown" in page
 
 
-def test_the_dashboard_says_so_while_the_first_check_runs(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_the_dashboard_says_so_while_the_first_check_runs(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         view: Overview = kb.overview()
     waiting = view.__class__(**{**view.__dict__, "problems": NOT_YET})
     page = (
@@ -204,8 +198,8 @@ def test_the_dashboard_says_so_while_the_first_check_runs(root: Path) -> None:
     }
 
 
-def test_another_prefix_shows_no_problems(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_another_prefix_shows_no_problems(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         assert kb.overview("concepts/").problems is None
 
 
@@ -229,8 +223,8 @@ def settle(kb: Knowledge, sub: Any) -> CheckState:
     return state
 
 
-def test_the_loop_checks_after_a_write_and_announces_it(root: Path) -> None:
-    with Knowledge.open(root) as kb, kb.events.subscribe() as sub:
+def test_the_loop_checks_after_a_write_and_announces_it(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb, kb.events.subscribe() as sub:
         kb.start_watching()
         kb.start_checking(quiet=0.2)  # the default quiet second, shortened
         assert settle(kb, sub).total == 6
@@ -252,8 +246,8 @@ def test_the_loop_checks_after_a_write_and_announces_it(root: Path) -> None:
         )
 
 
-def test_a_request_reads_the_stored_result_and_never_runs_the_check(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_a_request_reads_the_stored_result_and_never_runs_the_check(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         kb.start_watching()
         while not kb.indexing.watching:  # the index is filled: the first check sees it all
             time.sleep(0.05)
@@ -269,10 +263,10 @@ def test_a_request_reads_the_stored_result_and_never_runs_the_check(root: Path) 
         assert kb.memory_check().problems == 7  # what the next run of the loop will store
 
 
-def test_the_stored_result_outlives_the_process(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_the_stored_result_outlives_the_process(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         first = kb.overview().problems
-    with Knowledge.open(root) as kb:  # read as stored: nothing ran the check in this process
+    with Knowledge.open(files_root) as kb:  # read as stored: nothing ran the check in this process
         state = kb.indexing.check_state(kb.episodes_prefix())
     assert first is not None and state.ready and not state.current
     assert (state.total, state.shown, state.computed_at) == (
@@ -282,15 +276,15 @@ def test_the_stored_result_outlives_the_process(root: Path) -> None:
     )
 
 
-def test_the_worker_process_finds_what_memory_check_finds(root: Path) -> None:
+def test_the_worker_process_finds_what_memory_check_finds(files_root: Path) -> None:
     """The server runs the check in a worker process (away from its interpreter lock)."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(files_root) as kb:
         kb.reindex()
         expected = problems_of(kb.memory_check())
         worker = CheckWorker()
         worker.enabled = True  # whatever this machine's CPUs: the process itself is tested
         try:
-            found = worker.problems(str(root / STATE_DIR / INDEX_FILE), kb.episodes_prefix())
+            found = worker.problems(str(files_root / STATE_DIR / INDEX_FILE), kb.episodes_prefix())
         finally:
             worker.close()
     assert found == expected and len(found) == 6
@@ -309,12 +303,14 @@ os.kill(os.getpid(), signal.SIGKILL)  # a server killed: no chance to shut its p
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
-def test_the_worker_process_leaves_when_its_server_is_killed(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_the_worker_process_leaves_when_its_server_is_killed(files_root: Path) -> None:
+    with Knowledge.open(files_root) as kb:
         kb.reindex()
-    out = root.parent / "children.txt"  # a file, not a pipe: a stuck worker would hold a pipe open
+    out = (
+        files_root.parent / "children.txt"
+    )  # a file, not a pipe: a stuck worker would hold a pipe open
     with out.open("w") as stdout:
-        index = str(root / STATE_DIR / INDEX_FILE)
+        index = str(files_root / STATE_DIR / INDEX_FILE)
         command = [sys.executable, "-c", KILLED_WITH_A_WORKER, index]
         code = subprocess.run(command, stdout=stdout, check=False).returncode
     assert code == -9
@@ -359,9 +355,9 @@ class Served:
 
 
 @pytest.fixture
-def served(root: Path) -> Iterator[Served]:
+def served(files_root: Path) -> Iterator[Served]:
     env = {"KIWIFS_WORKERS": "1"}
-    with serving(root, args=(), env=env, probe="/health") as (base, proc):
+    with serving(files_root, args=(), env=env, probe="/health") as (base, proc):
         yield Served(base, proc)
 
 
