@@ -16,9 +16,8 @@ import json
 import os
 import shutil
 import stat
-import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
+from fifovalve import fifo_valve
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
@@ -191,33 +191,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Ite
     yield built
     del SHARED_APPS[built.root]
     kb.close()
-
-
-@contextmanager
-def fifo_valve(*fifos: Path, every: float = 2.0) -> Iterator[None]:
-    """Unblock whoever got stuck opening one of ``fifos`` for reading.
-
-    kiwifs must never open a FIFO; when it does (the defect), the open blocks forever and the
-    test would hang instead of failing. This thread opens the write end now and then (which
-    succeeds only while a reader waits) and closes it, so a stuck reader gets end-of-file.
-    """
-    stop = threading.Event()
-
-    def release() -> None:
-        while not stop.wait(every):
-            for fifo in fifos:
-                try:
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                except OSError:
-                    pass  # ENXIO: nobody is waiting, as it should be
-
-    thread = threading.Thread(target=release, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 @asynccontextmanager

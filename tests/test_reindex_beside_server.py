@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from filetree import write_files
 from kiwifs.errors import Locked
 from kiwifs.index.keeper import IndexRefresh
 from kiwifs.knowledge import Knowledge
@@ -25,13 +26,9 @@ API = "/api/kiwi"
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    Knowledge.init(root, template="blank")
-    for n in range(20):
-        (root / "notes" / f"n{n}.md").parent.mkdir(exist_ok=True)
-        (root / "notes" / f"n{n}.md").write_text(f"# note {n}\nmarmalade {n}\n")
-    return root
+def notes_root(root: Path) -> Path:
+    """The blank root with twenty notes, not yet indexed."""
+    return write_files(root, {f"notes/n{n}.md": f"# note {n}\nmarmalade {n}\n" for n in range(20)})
 
 
 def reindex(root: Path) -> subprocess.CompletedProcess[str]:
@@ -41,11 +38,11 @@ def reindex(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_reindex_beside_a_real_server_checks_in_place_and_the_server_keeps_every_write(
-    root: Path,
+    notes_root: Path,
 ) -> None:
-    log = root.parent / "serve.log"
+    log = notes_root.parent / "serve.log"
     written: list[str] = []
-    with serving(root, log) as (base, _), httpx.Client(base_url=base, timeout=30) as client:
+    with serving(notes_root, log) as (base, _), httpx.Client(base_url=base, timeout=30) as client:
 
         def write(start: int) -> None:
             for n in range(start, start + 40):
@@ -56,13 +53,13 @@ def test_reindex_beside_a_real_server_checks_in_place_and_the_server_keeps_every
 
         writer = threading.Thread(target=write, args=(0,))
         writer.start()
-        beside = [reindex(root) for _ in range(3)]  # while the writes go on
+        beside = [reindex(notes_root) for _ in range(3)]  # while the writes go on
         writer.join()
         for result in beside:  # never a rebuild under the server: a check in place
             assert result.returncode == 0, result.stderr
             assert "a kiwifs server keeps this index current: checked it" in result.stdout
             assert "stop the server" in result.stderr
-        last = reindex(root)  # the writes all acknowledged: the index holds every file
+        last = reindex(notes_root)  # the writes all acknowledged: the index holds every file
         assert last.returncode == 0 and "against the 61 files" in last.stdout, last.stdout
         hits = client.get(f"{API}/search", params={"q": "quince", "limit": 200}).json()
         assert sorted(hit["path"] for hit in hits["results"]) == sorted(written)
@@ -70,22 +67,22 @@ def test_reindex_beside_a_real_server_checks_in_place_and_the_server_keeps_every
         assert len(found["results"]) == 20
     text = log.read_text(errors="replace")
     assert "no such table" not in text and "rebuilding" not in text, text
-    done = reindex(root)  # the server gone, the rebuild runs
+    done = reindex(notes_root)  # the server gone, the rebuild runs
     assert done.returncode == 0, done.stderr
     assert "indexed 61 files" in done.stdout
 
 
-def test_a_watching_process_holds_off_a_rebuild_from_another(root: Path) -> None:
-    with Knowledge.open(root) as server, Knowledge.open(root) as other:
+def test_a_watching_process_holds_off_a_rebuild_from_another(notes_root: Path) -> None:
+    with Knowledge.open(notes_root) as server, Knowledge.open(notes_root) as other:
         server.start_watching()
         with pytest.raises(Locked, match="stop it"):
             other.reindex()
         with pytest.raises(Locked):
             other.reindex_vectors()
-        (root / "notes" / "late.md").write_text("# late\n")  # an edit no event reported
+        (notes_root / "notes" / "late.md").write_text("# late\n")  # an edit no event reported
         checked = other.reindex_or_reconcile()
         assert (checked.rebuilt, checked.files) == (False, 22) and checked.updated >= 1
-        (root / "notes" / "late.md").unlink()
+        (notes_root / "notes" / "late.md").unlink()
         assert server.reindex() == 21  # the watching process itself may rebuild
         server.stop_watching()
         assert other.reindex() == 21

@@ -40,16 +40,14 @@ def episode(root: Path, name: str) -> None:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def stale_root(knowledge_root: Path) -> Path:
     """A root with an index that was current when its last server stopped, then an episode
     added behind its back (while no server ran)."""
-    path = tmp_path / "kb"
-    Knowledge.init(path)
-    episode(path, "run-1")
-    with Knowledge.open(path) as kb:
+    episode(knowledge_root, "run-1")
+    with Knowledge.open(knowledge_root) as kb:
         kb.reconcile()
-    episode(path, "run-2")
-    return path
+    episode(knowledge_root, "run-2")
+    return knowledge_root
 
 
 class IndexWriteLock:
@@ -128,8 +126,8 @@ def unmerged_ids(response: httpx.Response) -> list[str]:
     return [i for i in ids if i.startswith("run-")]  # not the template's example
 
 
-def test_probes_answer_while_the_full_app_is_built(root: Path) -> None:
-    starting = Starting(root)
+def test_probes_answer_while_the_full_app_is_built(stale_root: Path) -> None:
+    starting = Starting(stale_root)
     with serving(starting) as client:
         assert starting.app.app is None  # the build is held: these are the start-up app's answers
         health = client.get("/health")
@@ -157,8 +155,8 @@ def test_probes_answer_while_the_full_app_is_built(root: Path) -> None:
         assert client.get("/readyz").json() == {"status": "ready"}  # the report waited for it
 
 
-def test_a_request_during_the_build_waits_and_gets_the_right_answer(root: Path) -> None:
-    starting = Starting(root)
+def test_a_request_during_the_build_waits_and_gets_the_right_answer(stale_root: Path) -> None:
+    starting = Starting(stale_root)
     with serving(starting) as client:
         thread, result = in_background(lambda: client.get(f"{API}/memory/report"))
         thread.join(0.5)
@@ -168,8 +166,8 @@ def test_a_request_during_the_build_waits_and_gets_the_right_answer(root: Path) 
         assert unmerged_ids(finished(thread, result)) == ["run-1", "run-2"]
 
 
-def test_the_browser_guard_applies_before_the_full_app_is_there(root: Path) -> None:
-    starting = Starting(root, loopback=True)
+def test_the_browser_guard_applies_before_the_full_app_is_there(stale_root: Path) -> None:
+    starting = Starting(stale_root, loopback=True)
     with serving(starting) as client:
         refused = client.get("/health", headers={"Host": "evil.example:3333"})
         assert refused.status_code == 403
@@ -181,10 +179,12 @@ def test_the_browser_guard_applies_before_the_full_app_is_there(root: Path) -> N
         assert client.get("/healthz", headers={"Host": "127.0.0.1:3333"}).status_code == 200
 
 
-def test_a_request_during_the_first_reconcile_waits_for_it_and_readyz_flips(root: Path) -> None:
-    starting = Starting(root)
+def test_a_request_during_the_first_reconcile_waits_for_it_and_readyz_flips(
+    stale_root: Path,
+) -> None:
+    starting = Starting(stale_root)
     starting.release.set()
-    lock = IndexWriteLock(root)  # the watcher's first reconcile cannot store run-2 yet
+    lock = IndexWriteLock(stale_root)  # the watcher's first reconcile cannot store run-2 yet
     try:
         with serving(starting) as client:
             thread, result = in_background(lambda: client.get(f"{API}/memory/report"))
@@ -199,8 +199,8 @@ def test_a_request_during_the_first_reconcile_waits_for_it_and_readyz_flips(root
         lock.release()
 
 
-def test_a_failed_build_stops_the_server_and_answers_503(root: Path) -> None:
-    kb = Knowledge.open(root)
+def test_a_failed_build_stops_the_server_and_answers_503(stale_root: Path) -> None:
+    kb = Knowledge.open(stale_root)
     failures: list[str] = []
 
     def build(probes: Probes) -> Any:
