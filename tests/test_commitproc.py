@@ -21,7 +21,8 @@ from kiwifs.versioning import blob_id
 
 
 @pytest.fixture
-def kb(root: Path) -> Iterator[Knowledge]:
+def child_commit_kb(root: Path) -> Iterator[Knowledge]:
+    """The library on ``root``, its commits made by the commit child process."""
     with Knowledge.open(root) as k:
         k.start_commit_process()
         yield k
@@ -35,23 +36,27 @@ def child_pid(kb: Knowledge) -> int:
 
 
 def test_writes_are_committed_by_the_child_with_author_and_provenance(
-    kb: Knowledge, root: Path
+    child_commit_kb: Knowledge, root: Path
 ) -> None:
     before = commit_count(root)
-    kb.write("notes/a.md", "# A\n", actor="alice", provenance="run:1")
-    assert child_pid(kb) != os.getpid()
+    child_commit_kb.write("notes/a.md", "# A\n", actor="alice", provenance="run:1")
+    assert child_pid(child_commit_kb) != os.getpid()
     assert commit_count(root) == before + 1
     assert git_line(root, "log", "-1", "--format=%an") == "alice"
     assert "Provenance: run:1" in git(root, "log", "-1", "--format=%B")
-    assert [v.author for v in kb.versions("notes/a.md")] == ["alice"]
+    assert [v.author for v in child_commit_kb.versions("notes/a.md")] == ["alice"]
     assert (root / STATE_DIR / JOURNAL).read_text() == ""
 
 
-def test_concurrent_writers_share_commits_made_by_the_child(kb: Knowledge, root: Path) -> None:
+def test_concurrent_writers_share_commits_made_by_the_child(
+    child_commit_kb: Knowledge, root: Path
+) -> None:
     before = commit_count(root)
     paths = [f"many/w{i}.md" for i in range(40)]
     threads = [
-        threading.Thread(target=kb.write, args=(p, f"# {p}\n"), kwargs={"actor": "bob"})
+        threading.Thread(
+            target=child_commit_kb.write, args=(p, f"# {p}\n"), kwargs={"actor": "bob"}
+        )
         for p in paths
     ]
     for t in threads:
@@ -61,30 +66,30 @@ def test_concurrent_writers_share_commits_made_by_the_child(kb: Knowledge, root:
     committed = set(git(root, "log", "--format=", "--name-only").split())
     assert set(paths) <= committed
     assert 1 <= commit_count(root) - before <= len(paths)
-    kb.close()
+    child_commit_kb.close()
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
 
-def test_a_child_killed_between_commits_is_replaced(kb: Knowledge, root: Path) -> None:
-    kb.write("a.md", "a\n", actor="alice")
-    first = child_pid(kb)
+def test_a_child_killed_between_commits_is_replaced(child_commit_kb: Knowledge, root: Path) -> None:
+    child_commit_kb.write("a.md", "a\n", actor="alice")
+    first = child_pid(child_commit_kb)
     os.kill(first, signal.SIGKILL)  # the next commit finds it dead, or its pipe broken
-    kb.write("b.md", "b\n", actor="alice")
-    assert child_pid(kb) != first
+    child_commit_kb.write("b.md", "b\n", actor="alice")
+    assert child_pid(child_commit_kb) != first
     assert {"a.md", "b.md"} <= set(git(root, "ls-tree", "--name-only", "HEAD").split())
 
 
 def test_a_failed_commit_in_the_child_is_a_storage_error_and_git_recovers(
-    kb: Knowledge, root: Path
+    child_commit_kb: Knowledge, root: Path
 ) -> None:
-    kb.write("a.md", "a\n", actor="alice")
+    child_commit_kb.write("a.md", "a\n", actor="alice")
     lock = root / ".git" / "refs" / "heads" / "main.lock"  # a user's git at work (no marker)
     lock.write_text("")
     with pytest.raises(StorageError, match="git commit failed"):
-        kb.write("b.md", "b\n", actor="alice")
+        child_commit_kb.write("b.md", "b\n", actor="alice")
     assert (root / "b.md").exists()  # on disk and journaled: committed once git works
     lock.unlink()
-    kb.write("c.md", "c\n", actor="alice")
+    child_commit_kb.write("c.md", "c\n", actor="alice")
     assert {"a.md", "b.md", "c.md"} <= set(git(root, "ls-tree", "--name-only", "HEAD").split())
 
 

@@ -22,19 +22,22 @@ JOURNAL = Path(".kiwi/state/uncommitted.log")
 
 
 @pytest.fixture
-def kb(root: Path) -> Iterator[Knowledge]:
+def async_commit_kb(root: Path) -> Iterator[Knowledge]:
+    """The library on ``root``, committing in the background (in batches)."""
     with Knowledge.open(root) as k:
         k.enable_async_commit(window=30.0, max_paths=1000)  # only flushes commit
         yield k
 
 
-def test_write_returns_before_its_commit_and_history_flushes(kb: Knowledge, root: Path) -> None:
+def test_write_returns_before_its_commit_and_history_flushes(
+    async_commit_kb: Knowledge, root: Path
+) -> None:
     before = commit_count(root)
-    kb.write("notes/a.md", "# A\n", actor="alice")
-    kb.write("notes/b.md", "# B\n", actor="alice")
+    async_commit_kb.write("notes/a.md", "# A\n", actor="alice")
+    async_commit_kb.write("notes/b.md", "# B\n", actor="alice")
     assert commit_count(root) == before  # still batching
     assert (root / JOURNAL).read_text().split() == ["notes/a.md", "notes/b.md"]
-    versions = kb.versions("notes/a.md")  # a history read waits for pending commits
+    versions = async_commit_kb.versions("notes/a.md")  # a history read waits for pending commits
     assert [v.author for v in versions] == ["alice"]
     assert commit_count(root) == before + 1
     assert (
@@ -43,26 +46,26 @@ def test_write_returns_before_its_commit_and_history_flushes(kb: Knowledge, root
     assert (root / JOURNAL).read_text() == ""
 
 
-def test_each_commit_has_one_author(kb: Knowledge, root: Path) -> None:
+def test_each_commit_has_one_author(async_commit_kb: Knowledge, root: Path) -> None:
     before = commit_count(root)
-    kb.write("a.md", "a\n", actor="alice")
-    kb.write("b.md", "b\n", actor="bob")
-    kb.write("c.md", "c\n", actor="bob")
-    kb.pipeline.flush()
+    async_commit_kb.write("a.md", "a\n", actor="alice")
+    async_commit_kb.write("b.md", "b\n", actor="bob")
+    async_commit_kb.write("c.md", "c\n", actor="bob")
+    async_commit_kb.pipeline.flush()
     authors = git(root, "log", f"-{commit_count(root) - before}", "--format=%an").split()
     assert authors == ["bob", "alice"]
 
 
 def test_a_batch_commits_what_its_writes_wrote_not_what_is_on_disk_later(
-    kb: Knowledge, root: Path
+    async_commit_kb: Knowledge, root: Path
 ) -> None:
     """By the time a batch is committed a later write may be rewriting its files (a bulk write
     half done): the commit holds each operation's own bytes, so it never shows part of one."""
-    kb.bulk_write([("b/one.md", "gen 1\n"), ("b/two.md", "gen 1\n")], actor="alice")
-    kb.delete("b/two.md", actor="alice")
+    async_commit_kb.bulk_write([("b/one.md", "gen 1\n"), ("b/two.md", "gen 1\n")], actor="alice")
+    async_commit_kb.delete("b/two.md", actor="alice")
     (root / "b/one.md").write_text("gen 2, being written\n")  # the next bulk, midway
     (root / "b/two.md").write_text("gen 2, being written\n")
-    kb.pipeline.flush()
+    async_commit_kb.pipeline.flush()
     assert git(root, "show", "HEAD:b/one.md") == "gen 1\n"
     assert "b/two.md" not in git(root, "ls-tree", "-r", "--name-only", "HEAD")
 
@@ -101,12 +104,12 @@ def test_a_crash_before_the_commit_is_recovered_from_the_journal(root: Path) -> 
 
 
 def test_another_process_waits_for_pending_commits_instead_of_taking_them(
-    kb: Knowledge, root: Path
+    async_commit_kb: Knowledge, root: Path
 ) -> None:
     """While this process has writes not yet committed it keeps the cross-process lock, so a
     second opener neither commits them as its own nor writes between them and their commit."""
-    kb.pipeline.committer.window = 0.3  # type: ignore[union-attr]
-    kb.write("pending.md", "on disk\n", actor="dave")
+    async_commit_kb.pipeline.committer.window = 0.3  # type: ignore[union-attr]
+    async_commit_kb.write("pending.md", "on disk\n", actor="dave")
     with Knowledge.open(root) as other:  # waits for the batch, then finds nothing to repair
         assert [v.message for v in other.versions("pending.md")] == ["dave: pending.md"]
         other.write("pending.md", "rewritten\n", actor="erin")
@@ -149,27 +152,31 @@ def outcome(call: Callable[[], list[Version]]) -> BaseException | list[Version]:
     return result[0]
 
 
-def test_failing_commits_are_storage_errors_not_a_hang(kb: Knowledge, root: Path) -> None:
+def test_failing_commits_are_storage_errors_not_a_hang(
+    async_commit_kb: Knowledge, root: Path
+) -> None:
     data = b"# written while git is broken\n"
     fan, data = break_object_store_for(root, data)
     before = commit_count(root)
-    kb.write("doomed.md", data, actor="alice")  # on disk and journaled: it returns
-    failed = outcome(lambda: kb.versions("doomed.md"))  # the flush gives up, not forever
+    async_commit_kb.write("doomed.md", data, actor="alice")  # on disk and journaled: it returns
+    failed = outcome(
+        lambda: async_commit_kb.versions("doomed.md")
+    )  # the flush gives up, not forever
     assert isinstance(failed, StorageError) and "git commit failed" in failed.message
-    status = kb.commit_status()
+    status = async_commit_kb.commit_status()
     assert (status.failing, status.pending) == (True, 1)
     assert status.error is not None and ".git/objects" in status.error
     assert str(root) not in status.error  # the root's absolute path stays private
     with pytest.raises(StorageError, match="background git commits are failing"):
-        kb.write("refused.md", "x\n", actor="alice")
+        async_commit_kb.write("refused.md", "x\n", actor="alice")
     assert not (root / "refused.md").exists()
     assert "doomed.md" in (root / JOURNAL).read_text()
     fan.unlink()  # the disk is repaired: the next flush retries at once and succeeds
-    assert [v.author for v in kb.versions("doomed.md")] == ["alice"]
-    assert kb.commit_status().to_json() == {"pending": 0, "failing": False}
+    assert [v.author for v in async_commit_kb.versions("doomed.md")] == ["alice"]
+    assert async_commit_kb.commit_status().to_json() == {"pending": 0, "failing": False}
     assert commit_count(root) == before + 1
-    kb.write("accepted.md", "x\n", actor="alice")
-    assert len(kb.versions("accepted.md")) == 1
+    async_commit_kb.write("accepted.md", "x\n", actor="alice")
+    assert len(async_commit_kb.versions("accepted.md")) == 1
 
 
 def test_close_with_failing_commits_leaves_them_to_the_journal(root: Path) -> None:

@@ -117,7 +117,9 @@ def commit(root: Path, message: str, when: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The blank root with the corpus and late additions committed at fixed dates, some
+    episodes forgotten and some claimed, shared by the module."""
     folder = tmp_path_factory.mktemp("coverage") / "kb"
     Knowledge.init(folder, "blank")
     write_corpus(folder)
@@ -160,8 +162,8 @@ def overview_figures(view: Overview) -> tuple[object, ...]:
     )
 
 
-def test_the_dashboard_and_memory_check_agree_on_a_real_corpus(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+def test_the_dashboard_and_memory_check_agree_on_a_real_corpus(corpus_root: Path) -> None:
+    with Knowledge.open(corpus_root) as kb:
         view = kb.overview()  # replays the history first: first-commit ages are known
         indexed = kb.memory_check()
         scanned = kb.memory_check(use_index=False)
@@ -174,9 +176,9 @@ def test_the_dashboard_and_memory_check_agree_on_a_real_corpus(root: Path) -> No
     assert indexed.problems > 0  # the corpus's traps are real problems
 
 
-def test_without_created_the_first_commit_dates_the_oldest(root: Path) -> None:
+def test_without_created_the_first_commit_dates_the_oldest(corpus_root: Path) -> None:
     """Only undated unmerged episodes: the oldest is the one added first, by its commit."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(corpus_root) as kb:
         prefix = "episodes/2019/"
         view = kb.overview(prefix)
         check = kb.memory_check(prefix)

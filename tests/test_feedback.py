@@ -37,7 +37,8 @@ def paths(results: Any) -> list[str]:
 
 
 @pytest.fixture
-def kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
+def pages_kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
+    """The library on ``pages()`` in a plain folder (no git)."""
     with Knowledge(make_root(pages())) as k:
         yield k
 
@@ -52,18 +53,18 @@ def asked(kb: Knowledge, on: bool, **kwargs: Any) -> Any:
         index.tuning = Tuning()
 
 
-def test_feedback_finds_pages_without_the_question_words(kb: Knowledge) -> None:
+def test_feedback_finds_pages_without_the_question_words(pages_kb: Knowledge) -> None:
     question = "Where did Caroline go hiking?"
-    plain = [h["path"] for h in asked(kb, False, query=question)["results"]]
-    fed = [h["path"] for h in asked(kb, True, query=question)["results"]]
+    plain = [h["path"] for h in asked(pages_kb, False, query=question)["results"]]
+    fed = [h["path"] for h in asked(pages_kb, True, query=question)["results"]]
     assert plain == ["talk/a.md"]
     assert fed[0] == "talk/a.md"
     assert set(fed) == {"talk/a.md", "talk/b.md", "other/c.md"}
 
 
-def test_feedback_words_are_shared_rare_content_words(kb: Knowledge) -> None:
-    kb.search("hiking")  # brings the index up to date
-    with kb.indexing._open().reader() as conn:
+def test_feedback_words_are_shared_rare_content_words(pages_kb: Knowledge) -> None:
+    pages_kb.search("hiking")  # brings the index up to date
+    with pages_kb.indexing._open().reader() as conn:
         sql = "SELECT path, 1.0, id, mtime_ns FROM files WHERE path = ?"
         row = conn.execute(sql, ("talk/a.md",)).fetchone()
         words = feedback.feedback_words(conn, [tuple(row)], frozenset({"hike"}), 63)
@@ -72,40 +73,40 @@ def test_feedback_words_are_shared_rare_content_words(kb: Knowledge) -> None:
     assert set(words) == {"alpha7", "rocki"}
 
 
-def test_no_qualifying_word_keeps_the_plain_ranking(kb: Knowledge) -> None:
+def test_no_qualifying_word_keeps_the_plain_ranking(pages_kb: Knowledge) -> None:
     for question in ("cloudy showers", "what did the weather report say?"):
-        assert asked(kb, True, query=question) == asked(kb, False, query=question)
+        assert asked(pages_kb, True, query=question) == asked(pages_kb, False, query=question)
 
 
-def test_filters_hold_for_pages_feedback_adds(kb: Knowledge) -> None:
+def test_filters_hold_for_pages_feedback_adds(pages_kb: Knowledge) -> None:
     question = "Where did Caroline go hiking?"
-    assert set(paths(kb.search(question, path_prefix="talk/"))) == {"talk/a.md", "talk/b.md"}
-    assert paths(kb.search(question, scope="kept")) == []
+    assert set(paths(pages_kb.search(question, path_prefix="talk/"))) == {"talk/a.md", "talk/b.md"}
+    assert paths(pages_kb.search(question, scope="kept")) == []
 
 
-def test_pages_of_a_fed_back_ranking_agree(kb: Knowledge) -> None:
+def test_pages_of_a_fed_back_ranking_agree(pages_kb: Knowledge) -> None:
     question = "Did Caroline hike in cloudy weather?"
-    whole = paths(kb.search(question, limit=100))
+    whole = paths(pages_kb.search(question, limit=100))
     pieces = [
-        p for off in range(0, 100, 7) for p in paths(kb.search(question, limit=7, offset=off))
+        p for off in range(0, 100, 7) for p in paths(pages_kb.search(question, limit=7, offset=off))
     ]
     assert 3 < len(whole) < 100
     assert pieces == whole
 
 
-def test_fts5_syntax_one_word_and_recency_are_not_fed_back(kb: Knowledge) -> None:
+def test_fts5_syntax_one_word_and_recency_are_not_fed_back(pages_kb: Knowledge) -> None:
     queries: list[dict[str, Any]] = [{"query": "hiking AND caroline"}, {"query": "hiking"}]
     queries.append({"query": "Caroline hiking", "recency_weight": 0.5})
     for kwargs in queries:
-        on = [h["path"] for h in asked(kb, True, **kwargs)["results"]]
-        off = [h["path"] for h in asked(kb, False, **kwargs)["results"]]
+        on = [h["path"] for h in asked(pages_kb, True, **kwargs)["results"]]
+        off = [h["path"] for h in asked(pages_kb, False, **kwargs)["results"]]
         assert on == off == ["talk/a.md"]
 
 
-def test_counts_follow_writes(kb: Knowledge) -> None:
+def test_counts_follow_writes(pages_kb: Knowledge) -> None:
     """A word's count is kept only while the index stands still: a page written later that
     makes a word shared (``canyon``: one page, then two) is fed back at once."""
-    kb.write("talk/d.md", "---\nsession: beta\n---\nCaroline: hiking the canyon at dawn\n")
-    assert "talk/e.md" not in paths(kb.search("Where did Caroline go hiking?"))
-    kb.write("talk/e.md", "---\nsession: gamma\n---\nMelanie: the canyon looked huge\n")
-    assert "talk/e.md" in paths(kb.search("Where did Caroline go hiking?"))
+    pages_kb.write("talk/d.md", "---\nsession: beta\n---\nCaroline: hiking the canyon at dawn\n")
+    assert "talk/e.md" not in paths(pages_kb.search("Where did Caroline go hiking?"))
+    pages_kb.write("talk/e.md", "---\nsession: gamma\n---\nMelanie: the canyon looked huge\n")
+    assert "talk/e.md" in paths(pages_kb.search("Where did Caroline go hiking?"))

@@ -114,7 +114,7 @@ KNOWN = {
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Knowledge]:
+def fuzz_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Knowledge]:
     """The root every case works on, shared by the module: the fuzzer's writes accumulate."""
     folder = tmp_path_factory.mktemp("fuzz")
     root = folder / "kb"
@@ -129,8 +129,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Knowledge]:
 
 
 @pytest.fixture(scope="module")
-def api_schema(kb: Knowledge) -> Any:
-    return schemathesis.openapi.from_asgi("/openapi.json", create_app(kb))
+def api_schema(fuzz_kb: Knowledge) -> Any:
+    return schemathesis.openapi.from_asgi("/openapi.json", create_app(fuzz_kb))
 
 
 def test_every_route_is_fuzzed(api_schema: Any) -> None:
@@ -208,8 +208,8 @@ def argument(hint: Any) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
-def test_tool_never_fails_inside(kb: Knowledge, spec: Any) -> None:
-    tools = Tools(kb)
+def test_tool_never_fails_inside(fuzz_kb: Knowledge, spec: Any) -> None:
+    tools = Tools(fuzz_kb)
     method = tools.method(spec.name)
     hints = typing.get_type_hints(method, include_extras=True)
     drawn = st.fixed_dictionaries({k: argument(v) for k, v in hints.items() if k != "return"})

@@ -46,7 +46,8 @@ PAGES = {
 
 
 @pytest.fixture
-def kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
+def pages_kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
+    """The library on ``PAGES`` in a plain folder (no git)."""
     with Knowledge(make_root(PAGES)) as k:
         yield k
 
@@ -58,9 +59,9 @@ def paths(results: object) -> list[str]:
 # -- lifecycle --------------------------------------------------------------------------------
 
 
-def test_index_lives_in_state_and_is_wal(kb: Knowledge) -> None:
-    kb.search("fox")
-    db = kb.root / INDEX
+def test_index_lives_in_state_and_is_wal(pages_kb: Knowledge) -> None:
+    pages_kb.search("fox")
+    db = pages_kb.root / INDEX
     assert db.is_file()
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -104,14 +105,14 @@ def test_index_deleted_between_runs_is_rebuilt(make_root: Callable[..., Path]) -
         assert len(kb.search("fox").results) == 3
 
 
-def test_corruption_found_while_running_resets(kb: Knowledge) -> None:
-    kb.search("fox")
-    index = kb.indexing._open()
+def test_corruption_found_while_running_resets(pages_kb: Knowledge) -> None:
+    pages_kb.search("fox")
+    index = pages_kb.indexing._open()
     with index._lock:
         index._writer.execute("DROP TABLE cover_ids")
         index._writer.commit()
-    report = kb.memory_report()
-    assert report.to_json() == kb.memory_report(use_index=False).to_json()
+    report = pages_kb.memory_report()
+    assert report.to_json() == pages_kb.memory_report(use_index=False).to_json()
 
 
 def test_a_busy_index_is_waited_for_then_reported_never_wiped(
@@ -175,17 +176,17 @@ def test_root_without_writable_state_falls_back(make_root: Callable[..., Path]) 
         assert kb.meta(["$.status=verified"]).count == 1
 
 
-def test_reindex_counts_files_and_reports_progress(kb: Knowledge) -> None:
+def test_reindex_counts_files_and_reports_progress(pages_kb: Knowledge) -> None:
     seen: list[tuple[int, int]] = []
-    assert kb.reindex(lambda done, total: seen.append((done, total))) == len(PAGES)
+    assert pages_kb.reindex(lambda done, total: seen.append((done, total))) == len(PAGES)
     assert seen[-1] == (len(PAGES), len(PAGES))
 
 
 # -- search -----------------------------------------------------------------------------------
 
 
-def test_search_ranks_and_marks(kb: Knowledge) -> None:
-    results = kb.search("fox")
+def test_search_ranks_and_marks(pages_kb: Knowledge) -> None:
+    results = pages_kb.search("fox")
     assert sorted(paths(results)) == ["episodes/b.md", "notes/n1.md", "other/n4.md"]
     assert all(h.score > 0 for h in results.results)
     scores = [h.score for h in results.results]
@@ -197,75 +198,75 @@ def test_search_ranks_and_marks(kb: Knowledge) -> None:
     assert body["results"][0]["matches"] == [{"line": 0, "text": body["results"][0]["snippet"]}]
 
 
-def test_snippet_is_cut_at_160_bytes(kb: Knowledge) -> None:
-    kb.write("long.md", "intro\n" + "word " * 100 + "needle\n" + "needle " + "x" * 300 + "\n")
-    hit = kb.search("needle").results[0]
+def test_snippet_is_cut_at_160_bytes(pages_kb: Knowledge) -> None:
+    pages_kb.write("long.md", "intro\n" + "word " * 100 + "needle\n" + "needle " + "x" * 300 + "\n")
+    hit = pages_kb.search("needle").results[0]
     assert hit.snippet.endswith("\u2026")
     assert hit.snippet.startswith("word word")
     assert len(hit.snippet.replace("\u2026", "").encode()) <= 160
 
 
-def test_plain_words_are_ored_and_hyphens_are_safe(kb: Knowledge) -> None:
+def test_plain_words_are_ored_and_hyphens_are_safe(pages_kb: Knowledge) -> None:
     """Plain text matches any of its words (KiwiFS ANDs them): the page holding both comes
     first; a joined word is its words plus the phrase, so the page holding it comes first."""
-    found = paths(kb.search("quick fox"))
+    found = paths(pages_kb.search("quick fox"))
     assert found[0] == "episodes/b.md"
     assert sorted(found) == ["episodes/b.md", "notes/n1.md", "other/n4.md"]
-    found = paths(kb.search("run-249"))
+    found = paths(pages_kb.search("run-249"))
     assert found[0] == "notes/n1.md" and "notes/n2.md" in found  # n2 holds run-7
 
 
-def test_rewritten_file_no_longer_matches_old_words(kb: Knowledge) -> None:
-    kb.write("episodes/b.md", "---\nepisode_id: ep-2\n---\nnothing canine here\n")
-    assert "episodes/b.md" not in paths(kb.search("fox"))
-    assert paths(kb.search("canine")) == ["episodes/b.md"]
+def test_rewritten_file_no_longer_matches_old_words(pages_kb: Knowledge) -> None:
+    pages_kb.write("episodes/b.md", "---\nepisode_id: ep-2\n---\nnothing canine here\n")
+    assert "episodes/b.md" not in paths(pages_kb.search("fox"))
+    assert paths(pages_kb.search("canine")) == ["episodes/b.md"]
 
 
-def test_out_of_band_rewrite_and_delete_are_seen(kb: Knowledge) -> None:
-    assert len(kb.search("fox").results) == 3
-    (kb.root / "other/n4.md").write_text("zebra only\n")
-    (kb.root / "notes/n1.md").unlink()
-    (kb.root / "new.md").write_text("a fox appears\n")
-    assert sorted(paths(kb.search("fox"))) == ["episodes/b.md", "new.md"]
-    assert paths(kb.search("zebra")) == ["other/n4.md"]
+def test_out_of_band_rewrite_and_delete_are_seen(pages_kb: Knowledge) -> None:
+    assert len(pages_kb.search("fox").results) == 3
+    (pages_kb.root / "other/n4.md").write_text("zebra only\n")
+    (pages_kb.root / "notes/n1.md").unlink()
+    (pages_kb.root / "new.md").write_text("a fox appears\n")
+    assert sorted(paths(pages_kb.search("fox"))) == ["episodes/b.md", "new.md"]
+    assert paths(pages_kb.search("zebra")) == ["other/n4.md"]
 
 
-def test_deleted_file_no_longer_matches(kb: Knowledge) -> None:
-    kb.delete("episodes/b.md")
-    assert "episodes/b.md" not in paths(kb.search("fox"))
-    assert "episodes/b.md" not in paths(kb.search("quick"))
+def test_deleted_file_no_longer_matches(pages_kb: Knowledge) -> None:
+    pages_kb.delete("episodes/b.md")
+    assert "episodes/b.md" not in paths(pages_kb.search("fox"))
+    assert "episodes/b.md" not in paths(pages_kb.search("quick"))
 
 
-def test_path_prefix_limit_offset(kb: Knowledge) -> None:
-    assert paths(kb.search("fox", path_prefix="notes/")) == ["notes/n1.md"]
-    assert paths(kb.search("fox", path_prefix="/other")) == ["other/n4.md"]
-    everything = paths(kb.search("fox"))
-    assert paths(kb.search("fox", limit=1, offset=1)) == everything[1:2]
-    assert kb.search("fox", limit=1000).limit == 200
+def test_path_prefix_limit_offset(pages_kb: Knowledge) -> None:
+    assert paths(pages_kb.search("fox", path_prefix="notes/")) == ["notes/n1.md"]
+    assert paths(pages_kb.search("fox", path_prefix="/other")) == ["other/n4.md"]
+    everything = paths(pages_kb.search("fox"))
+    assert paths(pages_kb.search("fox", limit=1, offset=1)) == everything[1:2]
+    assert pages_kb.search("fox", limit=1000).limit == 200
 
 
-def test_no_query_string_is_an_error(kb: Knowledge) -> None:
+def test_no_query_string_is_an_error(pages_kb: Knowledge) -> None:
     """Syntax FTS5 rejects is read as plain words (these were 400s); paging stays checked."""
-    assert paths(kb.search('"unterminated fox')) == paths(kb.search("fox"))
-    assert paths(kb.search("fox AND")) == paths(kb.search("fox"))
+    assert paths(pages_kb.search('"unterminated fox')) == paths(pages_kb.search("fox"))
+    assert paths(pages_kb.search("fox AND")) == paths(pages_kb.search("fox"))
     with pytest.raises(UsageError):
-        kb.search("fox", limit=-1)
-    assert kb.search("  ").results == []
-    assert kb.search("* ?").results == []
+        pages_kb.search("fox", limit=-1)
+    assert pages_kb.search("  ").results == []
+    assert pages_kb.search("* ?").results == []
 
 
-def test_plain_text_colons_are_plain_words(kb: Knowledge) -> None:
-    assert paths(kb.search("episode_id: ep-2"))[0] == "episodes/b.md"
-    assert "notes/n1.md" in paths(kb.search("fo*"))
-    assert paths(kb.search("quick OR canine")) == ["episodes/b.md"]
+def test_plain_text_colons_are_plain_words(pages_kb: Knowledge) -> None:
+    assert paths(pages_kb.search("episode_id: ep-2"))[0] == "episodes/b.md"
+    assert "notes/n1.md" in paths(pages_kb.search("fo*"))
+    assert paths(pages_kb.search("quick OR canine")) == ["episodes/b.md"]
 
 
-def test_unparseable_file_is_indexed_as_text_with_its_warning(kb: Knowledge) -> None:
-    (kb.root / "bad.md").write_text("---\nkey: [unclosed\n---\nplatypus body\n")
-    assert paths(kb.search("platypus")) == ["bad.md"]
-    warnings = kb.memory_report().warnings
+def test_unparseable_file_is_indexed_as_text_with_its_warning(pages_kb: Knowledge) -> None:
+    (pages_kb.root / "bad.md").write_text("---\nkey: [unclosed\n---\nplatypus body\n")
+    assert paths(pages_kb.search("platypus")) == ["bad.md"]
+    warnings = pages_kb.memory_report().warnings
     assert any("invalid frontmatter in bad.md" in w for w in warnings)
-    assert kb.meta(paths=["bad.md"]).results[0].frontmatter == {}
+    assert pages_kb.meta(paths=["bad.md"]).results[0].frontmatter == {}
 
 
 # -- meta -------------------------------------------------------------------------------------
@@ -275,43 +276,46 @@ def meta_paths(kb: Knowledge, *where: str, **kw: object) -> list[str]:
     return paths(kb.meta(list(where), **kw))  # type: ignore[arg-type]
 
 
-def test_meta_numbers_compare_as_numbers(kb: Knowledge) -> None:
-    assert meta_paths(kb, "$.confidence>0.8") == ["notes/n1.md"]
-    assert meta_paths(kb, "$.confidence<0.8") == ["notes/n2.md"]
-    assert meta_paths(kb, "$.n>=5") == ["notes/n1.md", "notes/n2.md"]
-    assert meta_paths(kb, "$.n=5") == ["notes/n1.md", "notes/n3.md"]  # number or the text "5"
-    assert meta_paths(kb, "$.n!=5") == ["notes/n2.md"]
+def test_meta_numbers_compare_as_numbers(pages_kb: Knowledge) -> None:
+    assert meta_paths(pages_kb, "$.confidence>0.8") == ["notes/n1.md"]
+    assert meta_paths(pages_kb, "$.confidence<0.8") == ["notes/n2.md"]
+    assert meta_paths(pages_kb, "$.n>=5") == ["notes/n1.md", "notes/n2.md"]
+    assert meta_paths(pages_kb, "$.n=5") == ["notes/n1.md", "notes/n3.md"]  # number or the text "5"
+    assert meta_paths(pages_kb, "$.n!=5") == ["notes/n2.md"]
 
 
-def test_meta_booleans_and_null(kb: Knowledge) -> None:
-    assert meta_paths(kb, "$.flag=true") == ["notes/n1.md"]
-    assert meta_paths(kb, "$.flag=false") == ["notes/n2.md"]
-    assert meta_paths(kb, "$.flag!=true") == ["notes/n2.md"]
-    assert "notes/n1.md" in meta_paths(kb, "$.owner=null")
-    assert "notes/n2.md" not in meta_paths(kb, "$.owner=null")
-    assert meta_paths(kb, "$.owner!=null") == ["notes/n2.md"]
+def test_meta_booleans_and_null(pages_kb: Knowledge) -> None:
+    assert meta_paths(pages_kb, "$.flag=true") == ["notes/n1.md"]
+    assert meta_paths(pages_kb, "$.flag=false") == ["notes/n2.md"]
+    assert meta_paths(pages_kb, "$.flag!=true") == ["notes/n2.md"]
+    assert "notes/n1.md" in meta_paths(pages_kb, "$.owner=null")
+    assert "notes/n2.md" not in meta_paths(pages_kb, "$.owner=null")
+    assert meta_paths(pages_kb, "$.owner!=null") == ["notes/n2.md"]
 
 
-def test_meta_strings_like_and_lists(kb: Knowledge) -> None:
-    assert meta_paths(kb, "$.status=verified") == ["notes/n1.md"]
-    assert meta_paths(kb, "$.status like dra%") == ["notes/n2.md"]
-    assert meta_paths(kb, "$.status NOT LIKE dra%") == ["notes/n1.md", "notes/n3.md"]
-    assert meta_paths(kb, "$.derived-from[*].id=run-249") == ["notes/n1.md"]
-    assert meta_paths(kb, "$.tags[*]=b") == ["notes/n3.md"]
-    assert meta_paths(kb, "$.derived-from[*].actor=agent") == ["notes/n1.md"]
+def test_meta_strings_like_and_lists(pages_kb: Knowledge) -> None:
+    assert meta_paths(pages_kb, "$.status=verified") == ["notes/n1.md"]
+    assert meta_paths(pages_kb, "$.status like dra%") == ["notes/n2.md"]
+    assert meta_paths(pages_kb, "$.status NOT LIKE dra%") == ["notes/n1.md", "notes/n3.md"]
+    assert meta_paths(pages_kb, "$.derived-from[*].id=run-249") == ["notes/n1.md"]
+    assert meta_paths(pages_kb, "$.tags[*]=b") == ["notes/n3.md"]
+    assert meta_paths(pages_kb, "$.derived-from[*].actor=agent") == ["notes/n1.md"]
 
 
-def test_meta_or_group_sort_order_paging(kb: Knowledge) -> None:
-    result = kb.meta(or_=["$.status=verified", "$.status=draft"], sort="$.confidence")
+def test_meta_or_group_sort_order_paging(pages_kb: Knowledge) -> None:
+    result = pages_kb.meta(or_=["$.status=verified", "$.status=draft"], sort="$.confidence")
     assert paths(result) == ["notes/n2.md", "notes/n1.md"]
-    result = kb.meta(["$.n>0"], sort="$.n", order="DESC", limit=1, offset=1)
+    result = pages_kb.meta(["$.n>0"], sort="$.n", order="DESC", limit=1, offset=1)
     assert paths(result) == ["notes/n1.md"]
     assert result.count == 2
     body = result.to_json()
     assert list(body) == ["count", "limit", "offset", "results"]
     assert body["results"][0]["frontmatter"]["derived-from"][0]["id"] == "run-249"
-    assert paths(kb.meta(limit=2)) == ["episodes/a.md", "episodes/b.md"]
-    assert paths(kb.meta(paths=["notes/n2.md", "/other/n4.md"])) == ["notes/n2.md", "other/n4.md"]
+    assert paths(pages_kb.meta(limit=2)) == ["episodes/a.md", "episodes/b.md"]
+    assert paths(pages_kb.meta(paths=["notes/n2.md", "/other/n4.md"])) == [
+        "notes/n2.md",
+        "other/n4.md",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -326,15 +330,15 @@ def test_meta_or_group_sort_order_paging(kb: Knowledge) -> None:
     ],
 )
 def test_meta_rejects_bad_filters(
-    kb: Knowledge, where: list[str], sort: str | None, message: str
+    pages_kb: Knowledge, where: list[str], sort: str | None, message: str
 ) -> None:
     with pytest.raises(InvalidQuery, match=message):
-        kb.meta(where, sort=sort)
+        pages_kb.meta(where, sort=sort)
 
 
-def test_frontmatter_with_non_json_values_is_stored(kb: Knowledge) -> None:
-    kb.write("odd.md", "---\nwhen: !!timestamp 2024-01-02\nset: !!set {a, b}\n1: one\n---\n")
-    fm = kb.meta(paths=["odd.md"]).results[0].frontmatter
+def test_frontmatter_with_non_json_values_is_stored(pages_kb: Knowledge) -> None:
+    pages_kb.write("odd.md", "---\nwhen: !!timestamp 2024-01-02\nset: !!set {a, b}\n1: one\n---\n")
+    fm = pages_kb.meta(paths=["odd.md"]).results[0].frontmatter
     assert fm == {"when": "2024-01-02", "set": ["a", "b"], "1": "one"}
 
 
@@ -416,64 +420,64 @@ def moved_folders(kb: Knowledge) -> list[bytes]:
 
 
 @pytest.mark.usefixtures("settled")
-def test_reconcile_compares_only_the_folders_that_moved(kb: Knowledge) -> None:
-    kb.reconcile()
-    stored = digests(kb)
+def test_reconcile_compares_only_the_folders_that_moved(pages_kb: Knowledge) -> None:
+    pages_kb.reconcile()
+    stored = digests(pages_kb)
     assert set(stored) == {b"", b"episodes", b"notes", b"other"}
     assert all(d is not None for d in stored.values())
-    assert moved_folders(kb) == []
-    (kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
-    assert moved_folders(kb) == [b"notes"]
-    assert kb.reconcile().updated == 1
-    assert paths(kb.search("zebra")) == ["notes/n2.md"]
-    assert moved_folders(kb) == []
+    assert moved_folders(pages_kb) == []
+    (pages_kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
+    assert moved_folders(pages_kb) == [b"notes"]
+    assert pages_kb.reconcile().updated == 1
+    assert paths(pages_kb.search("zebra")) == ["notes/n2.md"]
+    assert moved_folders(pages_kb) == []
 
 
 def test_a_reconcile_counts_the_changes_no_event_can_still_be_on_its_way_for(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+    pages_kb: Knowledge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``missed`` (what tells the watcher its events are lost) counts old-enough changes and
     removals, not a file written a moment ago, nor a racy row read again unchanged."""
-    kb.reconcile()
-    (kb.root / "notes/fresh.md").write_text("just written\n")
-    assert kb.reconcile().missed == 0  # its event may still be coming
-    assert paths(kb.search("written")) == ["notes/fresh.md"]
-    assert kb.reconcile().missed == 0  # its racy row read again: the same content
+    pages_kb.reconcile()
+    (pages_kb.root / "notes/fresh.md").write_text("just written\n")
+    assert pages_kb.reconcile().missed == 0  # its event may still be coming
+    assert paths(pages_kb.search("written")) == ["notes/fresh.md"]
+    assert pages_kb.reconcile().missed == 0  # its racy row read again: the same content
     monkeypatch.setattr(record, "RACY_NS", 0)  # every stat old enough to trust from here
-    assert kb.reconcile().missed == 0
-    (kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
-    (kb.root / "other/n4.md").unlink()
-    stats = kb.reconcile()
+    assert pages_kb.reconcile().missed == 0
+    (pages_kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
+    (pages_kb.root / "other/n4.md").unlink()
+    stats = pages_kb.reconcile()
     assert (stats.updated, stats.removed, stats.missed) == (1, 1, 2)
-    assert kb.reconcile().missed == 0
+    assert pages_kb.reconcile().missed == 0
 
 
 def test_a_racy_row_read_again_with_the_same_bytes_gets_only_its_stat(
-    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+    pages_kb: Knowledge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A row stored within the racy window has no signature, and the next reconcile reads its
     file again: with the same bytes, only the stat is stored (one UPDATE), not the whole row
     (its words, its text, its cover rows) as on the plain path (``Tuning.stat_only`` off)."""
     monkeypatch.setattr(record, "RACY_NS", 0)
-    kb.reconcile()
-    index = kb.indexing._open()
+    pages_kb.reconcile()
+    index = pages_kb.indexing._open()
 
     def sig(rel: str) -> object:
         with index.reader() as conn:
             return conn.execute("SELECT sig FROM files WHERE path = ?", (rel,)).fetchone()[0]
 
     def changes_of_the_second_reconcile(name: str) -> int:
-        (kb.root / f"notes/{name}.md").write_text(f"---\nstatus: new\n---\n{name} words\n")
+        (pages_kb.root / f"notes/{name}.md").write_text(f"---\nstatus: new\n---\n{name} words\n")
         monkeypatch.setattr(record, "RACY_NS", 1 << 62)  # every stat too recent to trust
-        kb.reconcile()
+        pages_kb.reconcile()
         assert sig(f"notes/{name}.md") is None
-        kb.reconcile()  # read again while still too recent: no signature yet
+        pages_kb.reconcile()  # read again while still too recent: no signature yet
         assert sig(f"notes/{name}.md") is None
         monkeypatch.setattr(record, "RACY_NS", 0)
         before = index._writer.total_changes
-        assert kb.reconcile().updated == 1
+        assert pages_kb.reconcile().updated == 1
         assert sig(f"notes/{name}.md") is not None
-        assert paths(kb.search(f"{name}")) == [f"notes/{name}.md"]
+        assert paths(pages_kb.search(f"{name}")) == [f"notes/{name}.md"]
         return int(index._writer.total_changes - before)
 
     stat_only = changes_of_the_second_reconcile("first")
@@ -483,43 +487,43 @@ def test_a_racy_row_read_again_with_the_same_bytes_gets_only_its_stat(
 
 
 @pytest.mark.usefixtures("settled")
-def test_same_size_edit_with_its_old_mtime_is_seen(kb: Knowledge) -> None:
-    kb.reconcile()
-    page = kb.root / "episodes/b.md"
+def test_same_size_edit_with_its_old_mtime_is_seen(pages_kb: Knowledge) -> None:
+    pages_kb.reconcile()
+    page = pages_kb.root / "episodes/b.md"
     before = page.stat()
     time.sleep(0.05)  # past the kernel's timestamp tick, so the rewrite gets a new ctime
     page.write_bytes(page.read_bytes().replace(b"ep-2", b"ep-9"))
     os.utime(page, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert page.stat().st_size == before.st_size
-    assert kb.reconcile().updated == 1
-    ids = [f.episode_id for f in kb.memory_report().episodic_files]
+    assert pages_kb.reconcile().updated == 1
+    ids = [f.episode_id for f in pages_kb.memory_report().episodic_files]
     assert ids == ["ep-1", "ep-9"]
 
 
 @pytest.mark.usefixtures("settled")
-def test_a_write_forgets_the_digest_of_its_folder(kb: Knowledge) -> None:
-    kb.reconcile()
-    kb.write("notes/n5.md", "new\n")
-    stored = digests(kb)
+def test_a_write_forgets_the_digest_of_its_folder(pages_kb: Knowledge) -> None:
+    pages_kb.reconcile()
+    pages_kb.write("notes/n5.md", "new\n")
+    stored = digests(pages_kb)
     assert stored[b"notes"] is None and stored[b"episodes"] is not None
-    kb.reconcile()
-    assert digests(kb)[b"notes"] is not None
+    pages_kb.reconcile()
+    assert digests(pages_kb)[b"notes"] is not None
 
 
-def test_a_folder_with_a_file_too_recent_to_trust_keeps_no_digest(kb: Knowledge) -> None:
-    kb.reconcile()
-    assert digests(kb)[b"notes"] is None  # the fixture's files were written just now
-    assert kb.reconcile().updated > 0  # so they are read again until they settle
+def test_a_folder_with_a_file_too_recent_to_trust_keeps_no_digest(pages_kb: Knowledge) -> None:
+    pages_kb.reconcile()
+    assert digests(pages_kb)[b"notes"] is None  # the fixture's files were written just now
+    assert pages_kb.reconcile().updated > 0  # so they are read again until they settle
 
 
 @pytest.mark.usefixtures("settled")
-def test_a_vanished_folder_loses_its_rows_and_its_digest(kb: Knowledge) -> None:
-    kb.reconcile()
-    shutil.rmtree(kb.root / "notes")
-    stats = kb.reconcile()
+def test_a_vanished_folder_loses_its_rows_and_its_digest(pages_kb: Knowledge) -> None:
+    pages_kb.reconcile()
+    shutil.rmtree(pages_kb.root / "notes")
+    stats = pages_kb.reconcile()
     assert (stats.updated, stats.removed) == (0, 3)
-    assert b"notes" not in digests(kb)
-    assert set(paths(kb.search("fox"))) == {"other/n4.md", "episodes/b.md"}
+    assert b"notes" not in digests(pages_kb)
+    assert set(paths(pages_kb.search("fox"))) == {"other/n4.md", "episodes/b.md"}
 
 
 @pytest.mark.parametrize("joined_in_sql", [True, False])
@@ -607,16 +611,16 @@ def test_an_answer_found_while_the_workers_walk_is_redone_if_the_walk_moved(
 # -- the watcher --------------------------------------------------------------------------------
 
 
-def test_watcher_sees_out_of_band_edits_and_stops(kb: Knowledge) -> None:
-    kb.start_watching()
-    assert wait_for(lambda: kb.indexing.watching)
-    (kb.root / "episodes/c.md").write_text("---\nepisode_id: ep-9\n---\nwombat\n")
-    assert wait_for(lambda: paths(kb.search("wombat")) == ["episodes/c.md"])
-    assert wait_for(lambda: kb.memory_report().episodic_count == 3)
-    (kb.root / "episodes/c.md").unlink()
-    assert wait_for(lambda: kb.memory_report().episodic_count == 2)
-    kb.stop_watching()
-    assert not kb.indexing.watching
+def test_watcher_sees_out_of_band_edits_and_stops(pages_kb: Knowledge) -> None:
+    pages_kb.start_watching()
+    assert wait_for(lambda: pages_kb.indexing.watching)
+    (pages_kb.root / "episodes/c.md").write_text("---\nepisode_id: ep-9\n---\nwombat\n")
+    assert wait_for(lambda: paths(pages_kb.search("wombat")) == ["episodes/c.md"])
+    assert wait_for(lambda: pages_kb.memory_report().episodic_count == 3)
+    (pages_kb.root / "episodes/c.md").unlink()
+    assert wait_for(lambda: pages_kb.memory_report().episodic_count == 2)
+    pages_kb.stop_watching()
+    assert not pages_kb.indexing.watching
 
 
 # -- CLI ----------------------------------------------------------------------------------------
@@ -645,29 +649,31 @@ def racy_rows(kb: Knowledge) -> int:
         return int(conn.execute("SELECT count(*) FROM files WHERE sig IS NULL").fetchone()[0])
 
 
-def test_settled_files_are_not_read_again(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settled_files_are_not_read_again(
+    pages_kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Once a file is older than the racy window, only a changed signature makes it re-read."""
-    kb.reconcile()
-    assert racy_rows(kb) > 0  # the fixture's files were written just now
+    pages_kb.reconcile()
+    assert racy_rows(pages_kb) > 0  # the fixture's files were written just now
     # a 0.1 s window, waited out for real (the 2 s one would cost the test 2 s)
     monkeypatch.setattr(record, "RACY_NS", 100_000_000)
     time.sleep(0.15)
-    kb.reconcile()  # the racy rows get their signatures now
-    assert racy_rows(kb) == 0
-    assert kb.reconcile().updated == 0
-    target = kb.root / "episodes/b.md"
+    pages_kb.reconcile()  # the racy rows get their signatures now
+    assert racy_rows(pages_kb) == 0
+    assert pages_kb.reconcile().updated == 0
+    target = pages_kb.root / "episodes/b.md"
     data = target.read_bytes()
     target.write_bytes(data.replace(b"quick", b"quack"))  # same size
-    stats = kb.reconcile()
+    stats = pages_kb.reconcile()
     assert (stats.updated, stats.removed) == (1, 0)
-    assert paths(kb.search("quack")) == ["episodes/b.md"]
+    assert paths(pages_kb.search("quack")) == ["episodes/b.md"]
 
 
-def test_watcher_refresh_skips_echoes_but_never_a_real_change(kb: Knowledge) -> None:
+def test_watcher_refresh_skips_echoes_but_never_a_real_change(pages_kb: Knowledge) -> None:
     """The watcher's cheap path trusts only content it indexed itself, and only while current."""
-    kb.reindex()
-    index = kb.indexing._open()
-    path = kb.root / "episodes/a.md"
+    pages_kb.reindex()
+    index = pages_kb.indexing._open()
+    path = pages_kb.root / "episodes/a.md"
     a = "---\nepisode_id: ep-A\n---\nalpha\n"
     b = "---\nepisode_id: ep-B\n---\nbravo\n"
     path.write_text(a)
@@ -675,12 +681,12 @@ def test_watcher_refresh_skips_echoes_but_never_a_real_change(kb: Knowledge) -> 
     assert index.refresh_if_changed(["episodes/a.md"]) == 0  # our own echo: skipped
     path.write_text(b)  # same size, out of band
     assert index.refresh_if_changed(["episodes/a.md"]) == 1
-    assert [h.path for h in kb.search("bravo").results] == ["episodes/a.md"]
+    assert [h.path for h in pages_kb.search("bravo").results] == ["episodes/a.md"]
     path.write_text(a)
     index.reconcile()  # the index now holds A again via the reconcile, not via refresh
     path.write_text(b)
     index.reconcile()  # ... and B
     path.write_text(a)  # back to the bytes the echo memory once saw
     assert index.refresh_if_changed(["episodes/a.md"]) == 1
-    assert [h.path for h in kb.search("alpha").results] == ["episodes/a.md"]
-    assert kb.search("bravo").results == []
+    assert [h.path for h in pages_kb.search("alpha").results] == ["episodes/a.md"]
+    assert pages_kb.search("bravo").results == []

@@ -69,25 +69,21 @@ BODIES = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Path:
-    """One blank root for the module, and below one open and one keyed app on it: the tests only
-    read (the document, the docs pages, a meta listing), and an app costs ~0.15 CPU-s to build
-    and route its first request. Each test still makes its own client (its own cookies)."""
+def shared_root(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Path:
+    """One root for the module (the knowledge template), and below one open and one keyed app on
+    it: the tests only read (the document, the docs pages, a meta listing), and an app costs
+    ~0.15 CPU-s to build and route its first request. Each test still makes its own client (its
+    own cookies)."""
     path = tmp_path_factory.mktemp("openapi") / "kb"
     Knowledge.init(path)
     return path
 
 
 @pytest.fixture(scope="module")
-def apps(root: Path) -> Iterator[dict[str | None, FastAPI]]:
+def apps(shared_root: Path) -> Iterator[dict[str | None, FastAPI]]:
     """The app without a key and the app with ``KEY``, by key."""
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(shared_root) as kb:
         yield {None: create_app(kb), KEY: create_app(kb, api_key=KEY)}
 
 
@@ -309,8 +305,10 @@ async def test_a_method_a_path_lacks_is_405_with_allow(tmp_path: Path, web: bool
                 assert page.status_code == 405 and page.headers["allow"] == "GET"
 
 
-async def test_a_file_that_is_not_markdown_is_sent_as_bytes(root: Path, client_for: Client) -> None:
-    (root / "data.bin").write_bytes(b"\x00\x01")
+async def test_a_file_that_is_not_markdown_is_sent_as_bytes(
+    shared_root: Path, client_for: Client
+) -> None:
+    (shared_root / "data.bin").write_bytes(b"\x00\x01")
     async with client_for() as client:
         resp = await client.get("/api/kiwi/file", params={"path": "data.bin"})
     assert resp.headers["content-type"] == "application/octet-stream"

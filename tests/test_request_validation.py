@@ -39,11 +39,6 @@ BAD_UTF8 = b"---\ntitle: caf\xe9\n---\n# Latin-1, not UTF-8\n"
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def seeded(root: Path) -> Knowledge:
     Knowledge.init(root)
     knowledge = Knowledge.open(root)
@@ -62,11 +57,6 @@ def shared_kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> I
     knowledge = seeded(tmp_path_factory.mktemp("validation") / "kb")
     yield knowledge
     knowledge.close()
-
-
-@pytest.fixture
-def kb(shared_kb: Knowledge) -> Knowledge:
-    return shared_kb
 
 
 @pytest.fixture(scope="module")
@@ -221,21 +211,21 @@ REST_CASES: list[tuple[str, str, dict[str, Any], int, str]] = [
 )
 async def test_rest_refuses_with_a_json_4xx_and_writes_nothing(
     client: httpx.AsyncClient,
-    kb: Knowledge,
+    shared_kb: Knowledge,
     method: str,
     route: str,
     request_: dict[str, Any],
     status: int,
     message: str,
 ) -> None:
-    before = head(kb.root)
+    before = head(shared_kb.root)
     resp = await client.request(method, API + route, **request_)
     assert resp.status_code == status, resp.text
     assert resp.headers["content-type"] == "application/json"
     assert list(resp.json()) == ["error"]
     assert message in resp.json()["error"]
-    assert head(kb.root) == before
-    assert (kb.root / "latin1.md").read_bytes() == BAD_UTF8
+    assert head(shared_kb.root) == before
+    assert (shared_kb.root / "latin1.md").read_bytes() == BAD_UTF8
 
 
 async def test_changes_caps_a_huge_limit_as_kiwifs_does(client: httpx.AsyncClient) -> None:
@@ -304,14 +294,14 @@ MCP_CASES: list[tuple[str, dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("name", "args", "message"), MCP_CASES, ids=[c[2][:40] for c in MCP_CASES])
 async def test_mcp_answers_a_tool_error(
-    kb: Knowledge,
+    shared_kb: Knowledge,
     mcp_server: Any,
     name: str,
     args: dict[str, Any],
     message: str,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    before = head(kb.root)
+    before = head(shared_kb.root)
     async with Client(mcp_server) as client:
         result = await client.call_tool(name, args)
     assert result.is_error
@@ -319,7 +309,7 @@ async def test_mcp_answers_a_tool_error(
     assert isinstance(block, TextContent)
     assert message in block.text
     assert "Traceback" not in capfd.readouterr().err  # an expected failure, not a crash
-    assert head(kb.root) == before
+    assert head(shared_kb.root) == before
 
 
 # -- a real server fault ------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def kb(make_root: MakeRoot, model: Path) -> Iterator[Knowledge]:
+def watched_kb(make_root: MakeRoot, model: Path) -> Iterator[Knowledge]:
+    """24 pages with vectors on (the local model), watched as a server watches its root."""
     topics = ("kiwi bird nest egg feather", "rain snow weather storm", "sqlite index table row")
     files = {
         f"p/{i:02}.md": page(f"{topics[i % 3]} note {i}", scope=f"s-{i % 4}") for i in range(24)
@@ -108,25 +109,25 @@ def embed(kb: Knowledge) -> None:
 
 
 def test_the_matrix_caught_up_after_every_kind_of_change_equals_a_fresh_load(
-    kb: Knowledge,
+    watched_kb: Knowledge,
 ) -> None:
-    embed(kb)
-    answers(kb)  # the matrix and the candidates are loaded once
-    first = cached(kb)
+    embed(watched_kb)
+    answers(watched_kb)  # the matrix and the candidates are loaded once
+    first = cached(watched_kb)
     assert not first.empty
-    kb.write("p/new.md", page("kiwi bird nest egg storm", scope="s-1"))
-    embed(kb)
-    assert_current(kb)
-    kb.write("p/01.md", page("sqlite row table kiwi", scope="s-1"))  # new content, old dies
-    kb.rename("p/02.md", "q/02.md")  # same content: no vectors change
-    kb.delete("p/03.md")
-    embed(kb)
-    assert_current(kb)
-    assert kb.indexing.recall().store.collect_garbage()  # the old contents' vectors go
-    assert_current(kb)
-    assert cached(kb).dead_rows  # their rows stay, dead
+    watched_kb.write("p/new.md", page("kiwi bird nest egg storm", scope="s-1"))
+    embed(watched_kb)
+    assert_current(watched_kb)
+    watched_kb.write("p/01.md", page("sqlite row table kiwi", scope="s-1"))  # new content, old dies
+    watched_kb.rename("p/02.md", "q/02.md")  # same content: no vectors change
+    watched_kb.delete("p/03.md")
+    embed(watched_kb)
+    assert_current(watched_kb)
+    assert watched_kb.indexing.recall().store.collect_garbage()  # the old contents' vectors go
+    assert_current(watched_kb)
+    assert cached(watched_kb).dead_rows  # their rows stay, dead
     # a content stored again with other vectors (another embedder run, say)
-    store = kb.indexing.recall().store
+    store = watched_kb.indexing.recall().store
     etag = str(first.keys[0].decode())
     with store.index.reader() as conn:
         spans = conn.execute(
@@ -139,32 +140,34 @@ def test_the_matrix_caught_up_after_every_kind_of_change_equals_a_fresh_load(
     with store.index.transaction() as conn:
         store._store(conn, [(etag, chunks, other)])
         path = conn.execute("SELECT path FROM files WHERE etag = ?", (etag,)).fetchone()[0]
-    assert_current(kb)
-    assert kb.semantic_search("rain snow weather", limit=1).results[0].path == path
+    assert_current(watched_kb)
+    assert watched_kb.semantic_search("rain snow weather", limit=1).results[0].path == path
     # another process writes and embeds (no watcher of this one sees its rows first)
-    with Knowledge.open(kb.root) as writer:
+    with Knowledge.open(watched_kb.root) as writer:
         writer.write("p/other.md", page("rain snow weather kiwi", scope="s-1"))
         writer.delete("p/04.md")
         writer.semantic_search("rain", limit=1)  # embeds what it queued
         writer.indexing.recall().store.collect_garbage()
-    assert_current(kb)
+    assert_current(watched_kb)
     # every vector thrown away and made again: a new generation, loaded afresh
-    kb.reindex_vectors()
-    assert cached(kb).generation != first.generation
-    assert_current(kb, caught_up=False)
+    watched_kb.reindex_vectors()
+    assert cached(watched_kb).generation != first.generation
+    assert_current(watched_kb, caught_up=False)
 
 
-def test_too_many_dead_rows_load_afresh(kb: Knowledge, monkeypatch: pytest.MonkeyPatch) -> None:
-    embed(kb)
-    answers(kb)
-    lineage = cached(kb).lineage
+def test_too_many_dead_rows_load_afresh(
+    watched_kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embed(watched_kb)
+    answers(watched_kb)
+    lineage = cached(watched_kb).lineage
     monkeypatch.setattr(matrix_module, "DEAD_SHARE", 0.0)
-    kb.write("p/05.md", page("kiwi kiwi bird", scope="s-1"))
-    embed(kb)
-    assert cached(kb).lineage == lineage  # nothing dead yet: the new content is appended
-    kb.indexing.recall().store.collect_garbage()
-    assert cached(kb).lineage != lineage and not cached(kb).dead_rows
-    assert_current(kb, caught_up=False)
+    watched_kb.write("p/05.md", page("kiwi kiwi bird", scope="s-1"))
+    embed(watched_kb)
+    assert cached(watched_kb).lineage == lineage  # nothing dead yet: the new content is appended
+    watched_kb.indexing.recall().store.collect_garbage()
+    assert cached(watched_kb).lineage != lineage and not cached(watched_kb).dead_rows
+    assert_current(watched_kb, caught_up=False)
 
 
 def test_a_matrix_loaded_empty_catches_up_its_first_vectors(

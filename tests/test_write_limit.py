@@ -28,7 +28,8 @@ OVER = b"x" * (MAX_FILE_BYTES + 1)  # one byte over: shared by the tests, never 
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Knowledge]:
+def shared_kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Knowledge]:
+    """One blank root for the module, holding a file just over half the limit."""
     root = tmp_path_factory.mktemp("limit") / "kb"
     Knowledge.init(root, "blank")
     with Knowledge.open(root) as knowledge:
@@ -37,8 +38,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator
 
 
 @pytest.fixture(scope="module")
-def client(kb: Knowledge) -> Iterator[AppClient]:
-    with serve_in_process(create_app(kb)) as c:
+def client(shared_kb: Knowledge) -> Iterator[AppClient]:
+    with serve_in_process(create_app(shared_kb)) as c:
         yield c
 
 
@@ -51,25 +52,31 @@ def refused(kb: Knowledge, call: object) -> str:
     return exc.value.message
 
 
-def test_the_library_refuses_every_write_over_the_limit(kb: Knowledge) -> None:
-    assert LIMIT in refused(kb, lambda: kb.write("big.md", OVER))
-    half = kb.read("half.md").etag
-    assert LIMIT in refused(kb, lambda: kb.append("half.md", OVER[: MAX_FILE_BYTES // 2]))
-    assert kb.read("half.md").etag == half  # the file the append would have grown is unchanged
-    message = refused(kb, lambda: kb.bulk_write([("ok.md", b"small"), ("big.md", OVER)]))
+def test_the_library_refuses_every_write_over_the_limit(shared_kb: Knowledge) -> None:
+    assert LIMIT in refused(shared_kb, lambda: shared_kb.write("big.md", OVER))
+    half = shared_kb.read("half.md").etag
+    assert LIMIT in refused(
+        shared_kb, lambda: shared_kb.append("half.md", OVER[: MAX_FILE_BYTES // 2])
+    )
+    assert (
+        shared_kb.read("half.md").etag == half
+    )  # the file the append would have grown is unchanged
+    message = refused(
+        shared_kb, lambda: shared_kb.bulk_write([("ok.md", b"small"), ("big.md", OVER)])
+    )
     assert message.startswith("big.md: ") and LIMIT in message
-    assert not (kb.root / "ok.md").exists()  # all or nothing
+    assert not (shared_kb.root / "ok.md").exists()  # all or nothing
     many = [(f"part-{i}.md", OVER[: MAX_FILE_BYTES - 1]) for i in range(4)]
     assert 4 * (MAX_FILE_BYTES - 1) > MAX_BULK_BYTES
-    assert f"{MAX_BULK_BYTES >> 20} MiB" in refused(kb, lambda: kb.bulk_write(many))
+    assert f"{MAX_BULK_BYTES >> 20} MiB" in refused(shared_kb, lambda: shared_kb.bulk_write(many))
     text = OVER.decode()
-    assert LIMIT in refused(kb, lambda: kb.remember(text, episode_id="big-episode"))
+    assert LIMIT in refused(shared_kb, lambda: shared_kb.remember(text, episode_id="big-episode"))
 
 
-def test_exactly_the_limit_is_written(kb: Knowledge) -> None:
-    assert kb.write("full.md", OVER[:MAX_FILE_BYTES]).path == "full.md"
-    assert LIMIT in refused(kb, lambda: kb.append("full.md", b"z", separator=""))
-    kb.delete("full.md")
+def test_exactly_the_limit_is_written(shared_kb: Knowledge) -> None:
+    assert shared_kb.write("full.md", OVER[:MAX_FILE_BYTES]).path == "full.md"
+    assert LIMIT in refused(shared_kb, lambda: shared_kb.append("full.md", b"z", separator=""))
+    shared_kb.delete("full.md")
 
 
 @pytest.mark.parametrize(
@@ -81,17 +88,17 @@ def test_exactly_the_limit_is_written(kb: Knowledge) -> None:
     ],
 )
 def test_mcp_tools_answer_a_tool_error_naming_the_limit(
-    kb: Knowledge, tool: str, arguments: dict[str, object]
+    shared_kb: Knowledge, tool: str, arguments: dict[str, object]
 ) -> None:
     (spec,) = [s for s in SPECS if s.name == tool]
-    result = adapt(spec, Tools(kb).method(tool))(**arguments)
+    result = adapt(spec, Tools(shared_kb).method(tool))(**arguments)
     assert not isinstance(result, str) and result.is_error
     (block,) = result.content
     assert LIMIT in getattr(block, "text", "")
-    assert not (kb.root / "big.md").exists()
+    assert not (shared_kb.root / "big.md").exists()
 
 
-def test_rest_answers_413_naming_the_limit(kb: Knowledge, client: AppClient) -> None:
+def test_rest_answers_413_naming_the_limit(shared_kb: Knowledge, client: AppClient) -> None:
     big = OVER.decode()
     bulk = client.post(f"{API}/bulk", json={"files": [{"path": "big.md", "content": big}]})
     assert bulk.status_code == 413 and LIMIT in bulk.json()["error"], bulk.text
@@ -100,4 +107,4 @@ def test_rest_answers_413_naming_the_limit(kb: Knowledge, client: AppClient) -> 
     assert grown.status_code == 413 and LIMIT in grown.json()["error"], grown.text
     put = client.put(f"{API}/file", params={"path": "big.md"}, content=OVER)
     assert put.status_code == 413 and LIMIT in put.json()["error"], put.text
-    assert not (kb.root / "big.md").exists()
+    assert not (shared_kb.root / "big.md").exists()
