@@ -4,6 +4,13 @@ separate process.
 Most route tests run in process (``asgiclient``); these helpers are for what only a real server
 shows: signals, several processes, crashes, a browser.
 
+- :func:`serving` (a ``with`` block) or :func:`start` and :func:`stop`: ``kiwifs serve`` on a
+  root, ready.
+- :func:`running`: any ``kiwifs`` command that serves HTTP (``kiwifs mcp --http``).
+- :func:`launch` and :func:`wait_ready`: the two steps apart, for a test that must act between
+  them.
+- :func:`in_thread`: an app of the test's own under uvicorn in this process, on a real socket.
+
 Every server here is started with ``--port 0``: the system picks a free port at bind time and the
 server names it in its start-up line, which :func:`launch` reads. Guessing a free port first and
 handing it over was a race: another test's server could take it in between (``Address already in
@@ -17,12 +24,15 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import uvicorn
+from starlette.types import ASGIApp
 
 KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 
@@ -70,7 +80,7 @@ def wait_ready(
     proc: subprocess.Popen[bytes],
     log: Path,
     probe: str = "/readyz",
-    ready: frozenset[int] = frozenset({200}),
+    ready: Collection[int] = frozenset({200}),
 ) -> None:
     """Wait (bounded) until ``probe`` answers one of ``ready``: ``/readyz`` means the routes are
     built and the index is current, ``/health`` only that the server is up."""
@@ -134,3 +144,45 @@ def serving(
         yield base, proc
     finally:
         stop(proc)
+
+
+@contextmanager
+def running(
+    args: Sequence[str],
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    probe: str = "/readyz",
+    ready: Collection[int] = frozenset({200}),
+    stdout_to_log: bool = True,
+    stop_timeout: float = 30,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``kiwifs <args> --port 0`` until the block ends, once ``probe`` answers one of ``ready``:
+    ``(base URL, process)``. For commands other than ``serve`` (``mcp --http``)."""
+    proc, base = launch(args, log, env, stdout_to_log)
+    try:
+        wait_ready(base, proc, log, probe, ready)
+        yield base, proc
+    finally:
+        stop(proc, stop_timeout)
+
+
+@contextmanager
+def in_thread(app: ASGIApp) -> Iterator[str]:
+    """``app`` under uvicorn on 127.0.0.1 in a thread of this process until the block ends: its
+    base URL. For an app the test builds itself (a route of its own); uvicorn runs the app's
+    lifespan, and binds port 0 so no other test can take the port first."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not server.started:
+            assert thread.is_alive(), "uvicorn stopped before it started"
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        (listening,) = server.servers
+        host, port = listening.sockets[0].getsockname()[:2]
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

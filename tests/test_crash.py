@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+import realserver
 from gitrepo import git
 from kiwifs.atomicwrite import TEMP_PREFIX
 from kiwifs.errors import StorageError
@@ -32,7 +33,6 @@ from kiwifs.gitindex import STALE_MARKER, WRITING_MARKER
 from kiwifs.knowledge import Knowledge
 from kiwifs.markdown import read_frontmatter
 from kiwifs.reflock import MARKER as REF_MARKER
-from realserver import launch, wait_ready
 
 API = "/api/kiwi"
 
@@ -324,12 +324,7 @@ class Server:
 def start_server(root: Path, mode: str) -> Server:
     flag = "--async-commit" if mode == "async" else "--sync-commit"
     log = root.parent / "serve.log"  # appended to by every restart
-    proc, base = launch(["serve", "--root", str(root), flag], log)
-    try:
-        wait_ready(base, proc, log, "/health")
-    except BaseException:
-        proc.kill()
-        raise
+    base, proc = realserver.start(root, log, (flag,), probe="/health")
     return Server(proc, base)
 
 

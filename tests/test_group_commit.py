@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,6 @@ from kiwifs.gitindex import LOCK_FILE
 from kiwifs.knowledge import Knowledge
 from waiting import wait_for
 
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 HANG_GUARD = 120.0  # seconds: turns a hang (the bug) into a failure; the waits take far less
 
 

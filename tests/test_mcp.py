@@ -27,12 +27,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.testclient import TestClient
 
+import realserver
 from gitrepo import break_object_store_for
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import http_app
 from mcpsession import fails, mcp_client, mcp_session, ok
-from realserver import launch, stop, wait_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -603,14 +603,11 @@ def test_mcp_command_flags(tmp_path: Path) -> None:
 
 @contextmanager
 def running(args: list[str], log: Path, ready_path: str = "/health") -> Iterator[str]:
-    """Start ``kiwifs <args>`` on a free port, yield its base URL once ``ready_path`` answers
-    (below 500), always stop it."""
-    proc, base = launch(args, log, child_env(), stdout_to_log=False)
-    try:
-        wait_ready(base, proc, log, ready_path, frozenset(range(500)))
+    """``kiwifs <args>`` on a free port: its base URL once ``ready_path`` answers (below 500)."""
+    with realserver.running(
+        args, log, child_env(), ready_path, range(500), stdout_to_log=False, stop_timeout=10
+    ) as (base, _):
         yield base
-    finally:
-        stop(proc, timeout=10)
 
 
 @asynccontextmanager

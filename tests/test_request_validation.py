@@ -12,15 +12,12 @@ import json
 import logging
 import socket
 import subprocess
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from mcp import Client
 from mcp.types import TextContent
@@ -28,6 +25,7 @@ from mcp.types import TextContent
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import build_server
 from kiwifs.rest.app import create_app
+from realserver import in_thread
 from vectorkit import build_model, local_config
 
 API = "/api/kiwi"
@@ -346,26 +344,13 @@ def test_a_server_fault_is_a_logged_json_500_and_the_connection_lives_on(
 ) -> None:
     # a root of its own: uvicorn runs the app's lifespan, which closes the root at shutdown
     app = create_app(seeded(tmp_path / "kb"), extra_mounts=faulty_route)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.05)
-        with caplog.at_level(logging.ERROR, logger="kiwifs.rest"):
-            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-                status, headers, body = http_get(sock, "/fault")
-                assert (status, headers["content-type"]) == (500, "application/json")
-                assert json.loads(body) == {"error": "internal server error"}
-                # the same connection still answers
-                assert http_get(sock, "/health")[0] == 200
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with in_thread(app) as base, caplog.at_level(logging.ERROR, logger="kiwifs.rest"):
+        address = httpx.URL(base)
+        with socket.create_connection((address.host, address.port), timeout=30) as sock:
+            status, headers, body = http_get(sock, "/fault")
+            assert (status, headers["content-type"]) == (500, "application/json")
+            assert json.loads(body) == {"error": "internal server error"}
+            # the same connection still answers
+            assert http_get(sock, "/health")[0] == 200
     (record,) = [r for r in caplog.records if r.name == "kiwifs.rest"]
     assert record.exc_info is not None and "simulated bug" in str(record.exc_info[1])

@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -39,8 +37,8 @@ from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.versioning import blob_id
+from realserver import KIWIFS
 
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
 MiB = 1024 * 1024
 CONFLICT = "file modified since last read \u2014 re-fetch and retry"
@@ -1244,16 +1242,6 @@ def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> S
     return Server(root, base, proc, log)
 
 
-def stop_server(server: Server) -> None:
-    if server.proc.poll() is None:
-        server.proc.terminate()
-        try:
-            server.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[Server]:
     """One real ``kiwifs serve``, its key from the environment, started on a root that a crashed
@@ -1267,7 +1255,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterat
     try:
         yield srv
     finally:
-        stop_server(srv)
+        realserver.stop(srv.proc)
 
 
 def test_live_server_health_is_open_and_the_key_comes_from_the_environment(live: Server) -> None:
@@ -1408,7 +1396,7 @@ def test_async_commit_mode_history_sees_every_write_and_sigterm_commits_the_rest
             assert put(c, "async/after.md", "late\n").status_code == 200
             assert c.get("/health").json()["commits"]["pending"] == 1
     finally:
-        stop_server(srv)  # SIGTERM: shutdown commits what is still pending
+        realserver.stop(srv.proc)  # SIGTERM: shutdown commits what is still pending
     assert commit_count(root) == before + 2
     assert git(root, "show", "HEAD:async/after.md") == "late\n"
     assert git(root, "status", "--porcelain", "--", ".", ":(exclude).kiwi") == ""

@@ -87,12 +87,7 @@ def start(root: Path, *args: str) -> Server:
 
 
 def stop(server: Server) -> None:
-    server.proc.terminate()
-    try:
-        server.proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait()
+    realserver.stop(server.proc, timeout=15)
 
 
 def seed(server: Server) -> None:

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +27,9 @@ from kiwifs.errors import Conflict, ConsolidationFailed, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.steps import CommandStep, Episode, PagePlan, TagRule, parse_plan
 from kiwifs.memory.worker import Worker
-from realserver import serving
+from realserver import KIWIFS, serving
+from waiting import wait_for
 
-KIWIFS = shutil.which("kiwifs") or str(Path(sys.executable).with_name("kiwifs"))
 API = "/api/kiwi"
 PREFIXES = {"race": 60, "tags": 24, "command": 6, "failing": 3, "sigterm": 4, "renew": 2}
 
@@ -236,10 +234,7 @@ def test_sigterm_stops_the_worker_cleanly_releasing_its_claims(
         env=env,
     )
     try:
-        for _ in range(600):
-            if marker.exists() or proc.poll() is not None:
-                break
-            time.sleep(0.05)
+        wait_for(lambda: marker.exists() or proc.poll() is not None)
         assert marker.exists(), proc.communicate(timeout=10)
         assert [c["holder"] for c in claims_of(server, "sigterm")] == ["sleepy"] * 3
         proc.send_signal(signal.SIGTERM)
