@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -71,6 +72,17 @@ def serve_in_process(app: ASGIApp) -> Iterator[AppClient]:
         client_cm = httpx.AsyncClient(transport=transport, base_url=BASE_URL)
         with portal.wrap_async_context_manager(client_cm) as client:
             yield AppClient(portal, client, {})
+
+
+@contextmanager
+def app_on(root: Path, **options: Any) -> Iterator[AppClient]:
+    """A client of the REST app (``create_app(kb, **options)``) on ``root``, opened here and
+    closed when the block ends (the app's shutdown closes it too, as a server's does)."""
+    from kiwifs.knowledge import Knowledge
+    from kiwifs.rest.app import create_app
+
+    with Knowledge.open(root) as kb, serve_in_process(create_app(kb, **options)) as client:
+        yield client
 
 
 @contextmanager

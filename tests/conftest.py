@@ -6,6 +6,8 @@ The fixtures every module may ask for:
   ``knowledge_root`` the same laid out by the knowledge template (``kiwifs init``'s default).
 - ``kb``: the library opened on ``root``, closed after the test; ``knowledge_kb`` the same on
   ``knowledge_root``.
+- ``app_client``: the REST app on ``kb``, in process (no socket), e.g.
+  ``app_client.get("/api/kiwi/tree")``; ``asgiclient.app_on(path)`` gives one on another root.
 - ``make_root``: a factory writing ``{relpath: text}`` into a fresh folder (no git).
 - ``clock``: a :class:`queuekit.Clock` the test moves by hand, for claims and leases.
 - ``anyio_backend``: asyncio, for ``@pytest.mark.anyio`` tests.
@@ -14,14 +16,15 @@ The fixtures every module may ask for:
 
 Helpers the tests import (plain modules beside this file):
 
-- ``asgiclient``: ``serve_in_process(app)``, a synchronous client of an app run in process.
+- ``asgiclient``: ``serve_in_process(app)``, a synchronous client of an app run in process, and
+  ``app_on(root)``, one of the REST app on a root.
 - ``mcpsession``: ``mcp_session(root)``, the MCP server in process through the official client,
   and ``ok``/``fails``/``call`` to read a tool's answer.
 - ``realserver``: a real ``kiwifs serve`` (or ``kiwifs mcp --http``) on 127.0.0.1, for what only
   a separate process shows (signals, crashes, several processes, a browser).
-- ``filetree`` (``write_files``), ``gitrepo`` (reading a root's git), ``queuekit`` (episodes, a
-  clock), ``vectorkit`` (a small local embedding model), ``waiting`` (``wait_for`` a condition,
-  bounded).
+- ``filetree`` (``write_files``), ``fifovalve`` (a FIFO guard), ``gitrepo`` (reading a root's
+  git), ``queuekit`` (episodes, a clock), ``vectorkit`` (a small local embedding model),
+  ``waiting`` (``wait_for`` a condition, bounded).
 
 A module whose tests need another layout names its fixture for what differs (``queue_root``,
 ``big_files_root``, …) rather than redefining ``root``.
@@ -46,6 +49,7 @@ from filetree import Files, write_files
 from queuekit import Clock
 
 if TYPE_CHECKING:
+    from asgiclient import AppClient
     from kiwifs.knowledge import Knowledge
 
 # In CI the property tests draw the same examples every run (a red build is then reproducible,
@@ -147,6 +151,16 @@ def kb(root: Path) -> Iterator[Knowledge]:
 
     with Knowledge.open(root) as opened:
         yield opened
+
+
+@pytest.fixture
+def app_client(kb: Knowledge) -> Iterator[AppClient]:
+    """The REST app on ``kb``, served in process with its lifespan running (``asgiclient``)."""
+    from asgiclient import serve_in_process
+    from kiwifs.rest.app import create_app
+
+    with serve_in_process(create_app(kb)) as client:
+        yield client
 
 
 @pytest.fixture

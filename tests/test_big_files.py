@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from mcp.types import TextContent
 
-from asgiclient import serve_in_process
+from asgiclient import app_on
 from kiwifs.cli import cli
 from kiwifs.errors import PayloadTooLarge
 from kiwifs.index.record import read_record
@@ -25,7 +25,6 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.limits import MAX_READ_BYTES
 from kiwifs.markdown import FRONTMATTER_WINDOW, read_frontmatter
 from kiwifs.memory import scan
-from kiwifs.rest.app import create_app
 from mcpsession import mcp_session
 
 API = "/api/kiwi"
@@ -98,7 +97,7 @@ def test_the_cli_reindexes_searches_and_reports_around_it(big_files_root: Path) 
 
 
 def test_rest_refuses_the_file_and_answers_everything_else(big_files_root: Path) -> None:
-    with Knowledge.open(big_files_root) as kb, serve_in_process(create_app(kb)) as client:
+    with app_on(big_files_root) as client:
         response = client.get(f"{API}/file", params={"path": "big.md"})
         assert response.status_code == 413, response.text
         assert "over the 32 MiB size limit" in response.json()["error"]

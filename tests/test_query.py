@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from asgiclient import serve_in_process
+from asgiclient import app_on
 from kiwifs.cli import cli
 from kiwifs.index import query
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.app import create_app
 from mcpsession import call, mcp_session
 
 API = "/api/kiwi"
@@ -201,7 +200,7 @@ def test_snippets_mark_the_words_asked(pages_kb: Knowledge) -> None:
 
 def test_rest_answers_every_query(pages_root: Path) -> None:
     """In-process with its lifespan: the watcher runs, so the term columns rank as in serve."""
-    with Knowledge.open(pages_root) as kb, serve_in_process(create_app(kb)) as client:
+    with app_on(pages_root) as client:
         for text in TRICKY:
             for route, extra in (("search", {}), ("search/hybrid", {}), ("brief", {})):
                 resp = client.get(f"{API}/{route}", params={"q": text, **extra})

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from asgiclient import serve_in_process
+from asgiclient import app_on
 from kiwifs.errors import InvalidPath
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.app import create_app
 
 API = "/api/kiwi"
 LOOPS = ("loop.md", "a.md", "b.md", "deep/x.md")
@@ -49,7 +48,7 @@ def test_the_library_refuses_a_loop_as_a_path(looped: Path) -> None:
 
 
 def test_rest_answers_400_for_a_loop_and_every_other_route_as_usual(looped: Path) -> None:
-    with Knowledge.open(looped) as kb, serve_in_process(create_app(kb)) as client:
+    with app_on(looped) as client:
         for rel in LOOPS:
             for response in (
                 client.get(f"{API}/file", params={"path": rel}),
