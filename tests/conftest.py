@@ -9,6 +9,7 @@ The fixtures every module may ask for:
 - ``app_client``: the REST app on ``kb``, in process (no socket), e.g.
   ``app_client.get("/api/kiwi/tree")``; ``asgiclient.app_on(path)`` gives one on another root.
 - ``make_root``: a factory writing ``{relpath: text}`` into a fresh folder (no git).
+- ``model``: a tiny local embedding model (module-scoped), for ``vectorkit.local_config``.
 - ``clock``: a :class:`queuekit.Clock` the test moves by hand, for claims and leases.
 - ``anyio_backend``: asyncio, for ``@pytest.mark.anyio`` tests.
 - ``isolated_git`` (automatic): ``GIT_CONFIG_GLOBAL`` an empty file, ``GIT_CONFIG_NOSYSTEM``,
@@ -170,6 +171,14 @@ def knowledge_kb(knowledge_root: Path) -> Iterator[Knowledge]:
 
     with Knowledge.open(knowledge_root) as opened:
         yield opened
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny local embedding model (``vectorkit``) in a folder named ``m2v``, one per module."""
+    from vectorkit import build_model
+
+    return build_model(tmp_path_factory.mktemp("model") / "m2v")
 
 
 @pytest.fixture

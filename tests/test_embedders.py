@@ -11,12 +11,7 @@ import pytest
 from kiwifs.config import EmbedderConfig, parse_config
 from kiwifs.errors import ConfigError, Unavailable
 from kiwifs.index.embedders import make_embedder
-from vectorkit import DIM, EmbeddingServer, build_model, hashed
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("model") / "tiny-m2v")
+from vectorkit import DIM, EmbeddingServer, hashed
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +37,7 @@ def test_local_model_loads_through_model2vec_and_embeds_by_topic(model: Path) ->
     vectors = embedder.embed(["the kiwi is a flightless bird", "feathers in a nest", "sqlite"])
     assert vectors.shape == (3, DIM) and vectors.dtype == np.float32
     assert cosine(vectors[0], vectors[1]) > 0.8 > cosine(vectors[0], vectors[2])
-    assert embedder.name.startswith(f"local:tiny-m2v:{DIM}:")
+    assert embedder.name.startswith(f"local:m2v:{DIM}:")
 
 
 def test_local_model_path_is_relative_to_the_root(model: Path) -> None:

@@ -19,7 +19,7 @@ from mcp import Client
 
 from kiwifs.knowledge import Knowledge
 from mcpsession import mcp_session, ok
-from vectorkit import build_model, local_config
+from vectorkit import local_config
 
 pytestmark = pytest.mark.anyio
 
@@ -32,11 +32,6 @@ PAGES = {
     "tech/db.md": "sqlite stores the index table on disk.\n",
     "home/cake.md": "A kiwi recipe: bake with flour and sugar.\n",
 }
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("model") / "m2v")
 
 
 @pytest.fixture

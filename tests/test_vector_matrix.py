@@ -18,16 +18,11 @@ from kiwifs.index import matrix as matrix_module
 from kiwifs.index.candidates import CandidateCache
 from kiwifs.index.matrix import MatrixCache, VectorMatrix, load
 from kiwifs.knowledge import Knowledge
-from vectorkit import build_model, local_config
+from vectorkit import local_config
 
 MakeRoot = Callable[..., Path]
 QUERIES = ("kiwi bird nest egg", "rain snow weather", "sqlite index table")
 FILTERS: list[dict[str, Any]] = [{}, {"path_prefix": "p/"}, {"scope": "s-1"}]
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("model") / "m2v")
 
 
 @pytest.fixture

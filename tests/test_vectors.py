@@ -31,14 +31,9 @@ from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
 from kiwifs.tuning import Tuning
-from vectorkit import EmbeddingServer, build_model, local_config
+from vectorkit import EmbeddingServer, local_config
 
 MakeRoot = Callable[..., Path]
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("model") / "m2v")
 
 
 @pytest.fixture

@@ -12,11 +12,10 @@ from typing import Any
 
 import anyio
 import httpx
-import pytest
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
-from vectorkit import build_model, local_config
+from vectorkit import local_config
 
 MakeRoot = Callable[..., Path]
 PAGES = {
@@ -26,11 +25,6 @@ PAGES = {
     "home/cake.md": "A recipe: bake with flour and sugar in the oven.\n",
 }
 QUERY = "feathers wing"
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_model(tmp_path_factory.mktemp("model") / "m2v")
 
 
 def get(kb: Knowledge, url: str) -> httpx.Response:
