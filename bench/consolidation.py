@@ -42,11 +42,11 @@ from typing import Any
 
 import httpx
 
-from kiwifs.client import KiwiClient
+from kiwifs.frontmatter.reader import read_frontmatter
 from kiwifs.knowledge import Knowledge
-from kiwifs.markdown import read_frontmatter
-from kiwifs.memory.steps import TagRule
-from kiwifs.memory.worker import Worker
+from kiwifs.worker.client import KiwiClient
+from kiwifs.worker.loop import Worker
+from kiwifs.worker.steps import TagRule
 
 TOPICS = [f"topic-{n:02d}" for n in range(16)]
 PER_DAY = 100

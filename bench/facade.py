@@ -44,13 +44,13 @@ from startup import baseline_source  # noqa: E402
 SRC = HERE.parent / "src"
 SPLIT = {
     "kiwifs.knowledge",
-    "kiwifs.history",
-    "kiwifs.tree",
-    "kiwifs.serverlock",
-    "kiwifs.memorywrites",
-    "kiwifs.integrity",
-    "kiwifs.consolidation",
-    "kiwifs.briefing",
+    "kiwifs.services.history",
+    "kiwifs.files.tree",
+    "kiwifs.files.serverlock",
+    "kiwifs.services.memorywrites",
+    "kiwifs.services.integrity",
+    "kiwifs.services.consolidation",
+    "kiwifs.services.briefing",
 }
 IMPORT = (
     "import time; c = time.process_time(); w = time.perf_counter(); import kiwifs; "

@@ -66,10 +66,10 @@ from typing import Any
 
 from index import corpus
 
+from kiwifs.base.printed_json import dumps
 from kiwifs.index import record
 from kiwifs.index import report as indexed
-from kiwifs.index.db import Index
-from kiwifs.printed_json import dumps
+from kiwifs.index.core import Index
 from kiwifs.tuning import Tuning
 
 KIWIFS = str(Path(sys.executable).with_name("kiwifs"))

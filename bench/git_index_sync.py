@@ -1,7 +1,7 @@
 """The git index file's reconcile after a burst of writes into one folder.
 
 kiwifs commits without the git index file and brings it up to date after a quiet moment
-(``kiwifs.gitindex``): every path a burst committed differs, and the reconcile needs HEAD's
+(``kiwifs.git.indexfile``): every path a burst committed differs, and the reconcile needs HEAD's
 entry of each. It now takes it from the tree-to-index diff; the baseline (``lookup``, as before
 2026-12-02) looked each path up in HEAD's tree, which inflates and parses every folder on the
 way once per path (libgit2 caches no tree over 4 KiB).
@@ -24,17 +24,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kiwifs import gitindex
+from kiwifs.git import indexfile
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
 
 
-def lookup_heads(tree: object, index: object) -> dict[str, gitindex.Entry]:
+def lookup_heads(tree: object, index: object) -> dict[str, indexfile.Entry]:
     """The baseline: the differing paths, each looked up in HEAD's tree."""
     paths: set[str] = set()
     for delta in tree.diff_to_index(index).deltas:  # type: ignore[attr-defined]
         paths.update((delta.old_file.path, delta.new_file.path))
-    return {p: gitindex._tree_entry(tree, p) for p in sorted(paths)}  # type: ignore[arg-type]
+    return {p: indexfile._tree_entry(tree, p) for p in sorted(paths)}  # type: ignore[arg-type]
 
 
 def lagging_root(base: Path, writes: int) -> Path:
@@ -50,20 +50,20 @@ def lagging_root(base: Path, writes: int) -> Path:
     return root
 
 
-def timed(root: Path, lagging: Path, differing: Callable[..., dict[str, gitindex.Entry]]) -> float:
+def timed(root: Path, lagging: Path, differing: Callable[..., dict[str, indexfile.Entry]]) -> float:
     shutil.copy2(lagging, root / ".git" / "index")
     import pygit2
 
-    saved = gitindex._differing
-    gitindex._differing = differing  # type: ignore[assignment]
+    saved = indexfile._differing
+    indexfile._differing = differing  # type: ignore[assignment]
     try:
-        index_file = gitindex.IndexFile(root, lambda: pygit2.Repository(str(root)))
+        index_file = indexfile.IndexFile(root, lambda: pygit2.Repository(str(root)))
         start = time.perf_counter()
         assert index_file.reconcile()
         seconds = time.perf_counter() - start
         index_file.close()
     finally:
-        gitindex._differing = saved  # type: ignore[assignment]
+        indexfile._differing = saved  # type: ignore[assignment]
     status = subprocess.run(
         ["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True
     ).stdout
@@ -84,7 +84,7 @@ def main() -> int:
             now: list[float] = []
             before: list[float] = []
             for r in range(args.rounds):  # alternated
-                order = [(now, gitindex._differing), (before, lookup_heads)]
+                order = [(now, indexfile._differing), (before, lookup_heads)]
                 for sink, differing in order if r % 2 == 0 else reversed(order):
                     sink.append(timed(root, lagging, differing))
             a, b = statistics.median(now), statistics.median(before)

@@ -1,5 +1,5 @@
 """A commit's cost by the size of the folder it writes into: trees written from kept entries
-(:mod:`kiwifs.gittrees`, the default) against libgit2's tree builder (``Tuning.kept_trees``
+(:mod:`kiwifs.git.trees`, the default) against libgit2's tree builder (``Tuning.kept_trees``
 off: a ``Git`` made with ``kept_trees=False``).
 
 For each folder size, two repositories get the same folder of N files (one commit), then the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from kiwifs.versioning import Git  # noqa: E402
+from kiwifs.git.repo import Git  # noqa: E402
 
 FOLDER = "episodes/2026/11"
 MODES = {"entries": True, "builder": False}  # mode: Tuning.kept_trees

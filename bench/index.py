@@ -221,15 +221,15 @@ def switches(args: argparse.Namespace) -> object | None:
     :class:`~kiwifs.tuning.Tuning` returned for the build (``None``: the defaults). Each module
     is imported only when asked for, so an older source tree (``--base``) runs too."""
     if args.no_dictionary:
-        from kiwifs.index import bodies
+        from kiwifs.index import texts
 
-        bodies.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
+        texts.MIN_SAMPLES = 1 << 60  # never enough samples: no dictionary
     if args.page_size:
-        from kiwifs.index import database
+        from kiwifs.index import connections
 
-        database.PAGE_SIZE = args.page_size
+        connections.PAGE_SIZE = args.page_size
     if args.fts_hash:
-        from kiwifs.index import bulk
+        from kiwifs.index import build as bulk
 
         bulk.FTS_HASH = args.fts_hash
     if args.cover_after:

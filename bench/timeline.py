@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE))
 
 from index import private_copy, versioned_corpus  # noqa: E402
 
-from kiwifs.gitreplay import CommitInfo, GitHistory  # noqa: E402
-from kiwifs.versioning import Git  # noqa: E402
+from kiwifs.git.replay import CommitInfo, GitHistory  # noqa: E402
+from kiwifs.git.repo import Git  # noqa: E402
 
 
 def timed(root: Path, commits: list[CommitInfo], full: bool) -> tuple[float, list[object]]:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kiwifs.index import semantic as semantic_module
-from kiwifs.index.chunking import chunk_text
+from kiwifs.index.vectors import semantic as semantic_module
+from kiwifs.index.vectors.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
 
 HERE = Path(__file__).resolve().parent

@@ -47,7 +47,7 @@ fields changed, :data:`MODES`): the server runs as ``cli.main([...], obj=tuning)
   (``walk_new_folders=False``, as before 2026-12-02) instead of a walk of that folder alone;
 - ``group-builder`` / ``async-builder``: each commit's trees built by libgit2's tree builder
   (``kept_trees=False``, as before 2026-12-02 10:45 UTC) instead of written from
-  the entries kept from the last commit (:mod:`kiwifs.gittrees`);
+  the entries kept from the last commit (:mod:`kiwifs.git.trees`);
 - ``group-fullrows`` / ``async-fullrows``: a reconcile stores the whole row again for a file
   whose bytes its row holds already (``stat_only=False``, as before 2026-12-02 17:30 UTC)
   instead of only its new stat;

@@ -117,11 +117,11 @@ def isolated_git(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture
 def fresh_records() -> Iterator[None]:
     """The commits this process noted (``madecommits``) forgotten before and after a test."""
-    from kiwifs import madecommits
+    from kiwifs.git import owncommits
 
-    madecommits.forget()
+    owncommits.forget()
     yield
-    madecommits.forget()
+    owncommits.forget()
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def break_object_store_for(root: Path, data: bytes) -> tuple[Path, bytes]:
     variant of it whose fan-out folder holds no object yet: replacing a folder that holds one
     (say HEAD's commit) would corrupt the history the test goes on to read.
     """
-    from kiwifs.versioning import blob_id
+    from kiwifs.git.repo import blob_id
 
     content, n = data, 0
     while (root / ".git" / "objects" / blob_id(content)[:2]).exists():

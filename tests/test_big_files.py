@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from mcp.types import TextContent
 
 from asgiclient import app_on
+from kiwifs.base.limits import MAX_READ_BYTES
 from kiwifs.cli import cli
 from kiwifs.errors import PayloadTooLarge
+from kiwifs.frontmatter.reader import FRONTMATTER_WINDOW, read_frontmatter
 from kiwifs.index.record import read_record
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import MAX_READ_BYTES
-from kiwifs.markdown import FRONTMATTER_WINDOW, read_frontmatter
 from kiwifs.memory import scan
 from mcpsession import mcp_session
 
@@ -177,7 +177,7 @@ def test_a_value_sqlite_refuses_is_no_damage() -> None:
     """Resetting the index for it would store the same value and fail again, for ever."""
     import sqlite3
 
-    from kiwifs.index.database import is_damage
+    from kiwifs.index.connections import is_damage
 
     conn = sqlite3.connect(":memory:")
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000)

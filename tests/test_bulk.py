@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from kiwifs.index import bodies, bulk
-from kiwifs.index.bulk import parsed
-from kiwifs.index.db import Index
+from kiwifs.index import build as bulk
+from kiwifs.index import texts
+from kiwifs.index.build import parsed
+from kiwifs.index.core import Index
 from kiwifs.index.walk import start_walk
 from kiwifs.tuning import Tuning
 
@@ -48,7 +49,7 @@ def tables(db: Path) -> dict[str, list[object]]:
     try:
         found = {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
         ids = [r[0] for r in conn.execute("SELECT id FROM bodies ORDER BY id")]
-        found["bodies"] = sorted(bodies.texts(conn, ids).items())  # the texts, not the bytes
+        found["bodies"] = sorted(texts.texts(conn, ids).items())  # the texts, not the bytes
         return found
     finally:
         conn.close()
@@ -100,7 +101,7 @@ def test_forked_parsing_equals_parsing_here(
 CLOSED_EARLY = """
 import glob, os, sys
 from pathlib import Path
-from kiwifs.index.bulk import parsed
+from kiwifs.index.build import parsed
 root = sys.argv[1]
 for i in range(40):
     Path(root, f"e{i}.md").write_text(f"word {i}\\n")
@@ -130,9 +131,9 @@ def test_rows_closed_before_they_are_all_taken_end_their_workers(tmp_path: Path)
 FORKED_REBUILD = """
 import sqlite3, sys
 from pathlib import Path
-from kiwifs.index import bodies, bulk
-from kiwifs.index.db import Index
-from kiwifs.forking import fork_is_safe
+from kiwifs.index import build as bulk, texts as bodies
+from kiwifs.index.core import Index
+from kiwifs.base.forking import fork_is_safe
 root = Path(sys.argv[1])
 for i in range(120):
     cites = f"merged-from:\\n  - type: episode\\n    id: ep-{i + 1}\\n" if i % 3 == 0 else ""
@@ -240,7 +241,7 @@ def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly
             (dict_id,) = conn.execute("SELECT id FROM body_dicts").fetchone()
             blob = conn.execute("SELECT text FROM bodies WHERE id = 1").fetchone()[0]
             assert zstandard.get_frame_parameters(blob).dict_id == dict_id != 0
-            stored = bodies.texts(conn, list(range(1, 301)))
+            stored = texts.texts(conn, list(range(1, 301)))
         assert sorted(stored.values()) == sorted(files.values())
         # a later write is compressed with the same dictionary; the old words are deleted
         (root / "episodes/007.md").write_text("---\nmemory_kind: episodic\n---\nkiwi only\n")
@@ -251,7 +252,7 @@ def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly
             assert conn.execute(words, ("deploy",)).fetchone()[0] == 299
             row = conn.execute("SELECT id FROM files WHERE path = 'episodes/007.md'")
             (file_id,) = row.fetchone()
-            assert bodies.texts(conn, [file_id])[file_id].endswith("kiwi only\n")
+            assert texts.texts(conn, [file_id])[file_id].endswith("kiwi only\n")
     finally:
         index.close()
 

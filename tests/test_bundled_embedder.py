@@ -19,9 +19,9 @@ import pytest
 
 from kiwifs.config import ChunkConfig, EmbedderConfig, parse_config
 from kiwifs.errors import ConfigError
-from kiwifs.index.db import Index
-from kiwifs.index.embedders import BundledEmbedder, chunk_words, make_embedder
-from kiwifs.index.vectors import VectorStore
+from kiwifs.index.core import Index
+from kiwifs.index.vectors.embedders import BundledEmbedder, chunk_words, make_embedder
+from kiwifs.index.vectors.store import VectorStore
 from kiwifs.knowledge import Knowledge
 
 MakeRoot = Callable[..., Path]

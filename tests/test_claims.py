@@ -15,12 +15,12 @@ import pytest
 
 from filetree import write_files
 from gitrepo import commit_count
-from kiwifs.claims import CLAIMS_FILE, STATE_DIR, ClaimStore
+from kiwifs.base.printed_json import dumps
+from kiwifs.claims.store import CLAIMS_FILE, STATE_DIR, ClaimStore
 from kiwifs.errors import Conflict, InvalidPath, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.leases import MEMORY, Claim
+from kiwifs.memory.leases import MEMORY, Claim
 from kiwifs.memory.rules import MergeEntry
-from kiwifs.printed_json import dumps
 from queuekit import T0, Clock, add_episodes, opened_on
 
 
@@ -86,7 +86,7 @@ def test_a_corrupt_store_is_rebuilt_empty_with_a_warning(
     state = queue_root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     (state / CLAIMS_FILE).write_bytes(b"this is not a database" * 100)
-    with caplog.at_level(logging.WARNING, logger="kiwifs.claims"):
+    with caplog.at_level(logging.WARNING, logger="kiwifs.claims.store"):
         with Knowledge.open(queue_root) as kb:
             assert kb.claims_list() == []
             batch = kb.claim_episodes("w1", limit=1)

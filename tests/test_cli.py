@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from gitrepo import git_line
+from kiwifs.base.text import SHOWN_JSON
 from kiwifs.cli import cli
 from kiwifs.errors import InvalidPath
+from kiwifs.frontmatter.reader import read_frontmatter
 from kiwifs.knowledge import Knowledge
-from kiwifs.markdown import read_frontmatter
-from kiwifs.text import SHOWN_JSON
 
 EXAMPLE = "episodes/example-episode.md"
 MISSING_ID = (

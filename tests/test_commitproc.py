@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from gitrepo import commit_count, git, git_line
-from kiwifs import commitproc
 from kiwifs.errors import StorageError
+from kiwifs.git import child
+from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.pipeline import JOURNAL, STATE_DIR
 from kiwifs.tuning import Tuning
-from kiwifs.versioning import blob_id
+from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 
 
 @pytest.fixture
@@ -98,11 +98,11 @@ def test_the_child_commits_nothing_once_its_server_is_gone(root: Path) -> None:
     before = commit_count(root)
     (root / "late.md").write_text("late\n")
     requests = io.BytesIO()
-    commitproc._send(requests, (["late.md"], "alice", "alice: late.md", None, None))
+    child._send(requests, (["late.md"], "alice", "alice: late.md", None, None))
     requests.seek(0)
     answers = io.BytesIO()
     not_our_parent = os.getpid()  # the child's parent is compared with the server's pid
-    commitproc.serve(root, not_our_parent, requests, answers)
+    child.serve(root, not_our_parent, requests, answers)
     assert answers.getvalue() == b""
     assert commit_count(root) == before
 
@@ -110,19 +110,19 @@ def test_the_child_commits_nothing_once_its_server_is_gone(root: Path) -> None:
 def test_the_child_answers_each_request_then_stops_at_the_end_of_its_pipe(root: Path) -> None:
     (root / "x.md").write_text("x\n")
     requests = io.BytesIO()
-    commitproc._send(requests, (["x.md"], "alice", "alice: x.md", "Provenance: t", None))
-    commitproc._send(requests, (["x.md"], "alice", "alice: x.md", None, None))  # no change
+    child._send(requests, (["x.md"], "alice", "alice: x.md", "Provenance: t", None))
+    child._send(requests, (["x.md"], "alice", "alice: x.md", None, None))  # no change
     requests.seek(0)
     answers = io.BytesIO()
-    commitproc.serve(root, os.getppid(), requests, answers)
+    child.serve(root, os.getppid(), requests, answers)
     answers.seek(0)
-    ok, made = commitproc._receive(answers)
+    ok, made = child._receive(answers)
     assert ok and made.id == git_line(root, "rev-parse", "HEAD")
     assert made.parent == git_line(root, "rev-parse", "HEAD~1")
     assert made.changes == (("x.md", blob_id(b"x\n")),)  # the timeline's replay reads these
-    assert commitproc._receive(answers) == (True, None)  # nothing changed: no commit
+    assert child._receive(answers) == (True, None)  # nothing changed: no commit
     with pytest.raises(EOFError):
-        commitproc._receive(answers)
+        child._receive(answers)
 
 
 def test_the_plain_path_keeps_commits_in_process(root: Path) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from gitrepo import break_object_store_for, commit_count, git
-from kiwifs.commitmessage import batch_message
 from kiwifs.errors import StorageError
-from kiwifs.gitlog import Version
+from kiwifs.git.log import Version
+from kiwifs.git.messages import batch_message
+from kiwifs.git.pendingcommit import PendingCommit
 from kiwifs.knowledge import Knowledge
-from kiwifs.pendingcommit import PendingCommit
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 

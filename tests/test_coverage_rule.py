@@ -1,7 +1,7 @@
 """One coverage rule, two implementations held equal: the dashboard's (SQL over the index rows,
-``index/overview.py``: a few index scans, fast enough for a page) and ``memory check``'s (Python
-over the rows, ``memory/check.py``: the same rows from the index, or from a plain scan of the
-files when there is no index).
+``index/memory/overview.py``: a few index scans, fast enough for a page) and ``memory check``'s
+(Python over the rows, ``memory/check.py``: the same rows from the index, or from a plain scan of
+the files when there is no index).
 
 On a generated corpus (every frontmatter shape, traps, malformed YAML, episodes outside the
 prefix) made richer by hand with forgotten (superseded) episodes, claimed episodes, episodes

@@ -27,12 +27,12 @@ import pytest
 
 import realserver
 from gitrepo import git
-from kiwifs.atomicwrite import TEMP_PREFIX
 from kiwifs.errors import StorageError
-from kiwifs.gitindex import STALE_MARKER, WRITING_MARKER
+from kiwifs.files.atomic import TEMP_PREFIX
+from kiwifs.frontmatter.reader import read_frontmatter
+from kiwifs.git.indexfile import STALE_MARKER, WRITING_MARKER
+from kiwifs.git.reflock import MARKER as REF_MARKER
 from kiwifs.knowledge import Knowledge
-from kiwifs.markdown import read_frontmatter
-from kiwifs.reflock import MARKER as REF_MARKER
 
 API = "/api/kiwi"
 

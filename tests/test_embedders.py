@@ -10,7 +10,7 @@ import pytest
 
 from kiwifs.config import EmbedderConfig, parse_config
 from kiwifs.errors import ConfigError, Unavailable
-from kiwifs.index.embedders import make_embedder
+from kiwifs.index.vectors.embedders import make_embedder
 from vectorkit import DIM, EmbeddingServer, hashed
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kiwifs.index import feedback
+from kiwifs.index.search import feedback
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
 

@@ -7,7 +7,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kiwifs.foldersync import FolderSyncs
+from kiwifs.files.foldersync import FolderSyncs
 
 
 def test_a_fsync_not_started_is_shared_and_a_started_one_is_not(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kiwifs.filewalk import walk
+from kiwifs.base.walk import walk
 from kiwifs.index.walk import start_walk, stat_walk, worker_count
 
 SEGMENT = "d" * 250  # 20 nested: the deep end is longer than PATH_MAX, so it cannot be listed

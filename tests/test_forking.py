@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.forking import fork_is_safe, usable_cpus
+from kiwifs.base.forking import fork_is_safe, usable_cpus
 from kiwifs.tuning import Tuning
 from waiting import running, wait_for
 
@@ -18,7 +18,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fo
 
 @linux_only
 def test_a_fresh_single_threaded_process_may_fork() -> None:
-    code = "from kiwifs.forking import fork_is_safe; print(fork_is_safe())"
+    code = "from kiwifs.base.forking import fork_is_safe; print(fork_is_safe())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 
@@ -39,7 +39,7 @@ def test_a_thread_threading_does_not_know_forbids_forking() -> None:
     """A thread started below ``threading`` (as C libraries do) is seen by the kernel."""
     code = (
         "import _thread, threading, time\n"
-        "from kiwifs.forking import fork_is_safe\n"
+        "from kiwifs.base.forking import fork_is_safe\n"
         "_thread.start_new_thread(time.sleep, (5,))\n"
         "time.sleep(0.2)\n"
         "print(threading.active_count(), fork_is_safe())\n"
@@ -72,7 +72,7 @@ root = sys.argv[1]
 for i in range(40):
     Path(root, f"e{i}.md").write_text(f"---\\nepisode_id: e{i}\\n---\\nbody {i}\\n")
 if sys.argv[2] == "reindex":
-    from kiwifs.index.bulk import parsed
+    from kiwifs.index.build import parsed
     keys = [f"e{i}.md".encode() for i in range(40)]
     rows = parsed(root, root, keys, {}, workers=2, threshold=1)
 else:

@@ -44,7 +44,7 @@ from schemathesis.specs.openapi.checks import (
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import adapt
 from kiwifs.mcp.tools import SPECS, Tools
-from kiwifs.requests import FileItem, MergeItem
+from kiwifs.payloads import FileItem, MergeItem
 from kiwifs.rest.app import create_app
 from vectorkit import build_model, local_config
 

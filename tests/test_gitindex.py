@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitrepo import consistent, git
-from kiwifs import gitindex
+from kiwifs.git import indexfile
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
 
@@ -63,13 +63,13 @@ def test_heads_from_the_diff_equal_lookups_in_the_tree(
             if existing.startswith(path + "/") or path.startswith(existing + "/"):
                 index.remove(existing)
         index.add(pygit2.IndexEntry(path, oid_of(repo, mode, data), mode))
-    differing = gitindex._differing(tree, index)
+    differing = indexfile._differing(tree, index)
     expected = set()
     for delta in tree.diff_to_index(index).deltas:
         expected |= {delta.old_file.path, delta.new_file.path}
     assert list(differing) == sorted(expected)
     for path, entry in differing.items():
-        assert entry == gitindex._tree_entry(tree, path)
+        assert entry == indexfile._tree_entry(tree, path)
 
 
 def test_a_burst_of_commits_in_one_folder_is_reconciled(

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitrepo import consistent
-from kiwifs import gitreplay
-from kiwifs.gitreplay import BlobChange, GitHistory
+from kiwifs.git import replay
+from kiwifs.git.replay import BlobChange, GitHistory
 
 NAMES = ["a.md", "b.md", "notes", "x", ".hidden", "z.md", "sub.md"]
 MODES = [
@@ -83,7 +83,7 @@ def test_changes_equal_libgit2s_diff_of_the_whole_trees(
     new: Files,
     big: int,
 ) -> None:
-    monkeypatch.setattr(gitreplay, "BIG_TREE", big)  # 1, 3: libgit2 compares inner folders
+    monkeypatch.setattr(replay, "BIG_TREE", big)  # 1, 3: libgit2 compares inner folders
     pruned, whole = both_ways(repo, consistent(old), consistent(new))
     assert pruned == whole
 

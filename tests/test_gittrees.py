@@ -1,4 +1,4 @@
-"""Trees written from kept entries (kiwifs.gittrees) equal libgit2's tree builder's, commit after
+"""Trees written from kept entries (kiwifs.git.trees) equal libgit2's tree builder's, commit after
 commit: same tree ids, same noted changes, a repository git fsck finds clean."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from commitsteps import Step, settle_batch, steps_of
 from gitrepo import git
-from kiwifs import madecommits
 from kiwifs.errors import StorageError
-from kiwifs.gittrees import Entries, TreeCache
-from kiwifs.versioning import Git
+from kiwifs.git import owncommits
+from kiwifs.git.repo import Git
+from kiwifs.git.trees import Entries, TreeCache
 
 # names whose order is git's own business: "a" as a folder sorts as "a/", after "a-b" and
 # "a.md" but before "a0"; upper case, non-ASCII and long names too
@@ -54,7 +54,7 @@ def test_trees_equal_the_tree_builders(
             taken, on_disk = settle_batch(roots[mode], batch)
             parent = repo.head()
             made = repo.commit([*taken, *on_disk], "t", "m", None, taken)
-            noted[mode] = madecommits.lookup(made, parent) if made and parent else made
+            noted[mode] = owncommits.lookup(made, parent) if made and parent else made
         assert tree_of(repos[""]) == tree_of(repos["builder"])
         assert (noted[""] is None) == (noted["builder"] is None)
         if number == 1:  # a commit by another process: the kept entries are not HEAD's

@@ -22,7 +22,7 @@ import httpx
 import realserver
 from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.errors import KiwiError, StorageError
-from kiwifs.gitindex import LOCK_FILE
+from kiwifs.git.indexfile import LOCK_FILE
 from kiwifs.knowledge import Knowledge
 from waiting import wait_for
 

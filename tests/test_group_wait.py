@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gitrepo import commit_count, git
-from kiwifs.committer import Committer
+from kiwifs.git.committer import Committer
+from kiwifs.git.pendingcommit import PendingCommit
 from kiwifs.knowledge import Knowledge
-from kiwifs.pendingcommit import PendingCommit
 from kiwifs.tuning import Tuning
 from test_group_commit import commits_since, git_lock_held
 from waiting import wait_for

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from gitrepo import git, git_line
-from kiwifs import gitlog
-from kiwifs.commitmessage import MAX_SUBJECT_CHARS, commit_subject
 from kiwifs.errors import UsageError
+from kiwifs.git import log
+from kiwifs.git.messages import MAX_SUBJECT_CHARS, commit_subject
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 
@@ -144,7 +144,7 @@ def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
                 root.changes(since)
     assert knowledge_kb.git is not None
     with pytest.raises(UsageError, match="unknown sequence"):
-        gitlog.changes(knowledge_kb.git, since, 10)
+        log.changes(knowledge_kb.git, since, 10)
 
 
 def test_a_short_commit_id_is_a_valid_since(knowledge_kb: Knowledge) -> None:

@@ -39,25 +39,25 @@ NOT_FOR_THE_REPORT = [
     # parsing and editing frontmatter (a report re-reads no file when none changed)
     "yaml",
     "ruamel.yaml",
-    "kiwifs.yamlloader",
-    "kiwifs.memory.frontmatter_keys",
+    "kiwifs.frontmatter.yamlload",
+    "kiwifs.memory.fastkeys",
     "kiwifs.memory.scan",
     # git, and the history it replays
     "pygit2",
     "subprocess",
-    "kiwifs.index.timeline",
+    "kiwifs.index.memory.timeline",
     # search, /meta, vectors and the brief
-    "kiwifs.index.search",
-    "kiwifs.index.meta",
-    "kiwifs.index.hybrid",
-    "kiwifs.index.semantic",
-    "kiwifs.index.vectors",
+    "kiwifs.index.search.keyword",
+    "kiwifs.index.search.meta",
+    "kiwifs.index.vectors.hybrid",
+    "kiwifs.index.vectors.semantic",
+    "kiwifs.index.vectors.store",
     "kiwifs.memory.brief",
     "zstandard",
     "numpy",
     "urllib.request",
     # the check, lineage and the dashboard
-    "kiwifs.index.check",
+    "kiwifs.index.memory.check",
     "kiwifs.memory.check",
     "kiwifs.memory.lineage",
     "kiwifs.memory.problems",
@@ -122,4 +122,4 @@ def test_a_file_changed_behind_its_back_is_read_with_the_parsers_it_needs(indexe
     edited.write_text(EPISODE.format(n=2).replace("episodic", "semantic"))
     modules, report = report_modules(indexed)
     assert report["unmerged_count"] == 1
-    assert loaded(modules, "kiwifs.memory.frontmatter_keys")
+    assert loaded(modules, "kiwifs.memory.fastkeys")

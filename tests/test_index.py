@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from kiwifs.base.printed_json import RawJSON, dumps
 from kiwifs.cli import cli
 from kiwifs.errors import Busy, InvalidQuery, UsageError
 from kiwifs.index import record
-from kiwifs.index.keeper import IndexKeeper
 from kiwifs.index.report import prefix_range
 from kiwifs.index.schema import SCHEMA_VERSION
+from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
-from kiwifs.printed_json import RawJSON, dumps
 from kiwifs.tuning import Tuning
 from waiting import wait_for
 
@@ -574,7 +574,7 @@ FORKED_REPORT = r"""
 import json, os, sys
 from kiwifs.index import walk
 from kiwifs.knowledge import Knowledge
-from kiwifs.printed_json import dumps
+from kiwifs.base.printed_json import dumps
 
 walk.PARALLEL_THRESHOLD = 0
 walk.worker_count = lambda cap=None: 2  # whatever this machine's CPUs

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kiwifs.base.printed_json import dumps
 from kiwifs.errors import KiwiError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
-from kiwifs.printed_json import dumps
 
 PATHS = [
     "episodes/a.md",

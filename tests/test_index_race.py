@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.index.db import Index
+from kiwifs.index.core import Index
 from kiwifs.index.folders import WalkState
 from kiwifs.index.record import FileRecord, path_key, read_record
 

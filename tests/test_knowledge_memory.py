@@ -10,10 +10,10 @@ import pytest
 
 from gitrepo import commit_count, git_line
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, UsageError
+from kiwifs.frontmatter.reader import read_frontmatter, split
+from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.markdown import read_frontmatter, split
 from kiwifs.memory.rules import MergeEntry
-from kiwifs.versioning import blob_id
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kiwifs.errors import UsageError
-from kiwifs.leases import (
+from kiwifs.memory.leases import (
     Claim,
     check_holder,
     format_seconds,
@@ -102,7 +102,7 @@ def test_every_interface_offers_the_cores_default_lease_and_batch() -> None:
     from kiwifs.cli.queue import memory_claim, memory_worker
     from kiwifs.mcp.tools import Tools
     from kiwifs.memory.queue import DEFAULT_LEASE, DEFAULT_LEASE_TEXT, DEFAULT_LIMIT
-    from kiwifs.memory.worker import Worker
+    from kiwifs.worker.loop import Worker
 
     assert parse_duration(DEFAULT_LEASE_TEXT) == DEFAULT_LEASE
     for command in (memory_claim, memory_worker):

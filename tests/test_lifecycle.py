@@ -24,16 +24,16 @@ from hypothesis import strategies as st
 from gitrepo import commit_count, git
 from kiwifs.cli import cli
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidQuery, NotFound, UsageError
+from kiwifs.frontmatter.reader import read_frontmatter, split
+from kiwifs.git.repo import blob_id
 from kiwifs.index.filters import superseded_sql
 from kiwifs.index.record import json_safe
 from kiwifs.knowledge import Knowledge
-from kiwifs.markdown import read_frontmatter, split
 from kiwifs.memory.brief import Candidate, check_brief_args, pack, token_cost
 from kiwifs.memory.lifecycle import record_merge
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.memory.status import is_superseded
 from kiwifs.tuning import Tuning
-from kiwifs.versioning import blob_id
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 

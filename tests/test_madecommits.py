@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from commitsteps import Step, settle_batch, steps_of
-from kiwifs import madecommits
-from kiwifs.gitreplay import BlobChange, GitHistory
+from kiwifs.git import owncommits
+from kiwifs.git.replay import BlobChange, GitHistory
+from kiwifs.git.repo import Git, blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.versioning import Git, blob_id
 
 NAMES = ["a.md", "b.md", "notes", ".hidden", "x", "sub.md"]
 # what a commit is asked to make of a path: bytes written, deleted (None), or read from the
@@ -50,7 +50,7 @@ def test_noted_changes_equal_gits_diff(
         made = git.commit([*taken, *on_disk], "t", "m", None, taken) if taken or on_disk else None
         if made is None or parent is None:
             continue
-        noted = madecommits.lookup(made, parent)
+        noted = owncommits.lookup(made, parent)
         if noted is not None:
             assert [BlobChange(p, b) for p, b in noted] == read_back(root, made, parent)
 
@@ -68,14 +68,14 @@ def test_plain_writes_and_deletions_are_noted(tmp_path: Path) -> None:
         {"n/a.md": b"a\n", "n/b.md": b"b\n", "n/c.txt": b"c\n"},
     )
     assert second is not None and first is not None
-    assert madecommits.lookup(second, first) == (
+    assert owncommits.lookup(second, first) == (
         ("n/a.md", blob_id(b"a\n")),
         ("n/b.md", blob_id(b"b\n")),
     )
     third = git.commit(["n/a.md", "n/b.md"], "t", "m", None, {"n/a.md": None, "n/b.md": b"b\n"})
     assert third is not None
-    assert madecommits.lookup(third, second) == (("n/a.md", None),)  # b.md did not change
-    assert madecommits.lookup(third, first) is None  # not its parent
+    assert owncommits.lookup(third, second) == (("n/a.md", None),)  # b.md did not change
+    assert owncommits.lookup(third, first) is None  # not its parent
 
 
 def test_a_link_is_not_noted(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_a_link_is_not_noted(tmp_path: Path) -> None:
     os.symlink("x.md", tmp_path / "l.md")
     made = git.commit(["l.md"], "t", "m")
     assert made is not None and first is not None
-    assert madecommits.lookup(made, first) is None
+    assert owncommits.lookup(made, first) is None
 
 
 def test_the_commit_process_hands_its_changes_back(root: Path) -> None:
@@ -97,14 +97,14 @@ def test_the_commit_process_hands_its_changes_back(root: Path) -> None:
         kb.write("notes/a.md", "# A\n", actor="alice")
         head = kb.git.head()
         assert head is not None and head != parent
-        noted = madecommits.lookup(head, parent)
+        noted = owncommits.lookup(head, parent)
         assert noted is not None and [p for p, _ in noted] == ["notes/a.md"]
 
 
 def test_old_records_are_forgotten_past_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(madecommits, "MAX_PATHS", 4)
+    monkeypatch.setattr(owncommits, "MAX_PATHS", 4)
     git = Git(tmp_path)
     git.init()
     git.commit([".gitattributes"], "t", "start")
@@ -114,4 +114,4 @@ def test_old_records_are_forgotten_past_the_bound(
         head = git.commit([f"f{i}.md"], "t", "m", None, {f"f{i}.md": b"%d\n" % i})
         assert head is not None and parent is not None
         made.append((head, parent))
-    assert [madecommits.lookup(h, p) is not None for h, p in made] == [False, False, True, True]
+    assert [owncommits.lookup(h, p) is not None for h, p in made] == [False, False, True, True]

@@ -10,11 +10,17 @@ from hypothesis import strategies as st
 from ruamel.yaml.comments import CommentedMap
 
 from kiwifs.errors import InvalidFrontmatter
-from kiwifs.frontmatteredit import append_entries, edit_frontmatter
-from kiwifs.markdown import find_block, parse_yaml, read_frontmatter, refuse_alias_bomb, split
-from kiwifs.memory.frontmatter_keys import relevant_frontmatter
+from kiwifs.frontmatter.edit import append_entries, edit_frontmatter
+from kiwifs.frontmatter.reader import (
+    find_block,
+    parse_yaml,
+    read_frontmatter,
+    refuse_alias_bomb,
+    split,
+)
+from kiwifs.frontmatter.yamlload import MAX_ALIAS_NODES, FastLoader, PlainLoader
+from kiwifs.memory.fastkeys import relevant_frontmatter
 from kiwifs.memory.rules import existing_merge_keys
-from kiwifs.yamlloader import MAX_ALIAS_NODES, FastLoader, PlainLoader
 
 LOADERS = pytest.mark.parametrize("loader", [FastLoader, PlainLoader], ids=["fast", "plain"])
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.errors import InvalidPath, UsageError
-from kiwifs.paths import (
+from kiwifs.base.paths import (
     HIDDEN,
     OUTSIDE,
     canonical,
@@ -19,6 +18,7 @@ from kiwifs.paths import (
     normalize_ref_path,
     refusal,
 )
+from kiwifs.errors import InvalidPath, UsageError
 
 
 @pytest.mark.parametrize(

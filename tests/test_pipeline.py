@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from gitrepo import commit_count, git
-from kiwifs import gitindex
+from kiwifs.base.limits import CHANGES_LIMIT
 from kiwifs.errors import Conflict, InvalidFrontmatter, InvalidPath, NotFound, UsageError
-from kiwifs.events import Event
+from kiwifs.frontmatter.reader import read_frontmatter
+from kiwifs.git import indexfile
+from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import CHANGES_LIMIT
-from kiwifs.markdown import read_frontmatter
-from kiwifs.pipeline import JOURNAL, STATE_DIR
-from kiwifs.preconditions import parse_if_match
-from kiwifs.versioning import blob_id
+from kiwifs.writes.events import Event
+from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
+from kiwifs.writes.preconditions import parse_if_match
 from waiting import wait_for
 
 
@@ -567,7 +567,7 @@ def test_index_file_catches_up_after_a_users_git_held_its_lock(
 ) -> None:
     """A user's ``git status`` refreshes the index under ``index.lock``; a sync that meets the
     lock is tried again, not left until the next commit."""
-    monkeypatch.setattr(gitindex, "SYNC_DELAY", 0.2)  # the 1 s delay would cost the test 1.5 s
+    monkeypatch.setattr(indexfile, "SYNC_DELAY", 0.2)  # the 1 s delay would cost the test 1.5 s
     lock = knowledge_root / ".git" / "index.lock"
     lock.write_bytes(b"")  # the user's git holds the lock while kiwifs commits and syncs
     knowledge_kb.write("locked.md", "# written while git held the lock\n", actor="tester")

@@ -7,7 +7,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kiwifs.printed_json import RawJSON, dumps
+from kiwifs.base.printed_json import RawJSON, dumps
 
 # text with lone surrogates too (a file name that is not UTF-8 decodes to them)
 texts = st.text(st.characters(blacklist_categories=()), max_size=8)

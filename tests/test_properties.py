@@ -8,7 +8,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kiwifs.markdown import read_frontmatter
+from kiwifs.frontmatter.reader import read_frontmatter
 from kiwifs.memory.rules import FileFacts, MemoryReport, build_report, file_facts
 
 PREFIX = "episodes/"

@@ -14,9 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiwifs.errors import InvalidFrontmatter, InvalidProvenance
-from kiwifs.frontmatteredit import append_entries, edit_frontmatter
-from kiwifs.markdown import read_frontmatter, split
-from kiwifs.provenance import (
+from kiwifs.frontmatter.edit import append_entries, edit_frontmatter
+from kiwifs.frontmatter.provenance import (
     DEFAULT_ACTOR,
     MAX_ACTOR_BYTES,
     Provenance,
@@ -25,6 +24,7 @@ from kiwifs.provenance import (
     parse_provenance,
     sanitize_actor,
 )
+from kiwifs.frontmatter.reader import read_frontmatter, split
 
 DATE = "2026-05-02T10:00:00Z"
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from asgiclient import app_on
 from kiwifs.cli import cli
-from kiwifs.index import query
+from kiwifs.index.search import query
 from kiwifs.knowledge import Knowledge
 from mcpsession import call, mcp_session
 

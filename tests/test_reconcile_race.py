@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 
 from kiwifs.index import report as indexed_report
-from kiwifs.index.db import Index
+from kiwifs.index.core import Index
 from kiwifs.index.record import path_key, read_record
 from kiwifs.index.storeorder import StoreOrder
 from kiwifs.knowledge import Knowledge

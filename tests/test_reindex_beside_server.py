@@ -18,7 +18,7 @@ import pytest
 
 from filetree import write_files
 from kiwifs.errors import Locked
-from kiwifs.index.keeper import IndexRefresh
+from kiwifs.index.upkeep import IndexRefresh
 from kiwifs.knowledge import Knowledge
 from realserver import KIWIFS, serving
 

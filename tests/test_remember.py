@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from gitrepo import commit_count, git
 from kiwifs.cli import cli
 from kiwifs.errors import Conflict, InvalidProvenance, UsageError
+from kiwifs.frontmatter.reader import read_frontmatter, split
 from kiwifs.knowledge import Knowledge
-from kiwifs.markdown import read_frontmatter, split
 from kiwifs.memory.lifecycle import episode_path, new_episode, rfc3339
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

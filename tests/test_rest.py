@@ -34,9 +34,9 @@ from starlette.testclient import TestClient
 import realserver
 from asgiclient import AppClient, serve_in_process
 from gitrepo import break_object_store_for, commit_count, git
+from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
-from kiwifs.versioning import blob_id
 from realserver import KIWIFS
 
 API = "/api/kiwi"

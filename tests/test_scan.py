@@ -1,7 +1,7 @@
 """The full scan: its fast paths must give exactly what the plain path gives.
 
 The plain path is ``markdown.find_block`` + ``markdown.parse_yaml`` (PyYAML) +
-``memory.file_facts``. The fast frontmatter reader (``kiwifs.memory.frontmatter_keys``), the block
+``memory.file_facts``. The fast frontmatter reader (``kiwifs.memory.fastkeys``), the block
 locator and the
 parallel readers are each checked against it: on tables of tricky cases, on generated frontmatter
 (a grammar of the simple subset, then adversarial mutations of it) and on a generated corpus.
@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchload import corpus as corpusgen
-from kiwifs import filewalk
-from kiwifs.filewalk import walk
+from kiwifs.base import walk as filewalk
+from kiwifs.base.walk import walk
+from kiwifs.frontmatter.reader import find_block, parse_yaml, read_frontmatter
 from kiwifs.index.record import frontmatter_json
-from kiwifs.markdown import find_block, parse_yaml, read_frontmatter
-from kiwifs.memory import frontmatter_keys, scan
+from kiwifs.memory import fastkeys, scan
 from kiwifs.memory.rules import FileFacts, build_report, file_facts, unreadable_facts
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -52,26 +52,26 @@ def relevant_view(data: dict[Any, Any]) -> str:
 
     def cut(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: v for k, v in value.items() if k in frontmatter_keys.ENTRY_KEYS}
+            return {k: v for k, v in value.items() if k in fastkeys.ENTRY_KEYS}
         if isinstance(value, list):
             return [cut(v) for v in value]
         return value
 
-    return repr({k: cut(v) for k, v in data.items() if k in frontmatter_keys.RELEVANT_KEYS})
+    return repr({k: cut(v) for k, v in data.items() if k in fastkeys.RELEVANT_KEYS})
 
 
 def assert_fast_agrees(text: bytes) -> dict[str, Any] | None:
     """When the fast readers answer, PyYAML accepts the text and the facts are the same; the
     whole-block reader gives PyYAML's very mapping (values, types, key order)."""
-    whole = frontmatter_keys.simple_frontmatter(text)
+    whole = fastkeys.simple_frontmatter(text)
     if whole is not None:
         plain = parse_yaml(text)
         assert plain.problem is None, (text, plain.problem)
         assert repr(whole) == repr(plain.data), text
         framed = b"---\n" + text + b"---\nbody\n"
-        assert frontmatter_keys.read_simple_first(framed)[0] == read_frontmatter(framed)
+        assert fastkeys.read_simple_first(framed)[0] == read_frontmatter(framed)
         assert frontmatter_json(whole, simple=True) == frontmatter_json(plain.data)
-    fast = frontmatter_keys.relevant_frontmatter(text)
+    fast = fastkeys.relevant_frontmatter(text)
     if fast is None:
         return None
     plain = parse_yaml(text)
@@ -170,16 +170,16 @@ def test_fast_reader_accepts_and_agrees(text: bytes) -> None:
 
 @pytest.mark.parametrize("text", FALLBACK, ids=range(len(FALLBACK)))
 def test_fast_reader_falls_back_outside_the_subset(text: bytes) -> None:
-    assert frontmatter_keys.relevant_frontmatter(text) is None
-    assert frontmatter_keys.simple_frontmatter(text) is None
+    assert fastkeys.relevant_frontmatter(text) is None
+    assert fastkeys.simple_frontmatter(text) is None
     # and the plain path still gives an answer for it
     plain_facts("p.md", b"---\n" + text + b"---\nbody\n")
 
 
 def test_over_size_limit_falls_back() -> None:
     text = b"title: " + b"x" * (1024 * 1024) + b"\n"
-    assert frontmatter_keys.relevant_frontmatter(text) is None
-    assert frontmatter_keys.simple_frontmatter(text) is None
+    assert fastkeys.relevant_frontmatter(text) is None
+    assert fastkeys.simple_frontmatter(text) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +471,7 @@ def test_scalar_typing_is_pyyamls(value: str) -> None:
     fast = assert_fast_agrees(text)
     if fast is not None and value.strip(" ") and value[0] not in "\"'[":
         assert repr(fast["episode_id"]) == repr(
-            yaml.load(text, Loader=frontmatter_keys.FastLoader)["episode_id"]
+            yaml.load(text, Loader=fastkeys.FastLoader)["episode_id"]
         )
 
 
@@ -479,11 +479,11 @@ def test_scalar_typing_is_pyyamls(value: str) -> None:
 @given(st.one_of(st.sampled_from(SAFE_SCALARS + ADVERSARIAL_SCALARS), st.text(max_size=8)))
 def test_typing_screen_flags_everything_the_exact_check_rejects(value: str) -> None:
     for line in (f"k: {value}", f"{value}: v", f"l:\n- {value}", f"l:\n- k: {value}"):
-        source = frontmatter_keys._subset_source(line.encode("utf-8", errors="surrogatepass"))
-        if source is None or frontmatter_keys._SUBSET_DOCUMENT.fullmatch(source) is None:
+        source = fastkeys._subset_source(line.encode("utf-8", errors="surrogatepass"))
+        if source is None or fastkeys._SUBSET_DOCUMENT.fullmatch(source) is None:
             continue
-        if frontmatter_keys._TYPING_SCREEN.search(source) is None:
-            frontmatter_keys._check_typing(source)  # must not raise
+        if fastkeys._TYPING_SCREEN.search(source) is None:
+            fastkeys._check_typing(source)  # must not raise
 
 
 def test_nan_id_is_its_string() -> None:

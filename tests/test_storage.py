@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from fifovalve import fifo_valve
-from kiwifs.errors import InvalidPath, NotFound
-from kiwifs.paths import (
+from kiwifs.base.paths import (
     NOT_REGULAR_FILE,
     LinkRefused,
     NotRegularFile,
     open_parent,
     open_regular,
 )
-from kiwifs.storage import Storage
+from kiwifs.errors import InvalidPath, NotFound
+from kiwifs.files.storage import Storage
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from kiwifs.index import bm25, search, termcolumns
-from kiwifs.index.bodies import Codec
+from kiwifs.index.search import bm25, keyword, termcolumns
+from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
 
@@ -156,15 +156,15 @@ def test_columns_answer_as_fts5_ranks(
 
 
 def test_syntax_that_is_not_and_ed_phrases_is_left_to_fts5() -> None:
-    assert search.syntax_phrases('"a b" memo* AND c') == [
+    assert keyword.syntax_phrases('"a b" memo* AND c') == [
         (termcolumns.PHRASE + '"a b"', '"a b"'),
         (termcolumns.PHRASE + "memo*", "memo*"),
         (termcolumns.PHRASE + "c", "c"),
     ]
     for query in ["a OR b", "NOT a", "NEAR(a b)", "a AND", "AND a", "a AND AND b", "x:y", "^a"]:
-        assert search.syntax_phrases(query) is None, query
+        assert keyword.syntax_phrases(query) is None, query
     for query in ['"a"b', "a+b", "foo-bar", '"abc', "a * b", '""', '"_"', "(a b)", "a - b"]:
-        assert search.syntax_phrases(query) is None, query
+        assert keyword.syntax_phrases(query) is None, query
 
 
 def test_phrase_columns_score_as_fts5(make_root: Callable[..., Path]) -> None:
@@ -173,7 +173,7 @@ def test_phrase_columns_score_as_fts5(make_root: Callable[..., Path]) -> None:
         kb.search("fox", limit=1)
         index = kb.indexing._open()
         query = '"river fox" f* sto*'
-        phrases = search.syntax_phrases(query)
+        phrases = keyword.syntax_phrases(query)
         with index.reader() as conn:
             conn.execute("BEGIN")
             try:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.index.bodies import TextChanges
-from kiwifs.index.db import Index
+from kiwifs.index.core import Index
 from kiwifs.index.schema import FTS_MERGING, recreate
+from kiwifs.index.texts import TextChanges
 from kiwifs.tuning import Tuning
 
 

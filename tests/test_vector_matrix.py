@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
-from kiwifs.index import matrix as matrix_module
-from kiwifs.index.candidates import CandidateCache
-from kiwifs.index.matrix import MatrixCache, VectorMatrix, load
+from kiwifs.index.vectors import matrix as matrix_module
+from kiwifs.index.vectors.candidates import CandidateCache
+from kiwifs.index.vectors.matrix import MatrixCache, VectorMatrix, load
 from kiwifs.knowledge import Knowledge
 from vectorkit import local_config
 
@@ -128,7 +128,7 @@ def test_the_matrix_caught_up_after_every_kind_of_change_equals_a_fresh_load(
         spans = conn.execute(
             "SELECT seq, start, end FROM vec_chunks WHERE etag = ? ORDER BY seq", (etag,)
         ).fetchall()
-    from kiwifs.index.chunking import Chunk
+    from kiwifs.index.vectors.chunking import Chunk
 
     chunks = [Chunk(seq, start, end, "") for seq, start, end in spans]
     other = np.repeat(store.embed_texts(["rain snow weather"]), len(chunks), axis=0)

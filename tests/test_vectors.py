@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from kiwifs.config import ChunkConfig, EmbedderConfig
 from kiwifs.errors import Unavailable, UsageError
-from kiwifs.index.chunking import chunk_text
-from kiwifs.index.db import Index
-from kiwifs.index.embedders import make_embedder
+from kiwifs.index.core import Index
 from kiwifs.index.filters import parse_modified_after, superseded_sql
-from kiwifs.index.hybrid import KEYWORD_WEIGHT, RRF_K, SEMANTIC_WEIGHT
-from kiwifs.index.vectors import VectorStore
+from kiwifs.index.vectors.chunking import chunk_text
+from kiwifs.index.vectors.embedders import make_embedder
+from kiwifs.index.vectors.hybrid import KEYWORD_WEIGHT, RRF_K, SEMANTIC_WEIGHT
+from kiwifs.index.vectors.store import VectorStore
 from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
@@ -82,7 +82,7 @@ def naive_chunks(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     """The chunking rule word by word: windows of ``size`` words every ``size - overlap``."""
     import re
 
-    from kiwifs.index.chunking import body_start
+    from kiwifs.index.vectors.chunking import body_start
 
     spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[body_start(text) :])]
     offset = body_start(text)
@@ -471,7 +471,7 @@ def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: An
     """Semantic and hybrid answers with the candidates cached and ties ordered by path rank,
     then uncached (``Tuning.cached_candidates`` off) with ties ordered by reading every tied
     path, over one index state (asked again when a write landed in between)."""
-    from kiwifs.index import semantic
+    from kiwifs.index.vectors import semantic
 
     index = kb.indexing._open()
 
@@ -508,7 +508,7 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
         files[f"copies/c-{i:02}.md"] = page("kiwi bird nest egg", scope="other-1")
     files["other/old.md"] = page("kiwi bird nest egg", memory_status="superseded")
     kb = open_kb(files)
-    from kiwifs.index import candidates
+    from kiwifs.index.vectors import candidates
 
     caught_up = []
     original = candidates.CandidateCache._caught_up
@@ -574,7 +574,7 @@ def test_many_ties_at_the_cut_are_ordered_by_path_as_before(
     files.update({f"t/n{i:03}.md": page("kiwi bird nest egg") for i in range(40)})
     kb = open_kb(files)
     found = kb.semantic_search("kiwi", limit=30, offset=3)
-    from kiwifs.index import semantic
+    from kiwifs.index.vectors import semantic
 
     monkeypatch.setattr(semantic, "TIES_BY_RANK", 0)
     assert kb.semantic_search("kiwi", limit=30, offset=3).to_json() == found.to_json()

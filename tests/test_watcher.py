@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.index.db import ReconcileStats
+from kiwifs.index.core import ReconcileStats
 from kiwifs.index.watcher import Watcher
 from kiwifs.tuning import Tuning
 from waiting import wait_for

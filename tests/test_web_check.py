@@ -26,9 +26,8 @@ import pytest
 
 from filetree import write_files
 from gitrepo import git
-from kiwifs.events import CHECK_STORED, Event, is_file_change
-from kiwifs.index.checkcache import CheckWorker
-from kiwifs.index.database import INDEX_FILE, STATE_DIR
+from kiwifs.index.connections import INDEX_FILE, STATE_DIR
+from kiwifs.index.memory.checkcache import CheckWorker
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.overview import Overview
 from kiwifs.memory.problems import (
@@ -42,6 +41,7 @@ from kiwifs.memory.problems import (
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
+from kiwifs.writes.events import CHECK_STORED, Event, is_file_change
 from realserver import KIWIFS, serving
 from waiting import running, wait_for
 
@@ -292,7 +292,7 @@ def test_the_worker_process_finds_what_memory_check_finds(files_root: Path) -> N
 
 KILLED_WITH_A_WORKER = """
 import glob, os, signal, sys
-from kiwifs.index.checkcache import CheckWorker
+from kiwifs.index.memory.checkcache import CheckWorker
 worker = CheckWorker()
 worker.enabled = True
 assert worker.problems(sys.argv[1], "") is not None
@@ -324,7 +324,7 @@ def test_the_worker_process_leaves_when_its_server_is_killed(files_root: Path) -
 
 STARTED_TOO_LATE = """
 import sys, time
-from kiwifs.index.checkcache import _start_worker
+from kiwifs.index.memory.checkcache import _start_worker
 _start_worker(int(sys.argv[1]))  # the pid of a server that is no longer our parent
 time.sleep(600)
 """

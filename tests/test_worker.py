@@ -22,11 +22,11 @@ import httpx
 import pytest
 
 from gitrepo import git
-from kiwifs.client import KiwiClient
 from kiwifs.errors import Conflict, ConsolidationFailed, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.memory.steps import CommandStep, Episode, PagePlan, TagRule, parse_plan
-from kiwifs.memory.worker import Worker
+from kiwifs.worker.client import KiwiClient
+from kiwifs.worker.loop import Worker
+from kiwifs.worker.steps import CommandStep, Episode, PagePlan, TagRule, parse_plan
 from realserver import KIWIFS, serving
 from waiting import wait_for
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from asgiclient import AppClient, serve_in_process
+from kiwifs.base.limits import MAX_BULK_BYTES, MAX_FILE_BYTES
 from kiwifs.errors import PayloadTooLarge
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import MAX_BULK_BYTES, MAX_FILE_BYTES
 from kiwifs.mcp.server import adapt
 from kiwifs.mcp.tools import SPECS, Tools
-from kiwifs.requests import FileItem
+from kiwifs.payloads import FileItem
 from kiwifs.rest.app import create_app
 
 API = "/api/kiwi"

@@ -5,7 +5,7 @@ git with provenance, an episodic-memory report, search, and REST, MCP and CLI in
 sit on :class:`Knowledge`.
 """
 
-from .errors import (
+from kiwifs.errors import (
     Busy,
     Conflict,
     InvalidFrontmatter,
@@ -16,8 +16,8 @@ from .errors import (
     StorageError,
     UsageError,
 )
-from .knowledge import FileContent, Knowledge, MergeResult, RememberResult
-from .memory.rules import EpisodicFile, MemoryReport, MergeEntry
+from kiwifs.knowledge import FileContent, Knowledge, MergeResult, RememberResult
+from kiwifs.memory.rules import EpisodicFile, MemoryReport, MergeEntry
 
 __version__ = "0.1.0"
 

@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from .config import Config, check_auth_type
-from .errors import ConfigError, Forbidden, TooManyRequests, Unauthorized
+from kiwifs.config import Config, check_auth_type
+from kiwifs.errors import ConfigError, Forbidden, TooManyRequests, Unauthorized
 
 BEARER = "Bearer "
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .paths import open_regular, read_all
+from kiwifs.base.paths import open_regular, read_all
+from kiwifs.errors import ConfigError
 
 CONFIG_RELPATH = ".kiwi/config.toml"
 DEFAULT_SERVE_PORT = 3333

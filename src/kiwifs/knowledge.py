@@ -14,57 +14,57 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .briefing import Briefing
-from .claiming import ClaimsDesk
-from .config import Config, load_config
-from .consolidation import Consolidation
-from .errors import RootNotFound
-from .events import EventBus
-from .history import History
-from .index.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
-from .index.filters import recall_filter
-from .index.keeper import IndexKeeper, IndexRefresh
-from .index.record import json_safe
-from .integrity import Integrity
-from .limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT, SEMANTIC_TOP_K
-from .markdown import read_frontmatter
-from .memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-from .memory.queue import DELETE, RENAME, WRITE
-from .memory.rules import resolve_prefix
-from .memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
-from .paths import canonical
-from .pipeline import Pipeline
-from .provenance import LIBRARY_ACTOR, as_provenance, library_actor
-from .serverlock import acquire_server_lock
-from .storage import Storage
-from .text import check_text, content_bytes
-from .tree import TreeNode, folder_tree
-from .tuning import Tuning
-from .versioning import Git, blob_id
+from kiwifs.base.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT, SEMANTIC_TOP_K
+from kiwifs.base.paths import canonical
+from kiwifs.base.text import check_text, content_bytes
+from kiwifs.claims.desk import ClaimsDesk
+from kiwifs.config import Config, load_config
+from kiwifs.errors import RootNotFound
+from kiwifs.files.serverlock import acquire_server_lock
+from kiwifs.files.storage import Storage
+from kiwifs.files.tree import TreeNode, folder_tree
+from kiwifs.frontmatter.provenance import LIBRARY_ACTOR, as_provenance, library_actor
+from kiwifs.frontmatter.reader import read_frontmatter
+from kiwifs.git.repo import Git, blob_id
+from kiwifs.index.filters import recall_filter
+from kiwifs.index.memory.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
+from kiwifs.index.record import json_safe
+from kiwifs.index.upkeep import IndexKeeper, IndexRefresh
+from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
+from kiwifs.memory.queue import DELETE, RENAME, WRITE
+from kiwifs.memory.rules import resolve_prefix
+from kiwifs.services.briefing import Briefing
+from kiwifs.services.consolidation import Consolidation
+from kiwifs.services.history import History
+from kiwifs.services.integrity import Integrity
+from kiwifs.services.memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
+from kiwifs.tuning import Tuning
+from kiwifs.writes.events import EventBus
+from kiwifs.writes.pipeline import Pipeline
 
 # What only the answers' types name is imported for type checking alone: the modules of search,
 # the brief, the check and the dashboard load when a call needs them (see IndexKeeper), not
 # with every command.
 if TYPE_CHECKING:
-    from .claiming import Task
-    from .committer import CommitStatus
-    from .gitlog import Change, Version
-    from .index.db import ReconcileStats
-    from .index.hybrid import HybridHit, HybridResults
-    from .index.meta import MetaHit, MetaResults
-    from .index.search import SearchHit, SearchResults, marked_parts
-    from .index.semantic import SemanticResults
-    from .index.vectors import EmbedRound, VectorStatus
-    from .leases import Claim
-    from .memory.brief import Brief
-    from .memory.check import MemoryCheck
-    from .memory.lineage import Lineage
-    from .memory.overview import Overview, QueuePage
-    from .memory.queue import ClaimBatch
-    from .memory.rules import MemoryReport, MergeEntry, ReportDocument
-    from .pipeline import WriteResult
-    from .provenance import Provenance
-    from .scaffold import InitResult
+    from kiwifs.claims.desk import Task
+    from kiwifs.frontmatter.provenance import Provenance
+    from kiwifs.git.committer import CommitStatus
+    from kiwifs.git.log import Change, Version
+    from kiwifs.index.core import ReconcileStats
+    from kiwifs.index.search.keyword import SearchHit, SearchResults, marked_parts
+    from kiwifs.index.search.meta import MetaHit, MetaResults
+    from kiwifs.index.vectors.hybrid import HybridHit, HybridResults
+    from kiwifs.index.vectors.semantic import SemanticResults
+    from kiwifs.index.vectors.store import EmbedRound, VectorStatus
+    from kiwifs.memory.brief import Brief
+    from kiwifs.memory.check import MemoryCheck
+    from kiwifs.memory.leases import Claim
+    from kiwifs.memory.lineage import Lineage
+    from kiwifs.memory.overview import Overview, QueuePage
+    from kiwifs.memory.queue import ClaimBatch
+    from kiwifs.memory.rules import MemoryReport, MergeEntry, ReportDocument
+    from kiwifs.services.scaffold import InitResult
+    from kiwifs.writes.pipeline import WriteResult
 
 __all__ = [
     "DEFAULT_ACTOR",
@@ -94,17 +94,17 @@ __all__ = [
 # here so that the interfaces import only this module. Each loads with its module when first
 # asked for, as the call making it would load it, not with every command.
 _HANDED_OUT = {
-    "Change": "gitlog",
-    "HybridHit": "index.hybrid",
-    "HybridResults": "index.hybrid",
-    "MetaHit": "index.meta",
-    "MetaResults": "index.meta",
-    "SearchHit": "index.search",
-    "SearchResults": "index.search",
-    "SemanticResults": "index.semantic",
-    "Task": "claiming",
-    "Version": "gitlog",
-    "marked_parts": "index.search",
+    "Change": "kiwifs.git.log",
+    "HybridHit": "kiwifs.index.vectors.hybrid",
+    "HybridResults": "kiwifs.index.vectors.hybrid",
+    "MetaHit": "kiwifs.index.search.meta",
+    "MetaResults": "kiwifs.index.search.meta",
+    "SearchHit": "kiwifs.index.search.keyword",
+    "SearchResults": "kiwifs.index.search.keyword",
+    "SemanticResults": "kiwifs.index.vectors.semantic",
+    "Task": "kiwifs.claims.desk",
+    "Version": "kiwifs.git.log",
+    "marked_parts": "kiwifs.index.search.keyword",
 }
 
 
@@ -113,7 +113,7 @@ def __getattr__(name: str) -> Any:
     module = _HANDED_OUT.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
@@ -196,7 +196,7 @@ class Knowledge:
     ) -> Knowledge:
         """Open an existing root; a missing one is an error, never created silently.
 
-        Repairs what a crash left behind first (:mod:`kiwifs.recovery`); ``sweep`` (servers,
+        Repairs what a crash left behind first (:mod:`kiwifs.writes.recovery`); ``sweep`` (servers,
         at start) also removes the temporary files of interrupted writes, a walk of the root.
         ``tuning``: the knobs (default: :meth:`Tuning.from_env`).
         """
@@ -206,7 +206,7 @@ class Knowledge:
         if not path.is_dir():
             raise RootNotFound(f"knowledge root is not a folder: {path}")
         kb = cls(path, tuning=tuning)
-        from .recovery import recover  # at open only
+        from kiwifs.writes.recovery import recover  # at open only
 
         recover(kb.pipeline, sweep)
         return kb
@@ -214,7 +214,7 @@ class Knowledge:
     @classmethod
     def init(cls, root: str | os.PathLike[str], template: str = "knowledge") -> InitResult:
         """Lay out a new root from a template (never overwriting) and commit it."""
-        from .scaffold import scaffold
+        from kiwifs.services.scaffold import scaffold
 
         return scaffold(Path(root), template)
 
@@ -229,10 +229,10 @@ class Knowledge:
 
     def start_commit_process(self) -> None:
         """Make git commits in a child process from now on, so that a server's threads go on
-        while one is made (see :mod:`kiwifs.commitproc`); ``Tuning.commit_process`` off
+        while one is made (see :mod:`kiwifs.git.child`); ``Tuning.commit_process`` off
         keeps them in this process."""
         if self.git is not None and self.tuning.commit_process:
-            from .commitproc import CommitProcess  # servers only
+            from kiwifs.git.child import CommitProcess  # servers only
 
             self.git.start_commit_process(CommitProcess(self.root, self.git.kept_trees))
 
@@ -349,7 +349,7 @@ class Knowledge:
             for check in checks:
                 check()
 
-        from .bulkwrite import bulk_write  # bulk writes only
+        from kiwifs.writes.bulk import bulk_write  # bulk writes only
 
         return bulk_write(self.pipeline, items, who, prov, message, unclaimed)
 
@@ -449,7 +449,7 @@ class Knowledge:
         ``where`` is a list of filters (``$.status=draft``) or a mapping ``{field: value}`` of
         equalities, all AND-ed.
         """
-        from .index.meta import equality_filters
+        from kiwifs.index.search.meta import equality_filters
 
         filters = equality_filters(where) if isinstance(where, Mapping) else list(where)
         return self.indexing.meta(

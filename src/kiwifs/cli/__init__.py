@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import click
 
-from .common import KiwiGroup
-from .memory import memory
-from .queue import memory_claim, memory_release, memory_worker
-from .recall import brief, search
-from .root import init, reindex, version
-from .servers import mcp, serve
+from kiwifs.cli.common import KiwiGroup
+from kiwifs.cli.memory import memory
+from kiwifs.cli.queue import memory_claim, memory_release, memory_worker
+from kiwifs.cli.recall import brief, search
+from kiwifs.cli.root import init, reindex, version
+from kiwifs.cli.servers import mcp, serve
 
 
 @click.group(cls=KiwiGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import click
 
+from kiwifs.base.printed_json import dumps
+from kiwifs.base.text import SHOWN_JSON, shown
 from kiwifs.errors import KiwiError
-from kiwifs.printed_json import dumps
-from kiwifs.text import SHOWN_JSON, shown
 from kiwifs.tuning import Tuning
 
 ROOT_HELP = "Knowledge root folder."
@@ -58,7 +58,7 @@ def terminal_safe(text: str) -> str:
 
 def printable(text: str) -> str:
     """``text`` as the CLI prints it: a name that is not UTF-8 shown by the name rule
-    (:func:`~kiwifs.text.shown`: a lone surrogate would crash a strict stdout), then
+    (:func:`~kiwifs.base.text.shown`: a lone surrogate would crash a strict stdout), then
     :func:`terminal_safe`."""
     return terminal_safe(shown(text))
 
@@ -73,7 +73,7 @@ def echo(message: str, err: bool = False, nl: bool = True) -> None:
 def echo_json(value: Any) -> None:
     """Print ``json.dumps(value, indent=2, ensure_ascii=False)`` and a newline to stdout.
 
-    A name that is not UTF-8 is written by the name rule (:data:`~kiwifs.text.SHOWN_JSON`: each
+    A name that is not UTF-8 is written by the name rule (:data:`~kiwifs.base.text.SHOWN_JSON`: each
     undecodable byte as ``\\xNN``), as REST and MCP answer it. The bytes go straight to a UTF-8
     stdout; any other stdout gets them as text.
     """

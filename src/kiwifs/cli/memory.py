@@ -10,11 +10,10 @@ from typing import BinaryIO
 
 import click
 
+from kiwifs.cli.common import KiwiGroup, echo, echo_json, handed_tuning, root_option
+from kiwifs.frontmatter.provenance import LIBRARY_ACTOR
 from kiwifs.knowledge import Knowledge, StatusResult
 from kiwifs.memory.rules import MergeEntry
-from kiwifs.provenance import LIBRARY_ACTOR
-
-from .common import KiwiGroup, echo, echo_json, handed_tuning, root_option
 
 
 @click.group(cls=KiwiGroup)

@@ -9,12 +9,11 @@ import threading
 
 import click
 
+from kiwifs.cli.common import echo, echo_json, handed_tuning, root_option
 from kiwifs.config import DEFAULT_SERVE_PORT
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-
-from .common import echo, echo_json, handed_tuning, root_option
 
 
 @click.command("claim")
@@ -110,9 +109,9 @@ def memory_worker(
     """Run a consolidation worker against a kiwifs server: claim, consolidate, merge, repeat.
 
     SIGTERM or Ctrl-C stops it cleanly: it releases what it holds."""
-    from kiwifs.client import KiwiClient
-    from kiwifs.memory.steps import CommandStep, Step, TagRule
-    from kiwifs.memory.worker import Worker
+    from kiwifs.worker.client import KiwiClient
+    from kiwifs.worker.loop import Worker
+    from kiwifs.worker.steps import CommandStep, Step, TagRule
 
     if (rule == "command") != (command is not None):
         raise click.UsageError("--command is required with --rule command, and only then")

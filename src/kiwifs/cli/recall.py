@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
+from kiwifs.base.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
+from kiwifs.cli.common import echo, echo_json, handed_tuning, printable, root_option
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
-
-from .common import echo, echo_json, handed_tuning, printable, root_option
 
 MODES = ("keyword", "semantic", "hybrid")
 

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kiwifs import __version__
+from kiwifs.cli.common import handed_tuning, root_option
 from kiwifs.knowledge import Knowledge
-
-from .common import handed_tuning, root_option
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import IndexRefresh
@@ -46,7 +45,7 @@ def progress_bar() -> Any:
 
     Redrawn by :func:`_advance`, by the thread doing the work: rich's own refresh thread would
     make the process threaded, and a threaded process does not fork the rebuild's parsers
-    (:func:`kiwifs.forking.fork_is_safe`); ``reindex`` then parsed in one process.
+    (:func:`kiwifs.base.forking.fork_is_safe`); ``reindex`` then parsed in one process.
     """
     from rich.console import Console
     from rich.progress import (

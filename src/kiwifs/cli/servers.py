@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kiwifs import __version__
+from kiwifs.cli.common import ROOT_HELP, handed_tuning, root_option
 from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
-
-from .common import ROOT_HELP, handed_tuning, root_option
 
 if TYPE_CHECKING:
     import socket

@@ -1,7 +1,7 @@
 """The memory answers the index gives: the report, lineage, the queue, the dashboard's overview,
 ``memory check``'s rows and stored problems, the claims' candidates and task files.
 
-Each is one method of :class:`~kiwifs.index.keeper.IndexKeeper` (it inherits them from
+Each is one method of :class:`~kiwifs.index.upkeep.IndexKeeper` (it inherits them from
 :class:`IndexAnswers`) and each reads the index through the keeper's policy (:meth:`_guarded`:
 current, repaired once on damage); this module holds only what every answer asks and how.
 """
@@ -12,14 +12,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
+from kiwifs.index import report as indexed_report
+from kiwifs.index.memory import checkcache
 from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
-
-from . import checkcache
-from . import report as indexed_report
 
 # The modules of these answers (lineage, the dashboard, the timeline, the check, the tasks) are
 # imported by the methods that give them: the memory report from the CLI needs none of them.
 if TYPE_CHECKING:
+    from kiwifs.index.core import Index
+    from kiwifs.index.memory import tasks as indexed_tasks
+    from kiwifs.index.memory.timeline import TimelineKeeper
     from kiwifs.memory.check import EpisodeRow, PageRow
     from kiwifs.memory.lineage import Lineage
     from kiwifs.memory.overview import Overview, QueuePage
@@ -27,15 +29,11 @@ if TYPE_CHECKING:
     from kiwifs.memory.queue import MergeFindings
     from kiwifs.memory.rules import MergeEntry
 
-    from . import tasks as indexed_tasks
-    from .db import Index
-    from .timeline import TimelineKeeper
-
 T = TypeVar("T")
 
 
 class IndexAnswers:
-    """The memory answers of :class:`~kiwifs.index.keeper.IndexKeeper`, and the caches they keep
+    """The memory answers of :class:`~kiwifs.index.upkeep.IndexKeeper`, and the caches they keep
     while a watcher keeps the index current (valid while the index generation is unchanged)."""
 
     # the keeper's background loops, read by the check and the overview
@@ -123,7 +121,7 @@ class IndexAnswers:
     ) -> MergeFindings:
         """The episodes a merge into ``page`` cites that other pages already merged, and its
         entries that cite nothing (the merge's guard asks, under the write lock)."""
-        from . import lineage as indexed_lineage
+        from kiwifs.index.memory import lineage as indexed_lineage
 
         def run(index: Index) -> MergeFindings:
             with index.reader() as conn:
@@ -142,7 +140,7 @@ class IndexAnswers:
         return self._guarded(run)
 
     def lineage(self, rel: str, prefix: str) -> Lineage:
-        from . import lineage as indexed_lineage
+        from kiwifs.index.memory import lineage as indexed_lineage
 
         def run(index: Index) -> Lineage:
             with index.reader() as conn:
@@ -151,7 +149,7 @@ class IndexAnswers:
         return self._guarded(run)
 
     def queue(self, prefix: str, path_prefix: str, limit: int, offset: int) -> QueuePage:
-        from . import overview as indexed_overview
+        from kiwifs.index.memory import overview as indexed_overview
 
         def run(index: Index) -> QueuePage:
             with index.reader() as conn:
@@ -165,9 +163,8 @@ class IndexAnswers:
         as :meth:`memory_report`)."""
         if not self._answers_reports():
             return None
+        from kiwifs.index.memory import check as indexed_check
         from kiwifs.memory.problems import problems_in
-
-        from . import check as indexed_check
 
         worker = self._check_worker
 
@@ -216,10 +213,9 @@ class IndexAnswers:
         return self._guarded(run)
 
     def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
+        from kiwifs.index.memory import overview as indexed_overview
+        from kiwifs.index.memory import timeline as indexed_timeline
         from kiwifs.memory.overview import Overview
-
-        from . import overview as indexed_overview
-        from . import timeline as indexed_timeline
 
         with index.reader() as conn, indexed_report.snapshot(conn):
             folders = indexed_overview.folder_coverage(conn, prefix)
@@ -258,11 +254,11 @@ class IndexAnswers:
         return self._guarded(run)
 
     def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]] | None:
-        """The rows ``memory check`` reads (see :mod:`kiwifs.index.check`); ``None`` when the
+        """The rows ``memory check`` reads (see :mod:`kiwifs.index.memory.check`); ``None`` when the
         scan is the better answer (the same policy as :meth:`memory_report`)."""
         if not self._answers_reports():
             return None
-        from . import check as indexed_check
+        from kiwifs.index.memory import check as indexed_check
 
         def run(index: Index) -> tuple[list[EpisodeRow], list[PageRow], set[str]]:
             with index.reader() as conn:
@@ -272,7 +268,7 @@ class IndexAnswers:
 
     def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
         """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
-        from . import tasks as indexed_tasks
+        from kiwifs.index.memory import tasks as indexed_tasks
 
         def run(index: Index) -> list[indexed_tasks.TodoFile]:
             with index.reader() as conn:

@@ -18,9 +18,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from kiwifs.base.text import check_text
 from kiwifs.errors import InvalidQuery, UsageError
 from kiwifs.memory.status import MEMORY_STATUS, SUPERSEDED
-from kiwifs.text import check_text
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _NS_LIMIT = 2**63 - 1

@@ -20,10 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
-from kiwifs import filewalk
-from kiwifs.filewalk import cannot_list, cannot_read, link_problem
-
-from .record import error_sig, path_key, raw_sig
+from kiwifs.base import walk
+from kiwifs.base.walk import cannot_list, cannot_read, link_problem
+from kiwifs.index.record import error_sig, path_key, raw_sig
 
 
 @dataclass
@@ -95,7 +94,7 @@ def folder_result(
 
 def list_folder(folder: Folder) -> list[Folder]:
     """Fill ``folder`` from :func:`filewalk.list_folder`; returns its sub-folders to enter."""
-    listing = filewalk.list_folder(folder.path)
+    listing = walk.list_folder(folder.path)
     folder.names, folder.links, folder.errors = listing.files, listing.links, listing.errors
     parent = os.path.join(folder.path, b"")
     return [Folder(folder.entry_key(name), parent + name) for name in listing.folders]

@@ -1,7 +1,7 @@
 """The lookups the index answers: keyword search, ``/meta`` frontmatter queries, and the
 semantic and hybrid searches of the vector side.
 
-Each is one method of :class:`~kiwifs.index.keeper.IndexKeeper` (it inherits them from
+Each is one method of :class:`~kiwifs.index.upkeep.IndexKeeper` (it inherits them from
 :class:`IndexLookups`), read through the keeper's policy (:meth:`_guarded`); the vector side
 itself (:meth:`recall`) is built and stopped by the keeper.
 """
@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING, TypeVar
 # needs one of them, and the memory report from the CLI none.
 if TYPE_CHECKING:
     from kiwifs.config import VectorConfig
-
-    from .db import Index
-    from .filters import RecallFilter
-    from .hybrid import HybridResults
-    from .meta import Filter, MetaResults
-    from .recall import Recall
-    from .search import SearchResults
-    from .semantic import SemanticResults
-    from .termcolumns import TermColumns
-    from .vectors import VectorStatus
+    from kiwifs.index.core import Index
+    from kiwifs.index.filters import RecallFilter
+    from kiwifs.index.search.keyword import SearchResults
+    from kiwifs.index.search.meta import Filter, MetaResults
+    from kiwifs.index.search.termcolumns import TermColumns
+    from kiwifs.index.vectors.hybrid import HybridResults
+    from kiwifs.index.vectors.semantic import SemanticResults
+    from kiwifs.index.vectors.side import Recall
+    from kiwifs.index.vectors.store import VectorStatus
 
 T = TypeVar("T")
 
@@ -61,7 +60,7 @@ class IndexLookups:
         recency_weight: float | None = None,
         snippets: bool = True,
     ) -> SearchResults:
-        from . import search
+        from kiwifs.index.search import keyword as search
 
         def run(index: Index) -> SearchResults:
             with index.reader() as conn:
@@ -91,7 +90,7 @@ class IndexLookups:
         paths: Sequence[str] | None,
         include_superseded: bool = False,
     ) -> MetaResults:
-        from . import meta as meta_query
+        from kiwifs.index.search import meta as meta_query
 
         def run(index: Index) -> MetaResults:
             with index.reader() as conn:
@@ -127,7 +126,7 @@ class IndexLookups:
         where: RecallFilter,
         snippets: bool = True,
     ) -> HybridResults:
-        from .recall import keyword_only
+        from kiwifs.index.vectors.side import keyword_only
 
         if not self.vector.enabled:
             return self._guarded(
@@ -141,7 +140,7 @@ class IndexLookups:
         )
 
     def vector_status(self) -> VectorStatus:
-        from .vectors import VectorStatus
+        from kiwifs.index.vectors.store import VectorStatus
 
         if not self.vector.enabled:
             return VectorStatus(enabled=False)

@@ -24,8 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kiwifs.errors import Locked
-
-from .database import STATE_DIR
+from kiwifs.index.connections import STATE_DIR
 
 LOCK_FILE = "watchers.lock"  # in .kiwi/state: derived state, never versioned
 

@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kiwifs.base.limits import MAX_READ_BYTES, TOO_LARGE
+from kiwifs.base.paths import LinkRefused, NotRegularFile, open_regular, read_all
+from kiwifs.base.text import valid_unicode
 from kiwifs.errors import os_error_text
-from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
-from kiwifs.markdown import Frontmatter
+from kiwifs.frontmatter.reader import Frontmatter
+from kiwifs.git.repo import blob_id
 from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
-from kiwifs.paths import LinkRefused, NotRegularFile, open_regular, read_all
-from kiwifs.text import valid_unicode
-from kiwifs.versioning import blob_id
 
 RACY_NS = 2_000_000_000
 
@@ -123,8 +123,8 @@ def read_record(
     The signature comes from ``fstat`` on the descriptor that is read, before reading. A FIFO
     (or any file that is not regular) and, with ``real_root``, a descriptor that turns out to lie
     outside the root or in a hidden path are error records, never read. A file over the size
-    limit (:data:`~kiwifs.limits.MAX_READ_BYTES`, told by that ``fstat``) is not read either: its
-    record is an unreadable one with a warning, signed, so that no reconcile reads it again
+    limit (:data:`~kiwifs.base.limits.MAX_READ_BYTES`, told by that ``fstat``) is not read either:
+    its record is an unreadable one with a warning, signed, so that no reconcile reads it again
     until it changes.
     """
     try:
@@ -188,7 +188,7 @@ def record_of_bytes(
 ) -> FileRecord:
     """Parse ``data`` once into frontmatter JSON, memory facts and searchable text.
 
-    Frontmatter inside the simple subset is read without PyYAML (memory/frontmatter_keys.py,
+    Frontmatter inside the simple subset is read without PyYAML (memory/fastkeys.py,
     held equal to PyYAML's reading by tests/test_scan.py): the same mapping, 3-4x faster."""
     fm, simple = (_subset_reader or _load_subset_reader())(data)
     return FileRecord(
@@ -213,7 +213,7 @@ _subset_reader: Callable[[bytes], tuple[Frontmatter, bool]] | None = None
 
 def _load_subset_reader() -> Callable[[bytes], tuple[Frontmatter, bool]]:
     global _subset_reader
-    from kiwifs.memory.frontmatter_keys import read_simple_first
+    from kiwifs.memory.fastkeys import read_simple_first
 
     _subset_reader = read_simple_first
     return read_simple_first

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kiwifs.base.printed_json import RawJSON, dumps
+from kiwifs.index.record import db_text, path_key, py_text
 from kiwifs.memory.rules import (
     DUPLICATE_ID_WARNING,
     MISSING_ID_WARNING,
@@ -28,9 +30,6 @@ from kiwifs.memory.rules import (
     check_paging,
     mark_claimed,
 )
-from kiwifs.printed_json import RawJSON, dumps
-
-from .record import db_text, path_key, py_text
 
 T = TypeVar("T")
 

@@ -17,11 +17,10 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from kiwifs.index.record import FileRecord, db_text, parent_key, path_key
+from kiwifs.index.report import stored_entry
+from kiwifs.index.texts import TextChanges
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
-
-from .bodies import TextChanges
-from .record import FileRecord, db_text, parent_key, path_key
-from .report import stored_entry
 
 FULL_COVER_UPDATE = 2000  # touched ids and paths above which all of ``covered`` is recomputed
 

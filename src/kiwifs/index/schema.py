@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from .bodies import LOG_SCHEMA
-from .filters import superseded_sql
-from .vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
+from kiwifs.index.filters import superseded_sql
+from kiwifs.index.texts import LOG_SCHEMA
+from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
 SCHEMA_VERSION = 13
 
@@ -74,8 +74,8 @@ CREATE VIRTUAL TABLE fts USING fts5(
     + VECTOR_SCHEMA
 )
 
-# The history replayed from git (index/timeline.py): derived from commits, not from the files,
-# so a rebuild of the file rows keeps it.
+# The history replayed from git (index/memory/timeline.py): derived from commits, not from the
+# files, so a rebuild of the file rows keeps it.
 TIMELINE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS timeline (
     seq INTEGER PRIMARY KEY,
@@ -93,8 +93,8 @@ CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value TEXT NOT N
 """
 TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
 
-# The last ``memory check`` (index/checkcache.py): its problems, one row each, and when it ran.
-# Derived from the file rows by a background loop, never on a request.
+# The last ``memory check`` (index/memory/checkcache.py): its problems, one row each, and when it
+# ran. Derived from the file rows by a background loop, never on a request.
 CHECK_SCHEMA = """
 CREATE TABLE IF NOT EXISTS check_problems (
     seq INTEGER PRIMARY KEY,

@@ -5,7 +5,7 @@ the index already holds recognised by its blob id without SQL.
 Files are read outside the writer lock, so whoever stores a record checks, under the lock, that
 its file still has the stat it was read with (:meth:`RowStore._settled`): no row is ever older
 than a write whose refresh already ran. A whole root is stored by a walk
-(:class:`~kiwifs.index.db.Index`), through the same checks, and a reconcile stores nothing for
+(:class:`~kiwifs.index.core.Index`), through the same checks, and a reconcile stores nothing for
 a path a refresh stored since it began reading (:mod:`~kiwifs.index.storeorder`), which holds
 even where a stat signature proves nothing.
 """
@@ -17,17 +17,16 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from kiwifs.limits import MAX_READ_BYTES
-from kiwifs.paths import open_regular, read_all
+from kiwifs.base.limits import MAX_READ_BYTES
+from kiwifs.base.paths import open_regular, read_all
+from kiwifs.git.repo import blob_id
+from kiwifs.index.connections import BUSY_TIMEOUT, Database
+from kiwifs.index.folders import abs_path, probe
+from kiwifs.index.record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
+from kiwifs.index.rows import Touched, delete_row, upsert_row
+from kiwifs.index.search.termcolumns import TermColumns
+from kiwifs.index.storeorder import StoreOrder
 from kiwifs.tuning import Tuning
-from kiwifs.versioning import blob_id
-
-from .database import BUSY_TIMEOUT, Database
-from .folders import abs_path, probe
-from .record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
-from .rows import Touched, delete_row, upsert_row
-from .storeorder import StoreOrder
-from .termcolumns import TermColumns
 
 ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
 CONTENT_CHUNK = 500  # keys per lookup when comparing records with their rows
@@ -202,7 +201,7 @@ def content_moved(
 ) -> bool:
     """False when every record holds the content its row already holds and nothing goes: a
     racy row read again once it is old enough to trust changes no answer derived from the rows
-    (see :attr:`~kiwifs.index.database.Database.rows_generation`)."""
+    (see :attr:`~kiwifs.index.connections.Database.rows_generation`)."""
     return bool(removed) or next(content_changes(conn, records), None) is not None
 
 

@@ -33,7 +33,7 @@ import sqlite3
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from . import changelog
+from kiwifs.index import changelog
 
 VECTOR_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vec_chunks (
@@ -112,7 +112,7 @@ def drop_vector_upkeep(conn: sqlite3.Connection) -> None:
 
 
 class Connections(Protocol):
-    """What :func:`disable` asks of an index (:class:`~kiwifs.index.db.Index`): named here,
+    """What :func:`disable` asks of an index (:class:`~kiwifs.index.core.Index`): named here,
     since the index's modules import this one for its schema and cannot be imported back."""
 
     def reader(self) -> AbstractContextManager[sqlite3.Connection]: ...
@@ -123,8 +123,8 @@ class Connections(Protocol):
 def disable(index: Connections) -> None:
     """Vectors are off for this root: stop queueing (the stored vectors are kept for later).
 
-    Here, not in :mod:`kiwifs.index.vectors`, because every opening of an index calls it and the
-    vector side (chunking, embedders) need not load for a root that does not embed. An index
+    Here, not in :mod:`kiwifs.index.vectors.store`, because every opening of an index calls it and
+    the vector side (chunking, embedders) need not load for a root that does not embed. An index
     made before the triggers came and went with vectors has them although vectors are off: they
     are dropped here too."""
     with index.reader() as conn:

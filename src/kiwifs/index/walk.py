@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiwifs.filewalk import cannot_list
-from kiwifs.forking import fork_is_safe, usable_cpus
-
-from .folders import (
+from kiwifs.base.forking import fork_is_safe, usable_cpus
+from kiwifs.base.walk import cannot_list
+from kiwifs.index.folders import (
     Folder,
     FolderResult,
     WalkState,
@@ -34,7 +33,7 @@ from .folders import (
     sign_names,
     walk_tree,
 )
-from .record import error_sig
+from kiwifs.index.record import error_sig
 
 PARALLEL_THRESHOLD = 20_000  # expected entries below which forking costs more than it saves
 MAX_WORKERS = 4  # worker processes: one per CPU, at most this many

@@ -43,14 +43,14 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kiwifs.filewalk import list_folder
-from kiwifs.text import undecodable
+from kiwifs.base.text import undecodable
+from kiwifs.base.walk import list_folder
 from kiwifs.tuning import Tuning
 
 if TYPE_CHECKING:
     import watchfiles
 
-    from .db import ReconcileStats
+    from kiwifs.index.core import ReconcileStats
 
 log = logging.getLogger(__name__)
 

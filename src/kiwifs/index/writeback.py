@@ -19,7 +19,7 @@ is then, under the same checks as any refresh (a record whose file moved since i
 read again), so a path named twice is indexed once, as it is last. A failed round is logged and
 left to the watcher's periodic reconcile, as a failed refresh inside a write was.
 ``Tuning.index_writeback`` off indexes each write inside it (the plain path, see
-:class:`~kiwifs.index.keeper.IndexKeeper`).
+:class:`~kiwifs.index.upkeep.IndexKeeper`).
 """
 
 from __future__ import annotations

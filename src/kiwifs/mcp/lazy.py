@@ -20,8 +20,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kiwifs.knowledge import Knowledge
-
-from .authgate import Auth, AuthGate
+from kiwifs.mcp.authgate import Auth, AuthGate
 
 
 def lazy_mount_mcp(kb: Knowledge, host: str = "127.0.0.1") -> Callable[[Any, Auth], None]:
@@ -61,7 +60,7 @@ class LateApp:
         self.error = ""
 
     def _load(self) -> Any:
-        from .server import mcp_asgi_app
+        from kiwifs.mcp.server import mcp_asgi_app
 
         return mcp_asgi_app(self.kb, self.host)
 

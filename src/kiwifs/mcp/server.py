@@ -37,14 +37,13 @@ from starlette.types import ASGIApp
 
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
+from kiwifs.base.text import shown
 from kiwifs.config import DEFAULT_MCP_PORT
 from kiwifs.errors import Conflict, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
-from kiwifs.text import shown
-
-from .authgate import AuthGate
-from .render import render_tree
-from .tools import ALIASES, SPECS, Tools, ToolSpec
+from kiwifs.mcp.authgate import AuthGate
+from kiwifs.mcp.render import render_tree
+from kiwifs.mcp.tools import ALIASES, SPECS, Tools, ToolSpec
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
 TREE_RESOURCE_DEPTH = 3
@@ -103,7 +102,7 @@ def tool_error(text: str) -> CallToolResult:
 def adapt(spec: ToolSpec, fn: Callable[..., str]) -> Callable[..., str | CallToolResult]:
     """Wrap a tool method: rename keyword aliases, map failures, log one line per call.
 
-    The text goes out by the name rule (:func:`~kiwifs.text.shown`): a name that is not UTF-8
+    The text goes out by the name rule (:func:`~kiwifs.base.text.shown`): a name that is not UTF-8
     would otherwise be a lone surrogate, which no transport can encode (over stdio the writer
     died with the whole server; over HTTP the call failed).
     """

@@ -1,8 +1,8 @@
 """The brief: a context pack for an agent's prompt, filled best match first within a token budget.
 
-:class:`kiwifs.briefing.Briefing` (behind ``Knowledge.brief``) ranks the pages that match a query
-(superseded pages left out unless asked for), reads them, and :func:`pack` decides, purely, what
-goes in:
+:class:`kiwifs.services.briefing.Briefing` (behind ``Knowledge.brief``) ranks the pages that match a
+query (superseded pages left out unless asked for), reads them, and :func:`pack` decides, purely,
+what goes in:
 
 * pages are taken in rank order, each whole, with its path, ETag, score and token cost;
 * a page that would take the pack over ``budget_tokens`` is left out (reason ``budget``) and the

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .lineage import Entry, Lookups, entries, resolve
-from .rules import ID_TYPES, MERGED_FROM, as_id, file_facts
+from kiwifs.memory.lineage import Entry, Lookups, entries, resolve
+from kiwifs.memory.rules import ID_TYPES, MERGED_FROM, as_id, file_facts
 
 # Where an episode's age is taken from, in order of preference (the check's and the
 # dashboard's one rule: :func:`_oldest` here, ``index/overview.oldest_unmerged`` in SQL).

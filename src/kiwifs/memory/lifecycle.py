@@ -1,9 +1,9 @@
 """The rules of a memory's life that need no disk: what a new episode is called and looks like,
 what forgetting and restoring a page change in its frontmatter, what a merge adds to a page.
 
-:meth:`kiwifs.memorywrites.MemoryWriter.remember` writes what :func:`new_episode` describes,
-through the write pipeline, after checking under its lock that no other episode has the id. The
-rules:
+:meth:`kiwifs.services.memorywrites.MemoryWriter.remember` writes what :func:`new_episode`
+describes, through the write pipeline, after checking under its lock that no other episode has the
+id. The rules:
 
 * the id is the caller's (one safe path segment: letters, digits, ``.``, ``_``, ``-``, starting
   with a letter or digit, at most 128 characters) or a new UUID4;
@@ -37,14 +37,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kiwifs.base.paths import canonical
+from kiwifs.base.text import check_text
 from kiwifs.errors import InvalidPath, UsageError
-from kiwifs.frontmatteredit import append_entries, appended_entries, edit_frontmatter, scalar
-from kiwifs.markdown import read_frontmatter
-from kiwifs.paths import canonical
-from kiwifs.text import check_text
-
-from .rules import MERGED_FROM, MergeEntry, existing_merge_keys
-from .status import MEMORY_STATUS, SUPERSEDED, is_superseded
+from kiwifs.frontmatter.edit import append_entries, appended_entries, edit_frontmatter, scalar
+from kiwifs.frontmatter.reader import read_frontmatter
+from kiwifs.memory.rules import MERGED_FROM, MergeEntry, existing_merge_keys
+from kiwifs.memory.status import MEMORY_STATUS, SUPERSEDED, is_superseded
 
 if TYPE_CHECKING:
     from ruamel.yaml.comments import CommentedMap

@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kiwifs.paths import normalize_ref_path
-
-from .rules import ID_TYPES, MERGED_FROM, as_id
+from kiwifs.base.paths import normalize_ref_path
+from kiwifs.memory.rules import ID_TYPES, MERGED_FROM, as_id
 
 DERIVED_FROM = "derived-from"
 ENTRY_FIELDS = ("type", "id", "path", "date", "actor", "note")

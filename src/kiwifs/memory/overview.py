@@ -1,9 +1,10 @@
 """The consolidation picture of a root at a glance: counts, coverage per folder, the oldest
 episode still waiting, the history per day, one page of the queue (pure data).
 
-The index answers each part (:mod:`kiwifs.index.overview`, :mod:`kiwifs.index.timeline`); the
-counts are the memory report's own totals, so the picture and ``kiwifs memory report`` never
-disagree. Everything here is plain data with a ``to_json`` for any interface that shows it.
+The index answers each part (:mod:`kiwifs.index.memory.overview`,
+:mod:`kiwifs.index.memory.timeline`); the counts are the memory report's own totals, so the picture
+and ``kiwifs memory report`` never disagree. Everything here is plain data with a ``to_json`` for
+any interface that shows it.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .check import Oldest
-from .problems import CheckState
-from .rules import EpisodicFile, coverage_share
-from .timeline import TimelinePoint
+from kiwifs.memory.check import Oldest
+from kiwifs.memory.problems import CheckState
+from kiwifs.memory.rules import EpisodicFile, coverage_share
+from kiwifs.memory.timeline import TimelinePoint
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from .check import EpisodeRow, MemoryCheck, PageRow, build_check
-from .lineage import Entry
+from kiwifs.memory.check import EpisodeRow, MemoryCheck, PageRow, build_check
+from kiwifs.memory.lineage import Entry
 
 DANGLING = "dangling"  # a merged-from entry that cites nothing
 DUPLICATE_ID = "duplicate id"  # one episode id on several episodes

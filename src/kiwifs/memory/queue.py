@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kiwifs.leases import MEMORY, Claim, check_holder, format_seconds
-
-from .rules import EpisodicFile, MergeEntry
+from kiwifs.memory.leases import MEMORY, Claim, check_holder, format_seconds
+from kiwifs.memory.rules import EpisodicFile, MergeEntry
 
 if TYPE_CHECKING:  # lineage's rules load with the first merge that needs them
-    from .lineage import Entry, Lookups
+    from kiwifs.memory.lineage import Entry, Lookups
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
@@ -42,7 +41,7 @@ DANGLING = (
 @dataclass(frozen=True)
 class Released:
     """What a release gave back, and whose claims they were: the holder as its claims name it
-    (trimmed, as :func:`~kiwifs.leases.check_holder` keeps it), whatever spaces were sent."""
+    (trimmed, as :func:`~kiwifs.memory.leases.check_holder` keeps it), whatever spaces were sent."""
 
     worker: str
     paths: list[str]
@@ -112,14 +111,14 @@ def renewable(live: Mapping[str, Claim], worker: str) -> list[Claim]:
 
 
 def entry_of(merge: MergeEntry) -> Entry:
-    from .lineage import Entry
+    from kiwifs.memory.lineage import Entry
 
     return Entry(type=merge.type, id=merge.id, path=merge.path)
 
 
 def cited_claims(entries: Iterable[MergeEntry], claims: Iterable[Claim]) -> list[Claim]:
     """The claims on episodes that ``entries`` cite (by id for the id types, or by path)."""
-    from .lineage import cites
+    from kiwifs.memory.lineage import cites
 
     wanted = [entry_of(e) for e in entries]
     return [c for c in claims if any(cites(e, c.path, c.episode_id) for e in wanted)]
@@ -195,7 +194,7 @@ def merge_findings(
     (``None``: not an episode). An episode ``page`` already cites is not merged elsewhere by
     this merge, whatever else cites it: merging it again changes nothing.
     """
-    from .lineage import resolve
+    from kiwifs.memory.lineage import resolve
 
     elsewhere: dict[str, tuple[str, ...]] = {}
     warnings: list[str] = []

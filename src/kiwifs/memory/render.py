@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiwifs.leases import Claim
-
-from .brief import Brief
-from .check import Coverage, MemoryCheck
-from .lineage import Entry, Lineage
-from .queue import ClaimBatch, Released
-from .rules import EpisodicFile, MemoryReport
+from kiwifs.memory.brief import Brief
+from kiwifs.memory.check import Coverage, MemoryCheck
+from kiwifs.memory.leases import Claim
+from kiwifs.memory.lineage import Entry, Lineage
+from kiwifs.memory.queue import ClaimBatch, Released
+from kiwifs.memory.rules import EpisodicFile, MemoryReport
 
 ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
 ALL_MERGED_MCP = "All episodic files are referenced by at least one merged-from list."

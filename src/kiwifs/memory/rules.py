@@ -19,11 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kiwifs.base.paths import normalize_prefix, normalize_ref_path
+from kiwifs.base.text import check_text
 from kiwifs.errors import UsageError
-from kiwifs.paths import normalize_prefix, normalize_ref_path
-from kiwifs.text import check_text
-
-from .status import is_superseded
+from kiwifs.memory.status import is_superseded
 
 DEFAULT_PREFIX = "episodes/"
 ID_TYPES = ("episode", "run", "session", "trace", "event", "ingest")

@@ -4,10 +4,10 @@ This is the path with no index: it must be right for every file and fast for 100
 Three things make it fast, none of which may change an answer:
 
 * only the frontmatter is read (one small read; more only when the block runs on, and never
-  past :data:`~kiwifs.markdown.FRONTMATTER_WINDOW`: a file over the size limit is not read at
-  all, :data:`~kiwifs.limits.MAX_READ_BYTES`);
-* :mod:`.frontmatter_keys` reads ordinary frontmatter without a YAML parse, and anything it cannot
-  prove simple goes through :func:`kiwifs.markdown.parse_yaml` as before;
+  past :data:`~kiwifs.frontmatter.reader.FRONTMATTER_WINDOW`: a file over the size limit is not read
+  at all, :data:`~kiwifs.base.limits.MAX_READ_BYTES`);
+* :mod:`.fastkeys` reads ordinary frontmatter without a YAML parse, and anything it cannot
+  prove simple goes through :func:`kiwifs.frontmatter.reader.parse_yaml` as before;
 * above :data:`PARALLEL_THRESHOLD` files, batches of paths are read by worker processes (one per
   CPU) while this process walks and folds; the facts come back in walk order.
 """
@@ -24,15 +24,14 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kiwifs.base.forking import exit_with_parent, fork_is_safe, usable_cpus
+from kiwifs.base.limits import MAX_READ_BYTES, TOO_LARGE
+from kiwifs.base.paths import open_regular
+from kiwifs.base.walk import WalkEntry, WalkRow, walk_rows
 from kiwifs.errors import os_error_text
-from kiwifs.filewalk import WalkEntry, WalkRow, walk_rows
-from kiwifs.forking import exit_with_parent, fork_is_safe, usable_cpus
-from kiwifs.limits import MAX_READ_BYTES, TOO_LARGE
-from kiwifs.markdown import FRONTMATTER_WINDOW, Block, find_block, head_block, parse_yaml
-from kiwifs.paths import open_regular
-
-from .frontmatter_keys import relevant_frontmatter
-from .rules import FileFacts, file_facts, unreadable_facts
+from kiwifs.frontmatter.reader import FRONTMATTER_WINDOW, Block, find_block, head_block, parse_yaml
+from kiwifs.memory.fastkeys import relevant_frontmatter
+from kiwifs.memory.rules import FileFacts, file_facts, unreadable_facts
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -61,8 +60,8 @@ def _read_block(path: str) -> tuple[bytes, Block | None]:
 
     One ``os.read`` on a raw descriptor (a buffered ``open()`` costs twice as much per small
     file); more of the file only when that first read does not decide the block, up to one byte
-    past the window the block is looked for in (:func:`~kiwifs.markdown.head_block`). A file
-    over the size limit is refused on the ``fstat`` the open makes anyway: an ``OSError``, as
+    past the window the block is looked for in (:func:`~kiwifs.frontmatter.reader.head_block`). A
+    file over the size limit is refused on the ``fstat`` the open makes anyway: an ``OSError``, as
     for a file that cannot be read.
     """
     fd, st = open_regular(path)  # a FIFO named *.md is refused, never waited on

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .rules import ID_TYPES, FileFacts, coverage_share, is_episodic
+from kiwifs.memory.rules import ID_TYPES, FileFacts, coverage_share, is_episodic
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from kiwifs import __version__
 from kiwifs.auth import LOOPBACK_HOSTS, Sessions, api_key_for
 from kiwifs.knowledge import Knowledge
-
-from .http import (
+from kiwifs.rest.http import (
     BrowserGuard,
     KiwiJSONResponse,
     auth_dependency,
@@ -27,15 +26,15 @@ from .http import (
     install_error_handlers,
     run,
 )
-from .openapi import API_PREFIX, errors, install_openapi
-from .probes import Probes
-from .routes.claims import claim_routes
-from .routes.events import event_routes
-from .routes.files import file_routes
-from .routes.health import health_routes
-from .routes.history import history_routes
-from .routes.memory import memory_routes
-from .routes.recall import recall_routes
+from kiwifs.rest.openapi import API_PREFIX, errors, install_openapi
+from kiwifs.rest.probes import Probes
+from kiwifs.rest.routes.claims import claim_routes
+from kiwifs.rest.routes.events import event_routes
+from kiwifs.rest.routes.files import file_routes
+from kiwifs.rest.routes.health import health_routes
+from kiwifs.rest.routes.history import history_routes
+from kiwifs.rest.routes.memory import memory_routes
+from kiwifs.rest.routes.recall import recall_routes
 
 
 def create_app(
@@ -106,7 +105,9 @@ def create_app(
     if extra_mounts is not None:
         extra_mounts(app, auth)
     if web:
-        from .web import install  # Jinja2 and the templates load only with the web interface
+        from kiwifs.rest.web import (
+            install,  # Jinja2 and the templates load only with the web interface
+        )
 
         install(app, kb, key, described, sessions)
     return app

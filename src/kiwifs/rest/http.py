@@ -1,9 +1,9 @@
 """Request and response plumbing of the REST adapter, kept apart from the routes.
 
 Error responses by the one table mapping core error codes to HTTP statuses
-(:data:`kiwifs.rest.answers.STATUS`) with KiwiFS's ``{"error": "…"}`` body, the exception
+(:data:`kiwifs.rest.statuses.STATUS`) with KiwiFS's ``{"error": "…"}`` body, the exception
 handlers that use it, bounded body reading, JSON body validated against the shared request models
-(:mod:`kiwifs.requests`), query numbers where empty means "not given", and the bearer-auth
+(:mod:`kiwifs.payloads`), query numbers where empty means "not given", and the bearer-auth
 dependency.
 """
 
@@ -26,6 +26,8 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs.auth import SESSION_COOKIE, Sessions, check_bearer, check_browser
+from kiwifs.base.limits import MAX_BULK_BYTES
+from kiwifs.base.text import SHOWN_JSON
 from kiwifs.errors import (
     Conflict,
     KiwiError,
@@ -34,15 +36,12 @@ from kiwifs.errors import (
     Unauthorized,
     UsageError,
 )
-from kiwifs.events import Event, EventBus
-from kiwifs.limits import MAX_BULK_BYTES
-from kiwifs.provenance import DEFAULT_ACTOR as ANONYMOUS
-from kiwifs.provenance import sanitize_actor
-from kiwifs.requests import field_name, parse
-from kiwifs.text import SHOWN_JSON
-
-from .answers import STATUS, json_bytes
-from .fallback import allowed_methods
+from kiwifs.frontmatter.provenance import DEFAULT_ACTOR as ANONYMOUS
+from kiwifs.frontmatter.provenance import sanitize_actor
+from kiwifs.payloads import field_name, parse
+from kiwifs.rest.fallback import allowed_methods
+from kiwifs.rest.statuses import STATUS, json_bytes
+from kiwifs.writes.events import Event, EventBus
 
 log = logging.getLogger("kiwifs.rest")
 T = TypeVar("T")
@@ -53,7 +52,7 @@ MAX_JSON_BYTES = MAX_BULK_BYTES  # the largest request: a bulk write's
 
 
 class KiwiJSONResponse(JSONResponse):
-    """JSON whose text is always valid UTF-8 (:func:`~kiwifs.rest.answers.json_bytes`)."""
+    """JSON whose text is always valid UTF-8 (:func:`~kiwifs.rest.statuses.json_bytes`)."""
 
     def render(self, content: Any) -> bytes:
         return json_bytes(content)
@@ -292,7 +291,7 @@ def event_stream(
                 if not keep(event):
                     continue
                 data = json.dumps(event.to_json(), ensure_ascii=False)
-                # a name that is not UTF-8 by the name rule (kiwifs.text), as every JSON answer
+                # a name that is not UTF-8 by the name rule (kiwifs.base.text), as every JSON answer
                 yield f"event: {name_of(event)}\ndata: {data}\n\n".encode("utf-8", SHOWN_JSON)
         except asyncio.CancelledError:
             raise

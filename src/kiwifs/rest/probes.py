@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from kiwifs import __version__
+from kiwifs.base.limits import MAX_READ_BYTES
 from kiwifs.errors import KiwiError
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import MAX_READ_BYTES
 
 Answer = tuple[int, dict[str, Any]]
 

@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 from kiwifs.auth import check_browser
 from kiwifs.errors import KiwiError
 from kiwifs.knowledge import Knowledge
-
-from .answers import STATUS, json_bytes
-from .probes import Answer, Probes
+from kiwifs.rest.probes import Answer, Probes
+from kiwifs.rest.statuses import STATUS, json_bytes
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

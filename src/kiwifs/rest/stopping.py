@@ -14,7 +14,7 @@ from types import FrameType
 
 import uvicorn
 
-from kiwifs.events import EventBus
+from kiwifs.writes.events import EventBus
 
 SHUTDOWN_GRACE = 10  # seconds other requests get to finish after the signal
 

@@ -9,7 +9,7 @@ protocol. The methods live in one module per kind of tool (``files``, ``recall``
 :class:`Tools` binds to one root. This module holds the registry: :data:`SPECS`, the tools in the
 order they are listed, with their hints and failure texts. :mod:`kiwifs.mcp.server` registers
 them and maps the errors in one place. Structured arguments (a bulk write's files, a merge's
-entries) are the models REST validates its bodies with (:mod:`kiwifs.requests`).
+entries) are the models REST validates its bodies with (:mod:`kiwifs.payloads`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.render import NOT_FOUND_FILE, NOT_FOUND_FOLDER
-
-from .claims import ClaimTools
-from .files import FileTools
-from .history import HistoryTools
-from .memory import MemoryTools
-from .recall import RecallTools
+from kiwifs.mcp.tools.claims import ClaimTools
+from kiwifs.mcp.tools.files import FileTools
+from kiwifs.mcp.tools.history import HistoryTools
+from kiwifs.mcp.tools.memory import MemoryTools
+from kiwifs.mcp.tools.recall import RecallTools
 
 
 @dataclass(frozen=True)

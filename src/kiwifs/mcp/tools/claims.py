@@ -9,12 +9,11 @@ from typing import Annotated
 
 from pydantic import Field
 
+from kiwifs.base.limits import MCP_ELIGIBLE_LIMIT
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import MCP_ELIGIBLE_LIMIT
 from kiwifs.mcp.render import render_eligible
+from kiwifs.mcp.tools.common import NUMBER, number
 from kiwifs.memory.render import render_claims
-
-from .common import NUMBER, number
 
 
 class ClaimTools:

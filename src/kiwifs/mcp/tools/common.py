@@ -4,7 +4,7 @@ write is recorded under when the caller names none, and the ``format`` answer sw
 
 Numbers have one rule here, KiwiFS's (its MCP server reads every number with ``intArg``): a
 null, a missing value or text that is not a number means the default, a fraction is truncated,
-and a value out of range is clamped (:class:`kiwifs.limits.Tolerated`). Clients written for
+and a value out of range is clamped (:class:`kiwifs.base.limits.Tolerated`). Clients written for
 KiwiFS send ``limit: null`` or ``budget_tokens: 0`` and expect an answer, so no number is ever a
 validation error on MCP; each numeric argument is declared with :func:`number` (or one of the
 readers below) and the tool method receives a value already in range.
@@ -19,9 +19,9 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
+from kiwifs.base.limits import MCP_OFFSET, Tolerated
 from kiwifs.errors import UsageError
-from kiwifs.leases import MAX_LEASE, MIN_LEASE, parse_duration
-from kiwifs.limits import MCP_OFFSET, Tolerated
+from kiwifs.memory.leases import MAX_LEASE, MIN_LEASE, parse_duration
 
 MCP_ACTOR = "mcp-agent"
 

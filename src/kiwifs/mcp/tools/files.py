@@ -1,6 +1,6 @@
 """The MCP tools of files and folders: read (with the ETag, or "not modified"), write, append,
 delete, bulk write and rename, and the folder tree. The size limit of a write is the core's
-(:data:`kiwifs.limits.MAX_FILE_BYTES`), the same for every interface.
+(:data:`kiwifs.base.limits.MAX_FILE_BYTES`), the same for every interface.
 """
 
 from __future__ import annotations
@@ -9,14 +9,13 @@ from typing import Annotated
 
 from pydantic import Field
 
+from kiwifs.base.limits import MAX_FILE_BYTES, TREE_DEPTH
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import MAX_FILE_BYTES, TREE_DEPTH
 from kiwifs.mcp.render import NOT_MODIFIED, render_read, render_tree
-from kiwifs.preconditions import bare_etag
-from kiwifs.requests import FileItem
-
-from .common import MCP_ACTOR, NUMBER, Actor, IfMatch, Path_, Provenance_, number
+from kiwifs.mcp.tools.common import MCP_ACTOR, NUMBER, Actor, IfMatch, Path_, Provenance_, number
+from kiwifs.payloads import FileItem
+from kiwifs.writes.preconditions import bare_etag
 
 
 class FileTools:

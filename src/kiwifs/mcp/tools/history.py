@@ -6,11 +6,10 @@ from typing import Annotated
 
 from pydantic import Field
 
+from kiwifs.base.limits import CHANGES_LIMIT
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import CHANGES_LIMIT
 from kiwifs.mcp.render import render_changes, render_versions
-
-from .common import NUMBER, Path_, number
+from kiwifs.mcp.tools.common import NUMBER, Path_, number
 
 
 class HistoryTools:

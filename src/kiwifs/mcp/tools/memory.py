@@ -9,19 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
+from kiwifs.base.limits import MCP_CLAIM_LIMIT
 from kiwifs.knowledge import Knowledge, StatusResult
-from kiwifs.limits import MCP_CLAIM_LIMIT
-from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
-from kiwifs.memory.render import (
-    render_batch,
-    render_check,
-    render_lineage,
-    render_mcp,
-    render_released,
-)
-from kiwifs.requests import MergeItem
-
-from .common import (
+from kiwifs.mcp.tools.common import (
     MCP_ACTOR,
     NUMBER,
     Actor,
@@ -35,6 +25,15 @@ from .common import (
     read_lease,
     report_limit,
 )
+from kiwifs.memory.queue import DEFAULT_LEASE_TEXT, Released
+from kiwifs.memory.render import (
+    render_batch,
+    render_check,
+    render_lineage,
+    render_mcp,
+    render_released,
+)
+from kiwifs.payloads import MergeItem
 
 
 class MemoryTools:

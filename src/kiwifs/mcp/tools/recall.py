@@ -9,9 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kiwifs.errors import UsageError
-from kiwifs.knowledge import Knowledge
-from kiwifs.limits import (
+from kiwifs.base.limits import (
     MCP_BRIEF_BUDGET,
     MCP_BRIEF_PAGES,
     MCP_HYBRID_LIMIT,
@@ -19,10 +17,10 @@ from kiwifs.limits import (
     MCP_SEARCH_LIMIT,
     MCP_SEMANTIC_LIMIT,
 )
+from kiwifs.errors import UsageError
+from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.render import render_hybrid, render_meta, render_search, render_semantic
-from kiwifs.memory.render import render_brief
-
-from .common import (
+from kiwifs.mcp.tools.common import (
     NUMBER,
     IncludeSuperseded,
     ModifiedAfter,
@@ -33,6 +31,7 @@ from .common import (
     in_format,
     number,
 )
+from kiwifs.memory.render import render_brief
 
 MetaValue = str | int | float | bool | None
 

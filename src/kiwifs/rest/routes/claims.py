@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.requests import ClaimRequest
+from kiwifs.payloads import ClaimRequest
 from kiwifs.rest.http import actor_of, read_model, run
 from kiwifs.rest.openapi import ACTOR, errors, extra, json_body
 

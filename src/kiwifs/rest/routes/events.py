@@ -7,10 +7,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from kiwifs.events import is_file_change
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.http import event_stream
 from kiwifs.rest.openapi import success
+from kiwifs.writes.events import is_file_change
 
 
 def event_routes(api: APIRouter, kb: Knowledge) -> None:

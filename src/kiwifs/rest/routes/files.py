@@ -12,10 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from kiwifs.base.limits import MAX_FILE_BYTES
 from kiwifs.knowledge import Knowledge, utc_http_date
-from kiwifs.limits import MAX_FILE_BYTES
-from kiwifs.preconditions import etag_list
-from kiwifs.requests import BulkRequest, RenameRequest
+from kiwifs.payloads import BulkRequest, RenameRequest
 from kiwifs.rest.http import (
     KiwiJSONResponse,
     actor_of,
@@ -37,6 +36,7 @@ from kiwifs.rest.openapi import (
     raw_body,
     success,
 )
+from kiwifs.writes.preconditions import etag_list
 
 _BINARY = "application/octet-stream"
 # a body the core would refuse anyway, refused before it is read in full

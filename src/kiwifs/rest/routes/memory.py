@@ -1,6 +1,6 @@
 """The REST routes of episodic memory under ``/api/kiwi/memory/``: the report, merge, remember,
 forget and restore, the consolidation queue (claim and release a batch of episodes), the check
-and lineage. Bodies are read into the models of :mod:`kiwifs.requests`.
+and lineage. Bodies are read into the models of :mod:`kiwifs.payloads`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import Released
-from kiwifs.requests import (
+from kiwifs.payloads import (
     ForgetRequest,
     MemoryClaimRequest,
     MemoryReleaseRequest,

@@ -19,9 +19,9 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from kiwifs.base.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.rest.http import read_json, run
 from kiwifs.rest.openapi import NOT_BLANK, ORDER_PATTERN, errors, json_body_schema, query
 

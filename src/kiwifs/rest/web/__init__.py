@@ -1,5 +1,5 @@
 """The web interface served by ``kiwifs serve`` at ``/`` (see docs/web.md)."""
 
-from .routes import install
+from kiwifs.rest.web.routes import install
 
 __all__ = ["install"]

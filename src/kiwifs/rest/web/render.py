@@ -21,8 +21,8 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
+from kiwifs.base.text import shown
 from kiwifs.knowledge import marked_parts
-from kiwifs.text import shown
 
 EXTERNAL_REL = "noopener noreferrer nofollow"
 
@@ -47,7 +47,7 @@ def diff_url(path: str, rev_from: str, rev_to: str) -> str:
 
 def url_path(path: str) -> str:
     """``path`` percent-encoded for a URL, a name that is not UTF-8 first written by the name
-    rule (:func:`~kiwifs.text.shown`: ``caf\\xe9.md``), the name the page reads it by."""
+    rule (:func:`~kiwifs.base.text.shown`: ``caf\\xe9.md``), the name the page reads it by."""
     return quote(shown(path), safe="/")
 
 

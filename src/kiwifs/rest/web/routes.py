@@ -25,11 +25,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs import __version__
 from kiwifs.auth import Sessions
+from kiwifs.base.text import shown
 from kiwifs.errors import InvalidQuery, KiwiError, NotFound, TooManyRequests, UsageError
-from kiwifs.events import CHECK_STORED, Event
+from kiwifs.frontmatter.reader import read_frontmatter, split
 from kiwifs.knowledge import Knowledge, json_safe
-from kiwifs.markdown import read_frontmatter, split
-from kiwifs.rest.answers import STATUS
 from kiwifs.rest.fallback import FallbackMount, allowed_methods
 from kiwifs.rest.http import (
     error_response,
@@ -38,11 +37,10 @@ from kiwifs.rest.http import (
     optional_int,
     run,
 )
-from kiwifs.text import shown
-
-from . import render
-from .chart import timeline_svg
-from .session import (
+from kiwifs.rest.statuses import STATUS
+from kiwifs.rest.web import render
+from kiwifs.rest.web.chart import timeline_svg
+from kiwifs.rest.web.session import (
     LoginRequired,
     WebAuth,
     login_redirect,
@@ -50,6 +48,7 @@ from .session import (
     safe_next,
     same_origin,
 )
+from kiwifs.writes.events import CHECK_STORED, Event
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import HybridResults, SearchResults
@@ -101,7 +100,7 @@ def templates() -> Jinja2Templates:
 
 def page_text(value: Any) -> Any:
     """Every value a page prints, a name that is not UTF-8 written by the name rule
-    (:func:`~kiwifs.text.shown`): a lone surrogate cannot be encoded, and one name in a folder
+    (:func:`~kiwifs.base.text.shown`): a lone surrogate cannot be encoded, and one name in a folder
     turned its whole page into a 500."""
     if isinstance(value, Markup):
         return Markup(shown(value))

@@ -1,0 +1,1 @@
+"""Leaf helpers every layer may use: paths, file walks, text, limits, forking, JSON."""

@@ -1,0 +1,1 @@
+"""Claims on files and episodes, so that no episode is merged twice."""

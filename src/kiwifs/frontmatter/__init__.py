@@ -1,0 +1,1 @@
+"""Reading and editing a markdown file's YAML frontmatter, safely."""

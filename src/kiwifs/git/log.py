@@ -1,0 +1,253 @@
+"""History read from git: a file's versions, one version, a diff, the changes feed, and when
+files were first added; the ``git log`` output parsed, and the revisions and ``since`` values
+checked before git sees them.
+
+:class:`~kiwifs.services.history.History` imports this module at its first read: a memory report
+never reads history, so neither this module nor ``subprocess`` is part of its start-up.
+Versions, diffs and the log run the ``git`` command, which is what users compare them with; one
+version is read with libgit2.
+
+No read runs a program that the repository or a user's git configuration names. Every ``git``
+command is started with :data:`_NO_PROGRAMS` and diff options :data:`_NO_DIFF_PROGRAMS`: no
+external diff (``diff.external``, ``diff.<driver>.command``, ``GIT_EXTERNAL_DIFF``), no textconv,
+no hooks, no fsmonitor, no signature check (``gpg.program``), no pager, and no transport (a partial
+clone's lazy fetch could otherwise run ``core.sshCommand``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kiwifs.base.text import check_text
+from kiwifs.errors import NotFound, UsageError
+from kiwifs.git.repo import load_pygit2
+
+if TYPE_CHECKING:
+    from kiwifs.git.repo import Git
+
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_EXTERNAL_DIFF", "GIT_PAGER")
+_GIT_ENV_SET = {"GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
+_NO_PROGRAMS = (
+    "--no-pager",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "protocol.allow=never",
+)
+_NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
+
+
+@dataclass(frozen=True)
+class Version:
+    """One commit that changed a file: its id, author date (ISO 8601), author and subject."""
+
+    hash: str
+    date: str
+    author: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the changes feed: a commit (``seq``) and the path and action it made."""
+
+    seq: str
+    path: str
+    action: str
+    actor: str
+    timestamp: str
+
+
+class _GitFailed(Exception):
+    """``git`` exited non-zero; the text is its error output (each read decides what it means)."""
+
+
+def run_git(root: Path, *args: str) -> str:
+    """The output of ``git args`` in ``root``, run so that it starts no program (see above)."""
+    import subprocess  # only history reads run git: ~4 ms of import a report does not pay
+
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP} | _GIT_ENV_SET
+    proc = subprocess.run(
+        ["git", *_NO_PROGRAMS, "-C", str(root), "-c", "core.quotepath=false", *args],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise _GitFailed(proc.stderr.decode("utf-8", "replace").strip())
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def versions(git: Git, rel: str) -> list[Version]:
+    """The commits that changed ``rel``, newest first (none on a root without a commit)."""
+    if not git.is_repo() or git.head() is None:
+        return []
+    out = run_git(
+        git.root, "log", *_NO_DIFF_PROGRAMS, "--format=%H%x1f%aI%x1f%an%x1f%s%x1e", "--", rel
+    )
+    versions = []
+    for record in out.split("\x1e"):
+        record = record.strip("\n")
+        if not record:
+            continue
+        h, date, author, subject = record.split("\x1f", 3)
+        versions.append(Version(h, date, author, subject))
+    return versions
+
+
+def show(git: Git, rel: str, rev: str) -> bytes:
+    """``rel``'s bytes at ``rev``; NotFound for an unknown revision or a path it lacks."""
+    _check_rev(rev)
+    if not git.is_repo():
+        raise NotFound("version not found")
+    git2 = load_pygit2()
+    try:
+        commit = git.repo.revparse_single(rev).peel(git2.Commit)
+        entry = commit.tree[rel]
+    except (KeyError, ValueError, git2.GitError, git2.InvalidSpecError) as exc:
+        raise NotFound("version not found") from exc
+    blob = git.repo[entry.id]
+    if not isinstance(blob, git2.Blob):
+        raise NotFound("version not found")
+    data: bytes = blob.data
+    return data
+
+
+def diff(git: Git, rel: str, rev_from: str, rev_to: str) -> str:
+    """The unified diff of ``rel`` between two revisions; NotFound when git knows neither."""
+    for rev in (rev_from, rev_to):
+        _check_rev(rev)
+    try:
+        return run_git(
+            git.root, "diff", *_NO_DIFF_PROGRAMS, "--no-color", rev_from, rev_to, "--", rel
+        )
+    except _GitFailed as exc:
+        raise NotFound(f"unknown version: {exc}") from exc
+
+
+def first_added(git: Git, paths: Sequence[str]) -> dict[str, float]:
+    """When each of ``paths`` was first added to history (commit time, POSIX seconds);
+    paths git never saw are left out. One ``git log`` over the paths' top folders."""
+    wanted = set(paths)
+    if not wanted or not git.is_repo() or git.head() is None:
+        return {}
+    spec = sorted(wanted) if len(wanted) <= 64 else sorted({_top(p) for p in wanted})
+    try:
+        out = run_git(
+            git.root,
+            "log",
+            "--diff-filter=A",
+            "--no-renames",
+            "--format=%x1e%ct",
+            "--name-only",
+            "--",
+            *spec,
+        )
+    except _GitFailed:
+        return {}
+    found: dict[str, float] = {}
+    for record in out.split("\x1e"):  # newest first: the last time seen is the first add
+        lines = record.strip("\n").split("\n")
+        if not lines or not lines[0].strip().isdigit():
+            continue
+        when = float(lines[0])
+        for line in lines[1:]:
+            if line in wanted:
+                found[line] = when
+    return found
+
+
+def changes(git: Git, since: str | None, limit: int) -> list[Change]:
+    """The latest commits (after ``since``), newest first, each with what it changed.
+
+    The action and path come from the commit's own tree changes, never from its message: a
+    message is text a caller may choose, and ``delete: index.md`` in it deletes nothing.
+    """
+    check_sequence(since)
+    if not git.is_repo() or git.head() is None:
+        return []
+    args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}", "-z", "--name-status"]
+    args += ["--find-renames=100%", "--format=%x1e%H%x1f%an%x1f%aI"]
+    if since:
+        args.append(f"{since}..HEAD")
+    try:
+        out = run_git(git.root, *args)
+    except _GitFailed as exc:
+        raise UsageError("unknown sequence") from exc
+    return [
+        Change(h, *_action_of(files), author, date)
+        for (h, author, date), files in _log_records(out)
+    ]
+
+
+def check_sequence(since: str | None) -> None:
+    """A ``since`` of the changes feed: a commit id or its abbreviation (4–40 lowercase hex
+    digits), so that nothing else (an option, a range, a ref name) ever reaches ``git log``."""
+    if since and not (4 <= len(since) <= 40 and all(c in "0123456789abcdef" for c in since)):
+        raise UsageError("unknown sequence")
+
+
+def _check_rev(rev: str) -> None:
+    """A revision git may be asked about: not empty, no option (``-x``), no control character
+    (git would cut ``HEAD\\0…`` at the NUL and answer for ``HEAD``), valid Unicode."""
+    if not rev or rev.startswith("-") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in rev):
+        raise UsageError(f"invalid version: {rev!r}")
+    check_text(rev, "version")
+
+
+def _top(path: str) -> str:
+    """A path's top-level folder (the path itself for a file at the root)."""
+    return path.split("/", 1)[0]
+
+
+FileChange = tuple[str, tuple[str, ...]]  # git's status letter and the paths it names
+
+
+def _log_records(out: str) -> list[tuple[tuple[str, str, str], list[FileChange]]]:
+    """Parse ``git log -z --name-status`` with ``%x1e%H%x1f%an%x1f%aI`` headers.
+
+    Tokens are NUL-separated; after a header come entries of a status (``A``, ``M``, ``D``,
+    ``R100``…) and its one path, or two for a rename or copy. Paths are taken by count, so a
+    path holding any character at all cannot be read as a header or a status.
+    """
+    records: list[tuple[tuple[str, str, str], list[FileChange]]] = []
+    tokens = out.split("\0")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i].lstrip("\n")
+        i += 1
+        if token.startswith("\x1e"):
+            h, author, date = token[1:].split("\x1f", 2)
+            records.append(((h, author, date), []))
+        elif token and records:
+            count = 2 if token[0] in "RC" else 1
+            records[-1][1].append((token[0], tuple(tokens[i : i + count])))
+            i += count
+    return records
+
+
+def _action_of(files: list[FileChange]) -> tuple[str, str]:
+    """The ``(path, action)`` of a commit from what it changed.
+
+    One file: ``write`` (added or modified), ``delete``, or ``rename`` (an exact rename; the
+    path is the new name). Several files (a bulk write, a batch of asynchronous commits) or none
+    (a merge): an empty path, with ``delete`` when every change deleted a file, else ``write``.
+    """
+    if len(files) == 1:
+        status, paths = files[0]
+        if status == "D":
+            return paths[-1], "delete"
+        if status == "R":
+            return paths[-1], "rename"
+        return paths[-1], "write"
+    if files and all(status == "D" for status, _ in files):
+        return "", "delete"
+    return "", "write"

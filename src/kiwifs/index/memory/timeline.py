@@ -1,0 +1,267 @@
+"""The consolidation history of a root, replayed from git once and kept in the index database.
+
+Table ``timeline`` holds one row per commit of HEAD's first-parent line (keyed by commit id) with
+the episodic and unmerged counts right after it; ``timeline_added`` the first commit time of every
+knowledge file (an episode's age when it has no ``created``). :meth:`Timeline.refresh` replays only
+the commits the table does not hold yet: it walks back from HEAD to the newest known commit and
+folds each newer commit's changed files into a :class:`~kiwifs.memory.timeline.CoverageState`.
+
+A file's facts at a commit are the index row's when the row holds the same blob (the usual case:
+git's copy is the file on disk), else the blob is read from git and parsed with the scan's fast
+path. History rewritten under the table (a reset, an amended commit) is detected by the walk and
+the rows that left the line are dropped. The table is derived, like the rest of the index: a
+different episodes prefix clears it, and deleting the database rebuilds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from kiwifs.base.limits import MAX_READ_BYTES, TOO_LARGE
+from kiwifs.git.replay import BlobChange, CommitInfo, GitHistory
+from kiwifs.index.background import BackgroundLoop
+from kiwifs.index.core import Index
+from kiwifs.index.record import path_key, py_text
+from kiwifs.index.schema import TIMELINE_TABLES
+from kiwifs.memory.rules import FileFacts, unreadable_facts
+from kiwifs.memory.scan import facts_of_bytes
+from kiwifs.memory.timeline import CoverageState, TimelinePoint
+from kiwifs.tuning import Tuning
+
+log = logging.getLogger(__name__)
+
+MAX_DAYS = 366  # points the dashboard draws (the most recent days)
+FLUSH_EVERY = 1000  # commits replayed per transaction
+LOOKUP_CHUNK = 500
+QUIET_SECONDS = 1.0
+
+FACT_COLUMNS = "key, etag, memory_kind, episode_id, id_keys, path_keys, unreadable"
+
+
+def day_of(timestamp: int) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).date().isoformat()
+
+
+class Timeline:
+    """Replays the history of one root into its index database; one replay at a time."""
+
+    def __init__(
+        self, root: Path, index: Callable[[], Index], tuning: Tuning | None = None
+    ) -> None:
+        self.root = Path(root)
+        self._index = index
+        tuned = tuning or Tuning()
+        self._history = GitHistory(self.root, tuned.timeline_known, tuned.timeline_by_folder)
+        self._lock = threading.Lock()
+        self._state: CoverageState | None = None
+        self._state_commit: str | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._history.close()
+            self._state = None
+            self._state_commit = None
+
+    def head(self) -> str | None:
+        return self._history.head()
+
+    def points(self, limit: int = MAX_DAYS) -> list[TimelinePoint]:
+        with self._index().reader() as conn:
+            return points(conn, limit)
+
+    # -- replay -----------------------------------------------------------------------------
+
+    def refresh(self, prefix: str, stop: Callable[[], bool] = lambda: False) -> int:
+        """Replay the commits newer than the table's newest; returns how many were replayed.
+
+        ``stop`` is asked between commits: a server shutting down does not wait for a long
+        first replay (what was replayed is kept; the rest is replayed next time).
+        """
+        with self._lock:
+            head = self._history.head()
+            if head is None:
+                return 0
+            index = self._index()
+            self._check_prefix(index, prefix)
+            with index.reader() as conn:
+                newer, base = self._history.first_parents(lambda c: _known(conn, c), head)
+            if not newer:
+                return 0
+            self._cut_after(index, base)
+            state = self._state_at(index, base, prefix)
+            newer.reverse()
+            done = 0
+            for start in range(0, len(newer), FLUSH_EVERY):
+                done += self._replay(index, state, newer[start : start + FLUSH_EVERY], stop)
+                if stop():
+                    break
+            return done
+
+    def _check_prefix(self, index: Index, prefix: str) -> None:
+        with index.reader() as conn:
+            if replayed_prefix(conn) == prefix:
+                return
+        with index.transaction() as conn:
+            for table in TIMELINE_TABLES:
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("INSERT INTO timeline_meta (key, value) VALUES ('prefix', ?)", (prefix,))
+        self._state = None
+        self._state_commit = None
+
+    def _cut_after(self, index: Index, base: str | None) -> None:
+        """Drop the rows newer than ``base`` (commits no longer on HEAD's line)."""
+        with index.transaction() as conn:
+            if base is None:
+                conn.execute("DELETE FROM timeline")
+                conn.execute("DELETE FROM timeline_added")
+                return
+            (seq,) = conn.execute(
+                "SELECT seq FROM timeline WHERE commit_id = ?", (base,)
+            ).fetchone()
+            conn.execute("DELETE FROM timeline WHERE seq > ?", (seq,))
+
+    def _state_at(self, index: Index, commit: str | None, prefix: str) -> CoverageState:
+        """The coverage state right after ``commit``: kept from the last replay when it ended
+        there, else made from that commit's tree."""
+        if self._state is not None and self._state_commit == commit and commit is not None:
+            return self._state
+        state = CoverageState(prefix)
+        if commit is not None:
+            files = list(self._history.files(commit))
+            state.apply(self._facts(index, [BlobChange(p, b) for p, b in files]))
+        self._state, self._state_commit = state, commit
+        return state
+
+    def _replay(
+        self,
+        index: Index,
+        state: CoverageState,
+        commits: list[CommitInfo],
+        stop: Callable[[], bool],
+    ) -> int:
+        """Replay ``commits`` (oldest first) and store their rows; returns how many."""
+        rows: list[tuple[str, int, str, int, int]] = []
+        added: list[tuple[str, int]] = []
+        for commit in commits:
+            if stop():
+                break
+            changes = self._history.changes(commit.id, commit.parent)
+            state.apply(self._facts(index, changes))
+            rows.append(
+                (commit.id, commit.time, day_of(commit.time), state.episodic, state.unmerged)
+            )
+            added.extend((c.path, commit.time) for c in changes if c.blob is not None)
+            self._state_commit = commit.id
+        with index.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO timeline (commit_id, time, day, episodic, unmerged)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO timeline_added (path, time) VALUES (?, ?)", added
+            )
+        return len(rows)
+
+    def _facts(
+        self, index: Index, changes: Iterable[BlobChange]
+    ) -> list[tuple[str, FileFacts | None]]:
+        """Each change's facts: the index row's when it holds that blob, else the blob's."""
+        changes = list(changes)
+        stored: dict[bytes, tuple[str, FileFacts]] = {}
+        keys = [k for c in changes if c.blob is not None and (k := path_key(c.path)) is not None]
+        with index.reader() as conn:
+            for start in range(0, len(keys), LOOKUP_CHUNK):
+                chunk = keys[start : start + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT {FACT_COLUMNS} FROM files WHERE key IN ({marks})"
+                for key, etag, kind, eid, ids, paths, unreadable in conn.execute(sql, chunk):
+                    facts = FileFacts(
+                        path="",
+                        memory_kind=py_text(kind),
+                        episode_id=py_text(eid),
+                        id_keys=tuple(json.loads(ids)),
+                        path_keys=tuple(json.loads(paths)),
+                        unreadable=bool(unreadable),
+                    )
+                    stored[key] = (etag, facts)
+        out: list[tuple[str, FileFacts | None]] = []
+        for change in changes:
+            if change.blob is None:
+                out.append((change.path, None))
+                continue
+            key = path_key(change.path)
+            hit = stored.get(key) if key is not None else None
+            if hit is not None and hit[0] == change.blob:
+                out.append((change.path, hit[1]))
+            else:
+                out.append((change.path, self._blob_facts(change.path, change.blob)))
+        return out
+
+    def _blob_facts(self, path: str, blob: str) -> FileFacts:
+        """The facts of a committed blob, read from git; one over the size limit is never read
+        (its size is in the object's header) and counts as the index counts the file: an
+        unreadable one, not an episode."""
+        if self._history.blob_size(blob) > MAX_READ_BYTES:
+            return unreadable_facts(path, TOO_LARGE)
+        return facts_of_bytes(path, self._history.blob(blob))
+
+
+def points(conn: sqlite3.Connection, limit: int = MAX_DAYS) -> list[TimelinePoint]:
+    """One point per day (its last commit), oldest first, the most recent ``limit`` days."""
+    sql = (
+        "SELECT t.day, t.episodic, t.unmerged FROM timeline t JOIN (SELECT max(seq) AS s"
+        " FROM timeline GROUP BY day ORDER BY day DESC LIMIT ?) d ON t.seq = d.s"
+        " ORDER BY t.day"
+    )
+    return [TimelinePoint(d, e, u) for d, e, u in conn.execute(sql, (limit,))]
+
+
+def replayed_prefix(conn: sqlite3.Connection) -> str | None:
+    """The episodes prefix the table was replayed for (``None``: never replayed)."""
+    row = conn.execute("SELECT value FROM timeline_meta WHERE key = 'prefix'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def last_commit(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT commit_id FROM timeline ORDER BY seq DESC LIMIT 1").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _known(conn: sqlite3.Connection, commit: str) -> bool:
+    row = conn.execute("SELECT 1 FROM timeline WHERE commit_id = ?", (commit,)).fetchone()
+    return row is not None
+
+
+class TimelineKeeper(BackgroundLoop):
+    """Keeps the timeline current in the background while a server runs: a replay shortly after
+    it is poked (a write, a dashboard asking) and a look at HEAD every ``period`` seconds, so
+    commits made with ``git`` behind kiwifs's back are seen too."""
+
+    thread_name = "kiwifs-timeline"
+
+    def __init__(self, timeline: Timeline, prefix: Callable[[], str], period: float = 5.0) -> None:
+        self.timeline = timeline
+        self._prefix = prefix
+        self.period = period
+        self.replayed = threading.Event()  # set after each refresh (for tests and waiting)
+        super().__init__()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.timeline.refresh(self._prefix(), self._stop.is_set)
+            except Exception:  # a background thread must not die; the next poke retries
+                log.exception("timeline replay failed; retrying later")
+            self.replayed.set()
+            self._wake.wait(self.period)
+            self._wake.clear()
+            # a quiet moment first: a burst of writes ends, and the dashboards that the same
+            # change made refresh themselves before the replay competes with them
+            self._stop.wait(QUIET_SECONDS)

@@ -1,0 +1,421 @@
+"""Term columns: each queried common word's frequency in every document, held in memory, so a
+query of common words is ranked by array arithmetic instead of FTS5 scoring every match.
+
+FTS5 computes ``bm25()`` for every document a query matches, ~1 µs each: a word found in
+most files (``run`` matches 105,976 of 106,230 on the benchmark's corpus) costs ~100 ms a
+query however few hits are wanted, and pruning (keeping each word's best documents and
+stopping early) fails on such words, whose scores are nearly flat. So this process keeps, for
+each common word it was asked about, a column ``tf[doc]`` (numpy, indexed by row id), and for
+every document its length ``dl[doc]``; a query's exact BM25 over all its matches is then a
+handful of vector operations (~1–3 ms; at most :data:`MAX_COLUMNS` columns are kept, the least
+recently used dropped), with FTS5's formula, operations and order
+(:mod:`index.bm25`), so the scores are FTS5's own to the last bit.
+
+**Making a column** (first query of a word in this process): FTS5 ranks the word once
+(``rowid, bm25``, ~0.1 s at 100k matches); ``tf`` is solved from each score and the score
+recomputed from it must be FTS5's exactly, or no column is made and the plain query answers.
+Words in fewer than :data:`MIN_DF` documents get no column (FTS5 ranks them in ~1 ms).
+
+**Staying current.** Every change of the text index appends the document's id to ``fts_log``
+(``bodies.TextChanges``, in the writer's transaction: a rolled-back write leaves no entry). A query
+reads, in one snapshot, the log past the last entry the columns have seen, and recounts those
+documents (their stored text, FTS5's tokenizer, FTS5's stored lengths). The columns are thrown
+away and remade when they cannot be caught up: the log was cut past them (it keeps
+``changelog.KEEP`` entries), the schema changed (a rebuild), or the totals disagree with
+FTS5's (text indexed by a path that does not log, such as the bulk load into an empty index).
+
+**Phrases and prefixes.** A query of FTS5 syntax that is only AND-ed phrases (``"a b"``,
+``memo*``, ``"a b"*``, barewords) is ranked the same way: FTS5's BM25 treats each phrase as a
+term whose frequency is its number of instances in the document and whose document count is the
+number of documents holding it, so each phrase gets a column (key :data:`PHRASE` + the phrase as
+written) made from FTS5's ranking of that phrase alone, whatever its document count (the cost
+of such a query is FTS5 matching the common words it is made of, not the phrase's rarity). A
+changed document's phrase counts are solved from FTS5's BM25 of the phrase over the changed
+texts in the private tokenizer table (:meth:`bm25.Tokenizer.phrase_counts`), checked to the
+last bit like a column's making; a phrase column that cannot be caught up is dropped.
+
+**Words OR-ed** (a natural-language query, :mod:`index.query`): FTS5's BM25 of an OR is the
+same sum over its phrases in the query's order, a phrase a document lacks adding ``0.0``, over
+every document holding any of them. Common words come from their columns; a rare word (fewer
+than :data:`MIN_DF` documents) from FTS5's ranking of it alone, in one pass that stops at
+:data:`MIN_DF` matches, its counts solved and checked like a column's making; a phrase gets a
+column whatever its count. So an OR of common words costs vector arithmetic, not FTS5 scoring
+nearly every document.
+
+numpy is imported on the first such query; without numpy, queries take the plain path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from kiwifs.index import changelog
+from kiwifs.index.search import bm25
+from kiwifs.index.texts import texts
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+MIN_DF = 2000  # fewer matches than this: FTS5 ranks them in ~2 ms, no column needed
+MAX_COLUMNS = 256  # columns kept (least recently used dropped): ~27 MB at 100k documents
+FIRST_CUT = 64  # candidates filtered in the first round (×8 while too few pass)
+PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
+
+Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy ships with the package
+        return None
+    return numpy
+
+
+class TermColumns:
+    """The columns of one index in this process (thread-safe; queries take turns)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._epoch: tuple[int, int] | None = None  # (schema version, last log entry seen)
+        self._dl: NDArray[np.int64] | None = None
+        self._present: NDArray[np.bool_] | None = None
+        self._tf: OrderedDict[str, NDArray[Any]] = OrderedDict()  # least recently used first
+        self._failed: set[str] = set()  # words FTS5 did not score as expected (until a reload)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._epoch, self._dl, self._present = None, None, None
+            self._tf.clear()
+            self._failed.clear()
+
+    def ranked(
+        self,
+        conn: sqlite3.Connection,
+        words: list[tuple[str, str]],
+        condition: str,
+        extra: tuple[Any, ...],
+        scope: str | None,
+        lim: int,
+        off: int,
+    ) -> list[Row] | None:
+        """Hits ``off`` to ``off + lim`` in (BM25, key) order, as the plain query gives them,
+        or ``None`` (a rare word, no numpy, a column that could not be made). ``words`` are
+        ``(key, token)``: an indexed word and its token as written, or :data:`PHRASE` + an
+        FTS5 phrase and that phrase. Call inside a read transaction: the log, the totals and
+        the rows must come from one snapshot."""
+        np = _numpy()
+        if np is None or len(dict(words)) > MAX_COLUMNS:
+            return None
+        with self._lock:
+            nrows, ntokens = bm25.totals(conn)
+            if nrows == 0 or not self._current(np, conn, nrows, ntokens):
+                return None
+            for word, token in dict(words).items():
+                if word in self._tf:
+                    self._tf.move_to_end(word)
+                elif not self._make(np, conn, word, token, nrows, ntokens):
+                    return None
+            scores, ids = self._scores(np, [word for word, _ in words], nrows, ntokens)
+        if scope is not None:
+            keep = _scope_ids(np, conn, scope, condition, extra)
+            inside = np.isin(ids, keep)
+            scores, ids = scores[inside], ids[inside]
+        return _page(np, conn, scores, ids, condition, extra, lim, off)
+
+    def ranked_any(
+        self,
+        conn: sqlite3.Connection,
+        terms: list[tuple[str, str]],
+        condition: str,
+        extra: tuple[Any, ...],
+        scope: str | None,
+        lim: int,
+        off: int,
+    ) -> list[Row] | None:
+        """Like :meth:`ranked`, for the terms OR-ed (``(key, FTS5 string)`` each, as
+        :mod:`index.query` makes them): every document holding any term, scored with FTS5's sum
+        over the terms in their order (a term a document lacks adds FTS5's ``0.0``). A common
+        term is read from its column; a rare one (fewer than :data:`MIN_DF` documents, no
+        column) from FTS5's ranking of it alone, solved for its counts and checked to the last
+        bit like a column's making. ``None``: no numpy, or a score that did not solve."""
+        np = _numpy()
+        if np is None or not terms or len(terms) > MAX_COLUMNS:
+            return None
+        with self._lock:
+            nrows, ntokens = bm25.totals(conn)
+            if nrows == 0 or not self._current(np, conn, nrows, ntokens):
+                return None
+            found = [self._term(np, conn, key, match, nrows, ntokens) for key, match in terms]
+            if any(f is None for f in found):
+                return None
+            scores, ids = self._any_scores(np, [f for f in found if f is not None], nrows, ntokens)
+        if scope is not None:
+            keep = _scope_ids(np, conn, scope, condition, extra)
+            inside = np.isin(ids, keep)
+            scores, ids = scores[inside], ids[inside]
+        return _page(np, conn, scores, ids, condition, extra, lim, off)
+
+    def _term(
+        self, np: Any, conn: sqlite3.Connection, key: str, match: str, nrows: int, ntokens: int
+    ) -> tuple[Any, Any, int] | None:
+        """One OR-ed term as ``(ids or None, counts, document count)``: ``ids`` is ``None``
+        for a column (counts indexed by row id), else the rare term's documents and counts."""
+        if key in self._tf:
+            self._tf.move_to_end(key)
+            column = self._tf[key]
+            return None, column, int(np.count_nonzero(column))
+        phrase = key.startswith(PHRASE)
+        rows = []
+        if not phrase:  # one pass: FTS5 stops at MIN_DF matches (those of a common word)
+            sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? LIMIT ?"
+            rows = conn.execute(sql, (match, MIN_DF)).fetchall()
+        if phrase or len(rows) >= MIN_DF:  # a phrase costs its words' matching: keep a column
+            if not self._make(np, conn, key, match if phrase else match[1:-1], nrows, ntokens):
+                return None
+            column = self._tf[key]
+            return None, column, int(np.count_nonzero(column))
+        found = np.array(rows, dtype=np.float64).reshape(-1, 2)
+        assert self._dl is not None
+        ids = found[:, 0].astype(np.int64)
+        if len(ids) and ids.max() >= len(self._dl):
+            return None
+        tf = bm25.solve(np, found[:, 1], self._dl[ids], nrows, len(ids), ntokens)
+        return None if tf is None else (ids, tf, len(ids))
+
+    def _any_scores(
+        self, np: Any, found: list[tuple[Any, Any, int]], nrows: int, ntokens: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Every document holding any term: its score (FTS5's, sign flipped) and its id."""
+        assert self._dl is not None
+        size = len(self._dl)
+        matching = np.zeros(size, dtype=bool)
+        for ids, counts, _ in found:
+            if ids is None:
+                matching |= counts > 0
+            else:
+                matching[ids] = True
+        docs = np.flatnonzero(matching)
+        avgdl = ntokens / nrows
+        shape = bm25.K1 * (1 - bm25.B + bm25.B * self._dl[docs].astype(np.float64) / avgdl)
+        total = np.zeros(len(docs), dtype=np.float64)
+        for ids, counts, nhit in found:
+            if ids is None:
+                tf = counts[docs].astype(np.float64)
+            else:
+                tf = np.zeros(len(docs), dtype=np.float64)
+                tf[np.searchsorted(docs, ids)] = counts
+            total += bm25.idf(nrows, nhit) * ((tf * (bm25.K1 + 1.0)) / (tf + shape))
+        return total, docs
+
+    # -- keeping the columns current ------------------------------------------------------------
+
+    def _current(self, np: Any, conn: sqlite3.Connection, nrows: int, ntokens: int) -> bool:
+        schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+        last = changelog.last(conn, "fts_log")
+        epoch = self._epoch
+        if epoch is None or epoch[0] != schema or epoch[1] > last:
+            self._reload(np, conn)
+        elif epoch[1] < last:
+            logged = changelog.since(conn, "fts_log", "doc", epoch[1])
+            if logged is None:
+                self._reload(np, conn)  # the log was cut past our position: start afresh
+            else:
+                self._recount(np, conn, [int(d) for d in logged])
+        self._epoch = (schema, last)
+        if not self._agrees(nrows, ntokens):
+            self._reload(np, conn)  # text indexed without the log: start afresh
+            return self._agrees(nrows, ntokens)
+        return True
+
+    def _agrees(self, nrows: int, ntokens: int) -> bool:
+        assert self._dl is not None and self._present is not None
+        return int(self._present.sum()) == nrows and int(self._dl.sum()) == ntokens
+
+    def _reload(self, np: Any, conn: sqlite3.Connection) -> None:
+        """Every document's length from FTS5's own record of it; no word columns yet."""
+        rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
+        size = max((int(i) for i, _ in rows), default=0) + 1
+        self._dl = np.zeros(size, dtype=np.int64)
+        self._present = np.zeros(size, dtype=bool)
+        if rows:
+            ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
+            self._dl[ids] = [bm25.varint(sz)[0] for _, sz in rows]
+            self._present[ids] = True
+        self._tf.clear()
+        self._failed.clear()
+
+    def _grow(self, np: Any, size: int) -> None:
+        assert self._dl is not None and self._present is not None
+        if size <= len(self._dl):
+            return
+        size = max(size, len(self._dl) * 5 // 4)
+        grown = len(self._dl)
+        self._dl = np.concatenate([self._dl, np.zeros(size - grown, dtype=np.int64)])
+        self._present = np.concatenate([self._present, np.zeros(size - grown, dtype=bool)])
+        for word, column in self._tf.items():
+            self._tf[word] = np.concatenate([column, np.zeros(size - grown, dtype=column.dtype)])
+
+    def _recount(self, np: Any, conn: sqlite3.Connection, docs: list[int]) -> None:
+        """Bring the changed documents' lengths and word counts up to the snapshot."""
+        if not docs:
+            return
+        self._grow(np, max(docs) + 1)
+        assert self._dl is not None and self._present is not None
+        marks = ",".join(str(d) for d in docs)
+        sizes = {
+            int(i): bm25.varint(sz)[0]
+            for i, sz in conn.execute(f"SELECT id, sz FROM fts_docsize WHERE id IN ({marks})")
+        }
+        for doc in docs:
+            self._dl[doc] = sizes.get(doc, 0)
+            self._present[doc] = doc in sizes
+            for column in self._tf.values():
+                column[doc] = 0
+        if not self._tf:
+            return
+        bodies = texts(conn, [d for d in docs if d in sizes])
+        words = sorted(k for k in self._tf if not k.startswith(PHRASE))
+        counted = bm25.TOKENIZER.counts([bodies[d] for d in bodies], words)
+        for doc, (found, length) in zip(bodies, counted, strict=True):
+            if length != sizes[doc]:  # the stored text is not what FTS5 indexed
+                self._tf.clear()  # remade from FTS5 itself on demand
+                return
+            for word, n in found.items():
+                self._store(np, word, doc, n)
+        self._recount_phrases(np, bodies)
+
+    def _recount_phrases(self, np: Any, bodies: dict[int, str]) -> None:
+        phrases = [k for k in self._tf if k.startswith(PHRASE)]
+        if not phrases or not bodies:
+            return
+        docs = list(bodies)
+        counted = bm25.TOKENIZER.phrase_counts([bodies[d] for d in docs], [k[1:] for k in phrases])
+        if counted is None:  # FTS5 did not score as expected: remade from FTS5 on demand
+            for key in phrases:
+                del self._tf[key]
+            return
+        for key, found in zip(phrases, counted, strict=True):
+            for at, n in found.items():
+                self._store(np, key, docs[at], n)
+
+    def _store(self, np: Any, word: str, doc: int, n: int) -> None:
+        column = self._tf[word]
+        if n > np.iinfo(column.dtype).max:
+            column = self._tf[word] = column.astype(np.int32)
+        column[doc] = n
+
+    def _make(
+        self, np: Any, conn: sqlite3.Connection, word: str, token: str, nrows: int, ntokens: int
+    ) -> bool:
+        """The column of ``word`` (written ``token`` in the query) from FTS5's BM25 of it,
+        checked to the last bit; False: none. A word is counted first (a rare one gets no
+        column); a phrase is ranked at once (matching it is its cost, counting as dear)."""
+        if word in self._failed:
+            return False
+        phrase = word.startswith(PHRASE)
+        match = token if phrase else '"' + token.replace('"', '""') + '"'
+        nhit = None
+        if not phrase:
+            nhit = int(
+                conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)).fetchone()[0]
+            )
+            if nhit < MIN_DF:
+                return False
+        rows = conn.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?", (match,))
+        found = np.array(rows.fetchall(), dtype=np.float64).reshape(-1, 2)
+        nhit = len(found) if nhit is None else nhit
+        assert self._dl is not None
+        ids = found[:, 0].astype(np.int64)
+        fts = found[:, 1]
+        if len(ids) != nhit or (len(ids) and ids.max() >= len(self._dl)):
+            self._failed.add(word)
+            return False
+        tf = bm25.solve(np, fts, self._dl[ids], nrows, nhit, ntokens)
+        if tf is None:
+            self._failed.add(word)
+            return False  # FTS5 did not score as expected: never guess
+        dtype = np.uint8 if not len(ids) or tf.max() <= 255 else np.int32
+        column = np.zeros(len(self._dl), dtype=dtype)
+        column[ids] = tf.astype(dtype)
+        self._tf[word] = column
+        while len(self._tf) > MAX_COLUMNS:
+            self._tf.popitem(last=False)
+        return True
+
+    # -- answering ----------------------------------------------------------------------------
+
+    def _scores(
+        self, np: Any, words: list[str], nrows: int, ntokens: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Every matching document's score (FTS5's, sign flipped) and its id."""
+        assert self._dl is not None
+        columns = [self._tf[w] for w in words]
+        matching = columns[0] > 0
+        for column in columns[1:]:
+            matching &= column > 0
+        ids = np.flatnonzero(matching)
+        avgdl = ntokens / nrows
+        shape = bm25.K1 * (1 - bm25.B + bm25.B * self._dl[ids].astype(np.float64) / avgdl)
+        total = np.zeros(len(ids), dtype=np.float64)
+        nhits = {w: int(np.count_nonzero(self._tf[w])) for w in set(words)}
+        for word, column in zip(words, columns, strict=True):
+            tf = column[ids].astype(np.float64)
+            total += bm25.idf(nrows, nhits[word]) * ((tf * (bm25.K1 + 1.0)) / (tf + shape))
+        return total, ids
+
+
+def _scope_ids(
+    np: Any, conn: sqlite3.Connection, scope: str, condition: str, extra: tuple[Any, ...]
+) -> NDArray[np.int64]:
+    sql = f"SELECT f.id FROM files f WHERE f.scope = ?{condition}"
+    ids: NDArray[np.int64] = np.array(
+        [int(r[0]) for r in conn.execute(sql, (scope, *extra))], dtype=np.int64
+    )
+    return ids
+
+
+def _page(
+    np: Any,
+    conn: sqlite3.Connection,
+    scores: NDArray[np.float64],
+    ids: NDArray[np.int64],
+    condition: str,
+    extra: tuple[Any, ...],
+    lim: int,
+    off: int,
+) -> list[Row]:
+    """The best ``off + lim`` after the filters: every document scoring at least the cut's
+    score is filtered and sorted with its key, so ties at the cut are broken as the plain
+    query breaks them; the cut grows ×8 while too few pass."""
+    wanted = off + lim
+    cut = max(FIRST_CUT, 2 * wanted)
+    while True:
+        if cut >= len(ids):
+            chosen = np.arange(len(ids))
+        else:
+            floor = np.partition(scores, len(ids) - cut)[len(ids) - cut]
+            chosen = np.flatnonzero(scores >= floor)
+        hits = _filtered(conn, {int(ids[i]): float(scores[i]) for i in chosen}, condition, extra)
+        if len(hits) >= wanted or cut >= len(ids):
+            hits.sort(key=lambda h: (-h[0], h[1]))
+            return [(path, score, i, mtime) for score, _, path, i, mtime in hits[off:wanted]]
+        cut *= 8
+
+
+def _filtered(
+    conn: sqlite3.Connection, scores: dict[int, float], condition: str, extra: tuple[Any, ...]
+) -> list[tuple[float, bytes, Any, int, int]]:
+    found: list[tuple[float, bytes, Any, int, int]] = []
+    ids = list(scores)
+    for start in range(0, len(ids), 5000):
+        chunk = ",".join(str(i) for i in ids[start : start + 5000])
+        # NOT INDEXED: id lookups, not a scan of an index the filter columns happen to lead
+        sql = "SELECT f.id, f.path, f.key, f.mtime_ns FROM files f NOT INDEXED WHERE f.id IN "
+        rows = conn.execute(f"{sql}({chunk}){condition}", extra)
+        found += [(scores[i], key, path, i, mtime) for i, path, key, mtime in rows]
+    return found

@@ -1,0 +1,1 @@
+"""Vectors: embedders, chunking, the vector store and worker, semantic and hybrid search."""

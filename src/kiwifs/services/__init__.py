@@ -1,0 +1,3 @@
+"""The use cases Knowledge composes: memory writes, consolidation, integrity, briefs, history and
+scaffolding a new root.
+"""

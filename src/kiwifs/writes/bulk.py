@@ -1,0 +1,100 @@
+"""A bulk write: several files in one commit, or none of them.
+
+The whole intent (every file's new and previous content) is recorded in
+``.kiwi/state/bulk.journal`` (:mod:`kiwifs.writes.journal`) before the first file is touched. A bulk
+write commits alone, under the pipeline's lock, after what is queued, so that a failed commit
+can still put the previous contents back (:func:`kiwifs.writes.journal.restore`): no later write can
+have touched them. Should the process die midway, the next write or open finishes or undoes it
+(:func:`kiwifs.writes.journal.finish`), never leaving it committed in part. It calls the pipeline;
+the pipeline never calls it (:class:`~kiwifs.knowledge.Knowledge` does).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from kiwifs.base.limits import MAX_BULK_BYTES
+from kiwifs.base.paths import canonical
+from kiwifs.errors import KiwiError, PayloadTooLarge, StorageError, UsageError, os_error_text
+from kiwifs.frontmatter.provenance import Provenance
+from kiwifs.git.messages import commit_subject, commit_trailer
+from kiwifs.git.repo import blob_id
+from kiwifs.writes import journal
+from kiwifs.writes.events import Event
+from kiwifs.writes.pipeline import Pipeline, WriteResult, prepared_content
+
+
+def bulk_write(
+    pipeline: Pipeline,
+    files: list[tuple[str, bytes]],
+    actor: str,
+    provenance: Provenance | None = None,
+    message: str | None = None,
+    precondition: Callable[[], None] | None = None,
+) -> list[WriteResult]:
+    """Write every file in one commit, or none of them.
+
+    Synchronous: committed alone, under the lock, after what is queued, so that a failed commit
+    can still put the previous contents back (no later write can have touched them).
+    ``precondition`` runs under the lock before anything is written and refuses by raising.
+    """
+    if not files:
+        raise UsageError("files must not be empty")
+    rels = [canonical(p) for p, _ in files]
+    if len(set(rels)) != len(rels):
+        raise UsageError("bulk write names the same path twice")
+    total = sum(len(content) for _, content in files)
+    if total > MAX_BULK_BYTES:  # each file's own limit is checked as it is prepared
+        raise PayloadTooLarge(
+            f"the files are {total} bytes together, over the {MAX_BULK_BYTES >> 20} MiB limit "
+            "for a bulk write"
+        )
+    storage = pipeline.storage
+    with pipeline.locked():
+        if precondition is not None:
+            precondition()
+        prepared = [
+            (rel, _with_path(rel, functools.partial(prepared_content, c, provenance, actor)))
+            for rel, (_, c) in zip(rels, files, strict=True)
+        ]
+        before = {rel: storage.read_optional(rel) for rel in rels}
+        text = commit_subject(message or "") or f"{actor}: bulk write \u2014 {len(rels)} files"
+        intent = journal.BulkIntent(
+            actor,
+            text,
+            commit_trailer(provenance),
+            tuple(journal.BulkFile(rel, data, before[rel]) for rel, data in prepared),
+        )
+        pipeline.journal(rels)  # may refuse the write: before the bulk is journaled
+        if not pipeline.asynchronous:
+            pipeline.drain()  # may fail too, before anything is written
+        try:
+            journal.write(pipeline.state, intent)  # before the first target is touched
+        except OSError as exc:
+            raise StorageError(f"cannot journal the bulk write: {os_error_text(exc)}") from exc
+        try:
+            for rel, data in prepared:
+                storage.write(rel, data)
+            alone = not pipeline.asynchronous
+            pipeline.commit(dict(prepared), actor, text, provenance, alone=alone)
+        except BaseException:
+            if journal.restore(storage, before):
+                journal.discard(pipeline.state)
+            # else the journal stays, and the next write (or open) finishes or undoes it
+            if pipeline.committer is None:
+                pipeline.clear_journal()  # else emptied once nothing is pending
+            raise
+        journal.discard(pipeline.state)
+    results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
+    pipeline.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
+    return results
+
+
+def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:
+    """Run ``make`` and prefix any error with the path it concerns (bulk writes)."""
+    try:
+        return make()
+    except KiwiError as exc:
+        exc.message = f"{rel}: {exc.message}"
+        raise
