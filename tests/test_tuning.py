@@ -1,7 +1,8 @@
 """The knobs: one frozen ``Tuning``, the user's few read from the environment, nothing else.
 
 The fast paths' equivalence with their plain paths is tested beside each of them, with a
-``Tuning`` that turns one off (``tests/test_topk.py``, ``tests/test_termcolumns.py``, ...).
+``Tuning`` that turns one off (``tests/index/search/test_topk.py``,
+``tests/index/search/test_termcolumns.py``, ...).
 """
 
 from __future__ import annotations

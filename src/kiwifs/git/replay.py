@@ -100,7 +100,7 @@ class GitHistory:
         whose tree ids differ are read (the path from the root to each change), and a changed
         folder of more than :data:`BIG_TREE` entries is compared by libgit2 in one call (its
         loop over entries beats Python's; such a folder holds files, seldom sub-folders). The
-        answer is the diff's, in its order (``tests/test_gitreplay.py`` holds them equal).
+        answer is the diff's, in its order (``tests/git/test_gitreplay.py`` holds them equal).
         A commit this process made is not read at all: its changes were noted as it was made
         (:mod:`kiwifs.git.owncommits`).
         """

@@ -16,7 +16,7 @@ Git's order: entries sorted by name as bytes, a folder's name compared as if it 
 same name was replaces that entry. Entries not changed keep their bytes as they were.
 
 A :class:`~kiwifs.git.repo.Git` made with ``kept_trees=False`` (``Tuning.kept_trees``) builds
-trees with libgit2's tree builder instead: the plain path, which ``tests/test_gittrees.py``
+trees with libgit2's tree builder instead: the plain path, which ``tests/git/test_gittrees.py``
 holds equal to this one.
 """
 

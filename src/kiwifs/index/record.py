@@ -189,7 +189,7 @@ def record_of_bytes(
     """Parse ``data`` once into frontmatter JSON, memory facts and searchable text.
 
     Frontmatter inside the simple subset is read without PyYAML (memory/fastkeys.py,
-    held equal to PyYAML's reading by tests/test_scan.py): the same mapping, 3-4x faster."""
+    held equal to PyYAML's reading by tests/memory/test_scan.py): the same mapping, 3-4x faster."""
     fm, simple = (_subset_reader or _load_subset_reader())(data)
     return FileRecord(
         key=key,

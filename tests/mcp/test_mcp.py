@@ -37,7 +37,7 @@ from mcpsession import fails, mcp_client, mcp_session, ok
 pytestmark = pytest.mark.anyio
 
 KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "mcp.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 TOOLS = {
     "kiwi_read",
     "kiwi_write",

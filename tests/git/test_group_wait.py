@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_group_commit import commits_since, git_lock_held
 
 from gitrepo import commit_count, git
 from kiwifs.git.committer import Committer
 from kiwifs.git.pendingcommit import PendingCommit
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
-from test_group_commit import commits_since, git_lock_held
 from waiting import wait_for
 
 HOUR = 3600.0

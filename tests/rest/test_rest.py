@@ -151,7 +151,7 @@ def api_routes(tmp_path: Path) -> set[str]:
 
 
 def test_every_route_is_documented(tmp_path: Path) -> None:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "rest.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "rest.md").read_text()
     routes = api_routes(tmp_path)
     assert routes
     assert [r for r in sorted(routes) if f"### {r}" not in text] == []

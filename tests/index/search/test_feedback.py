@@ -1,7 +1,8 @@
 """Pseudo-relevance feedback: a natural-language question also finds the pages that share the
 best hits' distinctive words, filters still hold, paging stays consistent, and nothing changes
 when no word qualifies or the query is FTS5 syntax. (The term columns' fast path gives the same
-answers with feedback on: tests/test_termcolumns.py asks natural-language queries both ways.)
+answers with feedback on: tests/index/search/test_termcolumns.py asks natural-language queries
+both ways.)
 """
 
 from __future__ import annotations
