@@ -38,8 +38,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from index import corpus  # noqa: E402
 from startup import baseline_source  # noqa: E402
+
+from index import corpus  # noqa: E402
 
 SRC = HERE.parent / "src"
 SPLIT = {

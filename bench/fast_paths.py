@@ -65,7 +65,6 @@ from pathlib import Path
 from typing import Any
 
 from index import corpus
-
 from kiwifs.base.printed_json import dumps
 from kiwifs.index import record
 from kiwifs.index import report as indexed

@@ -40,9 +40,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from index import corpus  # noqa: E402
 from startup import free_port, status  # noqa: E402
 from write_throughput import Changes, kiwifs_command, process_cpu  # noqa: E402
+
+from index import corpus  # noqa: E402
 
 VARIANTS: dict[str, Changes] = {"adaptive": {}, "fixed": {"reconcile_max": 5.0}}  # Tuning's
 SETTLE_S = 10.0

@@ -34,7 +34,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from index import private_copy, versioned_corpus  # noqa: E402
-
 from kiwifs.git.replay import CommitInfo, GitHistory  # noqa: E402
 from kiwifs.git.repo import Git  # noqa: E402
 
