@@ -3,10 +3,10 @@
 The timeline (:mod:`kiwifs.index.memory.timeline`) folds every commit's changed knowledge files into
 its counts. Reading them back from git means loading both versions of every folder on the path of
 each change and comparing their entries: on a busy server that replay took a fifth of the
-interpreter's time per write (see docs/benchmarks.md). Yet a commit kiwifs made itself already
-knew, while building its trees, which entries it changed. :class:`~kiwifs.git.repo.Git` records
-that here (:func:`record`), and :class:`~kiwifs.git.replay.GitHistory` asks here first
-(:func:`lookup`).
+interpreter's time per write (see docs/dev/benchmarks-log.md). Yet a commit kiwifs made itself
+already knew, while building its trees, which entries it changed.
+:class:`~kiwifs.git.repo.Git` records that here (:func:`record`), and
+:class:`~kiwifs.git.replay.GitHistory` asks here first (:func:`lookup`).
 
 A commit id names its tree and its parent, so the changes recorded for an id hold for that
 commit in any root, for ever: nothing here is ever invalidated, only forgotten (the oldest go

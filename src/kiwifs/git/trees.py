@@ -7,9 +7,9 @@ serialises them: for the folder a writer fills, ~0.35 ms at 250 files, ~1 ms at 
 entries as git stores them (``<mode> <name>\\0<20-byte id>``), in git's order, beside their sort
 keys: a change is a binary search and a list insert, and the object is the entries joined and
 written by the object database. A commit into those three folders is 1.2, 1.45 and 1.7
-times as fast (``bench/git_trees.py``, figures in docs/benchmarks.md). :class:`TreeCache` keeps
-the entries of the trees written last under their ids, so the next commit on the same folder
-starts from them instead of parsing the tree again.
+times as fast (``bench/git_trees.py``, figures in docs/dev/benchmarks-log.md).
+:class:`TreeCache` keeps the entries of the trees written last under their ids, so the next
+commit on the same folder starts from them instead of parsing the tree again.
 
 Git's order: entries sorted by name as bytes, a folder's name compared as if it ended in
 ``/``. A name appears once in a tree, whatever its type: putting a file where a folder of the

@@ -10,7 +10,7 @@ already told: each such reconcile doubles the wait before the next, up to ``reco
 (:class:`~kiwifs.tuning.Tuning`, 60 s), and one that finds a change whose event was lost
 (:attr:`ReconcileStats.missed`) brings the wait back to ``period``. Walking a 100k-file root
 every 5 s kept an idle server at ~7 % of a core; the lost event a longer wait could leave unseen
-is seen within a minute (measured in docs/benchmarks.md; a cap of 5 keeps the fixed period).
+is seen within a minute (docs/dev/benchmarks-log.md; a cap of 5 keeps the fixed period).
 Without events (the watcher could not start or died) the period stays fixed.
 
 Only the visible folders are watched, each on its own (not the root recursively): the server's

@@ -9,7 +9,7 @@ its last round in one transaction, a round at most ``window`` seconds after the 
 came, so concurrent writers share transactions as they share commits. The window (50 ms) is
 as long as the watcher's debounce, so the event a write raises usually finds its path still
 queued and costs nothing (measured: 50 ms against 10 ms, +20–29 % writes/s with
-``--async-commit`` and +27 % with group commit from 4 clients; see docs/benchmarks.md).
+``--async-commit`` and +27 % with group commit from 4 clients; see docs/dev/benchmarks-log.md).
 
 Nothing reads a row older than a write that returned: every answer from the index first calls
 :meth:`Writeback.settle`, which has the paths named so far indexed at once (the window cut
