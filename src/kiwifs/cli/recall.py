@@ -84,7 +84,7 @@ def search(
         echo("No results found.")
     for n, hit in enumerate(found.results, start=offset + 1):
         if mode == "hybrid":
-            from kiwifs.mcp.render import hybrid_detail, hybrid_line  # the MCP shape, one rule
+            from kiwifs.memory.render import hybrid_detail, hybrid_line  # the lines MCP answers
 
             echo(hybrid_line(n, hit))
             echo(f"   {hybrid_detail(hit)}")

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.knowledge import marked_parts
+from kiwifs.memory.render import hybrid_detail, hybrid_line
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import (
         Change,
         FileContent,
-        HybridHit,
         HybridResults,
         MetaHit,
         MetaResults,
@@ -112,30 +112,9 @@ def render_semantic(found: SemanticResults) -> str:
     )
 
 
-def hybrid_rank(hit: HybridHit) -> int:
-    """The rank KiwiFS's line shows: the rank on the side that found the page, or for ``both``
-    the better (smaller) of its two ranks."""
-    return min(r for r in (hit.keyword_rank, hit.semantic_rank) if r)
-
-
-def hybrid_line(number: int, hit: HybridHit) -> str:
-    """KiwiFS's line, exactly, for clients that parse it: ``N. path (both, #1)``,
-    ``(keyword only, #3)`` or ``(semantic only, #2)``; nothing after the parenthesis."""
-    return f"{number}. {hit.path} ({hit.match}, #{hybrid_rank(hit)})"
-
-
-def hybrid_detail(hit: HybridHit) -> str:
-    """What the line leaves out, for the reader: each side's rank and the fused score."""
-    sides = [
-        f"{name} #{rank}"
-        for name, rank in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
-        if rank
-    ]
-    return f"{', '.join(sides)}; score {hit.score:.4f}"
-
-
 def render_hybrid(found: HybridResults) -> str:
-    """Per page :func:`hybrid_line`, then indented its ranks and score, and its snippet."""
+    """Per page :func:`~kiwifs.memory.render.hybrid_line`, then indented its ranks and score,
+    and its snippet."""
     lines: list[str] = []
     for n, hit in enumerate(found.results, start=found.offset + 1):
         lines += [hybrid_line(n, hit), f"   {hybrid_detail(hit)}"]

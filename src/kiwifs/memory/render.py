@@ -1,4 +1,5 @@
-"""The memory answers as text: the report, the queue, the check and lineage, for the CLI and MCP.
+"""The memory answers as text: the report, recall (a brief, a hybrid search hit's lines), the
+queue, the check and lineage, for the CLI and MCP.
 
 Kept apart from the rules so that the rules stay pure facts; both interfaces render from here so
 the labels live in one place. The ``superseded`` line appears only when some episode was
@@ -8,6 +9,7 @@ forgotten, so a root that never forgets prints KiwiFS's text unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from kiwifs.memory.brief import Brief
 from kiwifs.memory.check import Coverage, MemoryCheck
@@ -96,6 +98,48 @@ def render_brief(brief: Brief, read_hint: str = "read one by path if you need it
             for out in brief.left_out
         ]
     return "\n".join(lines) + "\n"
+
+
+class RankedHit(Protocol):
+    """A hybrid search hit as its lines read it (:class:`~kiwifs.knowledge.HybridHit`), by its
+    shape, since the index that makes it sits above this package."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def match(self) -> str: ...
+
+    @property
+    def keyword_rank(self) -> int | None: ...
+
+    @property
+    def semantic_rank(self) -> int | None: ...
+
+
+def hybrid_rank(hit: RankedHit) -> int:
+    """The rank KiwiFS's line shows: the rank on the side that found the page, or for ``both``
+    the better (smaller) of its two ranks."""
+    return min(r for r in (hit.keyword_rank, hit.semantic_rank) if r)
+
+
+def hybrid_line(number: int, hit: RankedHit) -> str:
+    """KiwiFS's line, exactly, for clients that parse it: ``N. path (both, #1)``,
+    ``(keyword only, #3)`` or ``(semantic only, #2)``; nothing after the parenthesis."""
+    return f"{number}. {hit.path} ({hit.match}, #{hybrid_rank(hit)})"
+
+
+def hybrid_detail(hit: RankedHit) -> str:
+    """What the line leaves out, for the reader: each side's rank and the fused score."""
+    sides = [
+        f"{name} #{rank}"
+        for name, rank in (("keyword", hit.keyword_rank), ("semantic", hit.semantic_rank))
+        if rank
+    ]
+    return f"{', '.join(sides)}; score {hit.score:.4f}"
 
 
 # ---------------------------------------------------------------------------------------------
