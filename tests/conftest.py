@@ -116,7 +116,7 @@ def isolated_git(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def fresh_records() -> Iterator[None]:
-    """The commits this process noted (``madecommits``) forgotten before and after a test."""
+    """The commits this process noted (``owncommits``) forgotten before and after a test."""
     from kiwifs.git import owncommits
 
     owncommits.forget()

@@ -133,8 +133,8 @@ async def test_rest_changes_shows_the_real_action(
 def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
     tmp_path: Path, knowledge_kb: Knowledge, since: str
 ) -> None:
-    """The one shape rule (``gitlog.check_sequence``) holds on a versioned root, on one
-    without git (no history, yet the same refusal), and on ``gitlog.changes`` itself."""
+    """The one shape rule (``git.log.check_sequence``) holds on a versioned root, on one
+    without git (no history, yet the same refusal), and on ``git.log.changes`` itself."""
     plain = tmp_path / "plain"
     plain.mkdir()
     with Knowledge.open(plain) as unversioned:

@@ -1,6 +1,6 @@
 """The full scan: its fast paths must give exactly what the plain path gives.
 
-The plain path is ``markdown.find_block`` + ``markdown.parse_yaml`` (PyYAML) +
+The plain path is ``frontmatter.reader.find_block`` + ``frontmatter.reader.parse_yaml`` (PyYAML) +
 ``memory.file_facts``. The fast frontmatter reader (``kiwifs.memory.fastkeys``), the block
 locator and the
 parallel readers are each checked against it: on tables of tricky cases, on generated frontmatter

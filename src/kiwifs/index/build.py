@@ -70,7 +70,7 @@ Parts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, bytes
 
 
 def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | None:
-    """A compression dictionary for the texts (:mod:`index.bodies`), trained on files spread
+    """A compression dictionary for the texts (:mod:`index.texts`), trained on files spread
     evenly over ``keys``."""
     step = max(1, len(keys) // DICT_SAMPLES)
     samples: list[bytes] = []

@@ -2,7 +2,7 @@
 
 One database per root (``.kiwi/state/index.db``, WAL; its tables: :mod:`index.schema`). It holds,
 per file, the stat signature, ETag, frontmatter as JSON, the full text in a contentless FTS5 table
-with the text itself stored once, compressed, in ``bodies`` (:mod:`index.bodies`: a rewritten or
+with the text itself stored once, compressed, in ``bodies`` (:mod:`index.texts`: a rewritten or
 deleted file really loses its old words, unlike KiwiFS's, because its old text is there to
 delete) and the memory facts, with the ``merged-from`` keys split into two lookup tables so that
 "is this episode covered?" is kept in a ``covered`` column and the memory report is a handful of
@@ -15,7 +15,7 @@ deleted one means: drop, recreate and fill again from the files. Writes go throu
 connection under a lock; reads borrow a connection from a small pool, so they never wait for a
 write (WAL).
 
-Three layers make :class:`Index`: the connections (:mod:`index.database`), the rows stored by
+Three layers make :class:`Index`: the connections (:mod:`index.connections`), the rows stored by
 record or by path (:mod:`index.store`), and here the whole root made equal to the files, by a
 walk (a reconcile) or from nothing (a rebuild).
 """
@@ -86,7 +86,7 @@ class Index(RowStore):
         """Drop everything and index every file again; returns the number of entries.
 
         ``bulk`` (the default) parses in ``workers`` forked processes and loads in one
-        transaction (:mod:`index.bulk`); ``bulk=False`` is the row-by-row path a reconcile
+        transaction (:mod:`index.build`); ``bulk=False`` is the row-by-row path a reconcile
         uses, kept as the benchmark's baseline.
         """
         # the walk split between worker processes by the folder sizes the last walk stored
@@ -222,7 +222,7 @@ class Index(RowStore):
     def _parse(
         self, keys: list[bytes], walked: WalkState, workers: int | None = None
     ) -> ParsedRows:
-        """The rows of ``keys``, parsed from now on by worker processes (:mod:`index.bulk`)."""
+        """The rows of ``keys``, parsed from now on by worker processes (:mod:`index.build`)."""
         from kiwifs.index.build import (  # process pools: only bulk needs them
             parsed,
             sample_dictionary,

@@ -1,6 +1,6 @@
 """Walking folders without reading files: list, stat, and a digest of what a folder holds.
 
-Folders are listed by :func:`filewalk.list_folder`, the rules every walk follows (hidden names,
+Folders are listed by :func:`base.walk.list_folder`, the rules every walk follows (hidden names,
 the ``.md`` suffix, symlinks), on bytes: one ``scandir`` each, the kernel gives entry types.
 Signing costs one ``lstat`` per file, relative to the folder's descriptor — ~2 µs of kernel time
 each, which is what a 100,000-file root spends.
@@ -93,7 +93,7 @@ def folder_result(
 
 
 def list_folder(folder: Folder) -> list[Folder]:
-    """Fill ``folder`` from :func:`filewalk.list_folder`; returns its sub-folders to enter."""
+    """Fill ``folder`` from :func:`base.walk.list_folder`; returns its sub-folders to enter."""
     listing = walk.list_folder(folder.path)
     folder.names, folder.links, folder.errors = listing.files, listing.links, listing.errors
     parent = os.path.join(folder.path, b"")
@@ -184,7 +184,7 @@ def _lstat(folder: bytes, name: bytes, fd: int | None) -> os.stat_result:
 
 
 def _link_problem(real_root: bytes, path: bytes) -> str | None:
-    """:func:`filewalk.link_problem` for the walk's byte paths (symlinks are rare)."""
+    """:func:`base.walk.link_problem` for the walk's byte paths (symlinks are rare)."""
     return link_problem(os.fsdecode(real_root), os.fsdecode(path))
 
 

@@ -2,7 +2,8 @@
 
 A :class:`FileRecord` is made from the file on disk in one read and is everything the index needs
 to answer search, ``/meta`` and the memory report without going back to the file. The memory
-facts are exactly :class:`memory.FileFacts`, produced by the same pure rule as the full scan.
+facts are exactly :class:`~kiwifs.memory.rules.FileFacts`, produced by the same pure rule as the
+full scan.
 
 Change detection is by a *stat signature* (size, mtime, ctime and inode) taken **before** the file
 is read. A file modified within :data:`RACY_NS` of being read may change again inside the same

@@ -1,4 +1,5 @@
-"""The memory report answered from the index, identical to :func:`memory.build_report` on a scan.
+"""The memory report answered from the index, identical to :func:`~kiwifs.memory.rules.build_report`
+on a scan.
 
 The rules stay in :mod:`memory`; the index stores each file's :class:`FileFacts` plus three
 derived columns — ``kind_class`` (episodic never / always / by prefix), ``eid`` (the stripped

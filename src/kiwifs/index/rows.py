@@ -3,7 +3,7 @@
 A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory facts and, when the
 query cannot write it from the row, its report entry as printed (:func:`report.stored_entry`);
 whether it was forgotten is the generated column ``superseded``), its words in
-``fts``, its text in ``bodies`` (:mod:`index.bodies`), and its ``merged-from`` keys in
+``fts``, its text in ``bodies`` (:mod:`index.texts`), and its ``merged-from`` keys in
 ``cover_ids`` (episode ids) and ``cover_paths`` (paths). ``files.covered`` says "some
 merged-from cites this episode"; every change records which ids and paths it touched
 (:class:`Touched`) and recomputes ``covered`` for exactly those, or for every row when a change

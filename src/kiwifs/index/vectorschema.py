@@ -164,5 +164,6 @@ NEW_GENERATION = (
 
 def log_changed(conn: sqlite3.Connection, etags: list[str]) -> None:
     """Note in ``vec_log`` that these contents' vectors were stored or removed, in the caller's
-    write transaction: every process's in-memory matrix catches up from it (:mod:`index.matrix`)."""
+    write transaction: every process's in-memory matrix catches up from it
+    (:mod:`index.vectors.matrix`)."""
     changelog.append(conn, "vec_log", "etag", etags)

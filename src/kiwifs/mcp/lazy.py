@@ -24,7 +24,7 @@ from kiwifs.mcp.authgate import Auth, AuthGate
 
 
 def lazy_mount_mcp(kb: Knowledge, host: str = "127.0.0.1") -> Callable[[Any, Auth], None]:
-    """An ``extra_mounts`` hook for :func:`kiwifs.rest.create_app` that loads MCP late."""
+    """An ``extra_mounts`` hook for :func:`kiwifs.rest.app.create_app` that loads MCP late."""
 
     def mount(app: Any, auth: Auth) -> None:
         late = LateApp(kb, host)

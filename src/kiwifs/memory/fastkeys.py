@@ -5,7 +5,7 @@ even with the C loader) is most of its time. Nearly all frontmatter is written i
 regular subset of YAML, though: ``key: scalar`` lines, ``- item`` block lists, one-line flow lists
 and lists of flat ``key: scalar`` mappings (``merged-from``, ``derived-from``). For that subset a
 line-based recogniser can *prove* that the text is valid YAML and a mapping, and read the values of
-the keys :func:`kiwifs.memory.file_facts` looks at.
+the keys :func:`kiwifs.memory.rules.file_facts` looks at.
 
 The rule of this module: :func:`relevant_frontmatter` returns a dict only when the whole text is
 inside the subset; the dict then holds exactly what PyYAML would give for ``memory_kind``,

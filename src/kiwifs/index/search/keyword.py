@@ -1,14 +1,15 @@
-"""Full-text search over the index: the query rule of :mod:`index.query`, BM25 ranking, snippets.
+"""Full-text search over the index: the query rule of :mod:`index.search.query`, BM25 ranking,
+snippets.
 
 A query is natural language unless it is clearly FTS5 (:func:`kiwifs.index.search.query.parse`):
 plain text is matched as any of its words (OR, stop words left out), BM25-ranked; explicit FTS5
 syntax is run as written, and read as natural language when FTS5 rejects it. No query string is
 an error. A natural reading of two terms or more is then re-ranked with pseudo-relevance
-feedback (:mod:`index.feedback`: the best hits' distinctive words asked again, mixed in at half
-weight). In a server the term columns (:mod:`index.termcolumns`) rank both readings without
-FTS5 scoring every match, to the same answer.
+feedback (:mod:`index.search.feedback`: the best hits' distinctive words asked again, mixed in at
+half weight). In a server the term columns (:mod:`index.search.termcolumns`) rank both readings
+without FTS5 scoring every match, to the same answer.
 
-Snippets come from the stored text (:mod:`index.bodies`, no disk reads): the first line holding
+Snippets come from the stored text (:mod:`index.texts`, no disk reads): the first line holding
 a query word, cut at 160 bytes, with the first occurrence of each word in ``<mark>``
 (:func:`marked_parts` splits them again for interfaces that print plain text).
 
@@ -256,9 +257,9 @@ def _with_feedback(
     top_k: bool,
 ) -> list[tuple[Any, float, int, int]]:
     """The ``page`` (limit, offset) for the natural reading re-ranked with pseudo-relevance
-    feedback (:mod:`index.feedback`): the first :data:`~kiwifs.index.search.feedback.POOL` hits (or
-    the whole page asked for, when deeper) are ranked as usual, then mixed with the feedback
-    words'."""
+    feedback (:mod:`index.search.feedback`): the first :data:`~kiwifs.index.search.feedback.POOL`
+    hits (or the whole page asked for, when deeper) are ranked as usual, then mixed with the
+    feedback words'."""
     lim, off = page
     window = (max(feedback.POOL, off + lim), 0)
     rows = _any_rows(conn, parsed, condition, extra, scope, columns, window, top_k)
@@ -287,7 +288,7 @@ def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
 
 def syntax_phrases(text: str) -> list[tuple[str, str]] | None:
     """A query of FTS5 syntax that is only phrases AND-ed (``"a b" memo* AND run``) as term
-    column keys and phrases (see :mod:`index.termcolumns`); ``None`` for anything else
+    column keys and phrases (see :mod:`index.search.termcolumns`); ``None`` for anything else
     (``OR``, ``NOT``, ``NEAR``, groups, column filters, ``^``, ``+``, a phrase of no word):
     FTS5 ranks those, and reports their syntax errors."""
     phrases: list[tuple[str, str]] = []

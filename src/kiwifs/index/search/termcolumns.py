@@ -9,7 +9,7 @@ each common word it was asked about, a column ``tf[doc]`` (numpy, indexed by row
 every document its length ``dl[doc]``; a query's exact BM25 over all its matches is then a
 handful of vector operations (~1–3 ms; at most :data:`MAX_COLUMNS` columns are kept, the least
 recently used dropped), with FTS5's formula, operations and order
-(:mod:`index.bm25`), so the scores are FTS5's own to the last bit.
+(:mod:`index.search.bm25`), so the scores are FTS5's own to the last bit.
 
 **Making a column** (first query of a word in this process): FTS5 ranks the word once
 (``rowid, bm25``, ~0.1 s at 100k matches); ``tf`` is solved from each score and the score
@@ -34,7 +34,7 @@ changed document's phrase counts are solved from FTS5's BM25 of the phrase over 
 texts in the private tokenizer table (:meth:`bm25.Tokenizer.phrase_counts`), checked to the
 last bit like a column's making; a phrase column that cannot be caught up is dropped.
 
-**Words OR-ed** (a natural-language query, :mod:`index.query`): FTS5's BM25 of an OR is the
+**Words OR-ed** (a natural-language query, :mod:`index.search.query`): FTS5's BM25 of an OR is the
 same sum over its phrases in the query's order, a phrase a document lacks adding ``0.0``, over
 every document holding any of them. Common words come from their columns; a rare word (fewer
 than :data:`MIN_DF` documents) from FTS5's ranking of it alone, in one pass that stops at
@@ -138,8 +138,8 @@ class TermColumns:
         off: int,
     ) -> list[Row] | None:
         """Like :meth:`ranked`, for the terms OR-ed (``(key, FTS5 string)`` each, as
-        :mod:`index.query` makes them): every document holding any term, scored with FTS5's sum
-        over the terms in their order (a term a document lacks adds FTS5's ``0.0``). A common
+        :mod:`index.search.query` makes them): every document holding any term, scored with FTS5's
+        sum over the terms in their order (a term a document lacks adds FTS5's ``0.0``). A common
         term is read from its column; a rare one (fewer than :data:`MIN_DF` documents, no
         column) from FTS5's ranking of it alone, solved for its counts and checked to the last
         bit like a column's making. ``None``: no numpy, or a score that did not solve."""

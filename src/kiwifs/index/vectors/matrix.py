@@ -18,7 +18,7 @@ content's ETag to ``vec_log``; before each use the cache reads the log's end and
 Groups are numbered in the order they were added and never renumbered within one
 :class:`VectorMatrix` lineage, so the candidates matched to an older matrix of the same
 generation need matching again only for the pages whose group died or that had none
-(:mod:`index.candidates`). ``keys``/``key_groups`` are the live contents sorted by ETag: one
+(:mod:`index.vectors.candidates`). ``keys``/``key_groups`` are the live contents sorted by ETag: one
 sorted search finds a content's group.
 
 The position and generation are read before the rows, so rows may be newer than the position

@@ -7,7 +7,7 @@ scope, path prefix, modification time — and only then are they ranked and the 
 filtered query returns exactly what a brute-force scan of the filtered set would (ties broken
 by path). ``threshold`` drops pages scoring below it, also before the cut.
 
-The chunk vectors are held in memory as one matrix (:mod:`index.matrix`), caught up from the
+The chunk vectors are held in memory as one matrix (:mod:`index.vectors.matrix`), caught up from the
 vector change log when any process changed them.
 """
 

@@ -2,10 +2,10 @@
 
 The triggers of :mod:`index.vectorschema` queue a file's content whenever its row is written;
 :meth:`VectorStore.embed_ready` takes due queue entries, cuts each page into chunks
-(:mod:`index.chunking`), embeds them and stores the vectors in one transaction. A failure leaves
-the entry queued with its attempt count, error and a next try (backoff doubling from
+(:mod:`index.vectors.chunking`), embeds them and stores the vectors in one transaction. A failure
+leaves the entry queued with its attempt count, error and a next try (backoff doubling from
 :data:`RETRY_FIRST` to :data:`RETRY_MAX`); nothing is dropped. The server runs these rounds in
-a background worker (:mod:`index.embedworker`); one-shot commands run them before answering.
+a background worker (:mod:`index.vectors.worker`); one-shot commands run them before answering.
 
 The store checks, each round, that the database holds vectors of *its* embedder and chunking
 (``vec_meta.identity``); vectors made another way are thrown away and every page is queued again.

@@ -4,7 +4,8 @@ Writes (through kiwifs, or out of band and seen by the watcher or a reconcile) q
 content in the same transaction as their row; :meth:`EmbedWorker.wake` is called after them so
 the worker starts at once, and it also looks every ``idle`` seconds, so a missed wake-up costs
 at most that. A failing embedder is retried when its entries come due (backoff in
-:mod:`index.vectors`); vectors of content no file has any more are collected now and then.
+:mod:`kiwifs.index.vectors.store`); vectors of content no file has any more are collected now and
+then.
 """
 
 from __future__ import annotations
