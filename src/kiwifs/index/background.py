@@ -1,7 +1,8 @@
 """A daemon thread that loops until stopped and can be woken early.
 
-The index keeps two such loops while a server runs (the embedder and the history timeline);
-they share this start/stop/wake protocol so that each holds only its own round of work.
+The index keeps three such loops while a server runs (the embedder, the history timeline and
+the memory check); they share this start/stop/wake protocol so that each holds only its own
+round of work.
 """
 
 from __future__ import annotations

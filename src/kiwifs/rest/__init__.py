@@ -1,1 +1,3 @@
-"""The REST interface: routes (app) and HTTP plumbing (http)."""
+"""The REST interface (FastAPI): the app and its routes, HTTP plumbing, the OpenAPI document,
+start-up and shutdown for ``kiwifs serve``, and the read-only web pages (``web/``).
+"""
