@@ -37,6 +37,7 @@ from pathlib import Path
 import corpus as corpusgen  # bench/corpus.py
 
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -375,7 +376,7 @@ def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> di
     cold: list[float] = []
     same = True
     with Knowledge.open(root) as kb:
-        kb.start_watching()  # as in `serve`: no reconcile per query
+        Serving(kb).start_watching()  # as in `serve`: no reconcile per query
         while not kb.indexing.watching:
             time.sleep(0.05)
         for _, query, scope in queries:
@@ -393,7 +394,7 @@ def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> di
                 times[mode].setdefault(name, []).append(time.perf_counter() - start)
             same = same and all(a == answers[0] for a in answers)
         switch(kb, MODES["columns"])
-        kb.stop_watching()
+        Serving(kb).stop_watching()
     out: dict[str, object] = {"identical": same, "path_prefix": prefix, "queries": len(queries)}
     out["first_run_ms"] = {"max": round(max(cold) * 1000, 1), "sum": round(sum(cold) * 1000)}
     for mode, by_class in times.items():

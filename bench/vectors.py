@@ -39,6 +39,7 @@ import numpy as np
 from kiwifs.index.vectors import semantic as semantic_module
 from kiwifs.index.vectors.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 
 HERE = Path(__file__).resolve().parent
 VOCAB = 30_000
@@ -165,14 +166,14 @@ def existing(
     rng = random.Random(seed)
     texts = [" ".join(rng.sample(COMMON, rng.randint(1, 3))) for _ in range(queries)]
     with Knowledge.open(root) as kb:
-        kb.start_watching()
+        Serving(kb).start_watching()
         while not kb.indexing.watching:
             time.sleep(0.05)
         for text in texts:
             kb.brief(text, path_prefix="episodes/")
         if only == "remember":
             after_remember(kb, texts, remembers)
-            kb.stop_watching()
+            Serving(kb).stop_watching()
             return
         calls = {
             "hybrid": lambda t: kb.hybrid_search(t, limit=10, path_prefix="episodes/"),
@@ -211,7 +212,7 @@ def existing(
             )
         after_writes(kb, root, texts)
         after_remember(kb, texts, remembers)
-        kb.stop_watching()
+        Serving(kb).stop_watching()
 
 
 def after_writes(kb: Knowledge, root: Path, texts: list[str]) -> None:
@@ -329,7 +330,7 @@ def main() -> None:
         return " ".join(query_rng.choice(vocab[:300]) for _ in range(query_rng.randint(1, 3)))
 
     with Knowledge.open(root) as kb:
-        kb.start_watching()
+        Serving(kb).start_watching()
         while not kb.indexing.watching:
             time.sleep(0.05)
         kb.semantic_search(query())  # loads the model and the matrix once
@@ -380,7 +381,7 @@ def main() -> None:
             nearest = kb.semantic_search(q, limit=200).results
             frontmatter = {h.path: kb.frontmatter(h.path).get("scope") for h in nearest}
             cut.append([h.path for h in nearest if frontmatter[h.path] == s][:10])
-        kb.stop_watching()
+        Serving(kb).stop_watching()
     truth = brute_force(root, model, pairs)
     exact = sum(o == t for o, t in zip(ours, truth, strict=True))
     recall = statistics.mean(

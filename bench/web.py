@@ -229,22 +229,25 @@ def in_process(root: Path, repeat: int) -> None:
     showed problems), 0 the same while the background check runs, A as served (problems from the
     stored check), B computing ``memory check`` on the request."""
     from kiwifs.knowledge import Knowledge
+    from kiwifs.serving import Serving
 
     with Knowledge.open(root) as kb:
-        kb.start_watching()
+        Serving(kb).start_watching()
         while not kb.indexing.watching:
             time.sleep(0.1)
-        kb.start_timeline()
-        kb.start_checking()
+        Serving(kb).start_timeline()
+        Serving(kb).start_checking()
         kb.overview()
         quiet, bare, cached, computed = [], [], [], []
         rounds = (("-", quiet), ("0", bare), ("A", cached), ("B", computed))
         for i in range(repeat):
             for variant, costs in rounds:
                 if variant == "-":  # no background check at all: the dashboard before it
-                    kb.indexing.stop_checking()
+                    Serving(kb).stop_checking()
                 elif variant == "0":
-                    kb.start_checking()  # it checks at once: the rows moved while it was off
+                    Serving(
+                        kb
+                    ).start_checking()  # it checks at once: the rows moved while it was off
                 kb.write("inbox/bench-web.md", f"---\nepisode_id: bench-web-{variant}{i}\n---\n")
                 start = time.perf_counter()
                 if variant in "-0":  # the figures alone
@@ -275,6 +278,7 @@ def served_ab(kb: Any, repeat: int) -> tuple[list[float], list[float]]:
     import uvicorn
 
     from kiwifs.rest.app import create_app
+    from kiwifs.serving import Serving
 
     port = free_port()
     config = uvicorn.Config(create_app(kb), port=port, lifespan="off", log_level="warning")
@@ -290,13 +294,13 @@ def served_ab(kb: Any, repeat: int) -> tuple[list[float], list[float]]:
         for i in range(repeat):
             for variant, costs in (("A", served_a), ("B", served_b)):
                 if variant == "B":
-                    kb.indexing.stop_checking()
+                    Serving(kb).stop_checking()
                 body = f"---\nepisode_id: bench-web-served-{variant}{i}\n---\n"
                 client.put("/api/kiwi/file", params={"path": "inbox/bench-web.md"}, content=body)
                 time.sleep(0.3)  # as above: the write's echo reaches the watcher
                 costs.append(server_ms(client.get("/")))
                 if variant == "B":
-                    kb.start_checking()
+                    Serving(kb).start_checking()
     server.should_exit = True
     thread.join(60)
     return served_a, served_b

@@ -60,9 +60,10 @@ def run_and_get_killed(script: str, *args: str) -> str:
 WRITE_THREE_THEN_DIE = """
 import os, signal, sys
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 kb = Knowledge.open(sys.argv[1])
 if sys.argv[2] == "async":
-    kb.enable_async_commit(window=30.0)
+    Serving(kb).enable_async_commit(window=30.0)
 for i in range(3):
     kb.write(f"notes/n{i}.md", f"# note {i}\\n", actor="alice")
 os.kill(os.getpid(), signal.SIGKILL)  # right after the acknowledgements, no clean shutdown

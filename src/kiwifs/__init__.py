@@ -18,6 +18,7 @@ from kiwifs.errors import (
 )
 from kiwifs.knowledge import FileContent, Knowledge, MergeResult, RememberResult
 from kiwifs.memory.rules import EpisodicFile, MemoryReport, MergeEntry
+from kiwifs.serving import Serving
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "NotFound",
     "RememberResult",
     "RootNotFound",
+    "Serving",
     "StorageError",
     "UsageError",
     "__version__",

@@ -6,41 +6,19 @@ the answer. All behaviour lives below this object; nothing above it decides a ru
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.base.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT, SEMANTIC_TOP_K
-from kiwifs.base.paths import canonical
-from kiwifs.base.text import check_text, content_bytes
-from kiwifs.claims.desk import ClaimsDesk
-from kiwifs.config import Config, load_config
-from kiwifs.errors import RootNotFound
-from kiwifs.files.serverlock import acquire_server_lock
-from kiwifs.files.storage import Storage
 from kiwifs.files.tree import TreeNode, folder_tree
-from kiwifs.frontmatter.provenance import LIBRARY_ACTOR, as_provenance, library_actor
-from kiwifs.frontmatter.reader import read_frontmatter
-from kiwifs.git.repo import Git, blob_id
+from kiwifs.frontmatter.provenance import LIBRARY_ACTOR
 from kiwifs.index.filters import recall_filter
-from kiwifs.index.memory.checkcache import QUIET_SECONDS as CHECK_QUIET_SECONDS
-from kiwifs.index.record import json_safe
-from kiwifs.index.upkeep import IndexKeeper, IndexRefresh
+from kiwifs.index.upkeep import IndexRefresh
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
-from kiwifs.memory.queue import DELETE, RENAME, WRITE
-from kiwifs.memory.rules import resolve_prefix
-from kiwifs.services.briefing import Briefing
-from kiwifs.services.consolidation import Consolidation
-from kiwifs.services.history import History
-from kiwifs.services.integrity import Integrity
-from kiwifs.services.memorywrites import MemoryWriter, MergeResult, RememberResult, StatusResult
-from kiwifs.tuning import Tuning
-from kiwifs.writes.events import EventBus
-from kiwifs.writes.pipeline import Pipeline
+from kiwifs.services.memorywrites import MergeResult, RememberResult, StatusResult
+from kiwifs.services.reading import FileContent, Page
+from kiwifs.services.wiring import Wiring
 
 # What only the answers' types name is imported for type checking alone: the modules of search,
 # the brief, the check and the dashboard load when a call needs them (see IndexKeeper), not
@@ -63,32 +41,9 @@ if TYPE_CHECKING:
     from kiwifs.memory.overview import Overview, QueuePage
     from kiwifs.memory.queue import ClaimBatch
     from kiwifs.memory.rules import MemoryReport, MergeEntry, ReportDocument
-    from kiwifs.services.scaffold import InitResult
+    from kiwifs.writes.events import Subscription
     from kiwifs.writes.pipeline import WriteResult
 
-__all__ = [
-    "DEFAULT_ACTOR",
-    "Change",
-    "FileContent",
-    "HybridHit",
-    "HybridResults",
-    "IndexRefresh",
-    "Knowledge",
-    "MergeResult",
-    "MetaHit",
-    "MetaResults",
-    "RememberResult",
-    "SearchHit",
-    "SearchResults",
-    "SemanticResults",
-    "StatusResult",
-    "Task",
-    "TreeNode",
-    "Version",
-    "json_safe",
-    "marked_parts",
-    "utc_http_date",
-]
 
 # The value types the answers hand out (and the rule splitting a snippet's <mark> tags), named
 # here so that the interfaces import only this module. Each loads with its module when first
@@ -107,6 +62,12 @@ _HANDED_OUT = {
     "marked_parts": "kiwifs.index.search.keyword",
 }
 
+# the names defined or imported here, then the value types of _HANDED_OUT
+__all__ = ["DEFAULT_ACTOR", "FileContent", "IndexRefresh", "Knowledge", "MergeResult", "Page"]
+__all__ += ["RememberResult", "StatusResult", "TreeNode", "Change", "HybridHit", "HybridResults"]
+__all__ += ["MetaHit", "MetaResults", "SearchHit", "SearchResults", "SemanticResults", "Task"]
+__all__ += ["Version", "marked_parts"]
+
 
 def __getattr__(name: str) -> Any:
     """A name of :data:`_HANDED_OUT`, imported on first use (PEP 562)."""
@@ -121,128 +82,12 @@ def __getattr__(name: str) -> Any:
 DEFAULT_ACTOR = LIBRARY_ACTOR
 
 
-@dataclass(frozen=True)
-class FileContent:
-    path: str
-    content: bytes
-    etag: str
-    mtime: float
+class Knowledge(Wiring):
+    """A knowledge root: its files, history, memory report and change events (its parts are
+    built by :class:`~kiwifs.services.wiring.Wiring`; a server's background work is
+    :class:`~kiwifs.serving.Serving`'s)."""
 
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-
-class Knowledge:
-    """A knowledge root: its files, history, memory report and change events."""
-
-    def __init__(
-        self, root: Path, config: Config | None = None, tuning: Tuning | None = None
-    ) -> None:
-        self.root = Path(root)
-        self.config = config if config is not None else load_config(self.root)
-        # the knobs, read once here and handed to every part that takes one
-        self.tuning = tuning if tuning is not None else Tuning.from_env()
-        self.storage = Storage(self.root, self.tuning.read_many)
-        git = Git(self.root, self.tuning.kept_trees)
-        self.git: Git | None = git if git.is_repo() else None
-        if self.git is not None:
-            self.git.exclude_own_files()  # a repository made without kiwifs ignores them too
-        self.events = EventBus()
-        self.indexing = IndexKeeper(self.root, self.config.search.vector, tuning=self.tuning)
-        self.pipeline = Pipeline(
-            self.storage, self.git, self.events, self.indexing.on_written, self.tuning
-        )
-        self.claims = ClaimsDesk(self.storage, self.pipeline, self.indexing, self.episodes_prefix)
-        self.history = History(self.storage, self.pipeline)
-        self.integrity = Integrity(
-            self.storage, self.indexing, self.events, self.history.first_added, self.episodes_prefix
-        )
-        self.consolidation = Consolidation(
-            self.root,
-            self.pipeline,
-            self.indexing,
-            self.claims,
-            self.integrity,
-            self.episodes_prefix,
-        )
-        self.briefing = Briefing(self.storage, self.indexing, self.config.search.vector.enabled)
-        self.memory_writes = MemoryWriter(
-            self.pipeline, self.indexing, self.claims, self.episodes_prefix
-        )
-
-    def close(self) -> None:
-        """Commit what is pending, stop the watcher, close the index, write the git index file.
-
-        Safe to call twice; the object stays usable (writes then commit synchronously).
-        """
-        self.pipeline.close()
-        self.claims.close()
-        self.indexing.close()
-        if self.git is not None:
-            self.git.close()
-
-    def __enter__(self) -> Knowledge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- opening ----------------------------------------------------------------------------
-
-    @classmethod
-    def open(
-        cls, root: str | os.PathLike[str], sweep: bool = False, tuning: Tuning | None = None
-    ) -> Knowledge:
-        """Open an existing root; a missing one is an error, never created silently.
-
-        Repairs what a crash left behind first (:mod:`kiwifs.writes.recovery`); ``sweep`` (servers,
-        at start) also removes the temporary files of interrupted writes, a walk of the root.
-        ``tuning``: the knobs (default: :meth:`Tuning.from_env`).
-        """
-        path = Path(root)
-        if not path.exists():
-            raise RootNotFound(f"knowledge root not found: {path} (create it with 'kiwifs init')")
-        if not path.is_dir():
-            raise RootNotFound(f"knowledge root is not a folder: {path}")
-        kb = cls(path, tuning=tuning)
-        from kiwifs.writes.recovery import recover  # at open only
-
-        recover(kb.pipeline, sweep)
-        return kb
-
-    @classmethod
-    def init(cls, root: str | os.PathLike[str], template: str = "knowledge") -> InitResult:
-        """Lay out a new root from a template (never overwriting) and commit it."""
-        from kiwifs.services.scaffold import scaffold
-
-        return scaffold(Path(root), template)
-
-    def ensure_versioned(self) -> None:
-        """Make the root a git repository (committing what is there) unless config says none."""
-        if self.git is not None or not self.config.versioning.uses_git:
-            return
-        git = Git(self.root, self.tuning.kept_trees)
-        git.adopt(LIBRARY_ACTOR, lambda n: f"{LIBRARY_ACTOR}: import {n} existing files")
-        self.git = git
-        self.pipeline.git = git
-
-    def start_commit_process(self) -> None:
-        """Make git commits in a child process from now on, so that a server's threads go on
-        while one is made (see :mod:`kiwifs.git.child`); ``Tuning.commit_process`` off
-        keeps them in this process."""
-        if self.git is not None and self.tuning.commit_process:
-            from kiwifs.git.child import CommitProcess  # servers only
-
-            self.git.start_commit_process(CommitProcess(self.root, self.git.kept_trees))
-
-    def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
-        """Commit in background batches; a write returns once on disk and journaled.
-
-        History reads (versions, version, diff, changes) wait for pending commits, so they see
-        every write that returned. :meth:`close` commits what is left.
-        """
-        self.pipeline.enable_async_commit(window, max_paths)
+    # -- the server's probes ------------------------------------------------------------------
 
     def commit_status(self) -> CommitStatus:
         """Background commits pending, and whether they are failing (what ``/health`` shows).
@@ -262,19 +107,10 @@ class Knowledge:
         of the index watcher has succeeded (what ``/readyz`` reports)."""
         return self.root.is_dir() and self.indexing.watching
 
-    def acquire_server_lock(self) -> int:
-        """Take ``.kiwi/server.lock`` so that two servers never share one root.
-
-        Returns the file descriptor holding the lock (released when the process exits).
-        """
-        return acquire_server_lock(self.root)
-
     # -- reading ----------------------------------------------------------------------------
 
     def read(self, path: str) -> FileContent:
-        rel = canonical(path, reading=True)
-        data, st = self.storage.read_with_stat(rel)
-        return FileContent(rel, data, blob_id(data), st.st_mtime)
+        return self.reading.read(path)
 
     def frontmatter(self, path: str) -> dict[str, Any]:
         """A file's frontmatter as JSON-safe data (``{}`` when it has none or it is invalid).
@@ -282,11 +118,20 @@ class Knowledge:
         Dates become ISO strings, sets lists, keys strings: the same form the index stores and
         ``/meta`` returns, so every interface shows one representation.
         """
-        data = json_safe(read_frontmatter(self.read(path).content).data)
-        return data if isinstance(data, dict) else {}
+        return self.reading.frontmatter(path)
+
+    def page(self, path: str, rev: str | None = None) -> Page:
+        """The current file and its version ``rev`` (else the current one) split for display:
+        frontmatter as :meth:`frontmatter` gives it, body, and warnings about the frontmatter."""
+        return self.reading.page(path, rev)
 
     def tree(self, path: str | None = None, depth: int = 20) -> TreeNode:
         return folder_tree(self.storage, path, depth)
+
+    def subscribe(self) -> Subscription:
+        """The change events from now on (every write, delete and rename, and ``check`` when a
+        stored ``memory check`` changed), until the subscription is closed."""
+        return self.events.subscribe()
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -303,10 +148,7 @@ class Knowledge:
 
         A file under another holder's live file claim is a :class:`Conflict`; the holder's own
         write keeps the claim keys in its frontmatter (docs/memory.md)."""
-        prov = as_provenance(provenance)
-        who = library_actor(actor)
-        data, unclaimed = self.claims.prepare_write(path, content_bytes(content), who)
-        return self.pipeline.write(path, data, who, if_match, prov, if_none_match, unclaimed)
+        return self.files.write(path, content, actor, if_match, provenance, if_none_match)
 
     def append(
         self,
@@ -316,18 +158,12 @@ class Knowledge:
         separator: str = "\n",
         if_match: str | None = None,
     ) -> WriteResult:
-        sep = check_text(separator, "separator").encode("utf-8")
-        who = library_actor(actor)
-        guard = self.claims.change_guard(WRITE, [path], who)
-        return self.pipeline.append(path, content_bytes(content), who, sep, if_match, guard)
+        return self.files.append(path, content, actor, separator, if_match)
 
     def delete(self, path: str, actor: str | None = None, if_match: str | None = None) -> str:
         """Delete a file; one under another holder's live claim (memory or file) is a
         :class:`Conflict`, and the holder's delete ends its claim."""
-        who = library_actor(actor)
-        return self.pipeline.delete(
-            path, who, if_match, self.claims.change_guard(DELETE, [path], who)
-        )
+        return self.files.delete(path, actor, if_match)
 
     def bulk_write(
         self,
@@ -336,29 +172,12 @@ class Knowledge:
         provenance: str | Provenance | None = None,
         message: str | None = None,
     ) -> list[WriteResult]:
-        prov = as_provenance(provenance)
-        who = library_actor(actor)
-        items: list[tuple[str, bytes]] = []
-        checks: list[Callable[[], None]] = []
-        for p, c in files:
-            data, check = self.claims.prepare_write(p, content_bytes(c), who)
-            items.append((p, data))
-            checks.append(check)
-
-        def unclaimed() -> None:
-            for check in checks:
-                check()
-
-        from kiwifs.writes.bulk import bulk_write  # bulk writes only
-
-        return bulk_write(self.pipeline, items, who, prov, message, unclaimed)
+        return self.files.bulk_write(files, actor, provenance, message)
 
     def rename(self, src: str, dst: str, actor: str | None = None) -> WriteResult:
         """Move a file; one under another holder's live claim is a :class:`Conflict`, and the
         holder's rename carries its claim to the new path."""
-        who = library_actor(actor)
-        guard = self.claims.change_guard(RENAME, [src, dst], who, to=dst)
-        return self.pipeline.rename(src, dst, who, guard)
+        return self.files.rename(src, dst, actor)
 
     # -- history ----------------------------------------------------------------------------
 
@@ -377,10 +196,6 @@ class Knowledge:
         return self.history.changes(since, limit)
 
     # -- episodic memory --------------------------------------------------------------------
-
-    def episodes_prefix(self, prefix: str | None = None) -> str:
-        """The prefix in force: the argument, else ``[memory]`` config, else ``episodes/``."""
-        return resolve_prefix(prefix, self.config.memory.episodes_path_prefix)
 
     def memory_report(
         self,
@@ -403,26 +218,28 @@ class Knowledge:
         offset: int = 0,
         use_index: bool = True,
     ) -> ReportDocument:
-        """:meth:`memory_report` as the JSON document to print, for large answers.
-
-        Printed by :func:`printed_json.dumps` it is byte for byte the JSON of
-        ``memory_report(...).to_json()``; from the index, the episode lists are the entries'
-        stored text rather than one object per episode.
-        """
+        """:meth:`memory_report` as the JSON document to print, for large answers: printed by
+        :func:`printed_json.dumps`, byte for byte ``memory_report(...).to_json()``, its episode
+        lists the index's stored text rather than one object per episode."""
         return self.consolidation.report_document(prefix, limit, offset, use_index)
 
     # -- search and frontmatter queries -----------------------------------------------------
 
+    # The search family (search, semantic_search, hybrid_search, brief) takes the query
+    # positionally and its options by keyword, in one order: how much, then the filters they
+    # share (same names, same defaults), then the method's own.
+
     def search(
         self,
         query: str,
+        *,
         limit: int = SEARCH_LIMIT,
         offset: int = 0,
         path_prefix: str | None = None,
         scope: str | None = None,
-        recency_weight: float | None = None,
         modified_after: str | None = None,
         include_superseded: bool = False,
+        recency_weight: float | None = None,
     ) -> SearchResults:
         """Full-text search, BM25-ranked (optionally blended with recency, 0–1).
 
@@ -459,6 +276,7 @@ class Knowledge:
     def brief(
         self,
         query: str,
+        *,
         budget_tokens: int = BRIEF_BUDGET,
         max_pages: int = BRIEF_MAX_PAGES,
         path_prefix: str | None = None,
@@ -473,13 +291,14 @@ class Knowledge:
     def semantic_search(
         self,
         query: str,
+        *,
         limit: int | None = SEMANTIC_TOP_K,
         offset: int = 0,
-        threshold: float | None = None,
-        scope: str | None = None,
         path_prefix: str | None = None,
+        scope: str | None = None,
         modified_after: str | None = None,
         include_superseded: bool = False,
+        threshold: float | None = None,
     ) -> SemanticResults:
         """Pages nearest ``query`` in meaning (cosine similarity of embeddings; docs/search.md).
 
@@ -492,10 +311,11 @@ class Knowledge:
     def hybrid_search(
         self,
         query: str,
+        *,
         limit: int | None = None,
         offset: int = 0,
-        scope: str | None = None,
         path_prefix: str | None = None,
+        scope: str | None = None,
         modified_after: str | None = None,
         include_superseded: bool = False,
     ) -> HybridResults:
@@ -537,41 +357,13 @@ class Knowledge:
         """Bring the index up to date with the files (re-reads only what changed)."""
         return self.indexing.reconcile()
 
-    def start_watching(self) -> None:
-        """Keep the index current in the background (file events plus a periodic reconcile)."""
-        self.indexing.start_watching()
-
-    def stop_watching(self) -> None:
-        self.indexing.stop_watching()
-
     # -- the integrity of consolidation: lineage by path or id, check ------------------------
-
-    def lineage_of(self, path_or_id: str, prefix: str | None = None) -> Lineage:
-        """:meth:`lineage` of a file given by path, or of the one episode with that id."""
-        return self.integrity.lineage_of(path_or_id, prefix)
-
-    def lineage_by(
-        self, path: str | None = None, episode_id: str | None = None, prefix: str | None = None
-    ) -> Lineage:
-        """:meth:`lineage` of the file at ``path`` or of the episode ``episode_id`` (exactly one
-        of the two: a usage error otherwise)."""
-        return self.integrity.lineage_by(path, episode_id, prefix)
-
-    def episode_lineage(self, episode_id: str, prefix: str | None = None) -> Lineage:
-        """:meth:`lineage` of the one episode whose id is ``episode_id``."""
-        return self.integrity.episode_lineage(episode_id, prefix)
 
     def memory_check(self, prefix: str | None = None, use_index: bool = True) -> MemoryCheck:
         """Integrity of consolidation (docs/memory.md): dangling ``merged-from`` entries,
         duplicate episode ids, double merges, the oldest unmerged episode, coverage per folder
         and per day. From the index when it answers reports, else by reading the files."""
         return self.integrity.check(prefix, use_index)
-
-    def start_checking(self, quiet: float = CHECK_QUIET_SECONDS) -> None:
-        """Keep the check behind :meth:`overview`'s problems current in the background (a
-        server): run again ``quiet`` seconds after files change, stored in the index, never on
-        a request."""
-        self.integrity.start_checking(quiet)
 
     # -- the consolidation queue: claims ----------------------------------------------------
 
@@ -653,11 +445,23 @@ class Knowledge:
 
     # -- the consolidation picture ----------------------------------------------------------
 
-    def lineage(self, path: str, prefix: str | None = None) -> Lineage:
+    def lineage(
+        self,
+        path: str | None = None,
+        *,
+        episode_id: str | None = None,
+        path_or_id: str | None = None,
+        prefix: str | None = None,
+    ) -> Lineage:
         """Both directions of a file's lineage: the pages whose ``merged-from`` cite it (for an
         episode), each of its own ``merged-from`` entries resolved to episode paths or flagged
-        dangling, and its ``derived-from`` (docs/memory.md)."""
-        return self.integrity.lineage(path, prefix)
+        dangling, and its ``derived-from`` (docs/memory.md).
+
+        The file is the one at ``path`` or the one episode whose id is ``episode_id`` (exactly
+        one of the two, as REST and MCP take them: a usage error otherwise), or ``path_or_id``
+        alone, as the CLI takes it: a file's path, else an episode id.
+        """
+        return self.integrity.find_lineage(path, episode_id, path_or_id, prefix)
 
     def queue(
         self, path_prefix: str = "", limit: int = 100, offset: int = 0, prefix: str | None = None
@@ -669,16 +473,11 @@ class Knowledge:
         """The consolidation picture: the report's counts, coverage per top-level folder, the
         oldest unmerged episode, superseded episodes and the history per day.
 
-        The history is replayed from git into the index (only commits not replayed yet): in the
-        background when :meth:`start_timeline` runs, else here, before answering. The problems
-        of ``memory check`` are the last stored result (for the configured prefix only): kept by
-        the background loop of :meth:`start_checking`, else checked here when files changed.
-        """
+        The history is replayed from git into the index (only commits not replayed yet) and the
+        problems of ``memory check`` are the last stored result (configured prefix only): both
+        kept by a server's background loops (:class:`~kiwifs.serving.Serving`), else brought
+        up to date here, before answering."""
         return self.consolidation.overview(prefix)
-
-    def start_timeline(self) -> None:
-        """Keep the history behind :meth:`overview` current in the background (a server)."""
-        self.consolidation.start_timeline()
 
     def merge(
         self,
@@ -698,8 +497,3 @@ class Knowledge:
         Entries that cite nothing are written, and named in the result's ``warnings``.
         """
         return self.memory_writes.merge(page, entries, actor, if_match, worker, force)
-
-
-def utc_http_date(timestamp: float) -> str:
-    """An HTTP date (``Last-Modified``) for a POSIX timestamp."""
-    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")

@@ -21,6 +21,7 @@ from kiwifs.errors import Conflict, InvalidPath, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.leases import MEMORY, Claim
 from kiwifs.memory.rules import MergeEntry
+from kiwifs.serving import Serving
 from queuekit import T0, Clock, add_episodes, opened_on
 
 
@@ -166,7 +167,7 @@ def test_claims_follow_the_prefix(queue_kb: Knowledge, queue_root: Path) -> None
 def test_an_episode_gone_since_it_was_listed_is_not_handed_out(
     queue_kb: Knowledge, queue_root: Path
 ) -> None:
-    queue_kb.stop_watching()
+    Serving(queue_kb).stop_watching()
     (queue_root / "episodes/e0.md").unlink()
     assert paths_of(queue_kb.claim_episodes("w1", limit=1)) == ["episodes/e1.md"]
 

@@ -16,6 +16,7 @@ from kiwifs.errors import StorageError
 from kiwifs.git import child
 from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
 from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 
@@ -24,7 +25,7 @@ from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 def child_commit_kb(root: Path) -> Iterator[Knowledge]:
     """The library on ``root``, its commits made by the commit child process."""
     with Knowledge.open(root) as k:
-        k.start_commit_process()
+        Serving(k).start_commit_process()
         yield k
 
 
@@ -127,7 +128,7 @@ def test_the_child_answers_each_request_then_stops_at_the_end_of_its_pipe(root: 
 
 def test_the_plain_path_keeps_commits_in_process(root: Path) -> None:
     with Knowledge.open(root, tuning=Tuning(commit_process=False)) as kb:
-        kb.start_commit_process()
+        Serving(kb).start_commit_process()
         assert kb.git is not None and kb.git._process is None
         kb.write("a.md", "a\n", actor="alice")
     assert git_line(root, "log", "-1", "--format=%an") == "alice"
@@ -139,7 +140,7 @@ def test_the_child_writes_trees_as_the_server_would(root: Path) -> None:
     trees = []
     for kept in (True, False):
         with Knowledge.open(root, tuning=Tuning(kept_trees=kept)) as kb:
-            kb.start_commit_process()
+            Serving(kb).start_commit_process()
             assert kb.git is not None and kb.git._process is not None
             assert kb.git._process.kept_trees is kept
             kb.write(f"notes/{kept}.md", "x\n", actor="alice")

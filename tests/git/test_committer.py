@@ -17,6 +17,7 @@ from kiwifs.git.log import Version
 from kiwifs.git.messages import batch_message
 from kiwifs.git.pendingcommit import PendingCommit
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 
@@ -25,7 +26,7 @@ JOURNAL = Path(".kiwi/state/uncommitted.log")
 def async_commit_kb(root: Path) -> Iterator[Knowledge]:
     """The library on ``root``, committing in the background (in batches)."""
     with Knowledge.open(root) as k:
-        k.enable_async_commit(window=30.0, max_paths=1000)  # only flushes commit
+        Serving(k).enable_async_commit(window=30.0, max_paths=1000)  # only flushes commit
         yield k
 
 
@@ -72,7 +73,7 @@ def test_a_batch_commits_what_its_writes_wrote_not_what_is_on_disk_later(
 
 def test_close_commits_what_is_pending(root: Path) -> None:
     kb = Knowledge.open(root)
-    kb.enable_async_commit(window=30.0)
+    Serving(kb).enable_async_commit(window=30.0)
     kb.write("late.md", "late\n", actor="carol", provenance="run:r-9")
     kb.close()
     assert git(root, "show", "HEAD:late.md") == (root / "late.md").read_text()
@@ -86,8 +87,9 @@ def test_close_commits_what_is_pending(root: Path) -> None:
 WRITE_THEN_DIE = """
 import os, signal, sys
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 kb = Knowledge.open(sys.argv[1])
-kb.enable_async_commit(window=30.0)
+Serving(kb).enable_async_commit(window=30.0)
 kb.write("journaled.md", "on disk\\n", actor="dave")
 os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, not committed yet
 """
@@ -183,7 +185,7 @@ def test_close_with_failing_commits_leaves_them_to_the_journal(root: Path) -> No
     data = b"# never committed by this process\n"
     fan, data = break_object_store_for(root, data)
     kb = Knowledge.open(root)
-    kb.enable_async_commit(window=30.0)
+    Serving(kb).enable_async_commit(window=30.0)
     kb.write("late.md", data, actor="carol")
     kb.close()  # returns (bounded) although the commit cannot be made
     assert "late.md" in (root / JOURNAL).read_text()

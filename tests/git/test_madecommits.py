@@ -14,6 +14,7 @@ from kiwifs.git import owncommits
 from kiwifs.git.replay import BlobChange, GitHistory
 from kiwifs.git.repo import Git, blob_id
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 
 NAMES = ["a.md", "b.md", "notes", ".hidden", "x", "sub.md"]
 # what a commit is asked to make of a path: bytes written, deleted (None), or read from the
@@ -91,7 +92,7 @@ def test_a_link_is_not_noted(tmp_path: Path) -> None:
 
 def test_the_commit_process_hands_its_changes_back(root: Path) -> None:
     with Knowledge.open(root) as kb:
-        kb.start_commit_process()
+        Serving(kb).start_commit_process()
         assert kb.git is not None
         parent = kb.git.head()
         kb.write("notes/a.md", "# A\n", actor="alice")

@@ -24,6 +24,7 @@ from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
+from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
 from waiting import wait_for
 
@@ -612,14 +613,14 @@ def test_an_answer_found_while_the_workers_walk_is_redone_if_the_walk_moved(
 
 
 def test_watcher_sees_out_of_band_edits_and_stops(pages_kb: Knowledge) -> None:
-    pages_kb.start_watching()
+    Serving(pages_kb).start_watching()
     assert wait_for(lambda: pages_kb.indexing.watching)
     (pages_kb.root / "episodes/c.md").write_text("---\nepisode_id: ep-9\n---\nwombat\n")
     assert wait_for(lambda: paths(pages_kb.search("wombat")) == ["episodes/c.md"])
     assert wait_for(lambda: pages_kb.memory_report().episodic_count == 3)
     (pages_kb.root / "episodes/c.md").unlink()
     assert wait_for(lambda: pages_kb.memory_report().episodic_count == 2)
-    pages_kb.stop_watching()
+    Serving(pages_kb).stop_watching()
     assert not pages_kb.indexing.watching
 
 

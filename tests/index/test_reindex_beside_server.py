@@ -20,6 +20,7 @@ from filetree import write_files
 from kiwifs.errors import Locked
 from kiwifs.index.upkeep import IndexRefresh
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 from realserver import KIWIFS, serving
 
 API = "/api/kiwi"
@@ -74,7 +75,7 @@ def test_reindex_beside_a_real_server_checks_in_place_and_the_server_keeps_every
 
 def test_a_watching_process_holds_off_a_rebuild_from_another(notes_root: Path) -> None:
     with Knowledge.open(notes_root) as server, Knowledge.open(notes_root) as other:
-        server.start_watching()
+        Serving(server).start_watching()
         with pytest.raises(Locked, match="stop it"):
             other.reindex()
         with pytest.raises(Locked):
@@ -84,6 +85,6 @@ def test_a_watching_process_holds_off_a_rebuild_from_another(notes_root: Path) -
         assert (checked.rebuilt, checked.files) == (False, 22) and checked.updated >= 1
         (notes_root / "notes" / "late.md").unlink()
         assert server.reindex() == 21  # the watching process itself may rebuild
-        server.stop_watching()
+        Serving(server).stop_watching()
         assert other.reindex() == 21
         assert other.reindex_or_reconcile() == IndexRefresh(21, True)

@@ -10,6 +10,7 @@ import pytest
 
 from kiwifs.index.writeback import Writeback
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
 from waiting import wait_for
 
@@ -128,7 +129,7 @@ def test_a_write_is_found_by_the_next_answer_while_watching(
     """Each answer reads every write that returned before it, batched or not."""
     root = make_root({"episodes/e0.md": "---\nepisode_id: e-0\n---\nfirst\n"})
     with Knowledge.open(root, tuning=Tuning(index_writeback=batched)) as kb:
-        kb.start_watching()
+        Serving(kb).start_watching()
         assert wait_for(lambda: kb.indexing.watching)
         for i in range(1, 21):
             body = f"---\nepisode_id: e-{i}\n---\nwombat{i} grazes\n"

@@ -32,6 +32,7 @@ from gitrepo import break_object_store_for
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import http_app
+from kiwifs.serving import Serving
 from mcpsession import fails, mcp_client, mcp_session, ok
 
 pytestmark = pytest.mark.anyio
@@ -283,7 +284,7 @@ async def test_remember_writes_an_episode_and_refuses_duplicates(knowledge_root:
 async def test_failing_git_is_a_tool_error_not_a_hang(knowledge_root: Path) -> None:
     fan, data = break_object_store_for(knowledge_root, b"# written while git is broken\n")
     kb = Knowledge.open(knowledge_root)
-    kb.enable_async_commit(window=30.0)
+    Serving(kb).enable_async_commit(window=30.0)
     async with mcp_client(kb) as client:
         await ok(client, "kiwi_write", {"path": "doomed.md", "content": data.decode()})
         assert "git commit failed" in await fails(client, "kiwi_versions", {"path": "doomed.md"})

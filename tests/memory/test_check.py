@@ -220,8 +220,8 @@ def test_pure_helpers() -> None:
 
 def test_lineage_of_an_episode_by_path_or_id(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
-        by_path = kb.lineage_of("episodes/2026/a.md").to_json()
-        by_id = kb.lineage_of("a").to_json()
+        by_path = kb.lineage(path_or_id="episodes/2026/a.md").to_json()
+        by_id = kb.lineage(path_or_id="a").to_json()
     assert by_path == by_id
     assert by_path["episodic"] is True and by_path["episode_id"] == "a"
     assert by_path["merged_by"] == [
@@ -238,7 +238,7 @@ def test_lineage_of_an_episode_by_path_or_id(files_root: Path) -> None:
 
 def test_lineage_of_a_page_flags_dangling_entries(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
-        data = kb.lineage_of("concepts/one.md").to_json()
+        data = kb.lineage(path_or_id="concepts/one.md").to_json()
     assert data["episodic"] is False and data["merged_by"] == []
     assert [(e.get("targets"), e.get("why")) for e in data["merged_from"]] == [
         (["episodes/2026/a.md"], None),
@@ -253,7 +253,7 @@ def test_lineage_of_a_page_flags_dangling_entries(files_root: Path) -> None:
 def test_lineage_shows_provenance(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
         kb.write("concepts/four.md", "# four\n", actor="agent-7", provenance="run:run-9")
-        data = kb.lineage_of("concepts/four.md").to_json()
+        data = kb.lineage(path_or_id="concepts/four.md").to_json()
     assert data["derived_from"][0]["type"] == "run"
     assert data["derived_from"][0]["id"] == "run-9"
     assert data["derived_from"][0]["actor"] == "agent-7"
@@ -262,23 +262,25 @@ def test_lineage_shows_provenance(files_root: Path) -> None:
 def test_lineage_errors(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
         with pytest.raises(UsageError, match="episode id 'dup' names 2 episodes"):
-            kb.lineage_of("dup")
+            kb.lineage(path_or_id="dup")
         with pytest.raises(NotFound, match="no episode with id 'nothing'"):
-            kb.lineage_of("nothing")
+            kb.lineage(path_or_id="nothing")
         with pytest.raises(NotFound):
             kb.lineage("episodes/missing.md")
         with pytest.raises(UsageError):
-            kb.lineage_of("  ")
+            kb.lineage(path_or_id="  ")
 
 
 def test_lineage_by_path_or_episode_id_takes_exactly_one(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
-        by_path = kb.lineage_by(path="episodes/2026/a.md").to_json()
-        assert kb.lineage_by(episode_id="a").to_json() == by_path
-        assert by_path == kb.lineage_of("a").to_json()
+        by_path = kb.lineage(path="episodes/2026/a.md").to_json()
+        assert kb.lineage(episode_id="a").to_json() == by_path
+        assert by_path == kb.lineage(path_or_id="a").to_json()
         for neither_or_both in ({}, {"path": "episodes/2026/a.md", "episode_id": "a"}):
             with pytest.raises(UsageError, match="give either path or episode_id"):
-                kb.lineage_by(**neither_or_both)
+                kb.lineage(**neither_or_both)
+        with pytest.raises(UsageError, match="give either path_or_id or path"):
+            kb.lineage("episodes/2026/a.md", path_or_id="a")
 
 
 def test_a_forgotten_episode_is_not_unmerged(files_root: Path) -> None:

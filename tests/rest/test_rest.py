@@ -37,6 +37,7 @@ from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
+from kiwifs.serving import Serving
 from realserver import KIWIFS
 
 API = "/api/kiwi"
@@ -74,7 +75,7 @@ def in_process(root: Path, api_key: str | None = None, async_commit: bool = Fals
     kb = Knowledge.open(root)
     kb.ensure_versioned()
     if async_commit:
-        kb.enable_async_commit(window=30.0)
+        Serving(kb).enable_async_commit(window=30.0)
     with serve_in_process(create_app(kb, api_key=api_key)) as client:
         yield App(root, kb, client)
 
@@ -1200,7 +1201,7 @@ def test_readyz_is_503_until_the_index_has_caught_up(tmp_path: Path) -> None:
         resp = client.get("/readyz")
         assert (resp.status_code, resp.json()) == (503, {"status": "not-ready"})
         assert client.get("/healthz").status_code == 200  # alive all the same
-        kb.start_watching()
+        Serving(kb).start_watching()
         for _ in range(600):  # the watcher's first reconcile runs in the background
             if kb.ready():
                 break

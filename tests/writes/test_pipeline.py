@@ -19,6 +19,7 @@ from kiwifs.frontmatter.reader import read_frontmatter
 from kiwifs.git import indexfile
 from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 from kiwifs.writes.events import Event
 from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 from kiwifs.writes.preconditions import parse_if_match
@@ -440,7 +441,7 @@ def test_the_journal_is_held_open_only_while_write_lock_is_ours(knowledge_root: 
         kb.write("j.md", "x")
         kb.pipeline.flush()  # drained: write.lock is let go (once a background user leaves it)
         assert wait_for(lambda: journal_descriptors(knowledge_root) == 0, timeout=10)
-        kb.enable_async_commit(60.0, 1000)  # commits wait: the flock stays with the writes
+        Serving(kb).enable_async_commit(60.0, 1000)  # commits wait: the flock stays with the writes
         kb.write("a.md", "1")
         kb.write("b.md", "2")
         assert journal_descriptors(knowledge_root) == 1

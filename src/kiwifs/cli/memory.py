@@ -229,7 +229,7 @@ def memory_check(
 def memory_lineage(root: str, path_or_id: str, as_json: bool, episodes_prefix: str) -> None:
     """Show what PATH_OR_ID (a file, or an episode id) was built from and what cites it."""
     with Knowledge.open(root, tuning=handed_tuning()) as kb:
-        lineage = kb.lineage_of(path_or_id, episodes_prefix or None)
+        lineage = kb.lineage(path_or_id=path_or_id, prefix=episodes_prefix or None)
     if as_json:
         echo_json(lineage.to_json())
     else:

@@ -65,18 +65,17 @@ def search(
         if mode == "keyword":
             found: Any = kb.search(
                 query,
-                SEARCH_LIMIT if limit is None else limit,
-                offset,
-                path_prefix,
-                scope=scope,
+                limit=SEARCH_LIMIT if limit is None else limit,
+                offset=offset,
+                **filters,
                 recency_weight=recency_weight,
-                modified_after=modified_after,
-                include_superseded=include_superseded,
             )
         elif mode == "semantic":
-            found = kb.semantic_search(query, limit, offset, threshold, **filters)
+            found = kb.semantic_search(
+                query, limit=limit, offset=offset, **filters, threshold=threshold
+            )
         else:
-            found = kb.hybrid_search(query, limit, offset, **filters)
+            found = kb.hybrid_search(query, limit=limit, offset=offset, **filters)
     if as_json:
         echo_json(found.to_json())
         return
@@ -132,7 +131,14 @@ def brief(
 ) -> None:
     """A context pack for QUERY: best pages within a token budget, and what was left out."""
     with Knowledge.open(root, tuning=handed_tuning()) as kb:
-        pack = kb.brief(query, budget, max_pages, path_prefix, scope, include_superseded)
+        pack = kb.brief(
+            query,
+            budget_tokens=budget,
+            max_pages=max_pages,
+            path_prefix=path_prefix,
+            scope=scope,
+            include_superseded=include_superseded,
+        )
     if as_json:
         echo_json(pack.to_json())
         return

@@ -16,6 +16,7 @@ from kiwifs.cli.common import ROOT_HELP, handed_tuning, root_option
 from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 
 if TYPE_CHECKING:
     import socket
@@ -68,26 +69,28 @@ def serve(
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
 
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
-    kb.acquire_server_lock()
+    serving = Serving(kb)
+    serving.lock_root()
     key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
     wanted = port if port is not None else kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, wanted)
     bind_port = sock.getsockname()[1]  # port 0: the one the system chose
-    kb.ensure_versioned()
-    kb.prepare_vectors()
+    serving.prepare()
     versioning = kb.config.versioning
     if async_commit if async_commit is not None else versioning.async_commit:
         window = (batch_window or versioning.batch_window_ms) / 1000
-        kb.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
+        serving.enable_async_commit(window, batch_max_size or versioning.batch_max_size)
 
     def build(probes: Probes) -> Any:
         from kiwifs.mcp.lazy import lazy_mount_mcp  # the MCP SDK itself loads later still
         from kiwifs.rest.app import create_app
 
         # the commit process imports pygit2 while the routes are built, once /health answers
-        kb.start_commit_process()
+        serving.start_commit_process()
         mcp = lazy_mount_mcp(kb, host)
-        return create_app(kb, api_key=key, extra_mounts=mcp, host=host, probes=probes)
+        return create_app(
+            kb, api_key=key, extra_mounts=mcp, host=host, probes=probes, serving=serving
+        )
 
     def stop() -> None:
         server.should_exit = True
@@ -184,8 +187,7 @@ def mcp(
         api_key_for(kb.config)  # an auth setup it cannot enforce: no start (before binding)
     wanted = port if port is not None else DEFAULT_MCP_PORT
     sock = listen_socket(host, wanted) if use_http else None
-    kb.ensure_versioned()
-    kb.prepare_vectors()
+    Serving(kb).prepare()
     if sock is not None:
         from kiwifs.rest.headertimeout import protocol_with
 

@@ -44,6 +44,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.authgate import AuthGate
 from kiwifs.mcp.render import render_tree
 from kiwifs.mcp.tools import ALIASES, SPECS, Tools, ToolSpec
+from kiwifs.serving import Serving
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
 TREE_RESOURCE_DEPTH = 3
@@ -229,13 +230,14 @@ def _add_resources(server: KiwiMCP, kb: Knowledge) -> None:
 def run_stdio(kb: Knowledge) -> None:
     """Serve MCP over stdin/stdout until the client closes the stream."""
     server = build_server(kb)
-    kb.start_watching()
+    serving = Serving(kb)
+    serving.start(dashboard=False)
     try:
         anyio.run(server.run_stdio_async)
     except KeyboardInterrupt:
         pass
     finally:
-        kb.close()  # stops the watcher, commits what is pending, writes the git index
+        serving.stop()  # stops the watcher, commits what is pending, writes the git index
 
 
 def transport_security(host: str) -> TransportSecuritySettings | None:
@@ -291,6 +293,7 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     http = mcp_asgi_app(kb, host)
     started = time.monotonic()
     gate = AuthGate(http.app, bearer_check(api_key_for(kb.config)))
+    serving = Serving(kb)
 
     async def health(_: Request) -> JSONResponse:
         uptime = int(time.monotonic() - started)
@@ -298,13 +301,13 @@ def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        await anyio.to_thread.run_sync(kb.start_watching)
+        await anyio.to_thread.run_sync(lambda: serving.start(dashboard=False))
         try:
             async with http.lifespan():
                 yield
         finally:
             # uvicorn re-raises SIGTERM after shutdown, so code after uvicorn.run never runs
-            await anyio.to_thread.run_sync(kb.close)
+            await anyio.to_thread.run_sync(serving.stop)
 
     routes = [
         Route("/mcp", endpoint=gate),

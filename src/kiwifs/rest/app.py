@@ -5,7 +5,7 @@ OpenAPI document, the health probes, and the routes under ``/api/kiwi`` behind t
 by the modules of :mod:`kiwifs.rest.routes` (one per kind of resource). Each route parses its
 query, headers and body, makes one call on ``Knowledge`` in a worker thread (the core is
 synchronous) and formats the answer. Errors from the core are mapped to HTTP in one table,
-:data:`rest.answers.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+:data:`rest.statuses.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from kiwifs.rest.routes.health import health_routes
 from kiwifs.rest.routes.history import history_routes
 from kiwifs.rest.routes.memory import memory_routes
 from kiwifs.rest.routes.recall import recall_routes
+from kiwifs.serving import Serving
 
 
 def create_app(
@@ -44,6 +45,7 @@ def create_app(
     web: bool = True,
     host: str | None = None,
     probes: Probes | None = None,
+    serving: Serving | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
     interface's sign-in); ``web`` serves the web interface at ``/``.
@@ -52,24 +54,23 @@ def create_app(
     loopback host (see :func:`kiwifs.auth.check_browser`); ``None`` (in-process use) skips that.
     ``probes``: the health probes of a server that already answered them while this app was
     built (:mod:`kiwifs.rest.starting`), so that ``/healthz`` counts the uptime from its start.
+    ``serving``: the background work the lifespan starts and stops (``Serving(kb)`` if none).
     """
     key = api_key_for(kb.config, api_key)
     auth = auth_dependency(key)
     sessions = Sessions(key)  # the web interface's, which also open /docs and /openapi.json
     described = description_dependency(key, sessions)
+    work = serving or Serving(kb)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await run(kb.start_watching)
-        if web:
-            await run(kb.start_timeline)
-            await run(kb.start_checking)
+        await run(work.start, dashboard=web)
         try:
             yield
         finally:
             # uvicorn re-raises SIGTERM after shutdown, so atexit hooks never run: close here
             # (stops the watcher, writes the git index file)
-            await run(kb.close)
+            await run(work.stop)
 
     # /docs is served from the package's own Swagger UI files (see rest/web), never a CDN;
     # /openapi.json by install_openapi, behind the key like /docs

@@ -72,6 +72,21 @@ class Integrity:
             return self.episode_lineage(episode_id, prefix)
         raise UsageError("give either path or episode_id")
 
+    def find_lineage(
+        self,
+        path: str | None,
+        episode_id: str | None,
+        path_or_id: str | None,
+        prefix: str | None = None,
+    ) -> Lineage:
+        """The lineage :meth:`Knowledge.lineage` answers: by ``path_or_id`` alone (the CLI's
+        one argument), else by exactly one of ``path`` and ``episode_id``."""
+        if path_or_id is not None and path is None and episode_id is None:
+            return self.lineage_of(path_or_id, prefix)
+        if path_or_id is not None:
+            raise UsageError("give either path_or_id or path or episode_id")
+        return self.lineage_by(path, episode_id, prefix)
+
     def episode_lineage(self, episode_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of the one episode whose id is ``episode_id``."""
         ident = episode_id.strip() if isinstance(episode_id, str) else ""

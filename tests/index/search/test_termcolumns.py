@@ -20,6 +20,7 @@ import pytest
 from kiwifs.index.search import bm25, keyword, termcolumns
 from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
 
 QUERIES = ["fox", "river", "fox river", "stone fox", "river stone fox", "fox fox", "meadow fox"]
@@ -77,13 +78,13 @@ def corpus(seed: int, count: int = 400) -> dict[str, str]:
 def watched(root: Path) -> Iterator[Knowledge]:
     """A knowledge root as a server holds it (the term columns serve long-lived processes)."""
     with Knowledge(root) as kb:
-        kb.start_watching()
+        Serving(kb).start_watching()
         while not kb.indexing.watching:
             time.sleep(0.01)
         try:
             yield kb
         finally:
-            kb.stop_watching()
+            Serving(kb).stop_watching()
 
 
 @pytest.fixture(autouse=True)

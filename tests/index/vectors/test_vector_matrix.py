@@ -18,6 +18,7 @@ from kiwifs.index.vectors import matrix as matrix_module
 from kiwifs.index.vectors.candidates import CandidateCache
 from kiwifs.index.vectors.matrix import MatrixCache, VectorMatrix, load
 from kiwifs.knowledge import Knowledge
+from kiwifs.serving import Serving
 from vectorkit import local_config
 
 MakeRoot = Callable[..., Path]
@@ -34,13 +35,13 @@ def watched_kb(make_root: MakeRoot, model: Path) -> Iterator[Knowledge]:
     }
     root = make_root({**files, ".kiwi/config.toml": local_config(model, 8, 2)})
     opened = Knowledge.open(root)
-    opened.start_watching()
+    Serving(opened).start_watching()
     try:
         while not opened.indexing.watching:
             time.sleep(0.01)
         yield opened
     finally:
-        opened.stop_watching()
+        Serving(opened).stop_watching()
         opened.close()
 
 

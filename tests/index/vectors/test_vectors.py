@@ -30,6 +30,7 @@ from kiwifs.index.vectors.store import VectorStore
 from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
+from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
 from vectorkit import EmbeddingServer, local_config
 
@@ -518,7 +519,7 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
         return original(self, *args)
 
     monkeypatch.setattr(candidates.CandidateCache, "_caught_up", counted)
-    kb.start_watching()
+    Serving(kb).start_watching()
     try:
         while not kb.indexing.watching:
             time.sleep(0.01)
@@ -563,7 +564,7 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
         check()
         assert caught_up  # the writes were patched in, not queried again
     finally:
-        kb.stop_watching()
+        Serving(kb).stop_watching()
 
 
 def test_many_ties_at_the_cut_are_ordered_by_path_as_before(

@@ -41,6 +41,7 @@ from kiwifs.memory.problems import (
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
+from kiwifs.serving import Serving
 from kiwifs.writes.events import CHECK_STORED, Event, is_file_change
 from realserver import KIWIFS, serving
 from waiting import running, wait_for
@@ -225,8 +226,8 @@ def settle(kb: Knowledge, sub: Any) -> CheckState:
 
 def test_the_loop_checks_after_a_write_and_announces_it(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb, kb.events.subscribe() as sub:
-        kb.start_watching()
-        kb.start_checking(quiet=0.2)  # the default quiet second, shortened
+        Serving(kb).start_watching()
+        Serving(kb).start_checking(quiet=0.2)  # the default quiet second, shortened
         assert settle(kb, sub).total == 6
         kb.write(
             "concepts/new.md",
@@ -248,11 +249,13 @@ def test_the_loop_checks_after_a_write_and_announces_it(files_root: Path) -> Non
 
 def test_a_request_reads_the_stored_result_and_never_runs_the_check(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
-        kb.start_watching()
+        Serving(kb).start_watching()
         while not kb.indexing.watching:  # the index is filled: the first check sees it all
             time.sleep(0.05)
         with kb.events.subscribe() as sub:
-            kb.start_checking(quiet=3600.0)  # runs at once, then an hour after each wake-up
+            Serving(kb).start_checking(
+                quiet=3600.0
+            )  # runs at once, then an hour after each wake-up
             wait_for_check(kb, sub)
         first = kb.overview().problems
         assert first is not None and first.current and first.total == 6

@@ -63,7 +63,7 @@ def test_with_vectors_the_box_offers_hybrid_first_and_it_finds_by_meaning(
         assert hybrid.status_code == 200
         assert hits(hybrid.text)[0] == ("birds/kiwi.md", "semantic only")
         assert '<option value="hybrid" selected>' in hybrid.text
-        expected = kb.hybrid_search(QUERY, 20)
+        expected = kb.hybrid_search(QUERY, limit=20)
         assert [p for p, _ in hits(hybrid.text)] == [h.path for h in expected.results]
         keyword = get(kb, f"/search?q={QUERY}&mode=keyword")
         assert keyword.status_code == 200 and hits(keyword.text) == []

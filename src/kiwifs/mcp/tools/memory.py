@@ -226,7 +226,7 @@ class MemoryTools:
         """Where a file comes from and where it went: for an episode, the pages that merged
         it; for a page, the episodes it consolidated (dangling ones flagged); for any file,
         its derived-from provenance."""
-        lineage = self.kb.lineage_by(path, episode_id, episodes_prefix or None)
+        lineage = self.kb.lineage(path, episode_id=episode_id, prefix=episodes_prefix or None)
         return in_format(lineage, format, lambda: render_lineage(lineage))
 
 

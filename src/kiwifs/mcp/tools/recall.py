@@ -72,9 +72,9 @@ class RecallTools:
             offset=offset,
             path_prefix=path_prefix,
             scope=scope,
-            recency_weight=recency_weight,
             modified_after=modified_after or modifiedAfter,
             include_superseded=include_superseded,
+            recency_weight=recency_weight,
         )
         return render_search(found.results, limit, offset, path_prefix)
 
@@ -103,10 +103,10 @@ class RecallTools:
         found = self.kb.semantic_search(
             query,
             limit=limit,
-            threshold=threshold,
-            scope=scope,
             path_prefix=path_prefix,
+            scope=scope,
             include_superseded=include_superseded,
+            threshold=threshold,
         )
         return render_semantic(found)
 
@@ -130,8 +130,8 @@ class RecallTools:
         found = self.kb.hybrid_search(
             query,
             limit=limit,
-            scope=scope,
             path_prefix=path_prefix,
+            scope=scope,
             include_superseded=include_superseded,
         )
         return render_hybrid(found)
@@ -202,7 +202,12 @@ class RecallTools:
         token budget, then a list of the pages left out (with their token cost) to read by path
         if needed. Forgotten pages are left out unless include_superseded."""
         brief = self.kb.brief(
-            query, budget_tokens, max_pages, path_prefix, scope, include_superseded
+            query,
+            budget_tokens=budget_tokens,
+            max_pages=max_pages,
+            path_prefix=path_prefix,
+            scope=scope,
+            include_superseded=include_superseded,
         )
         hint = "read them with kiwi_read if needed"
         return in_format(brief, format, lambda: render_brief(brief, hint))

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from kiwifs.base.limits import MAX_FILE_BYTES
-from kiwifs.knowledge import Knowledge, utc_http_date
+from kiwifs.knowledge import Knowledge
 from kiwifs.payloads import BulkRequest, RenameRequest
 from kiwifs.rest.http import (
     KiwiJSONResponse,
@@ -62,7 +62,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
         doc = await run(kb.read, path)
         headers = {
             "ETag": quoted(doc.etag),
-            "Last-Modified": utc_http_date(doc.mtime),
+            "Last-Modified": doc.last_modified,
             "Cache-Control": "no-cache",
         }
         if _not_modified(request, doc.etag, doc.mtime):

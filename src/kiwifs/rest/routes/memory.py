@@ -154,5 +154,5 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
         episode_id: str | None = None,
         episodes_prefix: str | None = None,
     ) -> KiwiJSONResponse:
-        lineage = await run(kb.lineage_by, path, episode_id, episodes_prefix or None)
+        lineage = await run(kb.lineage, path, episode_id=episode_id, prefix=episodes_prefix or None)
         return KiwiJSONResponse(lineage.to_json())

@@ -73,13 +73,13 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         result = await run(
             kb.search,
             q,
-            limit,
-            offset,
-            path_prefix or pathPrefix,
+            limit=limit,
+            offset=offset,
+            path_prefix=path_prefix or pathPrefix,
             scope=scope,
-            recency_weight=recency_weight,
             modified_after=modified_after or modifiedAfter,
             include_superseded=include_superseded,
+            recency_weight=recency_weight,
         )
         return result.to_json()
 
@@ -120,11 +120,11 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         result = await run(
             kb.brief,
             text,
-            budget_tokens,
-            max_pages,
-            path_prefix or pathPrefix,
-            scope,
-            include_superseded,
+            budget_tokens=budget_tokens,
+            max_pages=max_pages,
+            path_prefix=path_prefix or pathPrefix,
+            scope=scope,
+            include_superseded=include_superseded,
         )
         return result.to_json()
 
@@ -157,8 +157,8 @@ def _vector_routes(api: APIRouter, kb: Knowledge) -> None:
             _query(p),
             limit=_int(p, "limit"),
             offset=_int(p, "offset") or 0,
-            scope=_str(p, "scope"),
             path_prefix=_str(p, "path_prefix", "pathPrefix"),
+            scope=_str(p, "scope"),
             modified_after=_str(p, "modifiedAfter", "modified_after"),
             include_superseded=_bool(p, "include_superseded"),
         )
@@ -172,11 +172,11 @@ async def _semantic(kb: Knowledge, p: Mapping[str, Any]) -> dict[str, Any]:
         _query(p),
         limit=10 if top_k is None else top_k,
         offset=_int(p, "offset") or 0,
-        threshold=_float(p, "threshold"),
-        scope=_str(p, "scope"),
         path_prefix=_str(p, "path_prefix", "pathPrefix"),
+        scope=_str(p, "scope"),
         modified_after=_str(p, "modifiedAfter", "modified_after"),
         include_superseded=_bool(p, "include_superseded"),
+        threshold=_float(p, "threshold"),
     )
     return found.to_json()
 

@@ -27,8 +27,7 @@ from kiwifs import __version__
 from kiwifs.auth import Sessions
 from kiwifs.base.text import shown
 from kiwifs.errors import InvalidQuery, KiwiError, NotFound, TooManyRequests, UsageError
-from kiwifs.frontmatter.reader import read_frontmatter, split
-from kiwifs.knowledge import Knowledge, json_safe
+from kiwifs.knowledge import Knowledge
 from kiwifs.rest.fallback import FallbackMount, allowed_methods
 from kiwifs.rest.http import (
     error_response,
@@ -263,18 +262,15 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
 def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
     @app.get("/file/{path:path}", dependencies=page)
     async def file_page(request: Request, path: str, rev: str | None = None) -> HTMLResponse:
-        current = await run(kb.read, path)
-        # the path as asked, not current.path: a name that is not UTF-8 is asked by its shown form
-        data = await run(kb.version, path, rev) if rev else current.content
-        fm_block, body = split(data)
-        fm = json_safe(read_frontmatter(data).data) if fm_block else {}
+        shown_page = await run(kb.page, path, rev)
+        current = shown_page.file
         lineage = None
         try:
             lineage = await run(kb.lineage, path)
         except NotFound:
             pass  # not a knowledge file the index holds (e.g. not .md): no lineage to show
         versions = await run(kb.versions, path)
-        text = body.decode("utf-8", errors="replace")
+        text = shown_page.text
         is_md = current.path.endswith(".md")
         return show(
             request,
@@ -283,7 +279,7 @@ def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
             path=current.path,
             etag=current.etag,
             rev=rev,
-            fm=fm if isinstance(fm, dict) else {},
+            fm=shown_page.frontmatter,
             html=render.markdown_html(text, current.path) if is_md else None,
             text=text,
             lineage=lineage,
@@ -373,10 +369,16 @@ def _browse_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
             try:
                 if mode == "hybrid":
                     results = await run(
-                        kb.hybrid_search, q, SEARCH_PAGE, offset, None, prefix or None
+                        kb.hybrid_search,
+                        q,
+                        limit=SEARCH_PAGE,
+                        offset=offset,
+                        path_prefix=prefix or None,
                     )
                 else:
-                    results = await run(kb.search, q, SEARCH_PAGE, offset, prefix or None)
+                    results = await run(
+                        kb.search, q, limit=SEARCH_PAGE, offset=offset, path_prefix=prefix or None
+                    )
             except InvalidQuery as exc:
                 problem = exc.message
         return show(

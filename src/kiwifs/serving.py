@@ -1,0 +1,95 @@
+"""``Serving``: the background work a server runs on a root, started and stopped in order.
+
+A one-shot command opens a :class:`~kiwifs.knowledge.Knowledge`, makes its call and closes it;
+``kiwifs serve`` and ``kiwifs mcp`` keep one open for hours, and that needs work no call makes:
+the root's server lock, commits in background batches or in a child process, the watcher that
+keeps the index current, and the dashboard's loops (the history timeline, the stored check).
+They live here rather than on the facade so that the domain API stays the operations every
+interface shares, and the order they start in is written once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kiwifs.files.serverlock import acquire_server_lock
+from kiwifs.index.memory.checkcache import QUIET_SECONDS
+
+if TYPE_CHECKING:
+    from kiwifs.knowledge import Knowledge
+
+
+class Serving:
+    """The server's work on ``kb``: what :meth:`start` starts, :meth:`stop` stops (and closes
+    ``kb``, which commits what is pending)."""
+
+    def __init__(self, kb: Knowledge) -> None:
+        self.kb = kb
+
+    # -- before the server listens -----------------------------------------------------------
+
+    def lock_root(self) -> int:
+        """Take ``.kiwi/server.lock`` so that two servers never share one root.
+
+        Returns the file descriptor holding the lock (released when the process exits).
+        """
+        return acquire_server_lock(self.kb.root)
+
+    def prepare(self) -> None:
+        """Make the root a repository (unless config says none) and load the embedder, so that
+        a server fails at start rather than at its first request."""
+        self.kb.ensure_versioned()
+        self.kb.prepare_vectors()
+
+    def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:
+        """Commit in background batches; a write returns once on disk and journaled.
+
+        History reads (versions, version, diff, changes) wait for pending commits, so they see
+        every write that returned. :meth:`stop` commits what is left.
+        """
+        self.kb.pipeline.enable_async_commit(window, max_paths)
+
+    def start_commit_process(self) -> None:
+        """Make git commits in a child process from now on, so that a server's threads go on
+        while one is made (see :mod:`kiwifs.git.child`); ``Tuning.commit_process`` off keeps
+        them in this process."""
+        git = self.kb.git
+        if git is not None and self.kb.tuning.commit_process:
+            from kiwifs.git.child import CommitProcess  # servers only
+
+            git.start_commit_process(CommitProcess(self.kb.root, git.kept_trees))
+
+    # -- while it serves ---------------------------------------------------------------------
+
+    def start(self, dashboard: bool = True) -> None:
+        """Start the background loops: the index watcher first (the others read its rows),
+        then, for a server with the web dashboard, the timeline and the stored check."""
+        self.start_watching()
+        if dashboard:
+            self.start_timeline()
+            self.start_checking()
+
+    def stop(self) -> None:
+        """Stop every loop, commit what is pending and close the root (:meth:`Knowledge.close`:
+        uvicorn re-raises SIGTERM after shutdown, so no hook after the server would run)."""
+        self.kb.close()
+
+    def start_watching(self) -> None:
+        """Keep the index current in the background (file events plus a periodic reconcile)."""
+        self.kb.indexing.start_watching()
+
+    def stop_watching(self) -> None:
+        self.kb.indexing.stop_watching()
+
+    def start_timeline(self) -> None:
+        """Keep the history behind :meth:`Knowledge.overview` current in the background."""
+        self.kb.consolidation.start_timeline()
+
+    def start_checking(self, quiet: float = QUIET_SECONDS) -> None:
+        """Keep the check behind :meth:`Knowledge.overview`'s problems current in the
+        background: run again ``quiet`` seconds after files change, stored in the index, never
+        on a request."""
+        self.kb.integrity.start_checking(quiet)
+
+    def stop_checking(self) -> None:
+        self.kb.indexing.stop_checking()
