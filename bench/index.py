@@ -377,7 +377,7 @@ def search_bench(root: Path, n: int, seed: int, prefix: str = "episodes/") -> di
     same = True
     with Knowledge.open(root) as kb:
         Serving(kb).start_watching()  # as in `serve`: no reconcile per query
-        while not kb.indexing.watching:
+        while not kb.ready():
             time.sleep(0.05)
         for _, query, scope in queries:
             start = time.perf_counter()

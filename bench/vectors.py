@@ -167,7 +167,7 @@ def existing(
     texts = [" ".join(rng.sample(COMMON, rng.randint(1, 3))) for _ in range(queries)]
     with Knowledge.open(root) as kb:
         Serving(kb).start_watching()
-        while not kb.indexing.watching:
+        while not kb.ready():
             time.sleep(0.05)
         for text in texts:
             kb.brief(text, path_prefix="episodes/")
@@ -331,7 +331,7 @@ def main() -> None:
 
     with Knowledge.open(root) as kb:
         Serving(kb).start_watching()
-        while not kb.indexing.watching:
+        while not kb.ready():
             time.sleep(0.05)
         kb.semantic_search(query())  # loads the model and the matrix once
         times = []

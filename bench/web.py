@@ -233,7 +233,7 @@ def in_process(root: Path, repeat: int) -> None:
 
     with Knowledge.open(root) as kb:
         Serving(kb).start_watching()
-        while not kb.indexing.watching:
+        while not kb.ready():
             time.sleep(0.1)
         Serving(kb).start_timeline()
         Serving(kb).start_checking()

@@ -5,7 +5,8 @@ The fixtures every module may ask for:
 - ``root``: a fresh versioned root laid out by the blank template (``tmp_path / "kb"``);
   ``knowledge_root`` the same laid out by the knowledge template (``kiwifs init``'s default).
 - ``kb``: the library opened on ``root``, closed after the test; ``knowledge_kb`` the same on
-  ``knowledge_root``.
+  ``knowledge_root``; ``index_keeper``: the index keeper ``kb`` is opened with, for a test that
+  looks at the index's rows or state (tests never reach into ``kb`` for its parts).
 - ``app_client``: the REST app on ``kb``, in process (no socket), e.g.
   ``app_client.get("/api/kiwi/tree")``; ``asgiclient.app_on(path)`` gives one on another root.
 - ``make_root``: a factory writing ``{relpath: text}`` into a fresh folder (no git).
@@ -23,6 +24,8 @@ Helpers the tests import (plain modules beside this file):
   and ``ok``/``fails``/``call`` to read a tool's answer.
 - ``realserver``: a real ``kiwifs serve`` (or ``kiwifs mcp --http``) on 127.0.0.1, for what only
   a separate process shows (signals, crashes, several processes, a browser).
+- ``partskit``: a root's parts built by the test (``index_keeper(root)``), handed to
+  ``Knowledge.open``.
 - ``filetree`` (``write_files``), ``fifovalve`` (a FIFO guard), ``gitrepo`` (reading a root's
   git), ``queuekit`` (episodes, a clock), ``vectorkit`` (a small local embedding model),
   ``waiting`` (``wait_for`` a condition, bounded).
@@ -46,11 +49,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import settings
 
+import partskit
 from filetree import Files, write_files
 from queuekit import Clock
 
 if TYPE_CHECKING:
     from asgiclient import AppClient
+    from kiwifs.index.upkeep import IndexKeeper
     from kiwifs.knowledge import Knowledge
 
 # In CI the property tests draw the same examples every run (a red build is then reproducible,
@@ -146,11 +151,18 @@ def _init(path: Path, template: str) -> Path:
 
 
 @pytest.fixture
-def kb(root: Path) -> Iterator[Knowledge]:
-    """The library opened on ``root``, closed after the test."""
+def index_keeper(root: Path) -> IndexKeeper:
+    """The index keeper of ``kb``, built here and handed to it: a test looks at the index's
+    rows and state through this, never through ``kb``."""
+    return partskit.index_keeper(root)
+
+
+@pytest.fixture
+def kb(root: Path, index_keeper: IndexKeeper) -> Iterator[Knowledge]:
+    """The library opened on ``root`` (with ``index_keeper``), closed after the test."""
     from kiwifs.knowledge import Knowledge
 
-    with Knowledge.open(root) as opened:
+    with Knowledge.open(root, index=index_keeper) as opened:
         yield opened
 
 

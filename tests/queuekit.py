@@ -1,8 +1,8 @@
 """The consolidation queue's test material: a clock the test moves by hand, and episodes to claim.
 
 conftest's ``clock`` fixture is a :class:`Clock` at :data:`T0`; a test hands it to the claims
-(``kb.claims.clock = clock``) and moves it (``clock.now += 61``), so a lease expires without
-waiting for it.
+(``Knowledge.open(root, clock=clock)``) and moves it (``clock.now += 61``), so a lease expires
+without waiting for it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # conftest imports this module: kiwifs loads with the first test that needs it
     from kiwifs.knowledge import Knowledge
+    from kiwifs.memory.leases import Claim
 
 T0 = 1_796_061_419.0  # 2026-11-30T17:56:59Z
 
@@ -46,7 +47,17 @@ def opened_on(root: Path, clock: Clock) -> Iterator[Knowledge]:
     """``root`` opened as a git repository, its claims read ``clock``; closed after."""
     from kiwifs.knowledge import Knowledge
 
-    with Knowledge.open(root) as kb:
+    with Knowledge.open(root, clock=clock) as kb:
         kb.ensure_versioned()
-        kb.claims.clock = clock
         yield kb
+
+
+def stored_claims(root: Path, now: float) -> list[Claim]:
+    """Every row of ``root``'s claims store, live or not, read through a store of its own."""
+    from kiwifs.claims.store import ClaimStore
+
+    store = ClaimStore(root)
+    try:
+        return store.read(now, live_only=False)
+    finally:
+        store.close()

@@ -27,6 +27,7 @@ from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from mcpsession import call, mcp_session
+from partskit import index_keeper
 from vectorkit import EmbeddingServer, build_model, http_config, local_config
 
 KIWIFS = str(Path(sys.executable).with_name("kiwifs"))
@@ -103,7 +104,10 @@ def test_cli_without_vectors(plain_root: Path) -> None:
 
 
 def vector_rows(root: Path) -> list[tuple[int, str]]:
-    with Knowledge.open(root) as kb, kb.indexing._open().reader() as conn:
+    with (
+        Knowledge.open(root, index=(keeper := index_keeper(root))),
+        keeper._open().reader() as conn,
+    ):
         return conn.execute("SELECT id, etag FROM vec_chunks ORDER BY id").fetchall()
 
 

@@ -17,6 +17,7 @@ import pytest
 import kiwifs
 from kiwifs.cli.common import handed_tuning
 from kiwifs.knowledge import Knowledge
+from kiwifs.services.wiring import Wiring
 from kiwifs.tuning import ENVIRONMENT, Tuning
 
 SRC = Path(kiwifs.__file__).parent
@@ -70,13 +71,13 @@ def test_a_tuning_is_frozen_and_changed_by_copy() -> None:
     assert plain.term_columns is False and tuning.term_columns is True
 
 
-def test_knowledge_hands_its_tuning_down(tmp_path: Path) -> None:
+def test_the_wiring_hands_its_tuning_down(tmp_path: Path) -> None:
     tuning = Tuning(group_commit=False, read_many=False, kept_trees=False, report_in_sql=False)
-    with Knowledge(tmp_path, tuning=tuning) as kb:
-        assert kb.tuning is tuning
-        assert kb.pipeline.tuning is tuning and kb.indexing.tuning is tuning
-        assert kb.indexing._open().tuning is tuning
-        assert kb.storage.reads_at_once is False
+    with Wiring(tmp_path, tuning=tuning) as parts:
+        assert parts.tuning is tuning
+        assert parts.pipeline.tuning is tuning and parts.indexing.tuning is tuning
+        assert parts.indexing._open().tuning is tuning
+        assert parts.storage.reads_at_once is False
 
 
 def test_knowledge_reads_the_environment_when_given_none(

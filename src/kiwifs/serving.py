@@ -49,6 +49,11 @@ class Serving:
         """
         self.kb.pipeline.enable_async_commit(window, max_paths)
 
+    def commit_pending(self) -> None:
+        """Wait until every write that returned is committed (with async commit; a synchronous
+        write returns once committed). :class:`~kiwifs.errors.StorageError` while failing."""
+        self.kb.pipeline.flush()
+
     def start_commit_process(self) -> None:
         """Make git commits in a child process from now on, so that a server's threads go on
         while one is made (see :mod:`kiwifs.git.child`); ``Tuning.commit_process`` off keeps

@@ -22,7 +22,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.leases import MEMORY, Claim
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.serving import Serving
-from queuekit import T0, Clock, add_episodes, opened_on
+from queuekit import T0, Clock, add_episodes, opened_on, stored_claims
 
 
 @pytest.fixture
@@ -257,10 +257,7 @@ def test_a_merge_naming_an_expired_claim_of_its_worker_is_refused(
     assert not (queue_root / "concepts/p.md").exists()
     # another worker (or none) may merge it: an expired claim holds nothing
     queue_kb.merge("concepts/p.md", [MergeEntry(id="e0")], worker="w2")
-    assert (
-        queue_kb.claims_list() == []
-        and queue_kb.claims.store.read(clock.now, live_only=False) == []
-    )
+    assert queue_kb.claims_list() == [] and stored_claims(queue_kb.root, clock.now) == []
 
 
 def test_merging_free_episodes_needs_no_claim(queue_kb: Knowledge) -> None:

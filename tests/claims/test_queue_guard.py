@@ -15,7 +15,7 @@ from gitrepo import commit_count
 from kiwifs.errors import Conflict, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import MergeEntry
-from queuekit import Clock, add_episodes, opened_on
+from queuekit import Clock, add_episodes, opened_on, stored_claims
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_a_claim_follows_its_holders_rename_and_ends_with_its_delete(
     assert paths_claimed(queue_kb) == [("tasks/done/a.md", "alice")]
     clock.now += 3600  # expired: anyone may move it, and the row goes with the file
     queue_kb.rename("tasks/done/a.md", "tasks/a.md", actor="bob")
-    rows = queue_kb.claims.store.read(clock.now, live_only=False)
+    rows = stored_claims(queue_kb.root, clock.now)
     assert [(c.path, c.holder) for c in rows] == [("tasks/a.md", "alice")]
     queue_kb.release("tasks/a.md", "alice")  # its holder can still clean the keys at the new path
     assert "claimed-by" not in queue_kb.frontmatter("tasks/a.md")

@@ -14,7 +14,7 @@ import pytest
 from gitrepo import commit_count, git, git_line
 from kiwifs.errors import StorageError
 from kiwifs.git import child
-from kiwifs.git.repo import blob_id
+from kiwifs.git.repo import Git, blob_id
 from kiwifs.knowledge import Knowledge
 from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
@@ -22,26 +22,32 @@ from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 
 
 @pytest.fixture
-def child_commit_kb(root: Path) -> Iterator[Knowledge]:
+def child_git(root: Path) -> Git:
+    """The repository ``child_commit_kb`` is opened with."""
+    return Git(root)
+
+
+@pytest.fixture
+def child_commit_kb(root: Path, child_git: Git) -> Iterator[Knowledge]:
     """The library on ``root``, its commits made by the commit child process."""
-    with Knowledge.open(root) as k:
+    with Knowledge.open(root, git=child_git) as k:
         Serving(k).start_commit_process()
         yield k
 
 
-def child_pid(kb: Knowledge) -> int:
-    assert kb.git is not None and kb.git._process is not None
-    proc = kb.git._process._proc
+def child_pid(git: Git) -> int:
+    assert git._process is not None
+    proc = git._process._proc
     assert proc is not None
     return proc.pid
 
 
 def test_writes_are_committed_by_the_child_with_author_and_provenance(
-    child_commit_kb: Knowledge, root: Path
+    child_commit_kb: Knowledge, child_git: Git, root: Path
 ) -> None:
     before = commit_count(root)
     child_commit_kb.write("notes/a.md", "# A\n", actor="alice", provenance="run:1")
-    assert child_pid(child_commit_kb) != os.getpid()
+    assert child_pid(child_git) != os.getpid()
     assert commit_count(root) == before + 1
     assert git_line(root, "log", "-1", "--format=%an") == "alice"
     assert "Provenance: run:1" in git(root, "log", "-1", "--format=%B")
@@ -71,12 +77,14 @@ def test_concurrent_writers_share_commits_made_by_the_child(
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
 
 
-def test_a_child_killed_between_commits_is_replaced(child_commit_kb: Knowledge, root: Path) -> None:
+def test_a_child_killed_between_commits_is_replaced(
+    child_commit_kb: Knowledge, child_git: Git, root: Path
+) -> None:
     child_commit_kb.write("a.md", "a\n", actor="alice")
-    first = child_pid(child_commit_kb)
+    first = child_pid(child_git)
     os.kill(first, signal.SIGKILL)  # the next commit finds it dead, or its pipe broken
     child_commit_kb.write("b.md", "b\n", actor="alice")
-    assert child_pid(child_commit_kb) != first
+    assert child_pid(child_git) != first
     assert {"a.md", "b.md"} <= set(git(root, "ls-tree", "--name-only", "HEAD").split())
 
 
@@ -127,9 +135,10 @@ def test_the_child_answers_each_request_then_stops_at_the_end_of_its_pipe(root: 
 
 
 def test_the_plain_path_keeps_commits_in_process(root: Path) -> None:
-    with Knowledge.open(root, tuning=Tuning(commit_process=False)) as kb:
+    git = Git(root)
+    with Knowledge.open(root, tuning=Tuning(commit_process=False), git=git) as kb:
         Serving(kb).start_commit_process()
-        assert kb.git is not None and kb.git._process is None
+        assert git._process is None
         kb.write("a.md", "a\n", actor="alice")
     assert git_line(root, "log", "-1", "--format=%an") == "alice"
 
@@ -139,10 +148,11 @@ def test_the_child_writes_trees_as_the_server_would(root: Path) -> None:
     builder makes the same tree there."""
     trees = []
     for kept in (True, False):
-        with Knowledge.open(root, tuning=Tuning(kept_trees=kept)) as kb:
+        git = Git(root, kept)
+        with Knowledge.open(root, tuning=Tuning(kept_trees=kept), git=git) as kb:
             Serving(kb).start_commit_process()
-            assert kb.git is not None and kb.git._process is not None
-            assert kb.git._process.kept_trees is kept
+            assert git._process is not None
+            assert git._process.kept_trees is kept
             kb.write(f"notes/{kept}.md", "x\n", actor="alice")
             kb.delete(f"notes/{kept}.md", actor="alice")
         trees.append(git_line(root, "rev-parse", "HEAD^{tree}"))

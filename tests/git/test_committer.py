@@ -52,7 +52,7 @@ def test_each_commit_has_one_author(async_commit_kb: Knowledge, root: Path) -> N
     async_commit_kb.write("a.md", "a\n", actor="alice")
     async_commit_kb.write("b.md", "b\n", actor="bob")
     async_commit_kb.write("c.md", "c\n", actor="bob")
-    async_commit_kb.pipeline.flush()
+    Serving(async_commit_kb).commit_pending()
     authors = git(root, "log", f"-{commit_count(root) - before}", "--format=%an").split()
     assert authors == ["bob", "alice"]
 
@@ -66,7 +66,7 @@ def test_a_batch_commits_what_its_writes_wrote_not_what_is_on_disk_later(
     async_commit_kb.delete("b/two.md", actor="alice")
     (root / "b/one.md").write_text("gen 2, being written\n")  # the next bulk, midway
     (root / "b/two.md").write_text("gen 2, being written\n")
-    async_commit_kb.pipeline.flush()
+    Serving(async_commit_kb).commit_pending()
     assert git(root, "show", "HEAD:b/one.md") == "gen 1\n"
     assert "b/two.md" not in git(root, "ls-tree", "-r", "--name-only", "HEAD")
 
@@ -105,16 +105,15 @@ def test_a_crash_before_the_commit_is_recovered_from_the_journal(root: Path) -> 
     assert git(root, "status", "--porcelain", "--", "journaled.md") == ""
 
 
-def test_another_process_waits_for_pending_commits_instead_of_taking_them(
-    async_commit_kb: Knowledge, root: Path
-) -> None:
+def test_another_process_waits_for_pending_commits_instead_of_taking_them(root: Path) -> None:
     """While this process has writes not yet committed it keeps the cross-process lock, so a
     second opener neither commits them as its own nor writes between them and their commit."""
-    async_commit_kb.pipeline.committer.window = 0.3  # type: ignore[union-attr]
-    async_commit_kb.write("pending.md", "on disk\n", actor="dave")
-    with Knowledge.open(root) as other:  # waits for the batch, then finds nothing to repair
-        assert [v.message for v in other.versions("pending.md")] == ["dave: pending.md"]
-        other.write("pending.md", "rewritten\n", actor="erin")
+    with Knowledge.open(root) as kb:
+        Serving(kb).enable_async_commit(window=0.3, max_paths=1000)
+        kb.write("pending.md", "on disk\n", actor="dave")
+        with Knowledge.open(root) as other:  # waits for the batch, then finds nothing to repair
+            assert [v.message for v in other.versions("pending.md")] == ["dave: pending.md"]
+            other.write("pending.md", "rewritten\n", actor="erin")
     assert git(root, "show", "HEAD:pending.md") == "rewritten\n"
     assert git(root, "status", "--porcelain") == ""
 

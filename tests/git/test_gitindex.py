@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from gitrepo import consistent, git
 from kiwifs.git import indexfile
+from kiwifs.git.repo import Git
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
 
@@ -75,13 +76,13 @@ def test_heads_from_the_diff_equal_lookups_in_the_tree(
 def test_a_burst_of_commits_in_one_folder_is_reconciled(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Knowledge.open(root, tuning=Tuning(group_commit=False)) as kb:  # a commit per write
-        assert kb.git is not None
-        monkeypatch.setattr(kb.git._index_syncer, "poke", lambda: True)  # reconciled below
+    repo = Git(root)
+    with Knowledge.open(root, tuning=Tuning(group_commit=False), git=repo) as kb:  # one per write
+        monkeypatch.setattr(repo._index_syncer, "poke", lambda: True)  # reconciled below
         for i in range(300):
             kb.write(f"burst/f{i:03d}.md", f"# {i}\n", actor="t")
         os.chmod(root / "burst" / "f007.md", 0o755)  # executable now: HEAD's mode is kept
         assert git(root, "status", "--short", "--", "burst/f000.md").strip() != ""
-        assert kb.git._index_file.reconcile()
+        assert repo._index_file.reconcile()
     assert git(root, "status", "--short").splitlines() == [" M burst/f007.md"]
     assert git(root, "diff", "--cached", "--name-only") == ""

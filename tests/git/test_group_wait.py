@@ -17,6 +17,7 @@ from test_group_commit import commits_since, git_lock_held
 from gitrepo import commit_count, git
 from kiwifs.git.committer import Committer
 from kiwifs.git.pendingcommit import PendingCommit
+from kiwifs.git.repo import Git
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
 from waiting import wait_for
@@ -29,11 +30,12 @@ LONG_WAITS = Tuning(group_wait=HOUR, group_return=HOUR)
 
 
 @pytest.fixture
-def committer(kb: Knowledge) -> Iterator[Committer]:
-    assert kb.pipeline.git is not None
-    made = Committer(kb.pipeline.git, lambda: None, window=0.0, tuning=LONG_WAITS)
+def committer(root: Path) -> Iterator[Committer]:
+    repo = Git(root)
+    made = Committer(repo, lambda: None, window=0.0, tuning=LONG_WAITS)
     yield made
     made.close(HANG_GUARD)
+    repo.close()
 
 
 def pending_write(path: str) -> PendingCommit:

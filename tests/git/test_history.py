@@ -17,6 +17,7 @@ from gitrepo import git, git_line
 from kiwifs.errors import UsageError
 from kiwifs.git import log
 from kiwifs.git.messages import MAX_SUBJECT_CHARS, commit_subject
+from kiwifs.git.repo import Git
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 
@@ -138,13 +139,14 @@ def test_a_since_that_is_not_a_commit_id_is_refused_before_git_is_asked(
     plain = tmp_path / "plain"
     plain.mkdir()
     with Knowledge.open(plain) as unversioned:
-        assert unversioned.git is None
+        assert not (plain / ".git").exists()
         for root in (knowledge_kb, unversioned):
             with pytest.raises(UsageError, match="unknown sequence"):
                 root.changes(since)
-    assert knowledge_kb.git is not None
+    repo = Git(knowledge_kb.root)
     with pytest.raises(UsageError, match="unknown sequence"):
-        log.changes(knowledge_kb.git, since, 10)
+        log.changes(repo, since, 10)
+    repo.close()
 
 
 def test_a_short_commit_id_is_a_valid_since(knowledge_kb: Knowledge) -> None:

@@ -91,12 +91,12 @@ def test_a_link_is_not_noted(tmp_path: Path) -> None:
 
 
 def test_the_commit_process_hands_its_changes_back(root: Path) -> None:
-    with Knowledge.open(root) as kb:
+    repo = Git(root)
+    with Knowledge.open(root, git=repo) as kb:
         Serving(kb).start_commit_process()
-        assert kb.git is not None
-        parent = kb.git.head()
+        parent = repo.head()
         kb.write("notes/a.md", "# A\n", actor="alice")
-        head = kb.git.head()
+        head = repo.head()
         assert head is not None and head != parent
         noted = owncommits.lookup(head, parent)
         assert noted is not None and [p for p, _ in noted] == ["notes/a.md"]

@@ -26,6 +26,7 @@ from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
 from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
+from partskit import index_keeper
 from waiting import wait_for
 
 INDEX = Path(".kiwi/state/index.db")
@@ -47,9 +48,21 @@ PAGES = {
 
 
 @pytest.fixture
-def pages_kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
-    """The library on ``PAGES`` in a plain folder (no git)."""
-    with Knowledge(make_root(PAGES)) as k:
+def pages_root(make_root: Callable[..., Path]) -> Path:
+    """``PAGES`` in a plain folder (no git)."""
+    return make_root(PAGES)
+
+
+@pytest.fixture
+def pages_keeper(pages_root: Path) -> IndexKeeper:
+    """The index keeper ``pages_kb`` is opened with."""
+    return index_keeper(pages_root)
+
+
+@pytest.fixture
+def pages_kb(pages_root: Path, pages_keeper: IndexKeeper) -> Iterator[Knowledge]:
+    """The library on ``pages_root``."""
+    with Knowledge(pages_root, index=pages_keeper) as k:
         yield k
 
 
@@ -106,9 +119,11 @@ def test_index_deleted_between_runs_is_rebuilt(make_root: Callable[..., Path]) -
         assert len(kb.search("fox").results) == 3
 
 
-def test_corruption_found_while_running_resets(pages_kb: Knowledge) -> None:
+def test_corruption_found_while_running_resets(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     pages_kb.search("fox")
-    index = pages_kb.indexing._open()
+    index = pages_keeper._open()
     with index._lock:
         index._writer.execute("DROP TABLE cover_ids")
         index._writer.commit()
@@ -170,8 +185,9 @@ def test_root_without_writable_state_falls_back(make_root: Callable[..., Path]) 
     root = make_root(PAGES)
     (root / ".kiwi").mkdir()
     (root / ".kiwi/state").write_text("a file where the state folder should be")
-    with Knowledge(root) as kb:
-        assert not kb.indexing.in_root()
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
+        assert not keeper.in_root()
         assert kb.memory_report().to_json() == kb.memory_report(use_index=False).to_json()
         assert len(kb.search("fox").results) == 3
         assert kb.meta(["$.status=verified"]).count == 1
@@ -362,7 +378,8 @@ WALK_ORDER = {
 
 
 def test_report_is_in_walk_order_and_equals_the_scan(make_root: Callable[..., Path]) -> None:
-    with Knowledge(make_root(WALK_ORDER)) as kb:
+    keeper = index_keeper(root := make_root(WALK_ORDER))
+    with Knowledge(root, index=keeper) as kb:
         kb.reindex()
         report = kb.memory_report()
         assert [e.path for e in report.episodic_files] == [
@@ -378,7 +395,7 @@ def test_report_is_in_walk_order_and_equals_the_scan(make_root: Callable[..., Pa
                 fast = kb.memory_report(prefix, limit, offset)
                 slow = kb.memory_report(prefix, limit, offset, use_index=False)
                 assert fast.to_json() == slow.to_json()
-        stored = kb.indexing.stored_facts_report(kb.episodes_prefix())
+        stored = keeper.stored_facts_report(kb.episodes_prefix())
         assert stored.to_json() == build_report(scan_facts(kb.root), "episodes/").to_json()
 
 
@@ -416,22 +433,24 @@ def digests(kb: Knowledge) -> dict[bytes, bytes | None]:
         return dict(conn.execute("SELECT key, digest FROM dirs"))
 
 
-def moved_folders(kb: Knowledge) -> list[bytes]:
-    return kb.indexing._open()._start_walk().result().changed
+def moved_folders(keeper: IndexKeeper) -> list[bytes]:
+    return keeper._open()._start_walk().result().changed
 
 
 @pytest.mark.usefixtures("settled")
-def test_reconcile_compares_only_the_folders_that_moved(pages_kb: Knowledge) -> None:
+def test_reconcile_compares_only_the_folders_that_moved(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     pages_kb.reconcile()
     stored = digests(pages_kb)
     assert set(stored) == {b"", b"episodes", b"notes", b"other"}
     assert all(d is not None for d in stored.values())
-    assert moved_folders(pages_kb) == []
+    assert moved_folders(pages_keeper) == []
     (pages_kb.root / "notes/n2.md").write_text("---\nstatus: done\n---\nzebra\n")
-    assert moved_folders(pages_kb) == [b"notes"]
+    assert moved_folders(pages_keeper) == [b"notes"]
     assert pages_kb.reconcile().updated == 1
     assert paths(pages_kb.search("zebra")) == ["notes/n2.md"]
-    assert moved_folders(pages_kb) == []
+    assert moved_folders(pages_keeper) == []
 
 
 def test_a_reconcile_counts_the_changes_no_event_can_still_be_on_its_way_for(
@@ -454,14 +473,14 @@ def test_a_reconcile_counts_the_changes_no_event_can_still_be_on_its_way_for(
 
 
 def test_a_racy_row_read_again_with_the_same_bytes_gets_only_its_stat(
-    pages_kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+    pages_kb: Knowledge, pages_keeper: IndexKeeper, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A row stored within the racy window has no signature, and the next reconcile reads its
     file again: with the same bytes, only the stat is stored (one UPDATE), not the whole row
     (its words, its text, its cover rows) as on the plain path (``Tuning.stat_only`` off)."""
     monkeypatch.setattr(record, "RACY_NS", 0)
     pages_kb.reconcile()
-    index = pages_kb.indexing._open()
+    index = pages_keeper._open()
 
     def sig(rel: str) -> object:
         with index.reader() as conn:
@@ -614,14 +633,14 @@ def test_an_answer_found_while_the_workers_walk_is_redone_if_the_walk_moved(
 
 def test_watcher_sees_out_of_band_edits_and_stops(pages_kb: Knowledge) -> None:
     Serving(pages_kb).start_watching()
-    assert wait_for(lambda: pages_kb.indexing.watching)
+    assert wait_for(pages_kb.ready)
     (pages_kb.root / "episodes/c.md").write_text("---\nepisode_id: ep-9\n---\nwombat\n")
     assert wait_for(lambda: paths(pages_kb.search("wombat")) == ["episodes/c.md"])
     assert wait_for(lambda: pages_kb.memory_report().episodic_count == 3)
     (pages_kb.root / "episodes/c.md").unlink()
     assert wait_for(lambda: pages_kb.memory_report().episodic_count == 2)
     Serving(pages_kb).stop_watching()
-    assert not pages_kb.indexing.watching
+    assert not pages_kb.ready()
 
 
 # -- CLI ----------------------------------------------------------------------------------------
@@ -670,10 +689,12 @@ def test_settled_files_are_not_read_again(
     assert paths(pages_kb.search("quack")) == ["episodes/b.md"]
 
 
-def test_watcher_refresh_skips_echoes_but_never_a_real_change(pages_kb: Knowledge) -> None:
+def test_watcher_refresh_skips_echoes_but_never_a_real_change(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     """The watcher's cheap path trusts only content it indexed itself, and only while current."""
     pages_kb.reindex()
-    index = pages_kb.indexing._open()
+    index = pages_keeper._open()
     path = pages_kb.root / "episodes/a.md"
     a = "---\nepisode_id: ep-A\n---\nalpha\n"
     b = "---\nepisode_id: ep-B\n---\nbravo\n"

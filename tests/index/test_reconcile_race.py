@@ -17,6 +17,7 @@ from kiwifs.index import report as indexed_report
 from kiwifs.index.core import Index
 from kiwifs.index.record import path_key, read_record
 from kiwifs.index.storeorder import StoreOrder
+from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
@@ -65,10 +66,12 @@ def _assert_rows_match_files(kb: Knowledge, index: Index, rel: str, word: str) -
     assert stored.to_json() == scanned.to_json()
 
 
-def test_a_forget_between_a_reconcile_read_and_its_store_stays_forgotten(kb: Knowledge) -> None:
+def test_a_forget_between_a_reconcile_read_and_its_store_stays_forgotten(
+    kb: Knowledge, index_keeper: IndexKeeper
+) -> None:
     """The failure once seen in CI: right after a forget, the report still listed the episode."""
     kb.write(E1, _episode("e1", "first words"))
-    index = kb.indexing._open()
+    index = index_keeper._open()
     index.reconcile()
     (kb.root / E1).write_text(_episode("e1", "edited outside kiwifs"))  # read again next time
     hook, ran = _once(lambda: kb.forget(E1, reason="wrong"))
@@ -83,11 +86,13 @@ def test_a_forget_between_a_reconcile_read_and_its_store_stays_forgotten(kb: Kno
     assert superseded == 1
 
 
-def test_a_write_over_an_unreadable_entry_between_read_and_store_is_kept(kb: Knowledge) -> None:
+def test_a_write_over_an_unreadable_entry_between_read_and_store_is_kept(
+    kb: Knowledge, index_keeper: IndexKeeper
+) -> None:
     """A dangling link is an unreadable entry, a record read from no file: nothing about it
     could have told the store that the file changed. A write replaces the link by a file."""
     kb.write(E1, _episode("e1", "first words"))
-    index = kb.indexing._open()
+    index = index_keeper._open()
     index.reconcile()
     (kb.root / E2).symlink_to("missing.md")  # inside the root, pointing at nothing
     hook, ran = _once(lambda: kb.write(E2, _episode("e2", "written over the link")))

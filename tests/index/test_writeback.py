@@ -130,7 +130,7 @@ def test_a_write_is_found_by_the_next_answer_while_watching(
     root = make_root({"episodes/e0.md": "---\nepisode_id: e-0\n---\nfirst\n"})
     with Knowledge.open(root, tuning=Tuning(index_writeback=batched)) as kb:
         Serving(kb).start_watching()
-        assert wait_for(lambda: kb.indexing.watching)
+        assert wait_for(kb.ready)
         for i in range(1, 21):
             body = f"---\nepisode_id: e-{i}\n---\nwombat{i} grazes\n"
             kb.write(f"episodes/e{i}.md", body)

@@ -17,6 +17,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
 from kiwifs.memory.rules import MergeEntry, build_report, file_facts
 from kiwifs.memory.timeline import CoverageState
+from partskit import index_keeper
 
 
 def episode(ident: str, extra: str = "") -> str:
@@ -221,9 +222,10 @@ def test_timeline_has_one_point_per_day_and_replays_only_new_commits(tmp_path: P
     commit_at(root, "2026-01-01T12:00:00Z", "merge a")
     (root / "episodes/c.md").write_text(episode("c"))
     commit_at(root, "2026-01-03T09:00:00Z", "one more")
-    with Knowledge.open(root) as kb:
-        assert kb.indexing.refresh_timeline("episodes/") == 4  # with the init commit
-        assert kb.indexing.refresh_timeline("episodes/") == 0
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        assert keeper.refresh_timeline("episodes/") == 4  # with the init commit
+        assert keeper.refresh_timeline("episodes/") == 0
         days = [p.day for p in kb.overview().timeline]
         assert days == sorted(days)  # oldest first (the init commit is dated today)
         points = {p.day: (p.episodic, p.unmerged) for p in kb.overview().timeline}
@@ -231,7 +233,7 @@ def test_timeline_has_one_point_per_day_and_replays_only_new_commits(tmp_path: P
         kb.merge("p.md", [MergeEntry(id="c")])
         view = kb.overview()  # the merge is today's last commit
         assert view.timeline[-1].unmerged == 1 and view.timeline_current
-        assert kb.indexing.refresh_timeline("episodes/") == 0
+        assert keeper.refresh_timeline("episodes/") == 0
 
 
 def test_timeline_follows_rewritten_history_and_a_new_prefix(tmp_path: Path) -> None:
@@ -242,18 +244,19 @@ def test_timeline_follows_rewritten_history_and_a_new_prefix(tmp_path: Path) -> 
     commit_at(root, "2026-02-01T10:00:00Z", "a")
     (root / "episodes/b.md").write_text(episode("b"))
     commit_at(root, "2026-02-02T10:00:00Z", "b")
-    with Knowledge.open(root) as kb:
-        kb.indexing.refresh_timeline("episodes/")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper):
+        keeper.refresh_timeline("episodes/")
         git(root, "reset", "-q", "--hard", "HEAD~1")
         (root / "episodes/z.md").write_text(episode("z"))
         (root / "episodes/y.md").write_text(episode("y"))
         commit_at(root, "2026-02-05T10:00:00Z", "y and z")
-        assert kb.indexing.refresh_timeline("episodes/") == 1
-        points = {p.day: p.episodic for p in kb.indexing.timeline.points()}
+        assert keeper.refresh_timeline("episodes/") == 1
+        points = {p.day: p.episodic for p in keeper.timeline.points()}
         assert "2026-02-02" not in points  # the commit that left HEAD's line
         assert (points["2026-02-01"], points["2026-02-05"]) == (1, 3)
-        assert kb.indexing.refresh_timeline("other/") == 3  # another prefix: replayed afresh
-        assert {p.episodic for p in kb.indexing.timeline.points()} == {0}
+        assert keeper.refresh_timeline("other/") == 3  # another prefix: replayed afresh
+        assert {p.episodic for p in keeper.timeline.points()} == {0}
 
 
 def test_a_stopped_replay_keeps_what_it_did_and_resumes(tmp_path: Path) -> None:
@@ -263,12 +266,13 @@ def test_a_stopped_replay_keeps_what_it_did_and_resumes(tmp_path: Path) -> None:
     for day in range(1, 4):
         (root / f"episodes/{day}.md").write_text(episode(f"e{day}"))
         commit_at(root, f"2026-04-0{day}T10:00:00Z", f"day {day}")
-    with Knowledge.open(root) as kb:
-        assert kb.indexing.timeline.refresh("episodes/", stop=lambda: True) == 0
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper):
+        assert keeper.timeline.refresh("episodes/", stop=lambda: True) == 0
         asked = iter([False, False, True])
-        assert kb.indexing.timeline.refresh("episodes/", stop=lambda: next(asked, True)) == 2
-        assert kb.indexing.refresh_timeline("episodes/") == 2
-        points = {p.day: p.episodic for p in kb.indexing.timeline.points()}
+        assert keeper.timeline.refresh("episodes/", stop=lambda: next(asked, True)) == 2
+        assert keeper.refresh_timeline("episodes/") == 2
+        points = {p.day: p.episodic for p in keeper.timeline.points()}
         assert (points["2026-04-01"], points["2026-04-03"]) == (1, 3)
 
 
@@ -281,10 +285,11 @@ def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
     commit_at(root, "2026-03-01T10:00:00Z", "not an episode yet")
     (root / "episodes/a.md").write_text(episode("a"))
     commit_at(root, "2026-03-02T10:00:00Z", "now it is")
-    with Knowledge.open(root) as kb:
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
         kb.reconcile()
-        kb.indexing.refresh_timeline("episodes/")
-        points = {p.day: p.episodic for p in kb.indexing.timeline.points()}
+        keeper.refresh_timeline("episodes/")
+        points = {p.day: p.episodic for p in keeper.timeline.points()}
         assert (points["2026-03-01"], points["2026-03-02"]) == (0, 1)
 
 

@@ -30,9 +30,8 @@ def queue_root(root: Path) -> Path:
 
 @pytest.fixture
 def client(queue_root: Path, clock: Clock) -> Iterator[AppClient]:
-    kb = Knowledge.open(queue_root)
+    kb = Knowledge.open(queue_root, clock=clock)
     kb.ensure_versioned()
-    kb.claims.clock = clock
     with serve_in_process(create_app(kb)) as c:
         yield c
 

@@ -242,8 +242,7 @@ def test_merge_commits_with_the_actor_as_author(
     assert commit_count(knowledge_root) == count + 1
     assert git_line(knowledge_root, "log", "-1", "--format=%an") == author
     assert git_line(knowledge_root, "log", "-1", "--format=%cn") == author
-    assert knowledge_kb.git is not None
-    knowledge_kb.git.sync_index()  # the git index file is written off the write path; force it here
+    knowledge_kb.close()  # the git index file is written off the write path; closing writes it
     assert git_line(knowledge_root, "status", "--porcelain", "--", "concepts/x.md") == ""
     assert (
         git_line(knowledge_root, "show", "HEAD:concepts/x.md")

@@ -24,6 +24,8 @@ from kiwifs.errors import Conflict, InvalidProvenance, UsageError
 from kiwifs.frontmatter.reader import read_frontmatter, split
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.lifecycle import episode_path, new_episode, rfc3339
+from kiwifs.writes.lock import WriteLock
+from kiwifs.writes.pipeline import STATE_DIR
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
@@ -151,11 +153,14 @@ def test_the_id_check_runs_under_the_write_lock(kb: Knowledge, root: Path) -> No
             outcome.append(exc)
 
     thread = threading.Thread(target=remember)
-    with kb.pipeline.locked():
+    # the root's write lock, taken by a lock of its own as another writer would take it
+    lock = WriteLock(root, root / STATE_DIR, lambda: 0, lambda: None, lambda: None)
+    with lock.held():
         thread.start()
         wait_until_blocked_in(thread, "locked")
         write(root, "elsewhere/raced.md", "---\nmemory_kind: episodic\nepisode_id: raced\n---\n")
     thread.join()
+    lock.close()
     assert isinstance(outcome[0], Conflict), outcome
     assert [p.relative_to(root).as_posix() for p in root.rglob("raced.md")] == [
         "elsewhere/raced.md"

@@ -260,7 +260,7 @@ def test_rename_errors(knowledge_kb: Knowledge, knowledge_root: Path) -> None:
 
 
 def test_events_follow_each_operation(knowledge_kb: Knowledge) -> None:
-    with knowledge_kb.events.subscribe() as sub:
+    with knowledge_kb.subscribe() as sub:
         w = knowledge_kb.write("e.md", "x", actor="a")
         knowledge_kb.append("e.md", "y", actor="a")
         knowledge_kb.rename("e.md", "f.md", actor="a")
@@ -439,16 +439,18 @@ def test_the_journal_is_held_open_only_while_write_lock_is_ours(knowledge_root: 
     write.lock (no other process may touch it then) and is closed when the lock goes."""
     with Knowledge.open(knowledge_root) as kb:
         kb.write("j.md", "x")
-        kb.pipeline.flush()  # drained: write.lock is let go (once a background user leaves it)
+        Serving(
+            kb
+        ).commit_pending()  # drained: write.lock is let go (once a background user leaves it)
         assert wait_for(lambda: journal_descriptors(knowledge_root) == 0, timeout=10)
         Serving(kb).enable_async_commit(60.0, 1000)  # commits wait: the flock stays with the writes
         kb.write("a.md", "1")
         kb.write("b.md", "2")
         assert journal_descriptors(knowledge_root) == 1
         assert (knowledge_root / STATE_DIR / JOURNAL).read_text() == "a.md\nb.md\n"
-        kb.pipeline.flush()
+        Serving(kb).commit_pending()
         kb.write("c.md", "3")  # after the flush: the flock was let go and taken again
-        kb.pipeline.flush()
+        Serving(kb).commit_pending()
         assert wait_for(lambda: journal_descriptors(knowledge_root) == 0, timeout=10)
     assert journal_descriptors(knowledge_root) == 0
     assert changed_in_head(knowledge_root) == ["c.md"]

@@ -96,20 +96,24 @@ class Wiring:
         sweep: bool = False,
         tuning: Tuning | None = None,
         clock: Callable[[], float] | None = None,
+        *,
+        index: IndexKeeper | None = None,
+        git: Git | None = None,
     ) -> Self:
         """Open an existing root; a missing one is an error, never created silently.
 
         Repairs what a crash left behind first (:mod:`kiwifs.writes.recovery`); ``sweep`` (servers,
         at start) also removes the temporary files of interrupted writes, a walk of the root.
         ``tuning``: the knobs (default: :meth:`Tuning.from_env`); ``clock``: the time the
-        claims' leases are measured by (default :func:`time.time`; tests move their own).
+        claims' leases are measured by (default :func:`time.time`; tests move their own);
+        ``index``, ``git``: parts built by the caller, used instead of new ones.
         """
         path = Path(root)
         if not path.exists():
             raise RootNotFound(f"knowledge root not found: {path} (create it with 'kiwifs init')")
         if not path.is_dir():
             raise RootNotFound(f"knowledge root is not a folder: {path}")
-        opened = cls(path, tuning=tuning, clock=clock)
+        opened = cls(path, tuning=tuning, clock=clock, index=index, git=git)
         from kiwifs.writes.recovery import recover  # at open only
 
         recover(opened.pipeline, sweep)

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from kiwifs.index.search import feedback
+from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
+from partskit import index_keeper
 
 FILLER = "the weather report said cloudy skies with a chance of {n} showers"
 
@@ -38,15 +40,27 @@ def paths(results: Any) -> list[str]:
 
 
 @pytest.fixture
-def pages_kb(make_root: Callable[..., Path]) -> Iterator[Knowledge]:
-    """The library on ``pages()`` in a plain folder (no git)."""
-    with Knowledge(make_root(pages())) as k:
+def pages_root(make_root: Callable[..., Path]) -> Path:
+    """``pages()`` in a plain folder (no git)."""
+    return make_root(pages())
+
+
+@pytest.fixture
+def pages_keeper(pages_root: Path) -> IndexKeeper:
+    """The index keeper ``pages_kb`` is opened with."""
+    return index_keeper(pages_root)
+
+
+@pytest.fixture
+def pages_kb(pages_root: Path, pages_keeper: IndexKeeper) -> Iterator[Knowledge]:
+    """The library on ``pages_root``."""
+    with Knowledge(pages_root, index=pages_keeper) as k:
         yield k
 
 
-def asked(kb: Knowledge, on: bool, **kwargs: Any) -> Any:
+def asked(kb: Knowledge, keeper: IndexKeeper, on: bool, **kwargs: Any) -> Any:
     """A search with feedback on or off (``Tuning.feedback``), then on again."""
-    index = kb.indexing._open()
+    index = keeper._open()
     index.tuning = Tuning(feedback=on)
     try:
         return kb.search(**kwargs).to_json()
@@ -54,18 +68,22 @@ def asked(kb: Knowledge, on: bool, **kwargs: Any) -> Any:
         index.tuning = Tuning()
 
 
-def test_feedback_finds_pages_without_the_question_words(pages_kb: Knowledge) -> None:
+def test_feedback_finds_pages_without_the_question_words(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     question = "Where did Caroline go hiking?"
-    plain = [h["path"] for h in asked(pages_kb, False, query=question)["results"]]
-    fed = [h["path"] for h in asked(pages_kb, True, query=question)["results"]]
+    plain = [h["path"] for h in asked(pages_kb, pages_keeper, False, query=question)["results"]]
+    fed = [h["path"] for h in asked(pages_kb, pages_keeper, True, query=question)["results"]]
     assert plain == ["talk/a.md"]
     assert fed[0] == "talk/a.md"
     assert set(fed) == {"talk/a.md", "talk/b.md", "other/c.md"}
 
 
-def test_feedback_words_are_shared_rare_content_words(pages_kb: Knowledge) -> None:
+def test_feedback_words_are_shared_rare_content_words(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     pages_kb.search("hiking")  # brings the index up to date
-    with pages_kb.indexing._open().reader() as conn:
+    with pages_keeper._open().reader() as conn:
         sql = "SELECT path, 1.0, id, mtime_ns FROM files WHERE path = ?"
         row = conn.execute(sql, ("talk/a.md",)).fetchone()
         words = feedback.feedback_words(conn, [tuple(row)], frozenset({"hike"}), 63)
@@ -74,9 +92,13 @@ def test_feedback_words_are_shared_rare_content_words(pages_kb: Knowledge) -> No
     assert set(words) == {"alpha7", "rocki"}
 
 
-def test_no_qualifying_word_keeps_the_plain_ranking(pages_kb: Knowledge) -> None:
+def test_no_qualifying_word_keeps_the_plain_ranking(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     for question in ("cloudy showers", "what did the weather report say?"):
-        assert asked(pages_kb, True, query=question) == asked(pages_kb, False, query=question)
+        assert asked(pages_kb, pages_keeper, True, query=question) == asked(
+            pages_kb, pages_keeper, False, query=question
+        )
 
 
 def test_filters_hold_for_pages_feedback_adds(pages_kb: Knowledge) -> None:
@@ -95,12 +117,14 @@ def test_pages_of_a_fed_back_ranking_agree(pages_kb: Knowledge) -> None:
     assert pieces == whole
 
 
-def test_fts5_syntax_one_word_and_recency_are_not_fed_back(pages_kb: Knowledge) -> None:
+def test_fts5_syntax_one_word_and_recency_are_not_fed_back(
+    pages_kb: Knowledge, pages_keeper: IndexKeeper
+) -> None:
     queries: list[dict[str, Any]] = [{"query": "hiking AND caroline"}, {"query": "hiking"}]
     queries.append({"query": "Caroline hiking", "recency_weight": 0.5})
     for kwargs in queries:
-        on = [h["path"] for h in asked(pages_kb, True, **kwargs)["results"]]
-        off = [h["path"] for h in asked(pages_kb, False, **kwargs)["results"]]
+        on = [h["path"] for h in asked(pages_kb, pages_keeper, True, **kwargs)["results"]]
+        off = [h["path"] for h in asked(pages_kb, pages_keeper, False, **kwargs)["results"]]
         assert on == off == ["talk/a.md"]
 
 

@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
+from kiwifs.index.core import Index
 from kiwifs.index.search import bm25, keyword, termcolumns
 from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
 from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
+from partskit import index_keeper
 
 QUERIES = ["fox", "river", "fox river", "stone fox", "river stone fox", "fox fox", "meadow fox"]
 QUERIES += ["releases fox"]  # indexed as "releas", which FTS5 would look up as "relea"
@@ -75,14 +77,16 @@ def corpus(seed: int, count: int = 400) -> dict[str, str]:
 
 
 @contextmanager
-def watched(root: Path) -> Iterator[Knowledge]:
-    """A knowledge root as a server holds it (the term columns serve long-lived processes)."""
-    with Knowledge(root) as kb:
+def watched(root: Path) -> Iterator[tuple[Knowledge, Index]]:
+    """A knowledge root as a server holds it (the term columns serve long-lived processes), and
+    the index it answers from."""
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
         Serving(kb).start_watching()
-        while not kb.indexing.watching:
+        while not kb.ready():
             time.sleep(0.01)
         try:
-            yield kb
+            yield kb, keeper._open()
         finally:
             Serving(kb).stop_watching()
 
@@ -93,45 +97,45 @@ def small_columns(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def log_end(kb: Knowledge) -> int:
-    with kb.indexing._open().reader() as conn:
+def log_end(index: Index) -> int:
+    with index.reader() as conn:
         return int(conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0)
 
 
-def both_ways(kb: Knowledge, **kwargs: Any) -> list[Any]:
+def both_ways(kb: Knowledge, index: Index, **kwargs: Any) -> list[Any]:
     """One search with the columns and one ranked by FTS5 (``Tuning.term_columns`` and
     ``search_top_k`` off: the plain path), over the same index state: the watcher re-reads files
     written less than 2 s ago, so a pair it raced is asked again."""
-    index = kb.indexing._open()
     for _ in range(50):
-        start = log_end(kb)
+        start = log_end(index)
         pair = []
         for fast in (True, False):
             index.tuning = Tuning(term_columns=fast, search_top_k=fast)
             pair.append(kb.search(**kwargs).to_json())
         index.tuning = Tuning()
-        if log_end(kb) == start:
+        if log_end(index) == start:
             return pair
         time.sleep(0.1)
     raise AssertionError("the index never stood still")
 
 
-def assert_same(kb: Knowledge) -> None:
+def assert_same(kb: Knowledge, index: Index) -> None:
     found = 0
     for query in QUERIES:
         for limit, offset in PAGES:
             for filters in FILTERS:
                 case = {"query": query, "limit": limit, "offset": offset, **filters}
-                fast, plain = both_ways(kb, **case)
+                fast, plain = both_ways(kb, index, **case)
                 assert fast == plain, case
                 found += bool(plain["results"])
     assert found > len(QUERIES) * len(PAGES) * len(FILTERS) // 2
 
 
-def from_columns(kb: Knowledge, query: str, limit: int, offset: int = 0) -> list[Any] | None:
+def from_columns(
+    kb: Knowledge, index: Index, query: str, limit: int, offset: int = 0
+) -> list[Any] | None:
     """What the term columns alone answer (``None``: they leave it to FTS5)."""
     kb.search(query, limit=1)  # brings the index up to date with the files
-    index = kb.indexing._open()
     words = bm25.query_words(query)
     assert words is not None
     with index.reader() as conn:
@@ -145,11 +149,11 @@ def from_columns(kb: Knowledge, query: str, limit: int, offset: int = 0) -> list
 def test_columns_answer_as_fts5_ranks(
     make_root: Callable[..., Path],
 ) -> None:
-    with watched(make_root(corpus(1))) as kb:
-        assert_same(kb)
-        assert from_columns(kb, "fox river", 10) is not None
-        assert from_columns(kb, "meadow fox", 10) is None  # meadow is rare: FTS5 ranks it
-        made = kb.indexing._open().columns._tf
+    with watched(make_root(corpus(1))) as (kb, index):
+        assert_same(kb, index)
+        assert from_columns(kb, index, "fox river", 10) is not None
+        assert from_columns(kb, index, "meadow fox", 10) is None  # meadow is rare: FTS5 ranks it
+        made = index.columns._tf
         words = sorted(k for k in made if not k.startswith(termcolumns.PHRASE))
         assert words == ["filler", "fox", "releas", "river", "stone"]  # meadow is rare
         phrases = {k[1:] for k in made if k.startswith(termcolumns.PHRASE)}
@@ -170,9 +174,8 @@ def test_syntax_that_is_not_and_ed_phrases_is_left_to_fts5() -> None:
 
 def test_phrase_columns_score_as_fts5(make_root: Callable[..., Path]) -> None:
     """A prefix (many words summed) and a phrase, each a column: FTS5's scores, bit for bit."""
-    with watched(make_root(corpus(8))) as kb:
+    with watched(make_root(corpus(8))) as (kb, index):
         kb.search("fox", limit=1)
-        index = kb.indexing._open()
         query = '"river fox" f* sto*'
         phrases = keyword.syntax_phrases(query)
         with index.reader() as conn:
@@ -188,10 +191,10 @@ def test_phrase_columns_score_as_fts5(make_root: Callable[..., Path]) -> None:
 
 
 def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> None:
-    with watched(make_root(corpus(2))) as kb:
-        mine = from_columns(kb, "river stone fox river", 400)
+    with watched(make_root(corpus(2))) as (kb, index):
+        mine = from_columns(kb, index, "river stone fox river", 400)
         assert mine
-        with kb.indexing._open().reader() as conn:
+        with index.reader() as conn:
             plain = conn.execute(
                 "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ?",
                 ('"river" "stone" "fox" "river"',),
@@ -205,19 +208,19 @@ def test_writes_are_caught_up(
     make_root: Callable[..., Path],
 ) -> None:
     root = make_root(corpus(3))
-    with watched(root) as kb:
-        assert from_columns(kb, "fox river stone", 5) is not None
-        columns = kb.indexing._open().columns
+    with watched(root) as (kb, index):
+        assert from_columns(kb, index, "fox river stone", 5) is not None
+        columns = index.columns
         rng = random.Random(9)
         for i in range(40):  # new files (some better than any before)
             kb.write(f"c/new{i}.md", "fox " * rng.randint(1, 9) + "river stone" * (i % 2))
-        assert_same(kb)
+        assert_same(kb, index)
         made = {word: id(column) for word, column in columns._tf.items()}
         for path in sorted(root.glob("a/p00[0-4]*.md"))[:20]:  # rewrites and deletes
             kb.write(str(path.relative_to(root)), "fox fox fox river\n")
         for path in sorted(root.glob("b/p01*.md"))[:20]:
             kb.delete(str(path.relative_to(root)))
-        assert_same(kb)
+        assert_same(kb, index)
         assert {w: id(c) for w, c in columns._tf.items()} == made  # caught up, not remade
 
 
@@ -227,15 +230,14 @@ def test_text_indexed_without_the_log_starts_afresh(
     """Text indexed by a path that does not log (here: SQL, as the bulk load does) makes the
     totals disagree; the columns are then remade from FTS5, and answers stay exact. So does a
     log cut past what the columns have seen."""
-    with watched(make_root(corpus(4))) as kb:
-        assert from_columns(kb, "fox", 10) is not None
-        index = kb.indexing._open()
+    with watched(make_root(corpus(4))) as (kb, index):
+        assert from_columns(kb, index, "fox", 10) is not None
         with index.transaction() as conn:
             conn.execute("INSERT INTO fts (rowid, body) VALUES (99999, 'fox fox fox fox')")
             conn.execute(
                 "INSERT INTO bodies (id, text) VALUES (99999, ?)", (Codec().pack("fox " * 4),)
             )
-        assert_same(kb)  # (the text has no file row: no hit either way)
+        assert_same(kb, index)  # (the text has no file row: no hit either way)
         columns = index.columns
         assert columns._present is not None and columns._present[99999]
         with index.transaction() as conn:
@@ -244,7 +246,7 @@ def test_text_indexed_without_the_log_starts_afresh(
             conn.execute("DELETE FROM bodies WHERE id = 99999")
             conn.execute("DELETE FROM fts_log")
             conn.execute("INSERT INTO fts_log (seq, doc) VALUES (1000000, 99999)")
-        assert_same(kb)
+        assert_same(kb, index)
         present = columns._present
         assert present is not None and (len(present) <= 99999 or not present[99999])
 
@@ -252,14 +254,13 @@ def test_text_indexed_without_the_log_starts_afresh(
 def test_a_rolled_back_write_leaves_the_columns_right(
     make_root: Callable[..., Path],
 ) -> None:
-    with watched(make_root(corpus(5))) as kb:
-        before = from_columns(kb, "fox river", 10)
-        index = kb.indexing._open()
+    with watched(make_root(corpus(5))) as (kb, index):
+        before = from_columns(kb, index, "fox river", 10)
         with pytest.raises(RuntimeError), index.transaction() as conn:
             conn.execute("INSERT INTO fts (rowid, body) VALUES (99998, 'fox fox river river')")
             conn.execute("INSERT INTO fts_log (doc) VALUES (99998)")
             raise RuntimeError("roll back")
-        assert from_columns(kb, "fox river", 10) == before
+        assert from_columns(kb, index, "fox river", 10) == before
 
 
 def test_a_rebuild_starts_the_columns_afresh(
@@ -267,19 +268,21 @@ def test_a_rebuild_starts_the_columns_afresh(
 ) -> None:
     """A rebuild gives every file a new row id: columns of the old ids must not survive it."""
     root = make_root(corpus(7))
-    with watched(root) as kb:
-        assert from_columns(kb, "fox river", 10) is not None
+    with watched(root) as (kb, index):
+        assert from_columns(kb, index, "fox river", 10) is not None
         for path in sorted(root.glob("a/p00*.md"))[:40]:
             path.unlink()  # behind kiwifs's back: the rebuild numbers the rest anew
         kb.reindex()
-        assert_same(kb)
+        assert_same(kb, index)
 
 
 def test_a_one_shot_process_ranks_with_fts5(make_root: Callable[..., Path]) -> None:
     """Making a column costs about one plain query: only a long-lived process makes them."""
-    with Knowledge(make_root(corpus(6))) as kb:
+    root = make_root(corpus(6))
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
         assert kb.search("fox river", limit=5).results
-        assert not kb.indexing._open().columns._tf
+        assert not keeper._open().columns._tf
 
 
 def test_query_words_are_fts5s_words() -> None:
@@ -293,7 +296,7 @@ def test_query_words_are_fts5s_words() -> None:
 def test_a_word_fts5_cannot_parse_is_read_as_words(make_root: Callable[..., Path]) -> None:
     """A NUL ends FTS5's reading of a quoted word (it was a 400): the query is read as the
     words around it, with the columns in use as without them."""
-    with watched(make_root(corpus(8))) as kb:
+    with watched(make_root(corpus(8))) as (kb, index):
         kb.search("fox", limit=1)  # the columns are in use from here
         assert kb.search("river\x00", limit=5).results == kb.search("river", limit=5).results
         assert kb.search('"river\x00"', limit=5).results == kb.search("river", limit=5).results

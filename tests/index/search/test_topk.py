@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.tuning import Tuning
+from partskit import index_keeper
 
 
 def test_top_k_search_equals_the_full_ranking(make_root: Callable[..., Path]) -> None:
@@ -18,7 +19,8 @@ def test_top_k_search_equals_the_full_ranking(make_root: Callable[..., Path]) ->
         words = "fox " * (1 + i % 4) + ("river stone " if i % 5 else "meadow ")
         pages[f"{folder}/p{i:03}.md"] = f"---\nn: {i}\n---\n{words}\n"
     root = make_root(pages)
-    with Knowledge(root) as kb:
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
         cases = [
             ("fox", 10, 0, None),
             ("fox", 20, 130, None),
@@ -27,7 +29,7 @@ def test_top_k_search_equals_the_full_ranking(make_root: Callable[..., Path]) ->
             ("meadow", 200, 0, None),
             ("stone", 5, 150, "a"),
         ]
-        index = kb.indexing._open()
+        index = keeper._open()
         for query, limit, offset, prefix in cases:
             index.tuning = Tuning()
             fast = kb.search(query, limit=limit, offset=offset, path_prefix=prefix).to_json()

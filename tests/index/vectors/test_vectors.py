@@ -23,6 +23,7 @@ from kiwifs.config import ChunkConfig, EmbedderConfig
 from kiwifs.errors import Unavailable, UsageError
 from kiwifs.index.core import Index
 from kiwifs.index.filters import parse_modified_after, superseded_sql
+from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.index.vectors.chunking import chunk_text
 from kiwifs.index.vectors.embedders import make_embedder
 from kiwifs.index.vectors.hybrid import KEYWORD_WEIGHT, RRF_K, SEMANTIC_WEIGHT
@@ -32,18 +33,29 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
 from kiwifs.serving import Serving
 from kiwifs.tuning import Tuning
+from partskit import index_keeper
 from vectorkit import EmbeddingServer, local_config
 
 MakeRoot = Callable[..., Path]
 
 
 @pytest.fixture
-def open_kb(make_root: MakeRoot, model: Path) -> Iterator[Callable[..., Knowledge]]:
+def keepers() -> dict[int, IndexKeeper]:
+    """The index keeper ``open_kb`` built for each root it opened (by the id of its library)."""
+    return {}
+
+
+@pytest.fixture
+def open_kb(
+    make_root: MakeRoot, model: Path, keepers: dict[int, IndexKeeper]
+) -> Iterator[Callable[..., Knowledge]]:
     opened: list[Knowledge] = []
 
     def make(files: dict[str, str], size: int = 400, overlap: int = 50) -> Knowledge:
         root = make_root({**files, ".kiwi/config.toml": local_config(model, size, overlap)})
-        kb = Knowledge.open(root)
+        keeper = index_keeper(root)
+        kb = Knowledge.open(root, index=keeper)
+        keepers[id(kb)] = keeper
         opened.append(kb)
         return kb
 
@@ -286,16 +298,19 @@ def test_a_superseded_page_never_appears_in_semantic_or_hybrid_results(
 # -- keeping vectors in step with the files ---------------------------------------------------
 
 
-def test_writes_deletes_renames_and_out_of_band_edits(open_kb: Callable[..., Knowledge]) -> None:
+def test_writes_deletes_renames_and_out_of_band_edits(
+    open_kb: Callable[..., Knowledge], keepers: dict[int, IndexKeeper]
+) -> None:
     kb = open_kb({"a.md": page("rain and storm clouds"), "b.md": page("sqlite index table")})
+    keeper = keepers[id(kb)]
     assert paths(kb.semantic_search("weather", limit=1)) == ["a.md"]
     kb.write("c.md", "kiwi bird feathers\n")
     assert paths(kb.semantic_search("flightless birds", limit=1)) == ["c.md"]
-    with kb.indexing._open().reader() as conn:
+    with keeper._open().reader() as conn:
         before = conn.execute("SELECT id, etag FROM vec_chunks ORDER BY id").fetchall()
     kb.rename("c.md", "birds/c.md")
     assert paths(kb.semantic_search("flightless birds", limit=1)) == ["birds/c.md"]
-    with kb.indexing._open().reader() as conn:
+    with keeper._open().reader() as conn:
         assert conn.execute("SELECT id, etag FROM vec_chunks ORDER BY id").fetchall() == before
     kb.delete("birds/c.md")
     assert "birds/c.md" not in paths(kb.semantic_search("flightless birds"))
@@ -468,16 +483,18 @@ def test_an_older_index_loses_its_idle_queue_triggers_when_opened(make_root: Mak
 # -- the cached candidates of a long-lived process --------------------------------------------
 
 
-def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: Any) -> list[Any]:
+def answers_both_ways(
+    kb: Knowledge, keeper: IndexKeeper, monkeypatch: pytest.MonkeyPatch, **case: Any
+) -> list[Any]:
     """Semantic and hybrid answers with the candidates cached and ties ordered by path rank,
     then uncached (``Tuning.cached_candidates`` off) with ties ordered by reading every tied
     path, over one index state (asked again when a write landed in between)."""
     from kiwifs.index.vectors import semantic
 
-    index = kb.indexing._open()
+    index = keeper._open()
 
     def log_end() -> tuple[int, str]:
-        with kb.indexing._open().reader() as conn:
+        with keeper._open().reader() as conn:
             seq = conn.execute("SELECT max(seq) FROM fts_log").fetchone()[0] or 0
             row = conn.execute("SELECT max(seq) FROM vec_log").fetchone()
         return int(seq), str(row[0] if row else "")
@@ -502,13 +519,16 @@ def answers_both_ways(kb: Knowledge, monkeypatch: pytest.MonkeyPatch, **case: An
 
 
 def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
-    open_kb: Callable[..., Knowledge], monkeypatch: pytest.MonkeyPatch
+    open_kb: Callable[..., Knowledge],
+    keepers: dict[int, IndexKeeper],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     files = flock(60, 6)
     for i in range(12):  # copies: the same vectors, tied scores broken by path
         files[f"copies/c-{i:02}.md"] = page("kiwi bird nest egg", scope="other-1")
     files["other/old.md"] = page("kiwi bird nest egg", memory_status="superseded")
     kb = open_kb(files)
+    keeper = keepers[id(kb)]
     from kiwifs.index.vectors import candidates
 
     caught_up = []
@@ -521,7 +541,7 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
     monkeypatch.setattr(candidates.CandidateCache, "_caught_up", counted)
     Serving(kb).start_watching()
     try:
-        while not kb.indexing.watching:
+        while not kb.ready():
             time.sleep(0.01)
         filters: list[dict[str, Any]] = [
             {},
@@ -536,13 +556,13 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
                 for kwargs in filters:
                     for limit, offset in ((5, 0), (10, 4)):
                         case = {"query": query, "limit": limit, "offset": offset, **kwargs}
-                        fast, plain = answers_both_ways(kb, monkeypatch, **case)
+                        fast, plain = answers_both_ways(kb, keeper, monkeypatch, **case)
                         assert fast == plain, case
                         assert plain[0]["results"] or kwargs, case
 
-        kb.indexing.recall().store.embed_all()  # (no worker here: a server runs one)
+        keeper.recall().store.embed_all()  # (no worker here: a server runs one)
         check()
-        cache = kb.indexing.recall().candidates
+        cache = keeper.recall().candidates
         assert cache._entries  # the answers above came from it
         assert not caught_up
         kb.rename("copies/c-01.md", "other/c-01.md")  # no new vectors: only the rows move
@@ -554,7 +574,7 @@ def test_cached_candidates_answer_as_the_query_after_every_kind_of_change(
         kb.rename("copies/c-04.md", "other/c-04.md")
         kb.write("copies/c-05.md", page("kiwi bird nest egg", memory_status="superseded"))
         kb.write("copies/c-06.md", page("kiwi bird nest egg", scope="other-2"))
-        kb.indexing.recall().store.embed_all()
+        keeper.recall().store.embed_all()
         check()
         # another process writes the index (and its vectors) without this one's watcher
         with Knowledge.open(kb.root) as other:

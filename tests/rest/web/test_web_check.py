@@ -28,6 +28,7 @@ from filetree import write_files
 from gitrepo import git
 from kiwifs.index.connections import INDEX_FILE, STATE_DIR
 from kiwifs.index.memory.checkcache import CheckWorker
+from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.overview import Overview
 from kiwifs.memory.problems import (
@@ -43,6 +44,7 @@ from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
 from kiwifs.serving import Serving
 from kiwifs.writes.events import CHECK_STORED, Event, is_file_change
+from partskit import index_keeper
 from realserver import KIWIFS, serving
 from waiting import running, wait_for
 
@@ -216,19 +218,20 @@ def wait_for_check(kb: Knowledge, sub: Any) -> None:
             return
 
 
-def settle(kb: Knowledge, sub: Any) -> CheckState:
+def settle(kb: Knowledge, keeper: IndexKeeper, sub: Any) -> CheckState:
     """Until the stored result is for the rows as they are (the first runs race the watcher's
     first reconcile, which fills the index)."""
-    while not (state := kb.indexing.check_state(kb.episodes_prefix())).current:
+    while not (state := keeper.check_state(kb.episodes_prefix())).current:
         wait_for_check(kb, sub)
     return state
 
 
 def test_the_loop_checks_after_a_write_and_announces_it(files_root: Path) -> None:
-    with Knowledge.open(files_root) as kb, kb.events.subscribe() as sub:
+    keeper = index_keeper(files_root)
+    with Knowledge.open(files_root, index=keeper) as kb, kb.subscribe() as sub:
         Serving(kb).start_watching()
         Serving(kb).start_checking(quiet=0.2)  # the default quiet second, shortened
-        assert settle(kb, sub).total == 6
+        assert settle(kb, keeper, sub).total == 6
         kb.write(
             "concepts/new.md",
             "---\nmerged-from:\n  - {type: episode, id: never-written}\n---\n",
@@ -250,9 +253,9 @@ def test_the_loop_checks_after_a_write_and_announces_it(files_root: Path) -> Non
 def test_a_request_reads_the_stored_result_and_never_runs_the_check(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
         Serving(kb).start_watching()
-        while not kb.indexing.watching:  # the index is filled: the first check sees it all
+        while not kb.ready():  # the index is filled: the first check sees it all
             time.sleep(0.05)
-        with kb.events.subscribe() as sub:
+        with kb.subscribe() as sub:
             Serving(kb).start_checking(
                 quiet=3600.0
             )  # runs at once, then an hour after each wake-up
@@ -269,8 +272,9 @@ def test_a_request_reads_the_stored_result_and_never_runs_the_check(files_root: 
 def test_the_stored_result_outlives_the_process(files_root: Path) -> None:
     with Knowledge.open(files_root) as kb:
         first = kb.overview().problems
-    with Knowledge.open(files_root) as kb:  # read as stored: nothing ran the check in this process
-        state = kb.indexing.check_state(kb.episodes_prefix())
+    keeper = index_keeper(files_root)
+    with Knowledge.open(files_root, index=keeper) as kb:  # as stored: nothing ran the check here
+        state = keeper.check_state(kb.episodes_prefix())
     assert first is not None and state.ready and not state.current
     assert (state.total, state.shown, state.computed_at) == (
         first.total,
