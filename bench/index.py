@@ -37,7 +37,7 @@ from pathlib import Path
 import corpus as corpusgen  # bench/corpus.py
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable

@@ -39,7 +39,7 @@ import numpy as np
 from kiwifs.index.vectors import semantic as semantic_module
 from kiwifs.index.vectors.chunking import chunk_text
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 
 HERE = Path(__file__).resolve().parent
 VOCAB = 30_000

@@ -229,7 +229,7 @@ def in_process(root: Path, repeat: int) -> None:
     showed problems), 0 the same while the background check runs, A as served (problems from the
     stored check), B computing ``memory check`` on the request."""
     from kiwifs.knowledge import Knowledge
-    from kiwifs.serving import Serving
+    from kiwifs.server.lifecycle import Serving
 
     with Knowledge.open(root) as kb:
         Serving(kb).start_watching()
@@ -278,7 +278,7 @@ def served_ab(kb: Any, repeat: int) -> tuple[list[float], list[float]]:
     import uvicorn
 
     from kiwifs.rest.app import create_app
-    from kiwifs.serving import Serving
+    from kiwifs.server.lifecycle import Serving
 
     port = free_port()
     config = uvicorn.Config(create_app(kb), port=port, lifespan="off", log_level="warning")

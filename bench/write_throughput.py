@@ -415,7 +415,7 @@ def run_concurrent(
 def core_writes(root: str, asynchronous: bool, writes: int, clients: int, tuning: Changes) -> None:
     """The ``--core`` child: the same writes through ``Knowledge.write`` in threads."""
     from kiwifs.knowledge import Knowledge
-    from kiwifs.serving import Serving
+    from kiwifs.server.lifecycle import Serving
     from kiwifs.tuning import Tuning
 
     kb = Knowledge.open(root, tuning=Tuning.from_env().but(**tuning))

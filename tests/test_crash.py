@@ -60,7 +60,7 @@ def run_and_get_killed(script: str, *args: str) -> str:
 WRITE_THREE_THEN_DIE = """
 import os, signal, sys
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 kb = Knowledge.open(sys.argv[1])
 if sys.argv[2] == "async":
     Serving(kb).enable_async_commit(window=30.0)

@@ -44,8 +44,8 @@ from schemathesis.specs.openapi.checks import (
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import adapt
 from kiwifs.mcp.tools import SPECS, Tools
-from kiwifs.payloads import FileItem, MergeItem
 from kiwifs.rest.app import create_app
+from kiwifs.server.payloads import FileItem, MergeItem
 from vectorkit import build_model, local_config
 
 EXAMPLES = int(os.environ.get("KIWIFS_FUZZ_EXAMPLES", "8"))

@@ -18,7 +18,7 @@ from kiwifs.errors import (
 )
 from kiwifs.knowledge import FileContent, Knowledge, MergeResult, RememberResult
 from kiwifs.memory.rules import EpisodicFile, MemoryReport, MergeEntry
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 
 __version__ = "0.1.0"
 

@@ -106,8 +106,8 @@ class AuthConfig:
 def check_auth_type(auth: AuthConfig) -> None:
     """Refuse an ``[auth] type`` kiwifs does not implement, naming the ones it does.
 
-    Checked by every interface that listens on a socket (:func:`kiwifs.auth.api_key_for`), not
-    when the file is read: a server that ignored KiwiFS's ``perspace`` would serve every file to
+    Checked by every interface that listens on a socket (:func:`kiwifs.server.auth.api_key_for`),
+    not when the file is read: a server that ignored KiwiFS's ``perspace`` would serve every file to
     anyone, while the local commands (search, reindex, stdio MCP) use no auth and still work.
     """
     kind = auth.type.strip().lower()

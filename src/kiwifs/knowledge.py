@@ -85,7 +85,7 @@ DEFAULT_ACTOR = LIBRARY_ACTOR
 class Knowledge(Wiring):
     """A knowledge root: its files, history, memory report and change events (its parts are
     built by :class:`~kiwifs.services.wiring.Wiring`; a server's background work is
-    :class:`~kiwifs.serving.Serving`'s)."""
+    :class:`~kiwifs.server.lifecycle.Serving`'s)."""
 
     # -- the server's probes ------------------------------------------------------------------
 
@@ -475,8 +475,8 @@ class Knowledge(Wiring):
 
         The history is replayed from git into the index (only commits not replayed yet) and the
         problems of ``memory check`` are the last stored result (configured prefix only): both
-        kept by a server's background loops (:class:`~kiwifs.serving.Serving`), else brought
-        up to date here, before answering."""
+        kept by a server's background loops (:class:`~kiwifs.server.lifecycle.Serving`), else
+        brought up to date here, before answering."""
         return self.consolidation.overview(prefix)
 
     def merge(

@@ -21,7 +21,7 @@ from kiwifs.errors import Conflict, InvalidPath, NotFound, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.leases import MEMORY, Claim
 from kiwifs.memory.rules import MergeEntry
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from queuekit import T0, Clock, add_episodes, opened_on, stored_claims
 
 

@@ -16,7 +16,7 @@ from kiwifs.errors import StorageError
 from kiwifs.git import child
 from kiwifs.git.repo import Git, blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
 from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 

@@ -17,7 +17,7 @@ from kiwifs.git.log import Version
 from kiwifs.git.messages import batch_message
 from kiwifs.git.pendingcommit import PendingCommit
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 
 JOURNAL = Path(".kiwi/state/uncommitted.log")
 
@@ -87,7 +87,7 @@ def test_close_commits_what_is_pending(root: Path) -> None:
 WRITE_THEN_DIE = """
 import os, signal, sys
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 kb = Knowledge.open(sys.argv[1])
 Serving(kb).enable_async_commit(window=30.0)
 kb.write("journaled.md", "on disk\\n", actor="dave")

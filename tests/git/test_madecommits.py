@@ -14,7 +14,7 @@ from kiwifs.git import owncommits
 from kiwifs.git.replay import BlobChange, GitHistory
 from kiwifs.git.repo import Git, blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 
 NAMES = ["a.md", "b.md", "notes", ".hidden", "x", "sub.md"]
 # what a commit is asked to make of a path: bytes written, deleted (None), or read from the

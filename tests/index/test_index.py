@@ -24,7 +24,7 @@ from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
 from kiwifs.memory.scan import scan_facts
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
 from partskit import index_keeper
 from waiting import wait_for

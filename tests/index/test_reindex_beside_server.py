@@ -20,7 +20,7 @@ from filetree import write_files
 from kiwifs.errors import Locked
 from kiwifs.index.upkeep import IndexRefresh
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from realserver import KIWIFS, serving
 
 API = "/api/kiwi"

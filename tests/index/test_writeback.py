@@ -10,7 +10,7 @@ import pytest
 
 from kiwifs.index.writeback import Writeback
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
 from waiting import wait_for
 

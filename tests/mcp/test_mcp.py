@@ -32,7 +32,7 @@ from gitrepo import break_object_store_for
 from kiwifs.cli import cli
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import http_app
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from mcpsession import fails, mcp_client, mcp_session, ok
 
 pytestmark = pytest.mark.anyio

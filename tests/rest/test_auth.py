@@ -8,11 +8,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kiwifs.auth import api_key_for, check_bearer, check_browser
 from kiwifs.config import parse_config
 from kiwifs.errors import ConfigError, Forbidden, Unauthorized
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
+from kiwifs.server.auth import api_key_for, check_bearer, check_browser
 from realserver import KIWIFS
 
 

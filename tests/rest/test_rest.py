@@ -37,7 +37,7 @@ from gitrepo import break_object_store_for, commit_count, git
 from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from realserver import KIWIFS
 
 API = "/api/kiwi"

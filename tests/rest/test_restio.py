@@ -13,9 +13,9 @@ import pytest
 from kiwifs import errors
 from kiwifs.errors import KiwiError, UsageError
 from kiwifs.memory.rules import MergeEntry
-from kiwifs.payloads import BulkRequest, MergeRequest, RenameRequest, field_name, parse
 from kiwifs.rest.http import kiwi_error_response, optional_int
 from kiwifs.rest.statuses import STATUS
+from kiwifs.server.payloads import BulkRequest, MergeRequest, RenameRequest, field_name, parse
 
 # the server's own trouble: 500, no details (cannot_listen stops a server before it serves)
 SERVER_FAULTS = {"error", "config", "cannot_listen"}

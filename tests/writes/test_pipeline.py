@@ -19,7 +19,7 @@ from kiwifs.frontmatter.reader import read_frontmatter
 from kiwifs.git import indexfile
 from kiwifs.git.repo import blob_id
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.writes.events import Event
 from kiwifs.writes.pipeline import JOURNAL, STATE_DIR
 from kiwifs.writes.preconditions import parse_if_match

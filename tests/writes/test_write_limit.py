@@ -19,8 +19,8 @@ from kiwifs.errors import PayloadTooLarge
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.server import adapt
 from kiwifs.mcp.tools import SPECS, Tools
-from kiwifs.payloads import FileItem
 from kiwifs.rest.app import create_app
+from kiwifs.server.payloads import FileItem
 
 API = "/api/kiwi"
 LIMIT = f"{MAX_FILE_BYTES >> 20} MiB"

@@ -16,7 +16,7 @@ from kiwifs.cli.common import ROOT_HELP, handed_tuning, root_option
 from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
 from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 
 if TYPE_CHECKING:
     import socket
@@ -62,11 +62,11 @@ def serve(
     """Serve the REST API, MCP at /mcp and the web interface at / for a knowledge root."""
     import uvicorn
 
-    from kiwifs.auth import LOOPBACK_HOSTS, api_key_for
     from kiwifs.rest.headertimeout import protocol_with
     from kiwifs.rest.probes import Probes
     from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
+    from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for
 
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     serving = Serving(kb)
@@ -182,7 +182,7 @@ def mcp(
 
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     if use_http:
-        from kiwifs.auth import api_key_for
+        from kiwifs.server.auth import api_key_for
 
         api_key_for(kb.config)  # an auth setup it cannot enforce: no start (before binding)
     wanted = port if port is not None else DEFAULT_MCP_PORT

@@ -2,7 +2,7 @@
 
 Models read tool results as plain text, so these functions decide the exact wording (KiwiFS's
 where KiwiFS gives it). Nothing here imports ``mcp``; every function is pure, which keeps
-the formats testable without a server and the adapters in :mod:`kiwifs.mcp_server` short.
+the formats testable without a server and the adapters in :mod:`kiwifs.mcp.server` short.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from kiwifs import __version__
-from kiwifs.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
 from kiwifs.base.text import shown
 from kiwifs.config import DEFAULT_MCP_PORT
 from kiwifs.errors import Conflict, KiwiError, NotFound
@@ -44,7 +43,8 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.authgate import AuthGate
 from kiwifs.mcp.render import render_tree
 from kiwifs.mcp.tools import ALIASES, SPECS, Tools, ToolSpec
-from kiwifs.serving import Serving
+from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
+from kiwifs.server.lifecycle import Serving
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
 TREE_RESOURCE_DEPTH = 3
@@ -280,7 +280,7 @@ def mcp_asgi_app(kb: Knowledge, host: str = "127.0.0.1") -> McpHttp:
 
 
 def bearer_check(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
-    """The gate's check: :func:`kiwifs.auth.check_bearer` on the request's header."""
+    """The gate's check: :func:`kiwifs.server.auth.check_bearer` on the request's header."""
 
     async def check(request: Request) -> None:
         check_bearer(request.headers.get("authorization"), api_key)

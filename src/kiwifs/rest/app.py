@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, Depends, FastAPI, Request
 
 from kiwifs import __version__
-from kiwifs.auth import LOOPBACK_HOSTS, Sessions, api_key_for
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.http import (
     BrowserGuard,
@@ -35,7 +34,8 @@ from kiwifs.rest.routes.health import health_routes
 from kiwifs.rest.routes.history import history_routes
 from kiwifs.rest.routes.memory import memory_routes
 from kiwifs.rest.routes.recall import recall_routes
-from kiwifs.serving import Serving
+from kiwifs.server.auth import LOOPBACK_HOSTS, Sessions, api_key_for
+from kiwifs.server.lifecycle import Serving
 
 
 def create_app(
@@ -51,8 +51,8 @@ def create_app(
     interface's sign-in); ``web`` serves the web interface at ``/``.
 
     ``host`` is the address the server binds: on a loopback address, requests must also name a
-    loopback host (see :func:`kiwifs.auth.check_browser`); ``None`` (in-process use) skips that.
-    ``probes``: the health probes of a server that already answered them while this app was
+    loopback host (see :func:`kiwifs.server.auth.check_browser`); ``None`` (in-process use) skips
+    that. ``probes``: the health probes of a server that already answered them while this app was
     built (:mod:`kiwifs.rest.starting`), so that ``/healthz`` counts the uptime from its start.
     ``serving``: the background work the lifespan starts and stops (``Serving(kb)`` if none).
     """

@@ -3,7 +3,7 @@
 Error responses by the one table mapping core error codes to HTTP statuses
 (:data:`kiwifs.rest.statuses.STATUS`) with KiwiFS's ``{"error": "…"}`` body, the exception
 handlers that use it, bounded body reading, JSON body validated against the shared request models
-(:mod:`kiwifs.payloads`), query numbers where empty means "not given", and the bearer-auth
+(:mod:`kiwifs.server.payloads`), query numbers where empty means "not given", and the bearer-auth
 dependency.
 """
 
@@ -25,7 +25,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kiwifs.auth import SESSION_COOKIE, Sessions, check_bearer, check_browser
 from kiwifs.base.limits import MAX_BULK_BYTES
 from kiwifs.base.text import SHOWN_JSON
 from kiwifs.errors import (
@@ -38,9 +37,10 @@ from kiwifs.errors import (
 )
 from kiwifs.frontmatter.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.frontmatter.provenance import sanitize_actor
-from kiwifs.payloads import field_name, parse
 from kiwifs.rest.fallback import allowed_methods
 from kiwifs.rest.statuses import STATUS, json_bytes
+from kiwifs.server.auth import SESSION_COOKIE, Sessions, check_bearer, check_browser
+from kiwifs.server.payloads import field_name, parse
 from kiwifs.writes.events import Event, EventBus
 
 log = logging.getLogger("kiwifs.rest")
@@ -202,7 +202,7 @@ class ServerFaults:
 
 
 class BrowserGuard:
-    """ASGI middleware applying :func:`kiwifs.auth.check_browser` to every HTTP request."""
+    """ASGI middleware applying :func:`kiwifs.server.auth.check_browser` to every HTTP request."""
 
     def __init__(self, app: ASGIApp, loopback: bool) -> None:
         self.app = app

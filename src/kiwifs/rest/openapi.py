@@ -1,7 +1,7 @@
 """The OpenAPI document of the REST interface: what each route really takes and answers.
 
 The routes read their bodies and headers themselves (bounded reads, raw bytes, the request
-models of :mod:`kiwifs.payloads`), so FastAPI cannot see them; and FastAPI would announce a
+models of :mod:`kiwifs.server.payloads`), so FastAPI cannot see them; and FastAPI would announce a
 ``422`` that kiwifs never sends (a validation failure is a ``400``). This module states per route
 the request body, the headers, the content types of a success and the error statuses, each with
 the one error body ``{"error": "…"}``, and removes the ``422``. A client generator, or a fuzzer

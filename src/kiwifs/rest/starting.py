@@ -23,11 +23,11 @@ import logging
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from kiwifs.auth import check_browser
 from kiwifs.errors import KiwiError
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.probes import Answer, Probes
 from kiwifs.rest.statuses import STATUS, json_bytes
+from kiwifs.server.auth import check_browser
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,7 +41,8 @@ class StartingApp:
     """The ASGI app served from the start; ``build(probes)`` makes the full app (in a thread).
 
     ``loopback``: the server binds a loopback address (the browser guard's rule, see
-    :func:`kiwifs.auth.check_browser`). ``on_failure`` is called when the full app cannot start.
+    :func:`kiwifs.server.auth.check_browser`). ``on_failure`` is called when the full app cannot
+    start.
     """
 
     def __init__(

@@ -21,7 +21,7 @@ from kiwifs.index.core import Index
 from kiwifs.index.search import bm25, keyword, termcolumns
 from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
 from partskit import index_keeper
 

@@ -19,7 +19,7 @@ from kiwifs.index.vectors import matrix as matrix_module
 from kiwifs.index.vectors.candidates import CandidateCache
 from kiwifs.index.vectors.matrix import MatrixCache, VectorMatrix, load
 from kiwifs.knowledge import Knowledge
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from partskit import index_keeper
 from vectorkit import local_config
 

@@ -31,7 +31,7 @@ from kiwifs.index.vectors.store import VectorStore
 from kiwifs.index.vectorschema import QUEUE_TRIGGERS
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.status import is_superseded
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
 from partskit import index_keeper
 from vectorkit import EmbeddingServer, local_config

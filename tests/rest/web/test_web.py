@@ -15,13 +15,13 @@ import anyio
 import httpx
 import pytest
 
-from kiwifs.auth import LOGIN_ATTEMPTS, LOGIN_WINDOW, LoginLimiter, Sessions
 from kiwifs.errors import TooManyRequests
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import MergeEntry
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.render import markdown_html
 from kiwifs.rest.web.session import COOKIE, safe_next
+from kiwifs.server.auth import LOGIN_ATTEMPTS, LOGIN_WINDOW, LoginLimiter, Sessions
 from queuekit import Clock
 
 KEY = "web-s3cret"

@@ -42,7 +42,7 @@ from kiwifs.memory.problems import (
 )
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
-from kiwifs.serving import Serving
+from kiwifs.server.lifecycle import Serving
 from kiwifs.writes.events import CHECK_STORED, Event, is_file_change
 from partskit import index_keeper
 from realserver import KIWIFS, serving

@@ -9,7 +9,7 @@ protocol. The methods live in one module per kind of tool (``files``, ``recall``
 :class:`Tools` binds to one root. This module holds the registry: :data:`SPECS`, the tools in the
 order they are listed, with their hints and failure texts. :mod:`kiwifs.mcp.server` registers
 them and maps the errors in one place. Structured arguments (a bulk write's files, a merge's
-entries) are the models REST validates its bodies with (:mod:`kiwifs.payloads`).
+entries) are the models REST validates its bodies with (:mod:`kiwifs.server.payloads`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.render import NOT_MODIFIED, render_read, render_tree
 from kiwifs.mcp.tools.common import MCP_ACTOR, NUMBER, Actor, IfMatch, Path_, Provenance_, number
-from kiwifs.payloads import FileItem
+from kiwifs.server.payloads import FileItem
 from kiwifs.writes.preconditions import bare_etag
 
 

@@ -33,7 +33,7 @@ from kiwifs.memory.render import (
     render_mcp,
     render_released,
 )
-from kiwifs.payloads import MergeItem
+from kiwifs.server.payloads import MergeItem
 
 
 class MemoryTools:

@@ -10,9 +10,9 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.payloads import ClaimRequest
 from kiwifs.rest.http import actor_of, read_model, run
 from kiwifs.rest.openapi import ACTOR, errors, extra, json_body
+from kiwifs.server.payloads import ClaimRequest
 
 
 def claim_routes(api: APIRouter, kb: Knowledge) -> None:

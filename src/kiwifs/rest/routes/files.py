@@ -14,7 +14,6 @@ from fastapi.responses import Response
 
 from kiwifs.base.limits import MAX_FILE_BYTES
 from kiwifs.knowledge import Knowledge
-from kiwifs.payloads import BulkRequest, RenameRequest
 from kiwifs.rest.http import (
     KiwiJSONResponse,
     actor_of,
@@ -36,6 +35,7 @@ from kiwifs.rest.openapi import (
     raw_body,
     success,
 )
+from kiwifs.server.payloads import BulkRequest, RenameRequest
 from kiwifs.writes.preconditions import etag_list
 
 _BINARY = "application/octet-stream"

@@ -1,6 +1,6 @@
 """The REST routes of episodic memory under ``/api/kiwi/memory/``: the report, merge, remember,
 forget and restore, the consolidation queue (claim and release a batch of episodes), the check
-and lineage. Bodies are read into the models of :mod:`kiwifs.payloads`.
+and lineage. Bodies are read into the models of :mod:`kiwifs.server.payloads`.
 """
 
 from __future__ import annotations
@@ -11,14 +11,6 @@ from fastapi import APIRouter, Request
 
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.queue import Released
-from kiwifs.payloads import (
-    ForgetRequest,
-    MemoryClaimRequest,
-    MemoryReleaseRequest,
-    MergeRequest,
-    RememberRequest,
-    RestoreRequest,
-)
 from kiwifs.rest.http import (
     KiwiJSONResponse,
     actor_of,
@@ -29,6 +21,14 @@ from kiwifs.rest.http import (
     run,
 )
 from kiwifs.rest.openapi import ACTOR, IF_MATCH, PROVENANCE, errors, extra, json_body
+from kiwifs.server.payloads import (
+    ForgetRequest,
+    MemoryClaimRequest,
+    MemoryReleaseRequest,
+    MergeRequest,
+    RememberRequest,
+    RestoreRequest,
+)
 
 
 def memory_routes(api: APIRouter, kb: Knowledge) -> None:

@@ -24,7 +24,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs import __version__
-from kiwifs.auth import Sessions
 from kiwifs.base.text import shown
 from kiwifs.errors import InvalidQuery, KiwiError, NotFound, TooManyRequests, UsageError
 from kiwifs.knowledge import Knowledge
@@ -47,6 +46,7 @@ from kiwifs.rest.web.session import (
     safe_next,
     same_origin,
 )
+from kiwifs.server.auth import Sessions
 from kiwifs.writes.events import CHECK_STORED, Event
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """Signing in to the web interface: the session cookie, the login form, the page guard.
 
 With an API key configured every page, fragment and event stream needs a session: the login page
-takes the key (POST, checked in constant time by :func:`kiwifs.auth.key_matches`) and sets an
-``HttpOnly; SameSite=Strict`` cookie holding a session token (:class:`kiwifs.auth.Sessions`:
+takes the key (POST, checked in constant time by :func:`kiwifs.server.auth.key_matches`) and sets an
+``HttpOnly; SameSite=Strict`` cookie holding a session token (:class:`kiwifs.server.auth.Sessions`:
 random, held by the server until it expires or the user signs out). Failed sign-ins are limited
-per client address (:class:`kiwifs.auth.LoginLimiter`). Without a session a page redirects to
+per client address (:class:`kiwifs.server.auth.LoginLimiter`). Without a session a page redirects to
 ``/login?next=<page>``; a fragment or the event stream answers 401. The strict SameSite cookie is
 never sent with a request started by another site, and the login form also refuses a POST whose
 ``Origin`` is another site (login CSRF).
@@ -17,9 +17,9 @@ from urllib.parse import parse_qs, quote, urlsplit
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
-from kiwifs.auth import SESSION_COOKIE, LoginLimiter, Sessions, key_matches
 from kiwifs.errors import Unauthorized, UsageError
 from kiwifs.rest.http import read_body
+from kiwifs.server.auth import SESSION_COOKIE, LoginLimiter, Sessions, key_matches
 
 COOKIE = SESSION_COOKIE
 MAX_FORM_BYTES = 8 * 1024
