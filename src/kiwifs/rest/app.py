@@ -5,7 +5,7 @@ OpenAPI document, the health probes, and the routes under ``/api/kiwi`` behind t
 by the modules of :mod:`kiwifs.rest.routes` (one per kind of resource). Each route parses its
 query, headers and body, makes one call on ``Knowledge`` in a worker thread (the core is
 synchronous) and formats the answer. Errors from the core are mapped to HTTP in one table,
-:data:`rest.statuses.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
+:data:`kiwifs.rest.statuses.STATUS`, with KiwiFS's ``{"error": "…"}`` body.
 """
 
 from __future__ import annotations

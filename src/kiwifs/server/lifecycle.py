@@ -97,4 +97,4 @@ class Serving:
         self.kb.integrity.start_checking(quiet)
 
     def stop_checking(self) -> None:
-        self.kb.indexing.stop_checking()
+        self.kb.integrity.stop_checking()

@@ -120,6 +120,10 @@ class Integrity:
         self.checker()
         self.indexing.start_checking(quiet)
 
+    def stop_checking(self) -> None:
+        """Stop the background check (a later :meth:`start_checking` starts it again)."""
+        self.indexing.stop_checking()
+
     def problems_now(self) -> tuple[str, list[Problem]]:
         """The check's problems for the configured prefix (what the dashboard caches)."""
         from kiwifs.index.memory.check import scan_rows
