@@ -251,7 +251,7 @@ def in_process(root: Path, repeat: int) -> None:
                 kb.write("inbox/bench-web.md", f"---\nepisode_id: bench-web-{variant}{i}\n---\n")
                 start = time.perf_counter()
                 if variant in "-0":  # the figures alone
-                    kb.indexing.overview(kb.episodes_prefix(), None, time.time())
+                    kb.indexing.answers.overview(kb.episodes_prefix(), None, time.time())
                 else:
                     kb.overview()
                 if variant == "B":  # what the background loop runs (no git look-ups)

@@ -248,7 +248,8 @@ class Knowledge(Wiring):
         usage error). The filters apply before ranking and paging.
         """
         where = recall_filter(scope, None, modified_after, include_superseded)
-        return self.indexing.search(query, limit, offset, path_prefix, where, recency_weight)
+        lookups = self.indexing.lookups
+        return lookups.search(query, limit, offset, path_prefix, where, recency_weight)
 
     def meta(
         self,
@@ -269,7 +270,7 @@ class Knowledge(Wiring):
         from kiwifs.index.search.meta import equality_filters
 
         filters = equality_filters(where) if isinstance(where, Mapping) else list(where)
-        return self.indexing.meta(
+        return self.indexing.lookups.meta(
             filters, or_, sort, order, limit, offset, paths, include_superseded
         )
 
@@ -306,7 +307,7 @@ class Knowledge(Wiring):
         ``include_superseded``. :class:`~kiwifs.errors.Unavailable` when vectors are off.
         """
         where = recall_filter(scope, path_prefix, modified_after, include_superseded)
-        return self.indexing.semantic(query, limit, offset, threshold, where)
+        return self.indexing.lookups.semantic(query, limit, offset, threshold, where)
 
     def hybrid_search(
         self,
@@ -322,11 +323,11 @@ class Knowledge(Wiring):
         """Keyword and semantic ranks fused by reciprocal rank fusion, each result attributed
         (``both``, ``keyword only``, ``semantic only``); keyword-only when vectors are off."""
         where = recall_filter(scope, path_prefix, modified_after, include_superseded)
-        return self.indexing.hybrid(query, limit, offset, where)
+        return self.indexing.lookups.hybrid(query, limit, offset, where)
 
     def vector_status(self) -> VectorStatus:
         """Pages embedded, pending and failing (``{"enabled": false}`` when vectors are off)."""
-        return self.indexing.vector_status()
+        return self.indexing.lookups.vector_status()
 
     def prepare_vectors(self) -> None:
         """Load the embedder now when vectors are on (a server fails at start, not at query)."""

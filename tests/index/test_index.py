@@ -145,7 +145,11 @@ def test_a_busy_index_is_waited_for_then_reported_never_wiped(
     holder.execute("BEGIN IMMEDIATE")
     keeper = IndexKeeper(root, busy_timeout=0.2)
     try:
-        for call in (keeper.reconcile, keeper.reindex, lambda: keeper.search("fox", 10, 0, None)):
+        for call in (
+            keeper.reconcile,
+            keeper.reindex,
+            lambda: keeper.lookups.search("fox", 10, 0, None),
+        ):
             with pytest.raises(Busy, match="index is busy"):
                 call()
     finally:
@@ -156,7 +160,7 @@ def test_a_busy_index_is_waited_for_then_reported_never_wiped(
         assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == len(PAGES)
     conn.close()
     keeper.reconcile()  # once free, the same keeper carries on
-    assert len(paths(keeper.search("fox", 10, 0, None))) == 4
+    assert len(paths(keeper.lookups.search("fox", 10, 0, None))) == 4
     keeper.close()
 
 
@@ -395,7 +399,7 @@ def test_report_is_in_walk_order_and_equals_the_scan(make_root: Callable[..., Pa
                 fast = kb.memory_report(prefix, limit, offset)
                 slow = kb.memory_report(prefix, limit, offset, use_index=False)
                 assert fast.to_json() == slow.to_json()
-        stored = keeper.stored_facts_report(kb.episodes_prefix())
+        stored = keeper.answers.stored_facts_report(kb.episodes_prefix())
         assert stored.to_json() == build_report(scan_facts(kb.root), "episodes/").to_json()
 
 

@@ -112,7 +112,9 @@ class ClaimsDesk:
             live = tx.live(now)
             mine = renewable(live, holder)
             wanted = limit + len(live) if limit > len(mine) else 0  # enough to skip the claimed
-            still, head = self.indexing.claim_candidates([c.path for c in mine], episodes, wanted)
+            still, head = self.indexing.answers.claim_candidates(
+                [c.path for c in mine], episodes, wanted
+            )
             kept = [c for c in mine if c.path in still]
             tx.delete(c.path for c in mine if c.path not in still)
             fresh = fresh_episodes(head, live, limit - len(kept))
@@ -288,7 +290,7 @@ class ClaimsDesk:
         if any(ord(c) < 0x20 for c in start):
             raise UsageError("path_prefix must not contain control characters")
         held = {c.path for c in self.store.read(self.clock())}
-        found = [t for t in self.indexing.todo_files(start) if t.path not in held]
+        found = [t for t in self.indexing.answers.todo_files(start) if t.path not in held]
         ranked = sorted(enumerate(found), key=lambda it: (_rank(it[1].priority), it[0]))
         return [Task(t.path, _title(t.title), t.priority) for _, t in ranked[:limit]]
 

@@ -198,7 +198,7 @@ class MergeGuard:
                 if reason is not None:
                     raise Conflict(reason)
             self._cited = cited_claims(self.entries, self._tx.all())
-            findings = self.desk.indexing.merge_findings(
+            findings = self.desk.indexing.answers.merge_findings(
                 self.page, self.entries, self.desk.prefix(None)
             )
             self.warnings = findings.warnings

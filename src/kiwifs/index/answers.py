@@ -1,16 +1,19 @@
 """The memory answers the index gives: the report, lineage, the queue, the dashboard's overview,
 ``memory check``'s rows and stored problems, the claims' candidates and task files.
 
-Each is one method of :class:`~kiwifs.index.upkeep.IndexKeeper` (it inherits them from
-:class:`IndexAnswers`) and each reads the index through the keeper's policy (:meth:`_guarded`:
-current, repaired once on damage); this module holds only what every answer asks and how.
+:class:`IndexAnswers` is a part the keeper builds (``keeper.answers``), handed the keeper as a
+:class:`~kiwifs.index.policy.KeeperPolicy`: each answer reads the index through
+:meth:`~kiwifs.index.policy.KeeperPolicy.guarded` (current, repaired once on damage), and the
+policy names everything else it reads of the keeper (the watcher's state, the check's and the
+timeline's loops). A part rather than a mixin, so what an answer may touch of the keeper is
+written once, typed, and visible here; this module holds only what every answer asks and how.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from kiwifs.index import report as indexed_report
 from kiwifs.index.memory import checkcache
@@ -21,7 +24,7 @@ from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocume
 if TYPE_CHECKING:
     from kiwifs.index.core import Index
     from kiwifs.index.memory import tasks as indexed_tasks
-    from kiwifs.index.memory.timeline import TimelineKeeper
+    from kiwifs.index.policy import KeeperPolicy
     from kiwifs.memory.check import EpisodeRow, PageRow
     from kiwifs.memory.lineage import Lineage
     from kiwifs.memory.overview import Overview, QueuePage
@@ -29,37 +32,17 @@ if TYPE_CHECKING:
     from kiwifs.memory.queue import MergeFindings
     from kiwifs.memory.rules import MergeEntry
 
-T = TypeVar("T")
-
 
 class IndexAnswers:
-    """The memory answers of :class:`~kiwifs.index.upkeep.IndexKeeper`, and the caches they keep
-    while a watcher keeps the index current (valid while the index generation is unchanged)."""
+    """The memory answers of the index, asked through the keeper's policy, and the caches they
+    keep while a watcher keeps the index current (valid while the index generation is
+    unchanged)."""
 
-    # the keeper's background loops, read by the check and the overview
-    _checker: checkcache.CheckKeeper | None
-    _check_worker: checkcache.CheckWorker | None
-    _timeline_keeper: TimelineKeeper | None
-
-    def __init__(self) -> None:
+    def __init__(self, keeper: KeeperPolicy) -> None:
+        self._keeper = keeper
         # report totals per prefix, valid while the index generation is unchanged (watching)
         self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
         self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
-
-    # -- what the keeper provides -----------------------------------------------------------
-
-    def _guarded(self, action: Callable[[Index], T]) -> T:
-        """``action`` on a current index, repaired once on damage (the keeper's policy)."""
-        raise NotImplementedError
-
-    def _answers_reports(self) -> bool:
-        """True when the report should come from the index rather than the scan."""
-        raise NotImplementedError
-
-    @property
-    def watching(self) -> bool:
-        """True while a ready watcher keeps the index current."""
-        raise NotImplementedError
 
     # -- the answers ------------------------------------------------------------------------
 
@@ -73,25 +56,25 @@ class IndexAnswers:
         reads only frontmatter. A one-shot ``kiwifs memory report`` on a fresh root therefore
         scans; ``kiwifs reindex``, ``serve``, ``mcp``, search and meta build the index.
         """
-        if not self._answers_reports():
+        if not self._keeper.answers_reports():
             return None
 
         def run(index: Index) -> MemoryReport:
             generation = index.generation
-            cached = self._totals.get(prefix) if self.watching else None
+            cached = self._totals.get(prefix) if self._keeper.watching else None
             totals = cached[1] if cached and cached[0] == (id(index), generation) else None
             with index.reader() as conn:
                 result, totals = indexed_report.report(conn, prefix, limit, offset, totals, claims)
             self._totals[prefix] = ((id(index), generation), totals)
             return result
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def memory_report_document(
         self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
     ) -> ReportDocument | None:
         """:meth:`memory_report` as a printable document (``None``: use the scan)."""
-        if not self._answers_reports():
+        if not self._keeper.answers_reports():
             return None
 
         def run(index: Index) -> ReportDocument:
@@ -102,7 +85,7 @@ class IndexAnswers:
                 )
             return ReportDocument(*document)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def episode_paths(self, episode_id: str, prefix: str) -> list[str]:
         """Where an episode with this id already lives (an index lookup, not a report).
@@ -114,7 +97,7 @@ class IndexAnswers:
             with index.reader() as conn:
                 return indexed_report.episode_paths(conn, episode_id, prefix)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def merge_findings(
         self, page: str, entries: Sequence[MergeEntry], prefix: str
@@ -127,7 +110,7 @@ class IndexAnswers:
             with index.reader() as conn:
                 return indexed_lineage.merge_findings(conn, page, entries, prefix)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def stored_facts_report(self, prefix: str) -> MemoryReport:
         """``build_report`` over the facts the index stores (the slow path, for proofs)."""
@@ -137,7 +120,7 @@ class IndexAnswers:
                 from_index = list(indexed_report.stored_facts(conn))
             return build_report(from_index, prefix)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def lineage(self, rel: str, prefix: str) -> Lineage:
         from kiwifs.index.memory import lineage as indexed_lineage
@@ -146,7 +129,7 @@ class IndexAnswers:
             with index.reader() as conn:
                 return indexed_lineage.lineage(conn, rel, prefix)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def queue(self, prefix: str, path_prefix: str, limit: int, offset: int) -> QueuePage:
         from kiwifs.index.memory import overview as indexed_overview
@@ -155,18 +138,18 @@ class IndexAnswers:
             with index.reader() as conn:
                 return indexed_overview.queue_page(conn, prefix, path_prefix, limit, offset)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def check_problems(self, prefix: str) -> list[Problem] | None:
         """The problems of ``memory check`` from the index, in the check's worker process while
         the background loop runs; ``None`` when the scan is the better answer (the same policy
         as :meth:`memory_report`)."""
-        if not self._answers_reports():
+        if not self._keeper.answers_reports():
             return None
         from kiwifs.index.memory import check as indexed_check
         from kiwifs.memory.problems import problems_in
 
-        worker = self._check_worker
+        worker = self._keeper.check_worker
 
         def run(index: Index) -> list[Problem]:
             if worker is not None:
@@ -176,13 +159,13 @@ class IndexAnswers:
             with index.reader() as conn:
                 return problems_in(prefix, *indexed_check.check_rows(conn, prefix))
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def check_state(self, prefix: str) -> CheckState:
         """The stored check for ``prefix``, or :data:`NOT_YET` while none is stored."""
         from kiwifs.memory.problems import NOT_YET
 
-        checker = self._checker
+        checker = self._keeper.check_keeper
 
         def run(index: Index) -> CheckState:
             # without the loop the check ran in this very call (refresh_check): current
@@ -191,7 +174,7 @@ class IndexAnswers:
                 found = checkcache.read_state(conn, prefix, current)
             return NOT_YET if found is None else found
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def overview(self, prefix: str, head: str | None, now: float) -> Overview:
         """The dashboard's facts; cached per index generation while a watcher keeps it current
@@ -199,18 +182,19 @@ class IndexAnswers:
 
         def run(index: Index) -> Overview:
             stamp = (id(index), index.generation)
-            cached = self._overviews.get(prefix) if self.watching else None
+            cached = self._overviews.get(prefix) if self._keeper.watching else None
             if cached is not None and cached[0] == stamp:
                 found = cached[1]
             else:
                 found = self._compute_overview(index, prefix, now)
                 self._overviews[prefix] = (stamp, found)
             current = head is None or found.extra.get("timeline_head") == head
-            if not current and self._timeline_keeper is not None:
-                self._timeline_keeper.wake()
+            timeline = self._keeper.timeline_keeper
+            if not current and timeline is not None:
+                timeline.wake()
             return replace(found, timeline_current=current, computed_at=now)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def _compute_overview(self, index: Index, prefix: str, now: float) -> Overview:
         from kiwifs.index.memory import overview as indexed_overview
@@ -251,12 +235,12 @@ class IndexAnswers:
                 head = indexed_report.unmerged_head(conn, prefix, count) if count > 0 else []
             return still, head
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def check_rows(self, prefix: str) -> tuple[list[EpisodeRow], list[PageRow], set[str]] | None:
         """The rows ``memory check`` reads (see :mod:`kiwifs.index.memory.check`); ``None`` when the
         scan is the better answer (the same policy as :meth:`memory_report`)."""
-        if not self._answers_reports():
+        if not self._keeper.answers_reports():
             return None
         from kiwifs.index.memory import check as indexed_check
 
@@ -264,7 +248,7 @@ class IndexAnswers:
             with index.reader() as conn:
                 return indexed_check.check_rows(conn, prefix)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
         """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
@@ -274,4 +258,4 @@ class IndexAnswers:
             with index.reader() as conn:
                 return indexed_tasks.todo_files(conn, path_prefix)
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)

@@ -1,52 +1,37 @@
 """The lookups the index answers: keyword search, ``/meta`` frontmatter queries, and the
 semantic and hybrid searches of the vector side.
 
-Each is one method of :class:`~kiwifs.index.upkeep.IndexKeeper` (it inherits them from
-:class:`IndexLookups`), read through the keeper's policy (:meth:`_guarded`); the vector side
-itself (:meth:`recall`) is built and stopped by the keeper.
+:class:`IndexLookups` is a part the keeper builds (``keeper.lookups``), handed the keeper as a
+:class:`~kiwifs.index.policy.KeeperPolicy`: each lookup reads the index through its
+:meth:`~kiwifs.index.policy.KeeperPolicy.guarded`, and the vector side
+(:meth:`~kiwifs.index.policy.KeeperPolicy.recall`) is the keeper's, built and stopped by it. A
+part rather than a mixin, so what a lookup may touch of the keeper is written once and typed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 # search, /meta and vectors are imported by the methods that answer them: a one-shot command
 # needs one of them, and the memory report from the CLI none.
 if TYPE_CHECKING:
-    from kiwifs.config import VectorConfig
     from kiwifs.index.core import Index
     from kiwifs.index.filters import RecallFilter
+    from kiwifs.index.policy import KeeperPolicy
     from kiwifs.index.search.keyword import SearchResults
     from kiwifs.index.search.meta import Filter, MetaResults
     from kiwifs.index.search.termcolumns import TermColumns
     from kiwifs.index.vectors.hybrid import HybridResults
     from kiwifs.index.vectors.semantic import SemanticResults
-    from kiwifs.index.vectors.side import Recall
     from kiwifs.index.vectors.store import VectorStatus
-
-T = TypeVar("T")
 
 
 class IndexLookups:
-    """Search, ``/meta``, semantic and hybrid search, answered by the index keeper."""
+    """Search, ``/meta``, semantic and hybrid search, asked through the keeper's policy."""
 
-    vector: VectorConfig
-
-    # -- what the keeper provides -----------------------------------------------------------
-
-    def _guarded(self, action: Callable[[Index], T]) -> T:
-        """``action`` on a current index, repaired once on damage (the keeper's policy)."""
-        raise NotImplementedError
-
-    @property
-    def watching(self) -> bool:
-        """True while a ready watcher keeps the index current."""
-        raise NotImplementedError
-
-    def recall(self) -> Recall:
-        """The vector side, built on first use (the keeper's)."""
-        raise NotImplementedError
+    def __init__(self, keeper: KeeperPolicy) -> None:
+        self._keeper = keeper
 
     # -- the answers ------------------------------------------------------------------------
 
@@ -77,7 +62,7 @@ class IndexLookups:
                     index.tuning,
                 )
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def meta(
         self,
@@ -98,7 +83,7 @@ class IndexLookups:
                     conn, where, or_, sort, order, limit, offset, paths, include_superseded
                 )
 
-        return self._guarded(run)
+        return self._keeper.guarded(run)
 
     def semantic(
         self,
@@ -108,15 +93,16 @@ class IndexLookups:
         threshold: float | None,
         where: RecallFilter,
     ) -> SemanticResults:
-        recall = self.recall()
-        return self._guarded(
-            lambda index: recall.semantic(query, limit, offset, threshold, where, self.watching)
+        keeper = self._keeper
+        recall = keeper.recall()
+        return keeper.guarded(
+            lambda index: recall.semantic(query, limit, offset, threshold, where, keeper.watching)
         )
 
     def _columns(self, index: Index) -> TermColumns | None:
         """The term columns, in a process that keeps running (a server): making a word's column
         costs about one plain query, which a one-shot command would never win back."""
-        return index.columns if self.watching else None
+        return index.columns if self._keeper.watching else None
 
     def hybrid(
         self,
@@ -128,20 +114,21 @@ class IndexLookups:
     ) -> HybridResults:
         from kiwifs.index.vectors.side import keyword_only
 
-        if not self.vector.enabled:
-            return self._guarded(
+        keeper = self._keeper
+        if not keeper.vector.enabled:
+            return keeper.guarded(
                 lambda index: keyword_only(
                     index, query, limit, offset, where, snippets, self._columns(index)
                 )
             )
-        recall = self.recall()
-        return self._guarded(
-            lambda index: recall.hybrid(query, limit, offset, where, self.watching, snippets)
+        recall = keeper.recall()
+        return keeper.guarded(
+            lambda index: recall.hybrid(query, limit, offset, where, keeper.watching, snippets)
         )
 
     def vector_status(self) -> VectorStatus:
         from kiwifs.index.vectors.store import VectorStatus
 
-        if not self.vector.enabled:
+        if not self._keeper.vector.enabled:
             return VectorStatus(enabled=False)
-        return self.recall().store.status()
+        return self._keeper.recall().store.status()

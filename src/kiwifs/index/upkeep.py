@@ -15,9 +15,10 @@ The policy in one place:
   (:data:`~kiwifs.index.connections.BUSY_TIMEOUT`), then the call fails with
   :class:`~kiwifs.errors.Busy` and the index is left as it was.
 
-The answers themselves are methods the keeper inherits: the memory answers from
-:mod:`kiwifs.index.answers`, search, ``/meta`` and the vector searches from
-:mod:`kiwifs.index.lookups`; each reads the index through :meth:`IndexKeeper._guarded`.
+The answers are parts the keeper builds, handed the keeper as their
+:class:`~kiwifs.index.policy.KeeperPolicy`: the memory answers (``keeper.answers``,
+:mod:`kiwifs.index.answers`) and search, ``/meta`` and the vector searches (``keeper.lookups``,
+:mod:`kiwifs.index.lookups`), each reading the index through :meth:`IndexKeeper.guarded`.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class IndexRefresh:
     removed: int = 0
 
 
-class IndexKeeper(IndexAnswers, IndexLookups):
+class IndexKeeper:
     """The index of one root and the rules for keeping it right."""
 
     def __init__(
@@ -95,7 +96,6 @@ class IndexKeeper(IndexAnswers, IndexLookups):
         busy_timeout: float = BUSY_TIMEOUT,
         tuning: Tuning | None = None,
     ) -> None:
-        super().__init__()
         self.root = Path(root)
         self.busy_timeout = busy_timeout
         self.tuning = tuning or Tuning()
@@ -112,6 +112,8 @@ class IndexKeeper(IndexAnswers, IndexLookups):
         self._timeline_keeper: TimelineKeeper | None = None
         self._checker: checkcache.CheckKeeper | None = None
         self._check_worker: checkcache.CheckWorker | None = None
+        self.answers = IndexAnswers(self)
+        self.lookups = IndexLookups(self)
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -243,7 +245,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
 
         return run
 
-    def _guarded(self, action: Callable[[Index], T]) -> T:
+    def guarded(self, action: Callable[[Index], T]) -> T:
         """Run ``action`` on a current index; on corruption reset, refill and retry once.
 
         Current means: a live watcher keeps it so (while its first reconcile runs, a server's
@@ -343,9 +345,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
                 recall.start_worker()
             refresh, reconcile = self._then_rows_moved(refresh), self._then_rows_moved(reconcile)
             on_events: Callable[[Iterable[str]], object] = refresh
-            from kiwifs.index import (
-                writeback as batches,  # servers only: one-shot commands never watch
-            )
+            from kiwifs.index import writeback as batches  # servers only: commands never watch
 
             if self.tuning.index_writeback:  # else each write indexed inside it, under its lock
                 written = functools.partial(self._refresh_written, index)
@@ -376,7 +376,7 @@ class IndexKeeper(IndexAnswers, IndexLookups):
 
     # -- when the index answers ---------------------------------------------------------------
 
-    def _answers_reports(self) -> bool:
+    def answers_reports(self) -> bool:
         """True when the report should come from the index: it exists and lives in the root."""
         if self._index is None and not (self.root / STATE_DIR / INDEX_FILE).is_file():
             return False
@@ -473,6 +473,10 @@ class IndexKeeper(IndexAnswers, IndexLookups):
     @property
     def check_keeper(self) -> checkcache.CheckKeeper | None:
         return self._checker
+
+    @property
+    def check_worker(self) -> checkcache.CheckWorker | None:
+        return self._check_worker
 
     def refresh_check(self) -> None:
         """Run the check now if the rows changed since it last ran, unless the background loop

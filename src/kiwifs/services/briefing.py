@@ -52,8 +52,8 @@ class Briefing:
         """The pages a brief packs, best first, filtered before ranking (without snippets: the
         pages are read whole, and cutting snippets a brief never shows was time lost)."""
         if self.vectors:
-            return self.indexing.hybrid(query, limit, 0, where, snippets=False).results
-        return self.indexing.search(query, limit, 0, None, where, snippets=False).results
+            return self.indexing.lookups.hybrid(query, limit, 0, where, snippets=False).results
+        return self.indexing.lookups.search(query, limit, 0, None, where, snippets=False).results
 
 
 def _candidate(hit: SearchHit | HybridHit, data: bytes) -> Candidate:

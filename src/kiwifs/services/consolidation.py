@@ -52,7 +52,7 @@ class Consolidation:
         """Every episode no ``merged-from`` cites yet (one page of them)."""
         prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
         if use_index:
-            report = self.indexing.memory_report(prefix, limit, offset, claims)
+            report = self.indexing.answers.memory_report(prefix, limit, offset, claims)
             if report is not None:
                 return report
         return self._scanned_report(prefix, limit, offset, claims)
@@ -64,7 +64,7 @@ class Consolidation:
         the entries' stored text rather than one object per episode)."""
         prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
         if use_index:
-            document = self.indexing.memory_report_document(prefix, limit, offset, claims)
+            document = self.indexing.answers.memory_report_document(prefix, limit, offset, claims)
             if document is not None:
                 return document
         report = self._scanned_report(prefix, limit, offset, claims)
@@ -78,7 +78,7 @@ class Consolidation:
             raise UsageError(f"offset must be 0 or more, got {offset}")
         if any(ord(c) < 0x20 for c in path_prefix):
             raise UsageError("path prefix must not contain control characters")
-        page = self.indexing.queue(self.episodes_prefix(prefix), path_prefix, limit, offset)
+        page = self.indexing.answers.queue(self.episodes_prefix(prefix), path_prefix, limit, offset)
         marks = self.claims.marks()
         if not marks:
             return page
@@ -100,12 +100,12 @@ class Consolidation:
         if self.indexing.timeline_keeper is None and configured:
             self.pipeline.flush()
             self.indexing.refresh_timeline(prefix)
-        found = self.indexing.overview(prefix, self._head(), time.time())
+        found = self.indexing.answers.overview(prefix, self._head(), time.time())
         problems = None
         if configured:
             self.integrity.checker()
             self.indexing.refresh_check()  # only without the background loop (not a server)
-            problems = self.indexing.check_state(prefix)
+            problems = self.indexing.answers.check_state(prefix)
         return dataclasses.replace(found, claimed=self._claimed_count(prefix), problems=problems)
 
     def start_timeline(self) -> None:
@@ -134,7 +134,7 @@ class Consolidation:
         marks = self.claims.marks()
         if not marks:
             return 0
-        return len(self.indexing.claim_candidates(list(marks), prefix, 0)[0])
+        return len(self.indexing.answers.claim_candidates(list(marks), prefix, 0)[0])
 
     def _head(self) -> str | None:
         git = self.pipeline.git

@@ -52,7 +52,9 @@ class Integrity:
 
     def lineage(self, path: str, prefix: str | None = None) -> Lineage:
         """Both directions of a file's lineage (docs/memory.md)."""
-        return self.indexing.lineage(canonical(path, reading=True), self.episodes_prefix(prefix))
+        return self.indexing.answers.lineage(
+            canonical(path, reading=True), self.episodes_prefix(prefix)
+        )
 
     def lineage_of(self, path_or_id: str, prefix: str | None = None) -> Lineage:
         """:meth:`lineage` of a file given by path, or of the one episode with that id."""
@@ -92,7 +94,7 @@ class Integrity:
         ident = episode_id.strip() if isinstance(episode_id, str) else ""
         if not ident:
             raise UsageError("give a file path or an episode id")
-        paths = self.indexing.episode_paths(ident, self.episodes_prefix(prefix))
+        paths = self.indexing.answers.episode_paths(ident, self.episodes_prefix(prefix))
         if not paths:
             raise NotFound(f"no file at {ident} and no episode with id {ident!r}")
         if len(paths) > 1:
@@ -105,7 +107,7 @@ class Integrity:
         from kiwifs.memory.check import build_check
 
         prefix = self.episodes_prefix(prefix)
-        rows = self.indexing.check_rows(prefix) if use_index else None
+        rows = self.indexing.answers.check_rows(prefix) if use_index else None
         episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
         return build_check(
             prefix, episodes, pages, existing.__contains__, self.first_added, time.time()
@@ -130,7 +132,7 @@ class Integrity:
         from kiwifs.memory.problems import problems_in
 
         prefix = self.episodes_prefix(None)
-        found = self.indexing.check_problems(prefix)
+        found = self.indexing.answers.check_problems(prefix)
         if found is None:
             found = problems_in(prefix, *scan_rows(self.root, prefix))
         return prefix, found

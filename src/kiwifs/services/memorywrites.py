@@ -115,7 +115,7 @@ class MemoryWriter:
         def unclaimed() -> None:
             if not episode.chosen_id:
                 return  # a fresh UUID4 names nothing yet; the create-only write still guards
-            taken = self.indexing.episode_paths(episode.episode_id, prefix)
+            taken = self.indexing.answers.episode_paths(episode.episode_id, prefix)
             if taken:
                 raise Conflict(f"episode {episode.episode_id} already exists at {taken[0]}")
 

@@ -221,7 +221,7 @@ def wait_for_check(kb: Knowledge, sub: Any) -> None:
 def settle(kb: Knowledge, keeper: IndexKeeper, sub: Any) -> CheckState:
     """Until the stored result is for the rows as they are (the first runs race the watcher's
     first reconcile, which fills the index)."""
-    while not (state := keeper.check_state(kb.episodes_prefix())).current:
+    while not (state := keeper.answers.check_state(kb.episodes_prefix())).current:
         wait_for_check(kb, sub)
     return state
 
@@ -274,7 +274,7 @@ def test_the_stored_result_outlives_the_process(files_root: Path) -> None:
         first = kb.overview().problems
     keeper = index_keeper(files_root)
     with Knowledge.open(files_root, index=keeper) as kb:  # as stored: nothing ran the check here
-        state = keeper.check_state(kb.episodes_prefix())
+        state = keeper.answers.check_state(kb.episodes_prefix())
     assert first is not None and state.ready and not state.current
     assert (state.total, state.shown, state.computed_at) == (
         first.total,
