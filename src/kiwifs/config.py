@@ -101,6 +101,9 @@ AUTH_TYPES = ("none", "apikey")
 class AuthConfig:
     type: str = "none"
     api_key: str = ""
+    # [[auth.api_keys]] as written (${VAR} expanded): checked by kiwifs.server.keys, and only
+    # for type = "perspace", so another type loads whatever it holds; never compared or shown
+    api_keys: Any = field(default=(), compare=False, repr=False)
 
 
 def check_auth_type(auth: AuthConfig) -> None:

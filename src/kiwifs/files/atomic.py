@@ -68,18 +68,22 @@ class Unsynced:
                 os.close(each)
 
 
-def write_in(folder: int, name: str, data: bytes, durable: bool = True) -> int | None:
+def write_in(
+    folder: int, name: str, data: bytes, durable: bool = True, mode: int = 0o644
+) -> int | None:
     """Write ``data`` to a temp file in ``folder``, fsync it, rename it to ``name`` and fsync
-    the folder; ``durable=False``: no fsync, and the file's descriptor is returned open."""
+    the folder; ``durable=False``: no fsync, and the file's descriptor is returned open.
+    ``mode``: the file's permissions (``0o600`` for a file only its owner may read; the temp
+    file is never more open than that, so no reader catches it in between)."""
     tmp = f"{TEMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{next(_temp_ids)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(tmp, flags, 0o644, dir_fd=folder)
+    fd = os.open(tmp, flags, mode, dir_fd=folder)
     try:
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fchmod(fd, 0o644)  # whatever the umask: files are world-readable
+            os.fchmod(fd, mode)  # whatever the umask: knowledge files are world-readable
             if durable:
                 os.fsync(fd)
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)

@@ -37,8 +37,9 @@ from kiwifs.git.trees import TreeCache
 
 EMAIL = "kiwifs@internal"
 # kiwifs's own files in a root, never part of its history: the index and the journals (rebuilt
-# or replayed from the files), the server lock, an interrupted write's temporary file
-IGNORED = (".kiwi/state/", SERVER_LOCK, ".kiwi-write-*")
+# or replayed from the files), the server lock, an interrupted write's temporary file, and the
+# scoped keys' hashes (kiwifs.server.tokens: a revoked key must not live on in history)
+IGNORED = (".kiwi/state/", SERVER_LOCK, ".kiwi-write-*", ".kiwi/keys.json")
 EXCLUDE_FILE = Path(".git") / "info" / "exclude"
 
 if TYPE_CHECKING:
