@@ -16,6 +16,7 @@ from kiwifs.config import (
     MemoryConfig,
     SearchConfig,
     ServerConfig,
+    SpaceConfig,
     VectorConfig,
     VersioningConfig,
     load_config,
@@ -112,6 +113,7 @@ def test_a_full_kiwifs_config_loads_and_gives_the_keys_kiwifs_reads() -> None:
         versioning=VersioningConfig("git", False, 10, 5),
         auth=AuthConfig("apikey", "k0"),
         memory=MemoryConfig("raw/"),
+        spaces=(SpaceConfig("team", "/srv/team"),),
     )
 
 
@@ -145,7 +147,7 @@ def _all_dataclasses(value: object) -> list[object]:
 
 def test_every_section_is_frozen() -> None:
     sections = _all_dataclasses(parse_config(FULL))
-    assert len(sections) == 10  # Config, server, search (vector, embedder, store, chunk), …
+    assert len(sections) == 11  # Config, server, search (vector, embedder, store, chunk), …, a space
     for section in sections:
         first = dataclasses.fields(section)[0].name  # type: ignore[arg-type]
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -220,7 +222,7 @@ def test_wrong_types_in_keys_kiwifs_reads_are_config_errors(text: str) -> None:
         "[auth]\napi_keys = 'k'\noidc = 'x'\n",
         "[[auth.api_keys]]\nkey = 1\n",
         "[dataview]\ncustom_fields = ['a']\n",
-        "spaces = 'x'\nstorage = 1\n[janitor]\nstale_days = 'old'\n",
+        "storage = 1\n[janitor]\nstale_days = 'old'\n",
     ],
     ids=[
         "server-extras",

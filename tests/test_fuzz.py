@@ -46,6 +46,7 @@ from kiwifs.mcp.server import adapt
 from kiwifs.mcp.tools import SPECS, Tools
 from kiwifs.rest.app import create_app
 from kiwifs.server.payloads import FileItem, MergeItem
+from kiwifs.server.spaces import SpaceRegistry
 from vectorkit import build_model, local_config
 
 EXAMPLES = int(os.environ.get("KIWIFS_FUZZ_EXAMPLES", "8"))
@@ -102,6 +103,10 @@ ROUTES = [
     "POST /api/kiwi/claim",
     "DELETE /api/kiwi/claim",
     "GET /api/kiwi/claims",
+    "GET /api/spaces",
+    "POST /api/spaces",
+    "GET /api/spaces/{name}",
+    "DELETE /api/spaces/{name}",
 ]
 # Values that exist in the root, so that drawn requests also reach files, folders and commits
 # (a random path almost never names one).
@@ -130,7 +135,8 @@ def fuzz_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Knowledge]:
 
 @pytest.fixture(scope="module")
 def api_schema(fuzz_kb: Knowledge) -> Any:
-    return schemathesis.openapi.from_asgi("/openapi.json", create_app(fuzz_kb))
+    app = create_app(fuzz_kb, spaces=SpaceRegistry(fuzz_kb, dashboard=False))
+    return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
 def test_every_route_is_fuzzed(api_schema: Any) -> None:

@@ -2,8 +2,8 @@
 
 The file is KiwiFS's: the same sections and keys, the same defaults, so a config written for KiwiFS
 loads unchanged. Only the keys kiwifs reads are modelled and checked (:class:`Config`); every
-other section and key — KiwiFS's ``[search]``, ``[storage]``, ``[[spaces]]``…, or a newer
-KiwiFS's — is ignored whatever it holds, since nothing here would use it. A file that is not valid
+other section and key — KiwiFS's ``[search]``, ``[storage]``…, or a newer KiwiFS's — is
+ignored whatever it holds, since nothing here would use it. A file that is not valid
 TOML, or a key kiwifs reads holding the wrong type, is a :class:`~kiwifs.errors.ConfigError` that
 names the file. A missing file means "all defaults". ``${VAR}`` in any string is replaced by the
 environment value (unset → empty), as KiwiFS does. A key joins :class:`Config` in the change that
@@ -12,6 +12,7 @@ first reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tomllib
@@ -128,6 +129,33 @@ class MemoryConfig:
     episodes_path_prefix: str = ""
 
 
+SPACE_VISIBILITIES = ("private", "unlisted", "public")
+DEFAULT_SPACE = "default"  # the name of the --root root among a server's spaces
+_SPACE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def space_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a space, or ``None``: lower-case letters, digits, ``-`` and
+    ``_``, 1 to 63 characters, starting with a letter or digit. The name is a path segment
+    (``/api/kiwi/NAME/…``) and a folder name (``.spaces/NAME``), so nothing else is allowed."""
+    if _SPACE_NAME.fullmatch(name) is None:
+        return (
+            f"invalid space name {name!r}: use 1-63 lower-case letters, digits, '-' and '_', "
+            "starting with a letter or digit"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    """One ``[[spaces]]`` entry: another knowledge root ``kiwifs serve`` serves. ``root`` is
+    absolute or relative to the root whose config names it."""
+
+    name: str
+    root: str
+    visibility: str = "private"
+
+
 @dataclass(frozen=True)
 class Config:
     """The keys kiwifs reads; every other section and key of the file is ignored."""
@@ -137,6 +165,7 @@ class Config:
     versioning: VersioningConfig = field(default_factory=VersioningConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    spaces: tuple[SpaceConfig, ...] = ()
 
 
 def load_config(root: Path) -> Config:
@@ -160,9 +189,10 @@ def parse_config(text: str, source: str = CONFIG_RELPATH) -> Config:
         raise ConfigError(f"invalid TOML in {source}: {exc}") from exc
     data = _expand_env(data)
     try:
+        spaces = _spaces(data.pop("spaces", []))
         config: Config = _build(Config, data, "")
         check_vector(config.search.vector)
-        return config
+        return dataclasses.replace(config, spaces=spaces)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration in {source}: {exc}") from exc
 
@@ -197,6 +227,40 @@ def check_vector(vector: VectorConfig) -> None:
         raise ValueError("[search.vector.embedder] dimensions must be 0 (the model's) or more")
     if duration_seconds(vector.embedder.timeout) <= 0:
         raise ValueError("[search.vector.embedder] timeout must be more than 0")
+
+
+def _spaces(value: Any) -> tuple[SpaceConfig, ...]:
+    """The ``[[spaces]]`` entries, each checked: a bad one stops a server at start rather than
+    leaving a space nobody can reach."""
+    if not isinstance(value, list):
+        raise TypeError("spaces must be an array of tables ([[spaces]])")
+    entries: list[SpaceConfig] = []
+    for number, item in enumerate(value, 1):
+        entry = _space(item, f"[[spaces]] entry {number}")
+        if entry.name in {e.name for e in entries}:
+            raise ValueError(f"[[spaces]] names {entry.name!r} twice")
+        entries.append(entry)
+    return tuple(entries)
+
+
+def _space(item: Any, where: str) -> SpaceConfig:
+    if not isinstance(item, dict):
+        raise TypeError(f"{where} must be a table")
+    name, root = item.get("name"), item.get("root")
+    visibility = item.get("visibility", "private")
+    if not isinstance(name, str) or not isinstance(root, str) or not root.strip():
+        raise TypeError(f"{where} needs name and root, both strings")
+    problem = space_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{where}: {problem}")
+    if name == DEFAULT_SPACE:
+        raise ValueError(f"{where}: {DEFAULT_SPACE!r} is the served root's own space")
+    if not isinstance(visibility, str) or visibility not in SPACE_VISIBILITIES:
+        raise ValueError(
+            f"{where}: visibility must be one of {', '.join(SPACE_VISIBILITIES)}, "
+            f"got {visibility!r}"
+        )
+    return SpaceConfig(name, root, visibility)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

@@ -12,6 +12,7 @@ code, MCP to a tool error. Nothing outside this module decides what a failure *i
     ├── InvalidFrontmatter       invalid_frontmatter 1       400
     ├── RootNotFound             root_not_found   2          404
     ├── NotFound                 not_found        1          404
+    │   └── UnknownSpace         not_found        2          404
     ├── Conflict                 conflict         1          409
     ├── PayloadTooLarge          too_large        1          413
     ├── Unauthorized             unauthorized     1          401
@@ -88,6 +89,17 @@ class NotFound(KiwiError):
     """The file, version or directory asked for does not exist."""
 
     code = "not_found"
+
+
+class UnknownSpace(NotFound):
+    """A space name the server does not serve: never answered from the default space instead,
+    so a typo in a name cannot write into the wrong knowledge root. Exit 2: the caller's
+    mistake, as a missing root is."""
+
+    exit_code = 2
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown space: {name}")
 
 
 class Conflict(KiwiError):

@@ -162,6 +162,16 @@ class Tuning:
     """A server keeps the pages each recall filter lets the vector side rank, caught up from
     the change log. Off: they are queried again for every search."""
 
+    # -- spaces ---------------------------------------------------------------------------------
+
+    max_open_spaces: int = 16
+    """How many spaces besides the default one a server holds open at once (each an open
+    index, a watcher, a commit process). The least recently used one that no request holds is
+    closed to open another; spaces held by requests may exceed it until their requests end."""
+
+    space_idle: float = 600.0
+    """Seconds a space may go without a request before it is closed (reopened on the next)."""
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Tuning:
         """The defaults with the user knobs of :data:`ENVIRONMENT` applied; a value that does

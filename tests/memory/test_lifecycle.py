@@ -451,7 +451,7 @@ def test_cli_search_prints_plain_text(kb: Knowledge, root: Path) -> None:
 
 
 def test_cli_mcp_remote_says_kiwifs_serves_mcp_in_process(tmp_path: Path) -> None:
-    for args in (["--remote", "http://host:3333"], ["--root", str(tmp_path), "--space", "x"]):
+    for args in (["--remote", "http://host:3333"], ["--root", str(tmp_path), "--api-key", "k"]):
         result = invoke("mcp", *args)
         assert result.exit_code == 2, result.output
         assert "kiwifs serves MCP in-process" in result.output

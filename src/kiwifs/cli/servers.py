@@ -67,11 +67,13 @@ def serve(
     from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
     from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for
+    from kiwifs.server.spaces import SpaceRegistry
 
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     serving = Serving(kb)
     serving.lock_root()
     key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
+    spaces = SpaceRegistry(kb)  # reads the spaces' list, opens none of them
     wanted = port if port is not None else kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, wanted)
     bind_port = sock.getsockname()[1]  # port 0: the one the system chose
@@ -83,13 +85,18 @@ def serve(
 
     def build(probes: Probes) -> Any:
         from kiwifs.mcp.lazy import lazy_mount_mcp  # the MCP SDK itself loads later still
-        from kiwifs.rest.app import create_app
+        from kiwifs.rest.spaces import create_spaces_app
 
         # the commit process imports pygit2 while the routes are built, once /health answers
         serving.start_commit_process()
-        mcp = lazy_mount_mcp(kb, host)
-        return create_app(
-            kb, api_key=key, extra_mounts=mcp, host=host, probes=probes, serving=serving
+        return create_spaces_app(
+            kb,
+            spaces,
+            mounts=lambda space_kb: lazy_mount_mcp(space_kb, host),
+            api_key=key,
+            host=host,
+            probes=probes,
+            serving=serving,
         )
 
     def stop() -> None:
@@ -108,7 +115,7 @@ def serve(
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         http=protocol_with(kb.tuning.header_timeout),
     )
-    server = StoppingServer(config, kb.events)
+    server = StoppingServer(config, kb.events, on_exit=spaces.end_streams)
     server.run(sockets=[sock])
     if app.error:
         raise KiwiError(app.error)
@@ -140,7 +147,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
 REMOTE_UNSUPPORTED = (
     "kiwifs serves MCP in-process, next to the files: run 'kiwifs mcp --root DIR' on the "
     "machine that holds the knowledge root, or point the MCP host at the /mcp endpoint of "
-    "'kiwifs serve' (http://HOST:3333/mcp); --remote, --space and --api-key are KiwiFS remote "
+    "'kiwifs serve' (http://HOST:3333/mcp); --remote and --api-key are KiwiFS remote "
     "mode, which kiwifs does not have"
 )
 
@@ -150,7 +157,11 @@ REMOTE_UNSUPPORTED = (
 @click.option(
     "--remote", default=None, help="KiwiFS remote mode: not supported (the error says what to do)."
 )
-@click.option("--space", default=None, hidden=True, help="KiwiFS remote mode (not supported).")
+@click.option(
+    "--space",
+    default=None,
+    help="Serve this space of the root's server (its [[spaces]] or one made at run time).",
+)
 @click.option("--api-key", default=None, hidden=True, help="KiwiFS remote mode (not supported).")
 @click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option(
@@ -170,7 +181,7 @@ def mcp(
     host: str,
 ) -> None:
     """Serve the MCP tools for a knowledge root (stdio by default)."""
-    if remote is not None or space is not None or api_key is not None:
+    if remote is not None or api_key is not None:
         raise click.UsageError(REMOTE_UNSUPPORTED)
     if root is None:
         raise click.UsageError("Missing option '--root' / '-r'.")
@@ -180,6 +191,12 @@ def mcp(
         raise click.UsageError("--host requires --http")
     from kiwifs.mcp.server import run_http, run_stdio
 
+    if space is not None:
+        from pathlib import Path
+
+        from kiwifs.server.spaces import space_root
+
+        root = str(space_root(Path(root), space))  # unknown: exit 2, "unknown space: NAME"
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     if use_http:
         from kiwifs.server.auth import api_key_for

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 
@@ -37,6 +38,9 @@ from kiwifs.rest.routes.recall import recall_routes
 from kiwifs.server.auth import LOOPBACK_HOSTS, Sessions, api_key_for
 from kiwifs.server.lifecycle import Serving
 
+if TYPE_CHECKING:
+    from kiwifs.server.spaces import SpaceRegistry
+
 
 def create_app(
     kb: Knowledge,
@@ -46,6 +50,8 @@ def create_app(
     host: str | None = None,
     probes: Probes | None = None,
     serving: Serving | None = None,
+    spaces: SpaceRegistry | None = None,
+    background: bool = True,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
     interface's sign-in); ``web`` serves the web interface at ``/``.
@@ -54,7 +60,10 @@ def create_app(
     loopback host (see :func:`kiwifs.server.auth.check_browser`); ``None`` (in-process use) skips
     that. ``probes``: the health probes of a server that already answered them while this app was
     built (:mod:`kiwifs.rest.starting`), so that ``/healthz`` counts the uptime from its start.
-    ``serving``: the background work the lifespan starts and stops (``Serving(kb)`` if none).
+    ``serving``: the background work the lifespan starts and stops (``Serving(kb)`` if none);
+    ``background=False``: someone else starts and stops it (the space registry, for a space's
+    app). ``spaces``: the registry whose management routes (``/api/spaces``) this app serves
+    (the default space's app, see :mod:`kiwifs.rest.spaces`).
     """
     key = api_key_for(kb.config, api_key)
     auth = auth_dependency(key)
@@ -64,6 +73,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if not background:
+            yield
+            return
         await run(work.start, dashboard=web)
         try:
             yield
@@ -103,6 +115,10 @@ def create_app(
     # The router's routes are complete (prefix, key check, responses): added as they are. FastAPI's
     # include_router would build every route a second time on the app's first request (~50 ms).
     app.router.routes.extend(api.routes)
+    if spaces is not None:
+        from kiwifs.rest.routes.spaces import space_routes  # a server's default space only
+
+        space_routes(app, spaces, auth)
     if extra_mounts is not None:
         extra_mounts(app, auth)
     if web:

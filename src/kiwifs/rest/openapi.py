@@ -219,7 +219,7 @@ def _with_bearer(schema: dict[str, Any]) -> dict[str, Any]:
     schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
     schemes["bearer"] = {"type": "http", "scheme": "bearer"}
     for path, operations in schema.get("paths", {}).items():
-        if path.startswith(API_PREFIX):
+        if path.startswith((API_PREFIX, "/api/spaces")):
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]
     return schema

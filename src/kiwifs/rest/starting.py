@@ -72,7 +72,7 @@ class StartingApp:
         await self._settled.wait()
         if self.app is None:
             if scope["type"] == "http":
-                await _answer(scope, send, 503, {"error": self.error})
+                await answer(scope, send, 503, {"error": self.error})
             return
         await self.app(scope, receive, send)
 
@@ -110,21 +110,21 @@ class StartingApp:
 
     async def _probe(self, scope: Scope, send: Send) -> None:
         headers = _headers(scope)
-        answer: Answer
+        reply: Answer
         try:
             check_browser(headers.get("host"), headers.get("origin"), self.loopback)
             if scope["path"] == "/healthz":
-                answer = 200, self.probes.alive()
+                reply = 200, self.probes.alive()
             elif scope["path"] == "/health":
-                answer = await asyncio.to_thread(self.probes.health)
+                reply = await asyncio.to_thread(self.probes.health)
             else:
-                answer = await asyncio.to_thread(self.probes.ready)
+                reply = await asyncio.to_thread(self.probes.ready)
         except KiwiError as exc:  # the browser guard's refusal (a 4xx)
-            answer = STATUS.get(exc.code, 500), {"error": exc.message}
+            reply = STATUS.get(exc.code, 500), {"error": exc.message}
         except Exception:  # noqa: BLE001 - answered as the full app's fault middleware does
             log.exception("unexpected error answering %s %s", scope["method"], scope["path"])
-            answer = 500, {"error": "internal server error"}
-        await _answer(scope, send, *answer)
+            reply = 500, {"error": "internal server error"}
+        await answer(scope, send, *reply)
 
 
 class Lifespan:
@@ -169,7 +169,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-async def _answer(scope: Scope, send: Send, status: int, body: MutableMapping[str, Any]) -> None:
+async def answer(scope: Scope, send: Send, status: int, body: MutableMapping[str, Any]) -> None:
     """A JSON answer as the full app's responses are made (``HEAD``: the headers only)."""
     payload = json_bytes(body)
     await send(

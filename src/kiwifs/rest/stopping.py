@@ -10,6 +10,7 @@ cancelled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -20,12 +21,17 @@ SHUTDOWN_GRACE = 10  # seconds other requests get to finish after the signal
 
 
 class StoppingServer(uvicorn.Server):
-    """A uvicorn server that ends the event streams of ``bus`` when told to exit."""
+    """A uvicorn server that ends the event streams of ``bus`` when told to exit, and calls
+    ``on_exit`` (the other spaces' streams end too)."""
 
-    def __init__(self, config: uvicorn.Config, bus: EventBus) -> None:
+    def __init__(
+        self, config: uvicorn.Config, bus: EventBus, on_exit: Callable[[], None] = lambda: None
+    ) -> None:
         super().__init__(config)
         self.bus = bus
+        self.on_exit = on_exit
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.bus.close()
+        self.on_exit()
         super().handle_exit(sig, frame)

@@ -56,6 +56,14 @@ class BulkRequest(BaseModel):
     message: str | None = None
 
 
+class SpaceRequest(BaseModel):
+    """``POST /api/spaces``: a new space (its root defaults to ``.spaces/NAME``)."""
+
+    model_config = _BODY
+    name: str = Field(min_length=1, description="The space's name (lower-case, digits, - and _).")
+    root: str | None = Field(default=None, description="Its root, inside .spaces/ of the server.")
+
+
 class RenameRequest(BaseModel):
     """``POST /api/kiwi/rename``."""
 

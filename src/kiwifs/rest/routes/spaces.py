@@ -1,0 +1,63 @@
+"""The REST routes that manage a server's spaces (KiwiFS's shapes): list them
+(``GET /api/spaces``), show one (``GET /api/spaces/NAME``), make one (``POST /api/spaces``, 201)
+and delete one (``DELETE /api/spaces/NAME``). Every rule is the registry's
+(:mod:`kiwifs.server.spaces`); these routes only translate. They sit on the default space's app,
+behind its API key, under ``/api/spaces`` rather than ``/api/kiwi`` as KiwiFS has them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+
+from kiwifs.rest.http import KiwiJSONResponse, read_model, run
+from kiwifs.rest.openapi import errors, extra, json_body
+from kiwifs.server.payloads import SpaceRequest
+from kiwifs.server.spaces import SpaceRegistry
+
+SPACES_PREFIX = "/api/spaces"
+_ENTRY: dict[str, Any] = {"content": {"application/json": {"schema": {"type": "object"}}}}
+
+
+def space_routes(
+    app: FastAPI, registry: SpaceRegistry, auth: Callable[[Request], Awaitable[None]]
+) -> None:
+    """Add the management routes to ``app`` (the default space's), behind ``auth``."""
+    api = APIRouter(
+        prefix=SPACES_PREFIX,
+        dependencies=[Depends(auth)],
+        responses=errors(401, 403, 500, 503),
+        default_response_class=KiwiJSONResponse,
+    )
+
+    @api.get("", responses={200: {"description": "Every space.", **_ENTRY}})
+    async def list_spaces() -> dict[str, Any]:
+        found = await run(registry.listing)
+        return {"spaces": [info.to_json() for info in found]}
+
+    @api.get("/{name}", responses={200: {"description": "The space.", **_ENTRY}, **errors(404)})
+    async def get_space(name: str) -> dict[str, Any]:
+        return (await run(registry.info, name)).to_json()
+
+    @api.post(
+        "",
+        status_code=201,
+        responses={201: {"description": "The new space.", **_ENTRY}, **errors(400, 409, 413)},
+        openapi_extra=extra(body=json_body(SpaceRequest)),
+    )
+    async def create_space(request: Request) -> dict[str, Any]:
+        body = await read_model(request, SpaceRequest)
+        return (await run(registry.create, body.name, body.root)).to_json()
+
+    deleted: dict[int | str, dict[str, Any]] = {
+        200: {"description": 'Deleted: `{"deleted": NAME}`.', **_ENTRY}
+    }
+
+    @api.delete("/{name}", responses={**deleted, **errors(400, 404)})
+    async def delete_space(name: str) -> dict[str, str]:
+        await run(registry.delete, name)
+        return {"deleted": name}
+
+    app.router.routes.extend(api.routes)

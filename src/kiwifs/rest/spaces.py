@@ -1,0 +1,207 @@
+"""Spaces over REST: one ASGI app in front of one app per space.
+
+Each space is served by the app :func:`kiwifs.rest.app.create_app` builds for its root, so every
+route, the event stream, the web pages and ``/mcp`` work in a space as they do on a root alone.
+:class:`SpacesApp` only picks the space of a request, as KiwiFS does, in this order:
+
+1. the header ``X-Kiwi-Space: NAME``;
+2. the path ``/api/kiwi/NAME/…``: the segment is removed and the rest is the usual route;
+3. otherwise the default space.
+
+A name that is no space is ``404 {"error": "unknown space: NAME"}``, never the default space:
+KiwiFS falls back to it, so a typo would write into the wrong root. A path segment is a space
+name only when it cannot be a route (``/api/kiwi/search`` is search, and no space may be named
+``search``). The health probes and ``/api/spaces`` are the server's, answered by the default
+space's app whatever the header says.
+
+A space's app is built on its first request and kept on the open space
+(:class:`~kiwifs.server.spaces.OpenSpace`), its lifespan run here; when the registry closes the
+space, the app's lifespan is shut down first and the app dropped. Opening, closing and the bound
+on open spaces are the registry's rules; this module translates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from kiwifs.config import DEFAULT_SPACE
+from kiwifs.errors import KiwiError
+from kiwifs.rest.openapi import API_PREFIX
+from kiwifs.rest.routes.spaces import SPACES_PREFIX
+from kiwifs.rest.starting import PROBES, Lifespan, answer
+from kiwifs.rest.statuses import STATUS
+from kiwifs.server.spaces import OpenSpace, SpaceRegistry
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from kiwifs.knowledge import Knowledge
+
+log = logging.getLogger("kiwifs.rest")
+SPACE_HEADER = b"x-kiwi-space"
+APP_KEY = "rest"  # where a space's app is kept on its OpenSpace
+CLOSE_TIMEOUT = 30.0
+
+
+def route_segments(app: FastAPI) -> frozenset[str]:
+    """The first path segments of the routes under ``/api/kiwi`` (``file``, ``search``, …):
+    read from the app itself, so a new route is reserved the day it is added."""
+    found = set()
+    for route in app.routes:
+        path = getattr(route, "path", "")
+        if path.startswith(API_PREFIX + "/"):
+            found.add(path[len(API_PREFIX) + 1 :].split("/", 1)[0])
+    return frozenset(found)
+
+
+class SpacesApp:
+    """The ASGI app of a server with spaces: ``default`` (the default space's app, which also
+    serves ``/api/spaces``) and an app per other space, made by ``build(kb)``."""
+
+    def __init__(
+        self,
+        default: FastAPI,
+        registry: SpaceRegistry,
+        build: Callable[[Knowledge], ASGIApp],
+    ) -> None:
+        self.default = default
+        self.registry = registry
+        self.build = build
+        registry.reserve(route_segments(default))
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        if scope["type"] not in ("http", "websocket"):
+            await self.default(scope, receive, send)
+            return
+        name, scope = _target(scope, self.registry.reserved)
+        if name == DEFAULT_SPACE:
+            await self.default(scope, receive, send)
+            return
+        try:
+            space = await anyio.to_thread.run_sync(self.registry.acquire, name)
+        except Exception as exc:  # noqa: BLE001 - answered, never a 500 (see _refuse)
+            await _refuse(scope, send, name, exc)
+            return
+        try:
+            try:
+                app = await self._app_of(space)
+            except Exception as exc:  # noqa: BLE001 - its config, its app's start-up
+                await _refuse(scope, send, name, exc)
+                return
+            await app(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.registry.release, space)
+
+    # -- the lifespan: the default app's, with the spaces closed before it ends --------------
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._loop = asyncio.get_running_loop()
+
+        async def receiving() -> Any:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.registry.start_sweeping()
+            elif message["type"] == "lifespan.shutdown":
+                await anyio.to_thread.run_sync(self.registry.close)
+            return message
+
+        await self.default(scope, receiving, send)
+
+    # -- a space's app ----------------------------------------------------------------------
+
+    async def _app_of(self, space: OpenSpace) -> ASGIApp:
+        """The app of ``space``, built and started on its first request."""
+        lock: asyncio.Lock = space.cache.setdefault("rest-lock", asyncio.Lock())
+        async with lock:
+            app: ASGIApp | None = space.cache.get(APP_KEY)
+            if app is None:
+                app = await anyio.to_thread.run_sync(self.build, space.kb)
+                scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+                lifespan = Lifespan(app, scope)
+                await lifespan.startup()
+                space.on_close(self._stopper(lifespan))
+                space.cache[APP_KEY] = app
+        return app
+
+    def _stopper(self, lifespan: Lifespan) -> Callable[[], None]:
+        """How the registry, from its own thread, shuts the app down before closing the space."""
+        loop = self._loop or asyncio.get_running_loop()
+
+        def stop() -> None:
+            if loop.is_closed():
+                return
+            asyncio.run_coroutine_threadsafe(lifespan.shutdown(), loop).result(CLOSE_TIMEOUT)
+
+        return stop
+
+
+def _target(scope: Scope, reserved: frozenset[str]) -> tuple[str, Scope]:
+    """The space a request is for, and the request as that space's app must see it."""
+    path: str = scope["path"]
+    if path in PROBES or path == SPACES_PREFIX or path.startswith(SPACES_PREFIX + "/"):
+        return DEFAULT_SPACE, scope
+    for name, value in scope["headers"]:
+        if name.lower() == SPACE_HEADER and value.strip():
+            return value.decode("latin-1").strip(), scope
+    if not path.startswith(API_PREFIX + "/"):
+        return DEFAULT_SPACE, scope
+    segment, _, rest = path[len(API_PREFIX) + 1 :].partition("/")
+    if not segment or segment in reserved:
+        return DEFAULT_SPACE, scope
+    inner = dict(scope)
+    inner["path"] = f"{API_PREFIX}/{rest}" if rest else API_PREFIX
+    raw = scope.get("raw_path")
+    lead = f"{API_PREFIX}/{segment}".encode()
+    if isinstance(raw, bytes) and raw.startswith(lead):
+        inner["raw_path"] = API_PREFIX.encode() + raw[len(lead) :]
+    else:
+        inner.pop("raw_path", None)
+    return segment, inner
+
+
+async def _refuse(scope: Scope, send: Send, name: str, exc: Exception) -> None:
+    """A refusal as the apps answer: ``{"error": …}`` with the table's status. A space that
+    cannot open (its config, its lock, its disk) is a 503 naming why, never a 500."""
+    if scope["type"] != "http":
+        return
+    if isinstance(exc, KiwiError) and exc.code in STATUS:
+        status, message = STATUS[exc.code], exc.message
+    else:
+        log.error("space %s cannot open", name, exc_info=exc)
+        status, message = 503, f"space {name} cannot open: {exc}"
+    await answer(scope, send, status, {"error": message})
+
+
+def create_spaces_app(
+    kb: Knowledge,
+    registry: SpaceRegistry,
+    mounts: Callable[[Knowledge], Any] | None = None,
+    **options: Any,
+) -> SpacesApp:
+    """The app of a server with spaces: ``create_app(kb, spaces=registry, **options)`` for the
+    default space and, on first use, ``create_app(space_kb, **options)`` for each other one,
+    whose background work the registry runs. ``mounts(kb)``: the ``extra_mounts`` of a root's
+    app (MCP at ``/mcp``). ``probes`` and ``serving`` apply to the default space only."""
+    from kiwifs.rest.app import create_app
+
+    shared = {k: v for k, v in options.items() if k not in ("probes", "serving")}
+    default = create_app(
+        kb, spaces=registry, extra_mounts=mounts(kb) if mounts else None, **options
+    )
+
+    def build(space_kb: Knowledge) -> ASGIApp:
+        extra = mounts(space_kb) if mounts else None
+        return create_app(space_kb, extra_mounts=extra, background=False, **shared)
+
+    return SpacesApp(default, registry, build)
