@@ -167,7 +167,7 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
     assert (root / "index.md").read_text() == "# mine\n"
     assert (root / "log.md").is_file()
     assert (root / ".gitignore").read_text() == (
-        "node_modules/\n.kiwi/state/\n.kiwi/server.lock\n.kiwi-write-*\n"
+        "node_modules/\n.kiwi/state/\n.kiwi/server.lock\n.kiwi-write-*\n.kiwi/keys.json\n"
     )
 
 
