@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kiwifs.base.paths import open_regular, read_all
+from kiwifs.config import space_name_problem
 from kiwifs.errors import ConfigError, InvalidPath, RootNotFound, UsageError
 from kiwifs.files.atomic import write_in
 from kiwifs.frontmatter.provenance import sanitize_actor
@@ -37,8 +38,6 @@ KEY_PREFIX = "kiwi_"
 KEY_BYTES = 32
 FILE_MODE = 0o600
 FORMAT_VERSION = 1
-# a space's name, as the spaces registry names them: lower-case letters, digits, - and _
-SPACE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _HASH = re.compile(r"[0-9a-f]{64}")
 _ID = re.compile(r"[0-9a-f]{12}")
 
@@ -88,11 +87,9 @@ def create_token(
 ) -> NewToken:
     """Make a key for ``space`` at ``scope`` (under ``prefix``, writing as ``actor``), store
     its hash and return it. A bad space name or prefix is a :class:`UsageError`."""
-    if not SPACE_NAME.fullmatch(space):
-        raise UsageError(
-            f"invalid space name {space!r}: lower-case letters, digits, '-' and '_', "
-            "1-63 characters, starting with a letter or digit"
-        )
+    problem = space_name_problem(space)  # the spaces' own rule: a token names a space
+    if problem is not None:
+        raise UsageError(problem)
     try:
         folder = canonical_prefix(prefix)
     except InvalidPath as exc:
