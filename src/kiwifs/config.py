@@ -95,7 +95,7 @@ class VersioningConfig:
         return self.strategy.lower() not in ("none", "cow")
 
 
-AUTH_TYPES = ("none", "apikey")
+AUTH_TYPES = ("none", "apikey", "perspace")
 
 
 @dataclass(frozen=True)
@@ -111,15 +111,15 @@ def check_auth_type(auth: AuthConfig) -> None:
     """Refuse an ``[auth] type`` kiwifs does not implement, naming the ones it does.
 
     Checked by every interface that listens on a socket (:func:`kiwifs.server.auth.api_key_for`),
-    not when the file is read: a server that ignored KiwiFS's ``perspace`` would serve every file to
-    anyone, while the local commands (search, reindex, stdio MCP) use no auth and still work.
+    not when the file is read: a server that ignored a type it does not know would serve every
+    file to anyone, while the local commands (search, reindex, stdio MCP) use no auth and still
+    work.
     """
     kind = auth.type.strip().lower()
     if kind in AUTH_TYPES:
         return
-    detail = " (perspace keys are not supported yet)" if kind == "perspace" else ""
     raise ConfigError(
-        f"[auth] type = {auth.type!r} in {CONFIG_RELPATH} is not supported{detail}; "
+        f"[auth] type = {auth.type!r} in {CONFIG_RELPATH} is not supported; "
         f"supported: {', '.join(AUTH_TYPES)}"
     )
 

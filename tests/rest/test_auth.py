@@ -125,17 +125,14 @@ async def test_a_web_page_cannot_append_to_a_loopback_server(
         assert (await client.post(url, content=b"agent", headers=text)).status_code == 200
 
 
-@pytest.mark.parametrize("kind", ["perspace", "PerSpace", "oauth", ""])
+@pytest.mark.parametrize("kind", ["oauth", "per-space", ""])
 def test_an_auth_type_kiwifs_lacks_is_refused_even_with_a_key(kind: str) -> None:
-    """KiwiFS's ``perspace`` once started the server with no authentication at all."""
+    """An unknown type once started the server with no authentication at all."""
     config = parse_config(f'[auth]\ntype = "{kind}"\napi_key = "k"\n')
-    with pytest.raises(ConfigError, match=r"supported: none, apikey") as refused:
+    with pytest.raises(ConfigError, match=r"supported: none, apikey, perspace"):
         api_key_for(config)
     with pytest.raises(ConfigError):
         api_key_for(config, "flag")
-    assert ("perspace keys are not supported yet" in refused.value.message) == (
-        kind.lower() == "perspace"
-    )
 
 
 @pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
@@ -145,11 +142,21 @@ def test_servers_refuse_an_auth_type_they_cannot_enforce(
     """A process (the timeout only bounds the failure: a server that starts would never end)."""
     root = tmp_path / "kb"
     Knowledge.init(root)
-    (root / ".kiwi" / "config.toml").write_text('[auth]\ntype = "perspace"\n')
+    (root / ".kiwi" / "config.toml").write_text('[auth]\ntype = "oauth"\n')
     args = [KIWIFS, *command, "--root", str(root), "--port", "0"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
-    assert line.startswith("error: [auth] type = 'perspace'") and "none, apikey" in line
-    assert "perspace keys are not supported yet" in line
+    assert line.startswith("error: [auth] type = 'oauth'") and "none, apikey, perspace" in line
+
+
+def test_standalone_mcp_http_refuses_scoped_keys(tmp_path: Path) -> None:
+    """``kiwifs mcp --http`` does not enforce scoped keys: it refuses them, never serves open."""
+    root = tmp_path / "kb"
+    Knowledge.init(root)
+    (root / ".kiwi" / "config.toml").write_text('[auth]\ntype = "perspace"\n')
+    args = [KIWIFS, "mcp", "--http", "--root", str(root), "--port", "0"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "enforced by kiwifs serve" in done.stderr

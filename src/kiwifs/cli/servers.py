@@ -66,13 +66,17 @@ def serve(
     from kiwifs.rest.probes import Probes
     from kiwifs.rest.starting import StartingApp  # FastAPI and the routes load once it listens
     from kiwifs.rest.stopping import SHUTDOWN_GRACE, StoppingServer
-    from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for
+    from kiwifs.server.auth import LOOPBACK_HOSTS
     from kiwifs.server.spaces import SpaceRegistry
 
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     serving = Serving(kb)
     serving.lock_root()
-    key = api_key_for(kb.config, api_key or None)  # a key asked for but not given: no start
+    from kiwifs.server.access import Gate
+
+    # a key asked for but not given, a bad scoped key: no start
+    gate = Gate.of(kb.config, kb.root, api_key or None)
+    reload_on_hangup(gate)
     spaces = SpaceRegistry(kb)  # reads the spaces' list, opens none of them
     wanted = port if port is not None else kb.config.server.port or DEFAULT_SERVE_PORT
     sock = listen_socket(host, wanted)
@@ -93,7 +97,7 @@ def serve(
             kb,
             spaces,
             mounts=lambda space_kb: lazy_mount_mcp(space_kb, host),
-            api_key=key,
+            gate=gate,
             host=host,
             probes=probes,
             serving=serving,
@@ -119,6 +123,28 @@ def serve(
     server.run(sockets=[sock])
     if app.error:
         raise KiwiError(app.error)
+
+
+def reload_on_hangup(gate: Any) -> None:
+    """SIGHUP reads the scoped keys again (``kiwifs token create`` and config edits take effect
+    without a restart). Read in a thread, not in the handler, which interrupts the event loop;
+    a reload that fails keeps the keys in force and says why on stderr."""
+    import signal
+    import threading
+
+    if not gate.scoped or not hasattr(signal, "SIGHUP"):
+        return
+
+    def reload() -> None:
+        try:
+            count = gate.reload()
+        except Exception as exc:  # noqa: BLE001 - reported; the keys in force stay
+            why = exc.message if isinstance(exc, KiwiError) else str(exc)
+            click.echo(f"error: keys not reloaded, the old ones stay: {why}", err=True)
+            return
+        click.echo(f"kiwifs: {count} scoped keys loaded", err=True)
+
+    signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=reload, daemon=True).start())
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -199,9 +225,9 @@ def mcp(
         root = str(space_root(Path(root), space))  # unknown: exit 2, "unknown space: NAME"
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     if use_http:
-        from kiwifs.server.auth import api_key_for
+        from kiwifs.mcp.server import standalone_key
 
-        api_key_for(kb.config)  # an auth setup it cannot enforce: no start (before binding)
+        standalone_key(kb)  # an auth setup it cannot enforce: no start (before binding)
     wanted = port if port is not None else DEFAULT_MCP_PORT
     sock = listen_socket(host, wanted) if use_http else None
     Serving(kb).prepare()

@@ -13,13 +13,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kiwifs.errors import Unauthorized
+from kiwifs.errors import Forbidden, Unauthorized
+from kiwifs.server.access import GRANT_KEY, mcp_refusal
 
 Auth = Callable[[Request], Awaitable[None]]
 
 
 class AuthGate:
-    """Refuse HTTP requests that fail ``check`` with 401 ``{"error": …}`` (fails closed)."""
+    """Refuse HTTP requests that fail ``check`` with 401 ``{"error": …}`` (fails closed), or
+    403 when the key may not use this space or its scope is too low, or when its grant is one
+    the tools cannot honour (:func:`kiwifs.server.access.mcp_refusal`)."""
 
     def __init__(self, app: ASGIApp, check: Auth) -> None:
         self.app = app
@@ -34,5 +37,12 @@ class AuthGate:
                     {"error": exc.message}, 401, headers={"WWW-Authenticate": "Bearer"}
                 )
                 await response(scope, receive, send)
+                return
+            except Forbidden as exc:
+                await JSONResponse({"error": exc.message}, 403)(scope, receive, send)
+                return
+            refusal = mcp_refusal(scope.get(GRANT_KEY))
+            if refusal:
+                await JSONResponse({"error": refusal}, 403)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -38,12 +38,13 @@ from starlette.types import ASGIApp
 from kiwifs import __version__
 from kiwifs.base.text import shown
 from kiwifs.config import DEFAULT_MCP_PORT
-from kiwifs.errors import Conflict, KiwiError, NotFound
+from kiwifs.errors import ConfigError, Conflict, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.authgate import AuthGate
 from kiwifs.mcp.render import render_tree
 from kiwifs.mcp.tools import ALIASES, SPECS, Tools, ToolSpec
 from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
+from kiwifs.server.keys import PERSPACE
 from kiwifs.server.lifecycle import Serving
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
@@ -288,11 +289,22 @@ def bearer_check(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
     return check
 
 
+def standalone_key(kb: Knowledge) -> str | None:
+    """The key of ``kiwifs mcp --http``: the root's ``apikey``. Scoped keys are enforced by
+    ``kiwifs serve`` (its ``/mcp``), not here: refused at start, never served open."""
+    if kb.config.auth.type.strip().lower() == PERSPACE:
+        raise ConfigError(
+            '[auth] type = "perspace" is enforced by kiwifs serve (its /mcp), '
+            "not by kiwifs mcp --http"
+        )
+    return api_key_for(kb.config)
+
+
 def http_app(kb: Knowledge, host: str = "127.0.0.1") -> Starlette:
     """The standalone app of ``kiwifs mcp --http``: ``/mcp`` and ``GET /health``."""
     http = mcp_asgi_app(kb, host)
     started = time.monotonic()
-    gate = AuthGate(http.app, bearer_check(api_key_for(kb.config)))
+    gate = AuthGate(http.app, bearer_check(standalone_key(kb)))
     serving = Serving(kb)
 
     async def health(_: Request) -> JSONResponse:

@@ -35,7 +35,8 @@ from kiwifs.rest.routes.health import health_routes
 from kiwifs.rest.routes.history import history_routes
 from kiwifs.rest.routes.memory import memory_routes
 from kiwifs.rest.routes.recall import recall_routes
-from kiwifs.server.auth import LOOPBACK_HOSTS, Sessions, api_key_for
+from kiwifs.server.access import Gate
+from kiwifs.server.auth import LOOPBACK_HOSTS, Sessions
 from kiwifs.server.lifecycle import Serving
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ def create_app(
     serving: Serving | None = None,
     spaces: SpaceRegistry | None = None,
     background: bool = True,
+    gate: Gate | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
     interface's sign-in); ``web`` serves the web interface at ``/``.
@@ -63,12 +65,15 @@ def create_app(
     ``serving``: the background work the lifespan starts and stops (``Serving(kb)`` if none);
     ``background=False``: someone else starts and stops it (the space registry, for a space's
     app). ``spaces``: the registry whose management routes (``/api/spaces``) this app serves
-    (the default space's app, see :mod:`kiwifs.rest.spaces`).
+    (the default space's app, see :mod:`kiwifs.rest.spaces`). ``gate``: the server's keys
+    (:class:`~kiwifs.server.access.Gate`), which a space's app shares; ``None``: ``kb``'s own
+    configuration and ``api_key``.
     """
-    key = api_key_for(kb.config, api_key)
-    auth = auth_dependency(key)
-    sessions = Sessions(key)  # the web interface's, which also open /docs and /openapi.json
-    described = description_dependency(key, sessions)
+    gate = gate or Gate.of(kb.config, kb.root, api_key)
+    auth = auth_dependency(gate)
+    # the web interface's sessions, which also open /docs and /openapi.json
+    sessions = Sessions(gate.api_key, keyed=gate.keyed)
+    described = description_dependency(gate, sessions)
     work = serving or Serving(kb)
 
     @asynccontextmanager
@@ -97,7 +102,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.add_middleware(BrowserGuard, loopback=host in LOOPBACK_HOSTS)
-    install_openapi(app, described, keyed=key is not None)
+    install_openapi(app, described, keyed=gate.keyed)
     health_routes(app, probes or Probes(kb))
 
     api = APIRouter(
@@ -126,5 +131,5 @@ def create_app(
             install,  # Jinja2 and the templates load only with the web interface
         )
 
-        install(app, kb, key, described, sessions)
+        install(app, kb, gate, described, sessions)
     return app

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs.base.limits import MAX_BULK_BYTES
 from kiwifs.base.text import SHOWN_JSON
+from kiwifs.config import DEFAULT_SPACE
 from kiwifs.errors import (
     Conflict,
     KiwiError,
@@ -39,7 +40,9 @@ from kiwifs.frontmatter.provenance import DEFAULT_ACTOR as ANONYMOUS
 from kiwifs.frontmatter.provenance import sanitize_actor
 from kiwifs.rest.fallback import allowed_methods
 from kiwifs.rest.statuses import STATUS, json_bytes
-from kiwifs.server.auth import SESSION_COOKIE, Sessions, check_bearer, check_browser
+from kiwifs.server.access import GRANT_KEY, SPACE_KEY, Gate, check_request
+from kiwifs.server.auth import SESSION_COOKIE, Sessions, check_browser
+from kiwifs.server.grants import Grant
 from kiwifs.server.payloads import field_name, parse
 from kiwifs.writes.events import Event, EventBus
 
@@ -89,13 +92,30 @@ def quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
+def grant_of(request: Request) -> Grant:
+    """The grant the route's auth dependency found (:func:`auth_dependency`). A route reached
+    without one is refused, never served as if the server were open."""
+    grant = request.scope.get(GRANT_KEY)
+    if not isinstance(grant, Grant):
+        raise Unauthorized("invalid API key")
+    return grant
+
+
+def key_actor(request: Request) -> str | None:
+    """The actor of the request's key, which wins over anything the request says: a key with
+    an actor is that author, whatever ``X-Actor`` or a body claims."""
+    grant = request.scope.get(GRANT_KEY)
+    return grant.actor if isinstance(grant, Grant) and grant.actor else None
+
+
 def actor_of(request: Request) -> str:
-    return sanitize_actor(request.headers.get("x-actor"), ANONYMOUS)
+    return key_actor(request) or sanitize_actor(request.headers.get("x-actor"), ANONYMOUS)
 
 
 def body_actor(request: Request, actor: str | None) -> str:
-    """The body's ``actor`` (sanitised); when that leaves nothing, the ``X-Actor`` header."""
-    chosen = sanitize_actor(actor)
+    """The body's ``actor`` (sanitised); when that leaves nothing, the ``X-Actor`` header; the
+    key's actor before both."""
+    chosen = key_actor(request) or sanitize_actor(actor)
     return actor_of(request) if chosen == ANONYMOUS else chosen
 
 
@@ -138,24 +158,28 @@ async def read_model(request: Request, model: type[M]) -> M:
     return parse(model, await read_json(request))
 
 
-def auth_dependency(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
-    """A dependency refusing requests without ``Authorization: Bearer <key>`` (fails closed)."""
+def auth_dependency(gate: Gate) -> Callable[[Request], Awaitable[None]]:
+    """A dependency finding the request's grant (401 without a valid key, fails closed) and
+    asking :func:`kiwifs.server.access.check_request` whether it reaches the request's space at the
+    scope the route needs (403). The grant is kept on the request for the route (its prefix,
+    its actor: :func:`grant_of`, :func:`actor_of`)."""
 
     async def check(request: Request) -> None:
-        check_bearer(request.headers.get("authorization"), api_key)
+        grant = gate.grant(request.headers.get("authorization"))
+        space = request.scope.get(SPACE_KEY, DEFAULT_SPACE)
+        check_request(grant, space, request.method, request.scope["path"])
+        request.scope[GRANT_KEY] = grant
 
     return check
 
 
-def description_dependency(
-    api_key: str | None, sessions: Sessions
-) -> Callable[[Request], Awaitable[None]]:
-    """The guard of the API's description (``/openapi.json``, ``/docs``): the bearer key, or a
+def description_dependency(gate: Gate, sessions: Sessions) -> Callable[[Request], Awaitable[None]]:
+    """The guard of the API's description (``/openapi.json``, ``/docs``): a valid key, or a
     signed-in web session, since a browser showing ``/docs`` cannot send a bearer header."""
 
     async def check(request: Request) -> None:
         try:
-            check_bearer(request.headers.get("authorization"), api_key)
+            gate.grant(request.headers.get("authorization"))
         except Unauthorized:
             if not sessions.valid(request.cookies.get(SESSION_COOKIE)):
                 raise

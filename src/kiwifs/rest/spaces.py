@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from kiwifs.config import DEFAULT_SPACE
-from kiwifs.errors import KiwiError
+from kiwifs.errors import Forbidden, KiwiError
 from kiwifs.rest.openapi import API_PREFIX
 from kiwifs.rest.routes.spaces import SPACES_PREFIX
 from kiwifs.rest.starting import PROBES, Lifespan, answer
 from kiwifs.rest.statuses import STATUS
+from kiwifs.server.access import SPACE_KEY, Gate, reaches
 from kiwifs.server.spaces import OpenSpace, SpaceRegistry
 
 if TYPE_CHECKING:
@@ -69,10 +70,12 @@ class SpacesApp:
         default: FastAPI,
         registry: SpaceRegistry,
         build: Callable[[Knowledge], ASGIApp],
+        gate: Gate | None = None,
     ) -> None:
         self.default = default
         self.registry = registry
         self.build = build
+        self.gate = gate or Gate()
         registry.reserve(route_segments(default))
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -84,9 +87,16 @@ class SpacesApp:
             await self.default(scope, receive, send)
             return
         name, scope = _target(scope, self.registry.reserved)
+        scope = {**scope, SPACE_KEY: name}
         if name == DEFAULT_SPACE:
             await self.default(scope, receive, send)
             return
+        if scope["type"] == "http" and self.gate.keyed:
+            try:
+                self._admit(scope, name)
+            except KiwiError as exc:
+                await _refuse(scope, send, name, exc)
+                return
         try:
             space = await anyio.to_thread.run_sync(self.registry.acquire, name)
         except Exception as exc:  # noqa: BLE001 - answered, never a 500 (see _refuse)
@@ -102,6 +112,19 @@ class SpacesApp:
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.registry.release, space)
+
+    def _admit(self, scope: Scope, name: str) -> None:
+        """A key for another space is refused here, before the space is looked up: a key bound
+        to space ``a`` gets the same 403 for ``b`` whether ``b`` exists or not, and a request
+        with no valid key the same 401. The space's own app then checks the scope."""
+        authorization = None
+        for header, value in scope["headers"]:
+            if header.lower() == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        grant = self.gate.grant(authorization)
+        if not reaches(grant, name):
+            raise Forbidden(f"this key does not reach space {name}")
 
     # -- the lifespan: the default app's, with the spaces closed before it ends --------------
 
@@ -177,6 +200,9 @@ async def _refuse(scope: Scope, send: Send, name: str, exc: Exception) -> None:
         return
     if isinstance(exc, KiwiError) and exc.code in STATUS:
         status, message = STATUS[exc.code], exc.message
+        if status == 401:
+            await answer(scope, send, status, {"error": message}, {"WWW-Authenticate": "Bearer"})
+            return
     else:
         log.error("space %s cannot open", name, exc_info=exc)
         status, message = 503, f"space {name} cannot open: {exc}"
@@ -194,14 +220,19 @@ def create_spaces_app(
     whose background work the registry runs. ``mounts(kb)``: the ``extra_mounts`` of a root's
     app (MCP at ``/mcp``). ``probes`` and ``serving`` apply to the default space only."""
     from kiwifs.rest.app import create_app
+    from kiwifs.server.access import Gate
 
+    gate = options.pop("gate", None) or Gate.of(kb.config, kb.root, options.pop("api_key", None))
+    options.pop("api_key", None)
     shared = {k: v for k, v in options.items() if k not in ("probes", "serving")}
+    if gate.keyed:  # the server's keys hold in every space; else a space's own [auth] applies
+        shared["gate"] = gate
     default = create_app(
-        kb, spaces=registry, extra_mounts=mounts(kb) if mounts else None, **options
+        kb, spaces=registry, extra_mounts=mounts(kb) if mounts else None, gate=gate, **options
     )
 
     def build(space_kb: Knowledge) -> ASGIApp:
         extra = mounts(space_kb) if mounts else None
         return create_app(space_kb, extra_mounts=extra, background=False, **shared)
 
-    return SpacesApp(default, registry, build)
+    return SpacesApp(default, registry, build, gate)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.errors import KiwiError
@@ -169,9 +169,16 @@ def _headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-async def answer(scope: Scope, send: Send, status: int, body: MutableMapping[str, Any]) -> None:
+async def answer(
+    scope: Scope,
+    send: Send,
+    status: int,
+    body: MutableMapping[str, Any],
+    headers: Mapping[str, str] | None = None,
+) -> None:
     """A JSON answer as the full app's responses are made (``HEAD``: the headers only)."""
     payload = json_bytes(body)
+    more = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send(
         {
             "type": "http.response.start",
@@ -179,6 +186,7 @@ async def answer(scope: Scope, send: Send, status: int, body: MutableMapping[str
             "headers": [
                 (b"content-length", str(len(payload)).encode()),
                 (b"content-type", b"application/json"),
+                *more,
             ],
         }
     )

@@ -91,8 +91,11 @@ class Sessions:
         clock: Clock = time.time,
         lifetime: int = SESSION_SECONDS,
         most: int = MAX_SESSIONS,
+        keyed: bool | None = None,
     ) -> None:
         self.api_key = api_key
+        # scoped keys have no one key, yet sessions are needed: ``keyed`` says so
+        self.keyed = api_key is not None if keyed is None else keyed
         self.lifetime = lifetime
         self._clock = clock
         self._most = most
@@ -113,7 +116,7 @@ class Sessions:
     def valid(self, token: str | None) -> bool:
         """True when no key is configured, or ``token`` is a session of this server that has
         neither expired nor been ended. Any other value (malformed included) is not."""
-        if self.api_key is None:
+        if not self.keyed:
             return True
         if not token:
             return False

@@ -10,8 +10,10 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.http import actor_of, read_model, run
+from kiwifs.rest.http import actor_of, grant_of, read_model, run
 from kiwifs.rest.openapi import ACTOR, errors, extra, json_body
+from kiwifs.server.access import check_path
+from kiwifs.server.grants import path_allowed
 from kiwifs.server.payloads import ClaimRequest
 
 
@@ -23,6 +25,7 @@ def claim_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def claim(request: Request) -> dict[str, str]:
         body = await read_model(request, ClaimRequest)
+        check_path(grant_of(request), body.path)
         holder = body.holder if body.holder and body.holder.strip() else actor_of(request)
         made = await run(kb.claim, body.path, holder, body.lease_duration)
         return made.to_json()
@@ -31,11 +34,13 @@ def claim_routes(api: APIRouter, kb: Knowledge) -> None:
     async def release(
         request: Request, path: str = Query(...), holder: str | None = None
     ) -> dict[str, str]:
+        check_path(grant_of(request), path)
         who = holder if holder and holder.strip() else actor_of(request)
         rel = await run(kb.release, path, who)
         return {"released": rel, "holder": who.strip()}
 
     @api.get("/claims")
-    async def claims() -> dict[str, Any]:
-        live = await run(kb.claims_list)
-        return {"claims": [c.to_json() for c in live]}
+    async def claims(request: Request) -> dict[str, Any]:
+        grant = grant_of(request)
+        live = await run(kb.claims_list)  # every live claim, no cut: filtering here is whole
+        return {"claims": [c.to_json() for c in live if path_allowed(grant, c.path)]}

@@ -8,12 +8,19 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.http import event_stream
+from kiwifs.rest.http import event_stream, grant_of
 from kiwifs.rest.openapi import success
+from kiwifs.server.access import event_allowed
 from kiwifs.writes.events import is_file_change
 
 
 def event_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/events", responses=success("text/event-stream"))
     async def events(request: Request) -> StreamingResponse:
-        return event_stream(request, kb.events, lambda event: event.op, is_file_change)
+        grant = grant_of(request)
+        return event_stream(
+            request,
+            kb.events,
+            lambda event: event.op,
+            lambda event: is_file_change(event) and event_allowed(grant, event),
+        )

@@ -18,6 +18,7 @@ from kiwifs.rest.http import (
     KiwiJSONResponse,
     actor_of,
     body_actor,
+    grant_of,
     quoted,
     read_body,
     read_model,
@@ -35,6 +36,7 @@ from kiwifs.rest.openapi import (
     raw_body,
     success,
 )
+from kiwifs.server.access import check_path
 from kiwifs.server.payloads import BulkRequest, RenameRequest
 from kiwifs.writes.preconditions import etag_list
 
@@ -59,6 +61,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def get_file(
         request: Request, path: str = Query(...), metadata_only: bool = False
     ) -> Response:
+        check_path(grant_of(request), path)
         doc = await run(kb.read, path)
         headers = {
             "ETag": quoted(doc.etag),
@@ -81,6 +84,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
         ),
     )
     async def put_file(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
+        check_path(grant_of(request), path)
         body = await read_body(request, MAX_FILE_BYTES, _TOO_LARGE)
         result = await run(
             kb.write,
@@ -97,6 +101,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.delete("/file", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR, IF_MATCH))
     async def delete_file(request: Request, path: str = Query(...)) -> dict[str, str]:
+        check_path(grant_of(request), path)
         rel = await run(
             kb.delete, path, actor=actor_of(request), if_match=request.headers.get("if-match")
         )
@@ -110,6 +115,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def append_file(
         request: Request, path: str = Query(...), separator: str = "\n"
     ) -> KiwiJSONResponse:
+        check_path(grant_of(request), path)
         body = await read_body(request, MAX_FILE_BYTES, _TOO_LARGE)
         result = await run(
             kb.append,
@@ -130,6 +136,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def bulk(request: Request) -> dict[str, Any]:
         body = await read_model(request, BulkRequest)
+        check_path(grant_of(request), *(f.path for f in body.files))
         results = await run(
             kb.bulk_write,
             [(f.path, f.content) for f in body.files],
@@ -146,11 +153,13 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def rename(request: Request) -> dict[str, str]:
         body = await read_model(request, RenameRequest)
+        check_path(grant_of(request), body.from_, body.to)
         result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
         return {"from": body.from_, "to": result.path, "etag": result.etag}
 
     @api.get("/tree", responses=errors(400, 404))
-    async def tree(path: str = "/") -> dict[str, Any]:
+    async def tree(request: Request, path: str = "/") -> dict[str, Any]:
+        check_path(grant_of(request), path)  # a prefixed key asks for its own folder's tree
         node = await run(kb.tree, path)
         return node.to_json()
 

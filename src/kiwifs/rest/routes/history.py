@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.http import optional_int, run
+from kiwifs.rest.http import grant_of, optional_int, run
 from kiwifs.rest.openapi import errors, success
+from kiwifs.server.access import check_path, refuse_prefixed
 
 
 def history_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/versions", responses=errors(400))
-    async def versions(path: str = Query(...)) -> dict[str, Any]:
+    async def versions(request: Request, path: str = Query(...)) -> dict[str, Any]:
+        check_path(grant_of(request), path)
         items = await run(kb.versions, path)
         return {
             "path": path.lstrip("/"),
@@ -27,19 +29,29 @@ def history_routes(api: APIRouter, kb: Knowledge) -> None:
         }
 
     @api.get("/version", responses={**success("text/markdown"), **errors(400, 404)})
-    async def version(path: str = Query(...), version: str = Query(...)) -> Response:
+    async def version(
+        request: Request, path: str = Query(...), version: str = Query(...)
+    ) -> Response:
+        check_path(grant_of(request), path)
         data = await run(kb.version, path, version)
         return Response(data, media_type="text/markdown; charset=utf-8")
 
     @api.get("/diff", responses={**success("text/plain"), **errors(400, 404)})
     async def diff(
-        path: str = Query(...), from_: str = Query(..., alias="from"), to: str = Query(...)
+        request: Request,
+        path: str = Query(...),
+        from_: str = Query(..., alias="from"),
+        to: str = Query(...),
     ) -> PlainTextResponse:
+        check_path(grant_of(request), path)
         text = await run(kb.diff, path, from_, to)
         return PlainTextResponse(text)
 
     @api.get("/changes", responses=errors(400))
-    async def changes(since: str | None = None, limit: str | None = None) -> dict[str, Any]:
+    async def changes(
+        request: Request, since: str | None = None, limit: str | None = None
+    ) -> dict[str, Any]:
+        refuse_prefixed(grant_of(request), "the changes feed")  # no prefix option in the core
         items = await run(kb.changes, since or None, optional_int("limit", limit))
         return {
             "changes": [

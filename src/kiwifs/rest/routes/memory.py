@@ -15,12 +15,14 @@ from kiwifs.rest.http import (
     KiwiJSONResponse,
     actor_of,
     body_actor,
+    grant_of,
     optional_int,
     quoted,
     read_model,
     run,
 )
 from kiwifs.rest.openapi import ACTOR, IF_MATCH, PROVENANCE, errors, extra, json_body
+from kiwifs.server.access import check_path, refuse_prefixed
 from kiwifs.server.payloads import (
     ForgetRequest,
     MemoryClaimRequest,
@@ -34,9 +36,13 @@ from kiwifs.server.payloads import (
 def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/memory/report", responses=errors(400))
     async def memory_report(
-        episodes_prefix: str | None = None, limit: str | None = None, offset: str | None = None
+        request: Request,
+        episodes_prefix: str | None = None,
+        limit: str | None = None,
+        offset: str | None = None,
     ) -> KiwiJSONResponse:
         # an empty value (``?limit=&offset=``) means "not given", like an empty prefix
+        refuse_prefixed(grant_of(request), "the memory report")  # its counts span the space
         report = await run(
             kb.memory_report,
             episodes_prefix or None,
@@ -52,6 +58,7 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_merge(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, MergeRequest)
+        refuse_prefixed(grant_of(request), "merge")  # it cites episodes by id, anywhere
         result = await run(
             kb.merge,
             body.path,
@@ -71,6 +78,7 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_remember(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, RememberRequest)
+        refuse_prefixed(grant_of(request), "remember")  # the core picks the episode's path
         result = await run(
             kb.remember,
             body.content,
@@ -91,6 +99,9 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_forget(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, ForgetRequest)
+        check_path(grant_of(request), body.path)
+        if body.superseded_by:
+            check_path(grant_of(request), body.superseded_by)
         result = await run(
             kb.forget,
             body.path,
@@ -108,6 +119,7 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_restore(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, RestoreRequest)
+        check_path(grant_of(request), body.path)
         result = await run(
             kb.restore,
             body.path,
@@ -123,6 +135,7 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_claim(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, MemoryClaimRequest)
+        refuse_prefixed(grant_of(request), "the consolidation queue")
         batch = await run(
             kb.claim_episodes,
             body.worker,
@@ -140,19 +153,25 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_release(request: Request) -> dict[str, Any]:
         body = await read_model(request, MemoryReleaseRequest)
+        refuse_prefixed(grant_of(request), "the consolidation queue")
         released = await run(kb.release_episodes, body.worker, body.paths)
         return Released.of(body.worker, released).to_json()
 
     @api.get("/memory/check", responses=errors(400))
-    async def memory_check(episodes_prefix: str | None = None) -> KiwiJSONResponse:
+    async def memory_check(
+        request: Request, episodes_prefix: str | None = None
+    ) -> KiwiJSONResponse:
+        refuse_prefixed(grant_of(request), "memory check")
         check = await run(kb.memory_check, episodes_prefix or None)
         return KiwiJSONResponse(check.to_json())
 
     @api.get("/memory/lineage", responses=errors(400, 404))
     async def memory_lineage(
+        request: Request,
         path: str | None = None,
         episode_id: str | None = None,
         episodes_prefix: str | None = None,
     ) -> KiwiJSONResponse:
+        refuse_prefixed(grant_of(request), "lineage")  # it names pages anywhere
         lineage = await run(kb.lineage, path, episode_id=episode_id, prefix=episodes_prefix or None)
         return KiwiJSONResponse(lineage.to_json())

@@ -22,8 +22,9 @@ from fastapi import APIRouter, Query, Request
 from kiwifs.base.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.http import read_json, run
+from kiwifs.rest.http import grant_of, read_json, run
 from kiwifs.rest.openapi import NOT_BLANK, ORDER_PATTERN, errors, json_body_schema, query
+from kiwifs.server.access import listing_prefix, refuse_prefixed
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
@@ -57,6 +58,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.get("/search", responses=errors(400))
     async def search(
+        request: Request,
         q: str = Query(..., json_schema_extra={"pattern": NOT_BLANK}),
         limit: int = SEARCH_LIMIT,
         offset: int = 0,
@@ -70,12 +72,15 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
     ) -> dict[str, Any]:
         if not q.strip():
             raise UsageError("q is required")
+        within = listing_prefix(grant_of(request), path_prefix or pathPrefix)
+        if within is None:  # the request's prefix and the key's are disjoint
+            refuse_prefixed(grant_of(request), "a search outside the key's prefix")
         result = await run(
             kb.search,
             q,
             limit=limit,
             offset=offset,
-            path_prefix=path_prefix or pathPrefix,
+            path_prefix=within or None,
             scope=scope,
             modified_after=modified_after or modifiedAfter,
             include_superseded=include_superseded,
@@ -85,6 +90,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.get("/meta", responses=errors(400))
     async def meta(
+        request: Request,
         where: list[str] = Query(default=[]),
         or_: list[str] = Query(default=[], alias="or"),
         sort: str | None = None,
@@ -98,6 +104,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         path: list[str] = Query(default=[]),
         include_superseded: bool = False,
     ) -> dict[str, Any]:
+        refuse_prefixed(grant_of(request), "/meta")  # its path filter is not a prefix
         result = await run(
             kb.meta, where, or_, sort, order, limit, offset, path or None, include_superseded
         )
@@ -105,6 +112,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.get("/brief", responses=errors(400))
     async def brief(
+        request: Request,
         q: str | None = None,
         query: str | None = None,
         budget_tokens: int = BRIEF_BUDGET,
@@ -117,12 +125,15 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         text = q if q is not None else query
         if text is None or not text.strip():
             raise UsageError("q is required")
+        within = listing_prefix(grant_of(request), path_prefix or pathPrefix)
+        if within is None:  # the request's prefix and the key's are disjoint
+            refuse_prefixed(grant_of(request), "a brief outside the key's prefix")
         result = await run(
             kb.brief,
             text,
             budget_tokens=budget_tokens,
             max_pages=max_pages,
-            path_prefix=path_prefix or pathPrefix,
+            path_prefix=within or None,
             scope=scope,
             include_superseded=include_superseded,
         )
@@ -134,7 +145,7 @@ def _vector_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.get("/search/semantic", responses=errors(400), openapi_extra={"parameters": _SEMANTIC})
     async def semantic_get(request: Request) -> dict[str, Any]:
-        return await _semantic(kb, request.query_params)
+        return await _semantic(kb, request, request.query_params)
 
     @api.post(
         "/search/semantic",
@@ -143,7 +154,7 @@ def _vector_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def semantic_post(request: Request) -> dict[str, Any]:
         body = await read_json(request)
-        return await _semantic(kb, {**request.query_params, **body})
+        return await _semantic(kb, request, {**request.query_params, **body})
 
     @api.get(
         "/search/hybrid",
@@ -152,12 +163,15 @@ def _vector_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def hybrid(request: Request) -> dict[str, Any]:
         p = request.query_params
+        within = listing_prefix(grant_of(request), _str(p, "path_prefix", "pathPrefix"))
+        if within is None:
+            refuse_prefixed(grant_of(request), "a search outside the key's prefix")
         found = await run(
             kb.hybrid_search,
             _query(p),
             limit=_int(p, "limit"),
             offset=_int(p, "offset") or 0,
-            path_prefix=_str(p, "path_prefix", "pathPrefix"),
+            path_prefix=within or None,
             scope=_str(p, "scope"),
             modified_after=_str(p, "modifiedAfter", "modified_after"),
             include_superseded=_bool(p, "include_superseded"),
@@ -165,14 +179,17 @@ def _vector_routes(api: APIRouter, kb: Knowledge) -> None:
         return found.to_json()
 
 
-async def _semantic(kb: Knowledge, p: Mapping[str, Any]) -> dict[str, Any]:
+async def _semantic(kb: Knowledge, request: Request, p: Mapping[str, Any]) -> dict[str, Any]:
     top_k = _int(p, "topK", "top_k", "limit")
+    within = listing_prefix(grant_of(request), _str(p, "path_prefix", "pathPrefix"))
+    if within is None:
+        refuse_prefixed(grant_of(request), "a search outside the key's prefix")
     found = await run(
         kb.semantic_search,
         _query(p),
         limit=10 if top_k is None else top_k,
         offset=_int(p, "offset") or 0,
-        path_prefix=_str(p, "path_prefix", "pathPrefix"),
+        path_prefix=within or None,
         scope=_str(p, "scope"),
         modified_after=_str(p, "modifiedAfter", "modified_after"),
         include_superseded=_bool(p, "include_superseded"),

@@ -12,8 +12,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 
-from kiwifs.rest.http import KiwiJSONResponse, read_model, run
+from kiwifs.rest.http import KiwiJSONResponse, grant_of, read_model, run
 from kiwifs.rest.openapi import errors, extra, json_body
+from kiwifs.server.access import decide, reaches, refuse_prefixed
+from kiwifs.server.grants import Scope
 from kiwifs.server.payloads import SpaceRequest
 from kiwifs.server.spaces import SpaceRegistry
 
@@ -33,12 +35,14 @@ def space_routes(
     )
 
     @api.get("", responses={200: {"description": "Every space.", **_ENTRY}})
-    async def list_spaces() -> dict[str, Any]:
-        found = await run(registry.listing)
-        return {"spaces": [info.to_json() for info in found]}
+    async def list_spaces(request: Request) -> dict[str, Any]:
+        grant = grant_of(request)
+        found = await run(registry.listing)  # only the spaces the key reaches are shown
+        return {"spaces": [info.to_json() for info in found if reaches(grant, info.name)]}
 
     @api.get("/{name}", responses={200: {"description": "The space.", **_ENTRY}, **errors(404)})
-    async def get_space(name: str) -> dict[str, Any]:
+    async def get_space(request: Request, name: str) -> dict[str, Any]:
+        decide(grant_of(request), name, Scope.ADMIN)  # 403 before 404: existence stays hidden
         return (await run(registry.info, name)).to_json()
 
     @api.post(
@@ -49,6 +53,9 @@ def space_routes(
     )
     async def create_space(request: Request) -> dict[str, Any]:
         body = await read_model(request, SpaceRequest)
+        grant = grant_of(request)
+        decide(grant, body.name, Scope.ADMIN)
+        refuse_prefixed(grant, "creating a space")
         return (await run(registry.create, body.name, body.root)).to_json()
 
     deleted: dict[int | str, dict[str, Any]] = {
@@ -56,7 +63,10 @@ def space_routes(
     }
 
     @api.delete("/{name}", responses={**deleted, **errors(400, 404)})
-    async def delete_space(name: str) -> dict[str, str]:
+    async def delete_space(request: Request, name: str) -> dict[str, str]:
+        grant = grant_of(request)
+        decide(grant, name, Scope.ADMIN)
+        refuse_prefixed(grant, "deleting a space")
         await run(registry.delete, name)
         return {"deleted": name}
 

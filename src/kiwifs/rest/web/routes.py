@@ -46,6 +46,7 @@ from kiwifs.rest.web.session import (
     safe_next,
     same_origin,
 )
+from kiwifs.server.access import Gate
 from kiwifs.server.auth import Sessions
 from kiwifs.writes.events import CHECK_STORED, Event
 
@@ -129,9 +130,9 @@ class PageHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def web_app(kb: Knowledge, api_key: str | None, sessions: Sessions) -> ASGIApp:
+def web_app(kb: Knowledge, gate: Gate, sessions: Sessions) -> ASGIApp:
     """The web interface as an application to mount at ``/``; ``sessions``: the server's."""
-    auth = WebAuth(api_key, sessions)
+    auth = WebAuth(gate, sessions)
     pages = templates()
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -423,7 +424,7 @@ def docs_html(title: str) -> HTMLResponse:
 def install(
     app: FastAPI,
     kb: Knowledge,
-    api_key: str | None,
+    gate: Gate,
     docs_guard: Callable[..., Awaitable[None]],
     sessions: Sessions,
 ) -> None:
@@ -435,5 +436,5 @@ def install(
     async def docs() -> HTMLResponse:
         return docs_html(f"{app.title} API")
 
-    web = web_app(kb, api_key, sessions)  # a method a route lacks stays a 405 (FallbackMount)
+    web = web_app(kb, gate, sessions)  # a method a route lacks stays a 405 (FallbackMount)
     app.router.routes.append(FallbackMount("/", web, "web", app.router.routes))

@@ -17,9 +17,11 @@ from urllib.parse import parse_qs, quote, urlsplit
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
+from kiwifs.config import DEFAULT_SPACE
 from kiwifs.errors import Unauthorized, UsageError
 from kiwifs.rest.http import read_body
-from kiwifs.server.auth import SESSION_COOKIE, LoginLimiter, Sessions, key_matches
+from kiwifs.server.access import SPACE_KEY, Gate
+from kiwifs.server.auth import SESSION_COOKIE, LoginLimiter, Sessions
 
 COOKIE = SESSION_COOKIE
 MAX_FORM_BYTES = 8 * 1024
@@ -34,18 +36,21 @@ class LoginRequired(Exception):
 
 
 class WebAuth:
-    """The session rules for one server (``api_key`` ``None``: the interface is open)."""
+    """The session rules for one server (a gate with no keys: the interface is open).
 
-    def __init__(
-        self, api_key: str | None, sessions: Sessions, limiter: LoginLimiter | None = None
-    ) -> None:
-        self.api_key = api_key
+    With scoped keys, only a key that reaches the page's space at ``read`` with no prefix signs
+    in (:meth:`kiwifs.server.access.Gate.sign_in`): the pages show the whole space, which a
+    prefixed key may not see.
+    """
+
+    def __init__(self, gate: Gate, sessions: Sessions, limiter: LoginLimiter | None = None) -> None:
+        self.gate = gate
         self.sessions = sessions
         self.limiter = limiter or LoginLimiter()
 
     @property
     def enabled(self) -> bool:
-        return self.api_key is not None
+        return self.gate.keyed
 
     def signed_in(self, request: Request) -> bool:
         return self.sessions.valid(request.cookies.get(COOKIE))
@@ -66,7 +71,8 @@ class WebAuth:
         :class:`~kiwifs.errors.TooManyRequests` (before looking at the key) past the limit."""
         client = client_address(request)
         self.limiter.check(client)
-        if self.api_key is not None and key_matches(given, self.api_key):
+        space = request.scope.get(SPACE_KEY, DEFAULT_SPACE)
+        if self.gate.keyed and self.gate.sign_in(given, space):
             self.limiter.succeeded(client)
             return True
         self.limiter.failed(client)

@@ -1,0 +1,184 @@
+"""Who may do what on a server: a request's key turned into a grant, and the one decision every
+interface asks of it (allow, 401 or 403).
+
+Three kinds of server, one shape (:class:`Gate`): with no auth every request carries an admin
+grant for every space; with ``[auth] type = "apikey"`` the one key carries that grant; with
+``"perspace"`` each key carries its own (:mod:`kiwifs.server.keys`). So REST, MCP over HTTP and
+the web pages ask the same two questions and nothing else:
+
+* :meth:`Gate.grant`: which grant does this ``Authorization`` header carry? None valid → 401.
+* :func:`decide`: may that grant act on this space at this scope? No → 403, with a message that
+  names only what the request itself named (a key bound to space ``a`` asking for ``b`` learns
+  nothing of whether ``b`` exists).
+
+And the prefix rules an answer needs (:func:`check_path`, :func:`listing_prefix`,
+:func:`refuse_prefixed`), so that no adapter carries a copy of them. Which scope a route needs is
+:func:`needed_scope`, by method and path, in one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from kiwifs.config import Config
+from kiwifs.errors import ConfigError, Forbidden, Unauthorized
+from kiwifs.server.auth import BEARER, api_key_for, key_matches
+from kiwifs.server.grants import Grant, Scope, allows, narrowed_prefix, path_allowed
+from kiwifs.server.keys import PERSPACE, Keyring
+from kiwifs.writes.events import Event
+
+GRANT_KEY = "kiwifs.grant"  # where an ASGI request's grant is kept, once found
+SPACE_KEY = "kiwifs.space"  # where the spaces' dispatcher names the request's space
+EVERYTHING = Grant(None, Scope.ADMIN, origin="the server's key")
+INVALID = "invalid API key"
+SPACES_PATH = "/api/spaces"
+# POST routes that only read: everything else but GET and HEAD changes something
+READ_POSTS = frozenset({"/api/kiwi/search/semantic"})
+
+
+class Gate:
+    """The credentials a server accepts and the grant each carries.
+
+    ``api_key``: the one key of ``apikey`` mode (``None``: none). ``keyring``: the scoped keys of
+    ``perspace`` mode. Neither: the server is open and every request is admin everywhere.
+    """
+
+    def __init__(self, api_key: str | None = None, keyring: Keyring | None = None) -> None:
+        self.api_key = api_key
+        self.keyring = keyring
+
+    @classmethod
+    def of(cls, config: Config, root: Path, override: str | None = None) -> Gate:
+        """The gate of a server whose default root is ``root``. ``perspace`` reads the keys of
+        ``root`` (its ``[[auth.api_keys]]`` and stored tokens); a key given on the command line
+        or in the environment as well is refused, since one of the two would silently lose."""
+        key = api_key_for(config, override)
+        if config.auth.type.strip().lower() != PERSPACE:
+            return cls(key)
+        if override:
+            raise ConfigError(
+                '[auth] type = "perspace" takes its keys from [[auth.api_keys]] and '
+                "kiwifs token; --api-key / KIWIFS_API_KEY cannot be used with it"
+            )
+        return cls(None, Keyring.open(root))
+
+    @property
+    def keyed(self) -> bool:
+        """Whether requests need a key at all."""
+        return self.api_key is not None or self.keyring is not None
+
+    @property
+    def scoped(self) -> bool:
+        return self.keyring is not None
+
+    def grant(self, authorization: str | None) -> Grant:
+        """The grant ``Authorization: Bearer <key>`` carries; :class:`Unauthorized` without one.
+
+        The same message for a missing header, a malformed one and an unknown key, so a caller
+        learns only that it is not let in."""
+        if not self.keyed:
+            return EVERYTHING
+        header = authorization or ""
+        if self.keyring is not None:
+            found = self.keyring.resolve(header[len(BEARER) :]) if header[:7] == BEARER else None
+            if found is None:
+                raise Unauthorized(INVALID)
+            return found
+        assert self.api_key is not None
+        if not key_matches(header, BEARER + self.api_key):
+            raise Unauthorized(INVALID)
+        return EVERYTHING
+
+    def sign_in(self, key: str, space: str) -> bool:
+        """Whether the web pages of ``space`` may be opened with ``key``: a key reaching the
+        space at ``read`` with no prefix (the pages show the whole space: its tree, report,
+        search and history, which a prefix could not be honoured in)."""
+        try:
+            found = self.grant(BEARER + key)
+        except Unauthorized:
+            return False
+        return allows(found, space, Scope.READ) and found.prefix is None
+
+    def reload(self) -> int:
+        """Read the scoped keys again (a running server's SIGHUP); 0 when there are none."""
+        return self.keyring.reload() if self.keyring is not None else 0
+
+
+def reaches(grant: Grant, space: str) -> bool:
+    """Whether ``grant`` reaches ``space`` at all (any scope)."""
+    return grant.space is None or grant.space == space
+
+
+def decide(grant: Grant, space: str, needed: Scope) -> None:
+    """Raise :class:`Forbidden` unless ``grant`` may act on ``space`` at ``needed``."""
+    if not reaches(grant, space):
+        raise Forbidden(f"this key does not reach space {space}")
+    if not allows(grant, space, needed):
+        raise Forbidden(f"this key's scope is {grant.scope}; this request needs {needed}")
+
+
+def check_request(grant: Grant, space: str, method: str, path: str) -> None:
+    """Raise :class:`Forbidden` unless ``grant`` may make this request (``method`` on ``path``,
+    in ``space``). The spaces' routes are the server's, not a space's: there only the scope is
+    checked here, and each route checks the space it names (a listing shows only those the key
+    reaches)."""
+    needed = needed_scope(method, path)
+    if path == SPACES_PATH or path.startswith(SPACES_PATH + "/"):
+        space = grant.space or space
+    decide(grant, space, needed)
+
+
+def reachable(grant: Grant, names: Iterable[str]) -> list[str]:
+    """The ``names`` of spaces ``grant`` reaches: a listing shows no other."""
+    return [name for name in names if reaches(grant, name)]
+
+
+def needed_scope(method: str, path: str) -> Scope:
+    """The scope a request needs: ``admin`` for the spaces' routes, ``read`` for GET and HEAD
+    (and the POSTs that only read), ``write`` for everything else, ``/mcp`` included (its tools
+    write; see :mod:`kiwifs.mcp.authgate`)."""
+    if path == SPACES_PATH or path.startswith(SPACES_PATH + "/"):
+        return Scope.ADMIN
+    if method in ("GET", "HEAD") or path in READ_POSTS:
+        return Scope.READ
+    return Scope.WRITE
+
+
+def check_path(grant: Grant, *paths: str) -> None:
+    """Raise :class:`Forbidden` unless every path lies under the grant's prefix."""
+    for path in paths:
+        if not path_allowed(grant, path):
+            raise Forbidden(f"{path} is outside this key's prefix {grant.prefix}")
+
+
+def event_allowed(grant: Grant, event: Event) -> bool:
+    """Whether a change event may be shown to ``grant``: every path it names under the prefix
+    (a rename out of the prefix names a path outside it, so it is left out whole)."""
+    named = [p for p in (event.path, *event.paths) if p]
+    return grant.prefix is None or (bool(named) and all(path_allowed(grant, p) for p in named))
+
+
+def listing_prefix(grant: Grant, requested: str | None) -> str | None:
+    """The ``path_prefix`` a search or listing must pass to the core: the narrower of the
+    request's and the grant's; ``None`` when they are disjoint and the answer is empty (the
+    core need not be asked). ``""`` means no filter."""
+    return narrowed_prefix(grant, requested)
+
+
+def refuse_prefixed(grant: Grant, what: str) -> None:
+    """Raise :class:`Forbidden` for an answer that cannot yet be confined to a prefix (it would
+    show paths outside it): refused whole rather than filtered after the fact."""
+    if grant.prefix is not None:
+        raise Forbidden(f"{what} is not available to a key with a prefix ({grant.prefix})")
+
+
+def mcp_refusal(grant: object) -> str:
+    """Why MCP over HTTP refuses ``grant`` (``""``: it does not). Its tools read and write the
+    whole space and take their author from their arguments, so a key with a prefix or an
+    actor could not be honoured there: refused whole rather than served wider than granted."""
+    if isinstance(grant, Grant) and grant.prefix is not None:
+        return f"/mcp is not available to a key with a prefix ({grant.prefix})"
+    if isinstance(grant, Grant) and grant.actor is not None:
+        return "/mcp is not available to a key with an actor (its tools name their own)"
+    return ""

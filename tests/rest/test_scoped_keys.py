@@ -1,0 +1,233 @@
+"""Scoped keys enforced over REST (``[auth] type = "perspace"``, :mod:`kiwifs.server.access`):
+401 and 403 per scope, isolation between spaces (a key for one space learns nothing of another,
+``/api/spaces`` included), prefixes on reads, writes, search, tree and events, the key's actor
+as the commit's author, and one real ``kiwifs serve`` reloading its keys on SIGHUP."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import realserver
+from asgiclient import AppClient, serve_in_process
+from kiwifs.errors import ConfigError
+from kiwifs.knowledge import Knowledge
+from kiwifs.rest.spaces import create_spaces_app
+from kiwifs.server.access import Gate
+from kiwifs.server.grants import Scope
+from kiwifs.server.spaces import SpaceRegistry
+from kiwifs.server.tokens import create_token
+from kiwifs.tuning import Tuning
+
+TUNING = Tuning(commit_process=False)
+API = "/api/kiwi"
+CONFIG = """\
+[auth]
+type = "perspace"
+
+[[auth.api_keys]]
+key = "k-admin"
+
+[[auth.api_keys]]
+key = "k-read"
+space = "default"
+scope = "read"
+
+[[auth.api_keys]]
+key = "k-write"
+space = "default"
+scope = "write"
+actor = "agent:writer"
+
+[[auth.api_keys]]
+key = "k-team"
+space = "default"
+scope = "write"
+prefix = "team"
+actor = "agent:team"
+
+[[auth.api_keys]]
+key = "k-alpha"
+space = "alpha"
+scope = "admin"
+"""
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def git_log(root: Path, path: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), "log", "--format=%an", "--", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def scoped_root(root: Path) -> Path:
+    (root / ".kiwi" / "config.toml").write_text(CONFIG)
+    (root / "team").mkdir()
+    (root / "team" / "plan.md").write_text("# Plan\n\nthe walrus plan\n")
+    (root / "secret.md").write_text("# Secret\n\nthe walrus secret\n")
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "commit", "-q", "-m", "fixture"], check=True)
+    return root
+
+
+@pytest.fixture
+def client(scoped_root: Path) -> Iterator[AppClient]:
+    with Knowledge.open(scoped_root, tuning=TUNING) as kb:
+        registry = SpaceRegistry(kb, dashboard=False)
+        with serve_in_process(create_spaces_app(kb, registry, web=False)) as c:
+            made = c.post("/api/spaces", json={"name": "alpha"}, headers=bearer("k-admin"))
+            assert made.status_code == 201, made.text
+            yield c
+
+
+def test_no_or_unknown_key_is_401(client: AppClient) -> None:
+    for headers in ({}, bearer("nope"), {"Authorization": "k-admin"}):
+        for method, url in (("GET", "/tree"), ("PUT", "/file?path=x.md"), ("GET", "/search?q=a")):
+            resp = client.request(method, API + url, headers=headers)
+            assert resp.status_code == 401, (headers, url)
+            assert resp.headers["www-authenticate"] == "Bearer"
+        assert client.get("/api/spaces", headers=headers).status_code == 401
+        # a space named by path or header: 401 too, not 404, whether it exists or not
+        for name in ("alpha", "nowhere"):
+            assert client.get(f"{API}/{name}/tree", headers=headers).status_code == 401
+    assert client.get("/healthz").status_code == 200  # the probes stay open
+
+
+def test_scope_per_route(client: AppClient) -> None:
+    read, write = bearer("k-read"), bearer("k-write")
+    for url in ("/tree", "/file?path=secret.md", "/search?q=walrus", "/memory/report", "/claims"):
+        assert client.get(API + url, headers=read).status_code == 200, url
+    assert client.get(API + "/brief?q=walrus", headers=read).status_code == 200
+    assert client.post(API + "/search/semantic", json={"q": "x"}, headers=read).status_code != 403
+    writes = [
+        ("PUT", "/file?path=r.md", {"content": b"# r\n"}),
+        ("DELETE", "/file?path=secret.md", {}),
+        ("POST", "/memory/remember", {"json": {"content": "an episode"}}),
+        ("POST", "/memory/forget", {"json": {"path": "secret.md", "reason": "old"}}),
+        ("POST", "/memory/merge", {"json": {"path": "secret.md", "entries": [{"id": "e"}]}}),
+        ("POST", "/claim", {"json": {"path": "secret.md", "holder": "h"}}),
+        ("POST", "/rename", {"json": {"from": "secret.md", "to": "s2.md"}}),
+    ]
+    for method, url, kwargs in writes:
+        resp = client.request(method, API + url, headers=read, **kwargs)  # type: ignore[arg-type]
+        assert resp.status_code == 403, (url, resp.text)
+        assert "needs write" in resp.json()["error"]
+    assert client.put(API + "/file?path=w.md", content=b"# w\n", headers=write).status_code == 200
+    for headers in (read, write):  # the spaces' routes are admin's
+        assert client.get("/api/spaces", headers=headers).status_code == 403
+        assert client.post("/api/spaces", json={"name": "b"}, headers=headers).status_code == 403
+    assert client.get("/api/spaces", headers=bearer("k-admin")).status_code == 200
+
+
+def test_a_key_never_reaches_or_learns_of_another_space(client: AppClient, root: Path) -> None:
+    admin, alpha = bearer("k-admin"), bearer("k-alpha")
+    put = client.put(
+        API + "/alpha/file?path=a.md", content=b"# A\nthe alpha walrus\n", headers=alpha
+    )
+    assert put.status_code == 200, put.text
+    # k-alpha is bound to alpha: the default space and every other name are the same 403
+    for name in ("default", "nowhere", "beta"):
+        for url in (f"{API}/{name}/tree", f"{API}/{name}/file?path=secret.md"):
+            resp = client.get(url, headers=alpha)
+            assert resp.status_code == 403, url
+            assert resp.json() == {"error": f"this key does not reach space {name}"}
+        by_header = client.get(API + "/search?q=walrus", headers={**alpha, "X-Kiwi-Space": name})
+        assert by_header.status_code == 403
+    assert client.get(API + "/search?q=walrus", headers=alpha).status_code == 403  # default
+    # a key bound to default never reads alpha
+    read = bearer("k-read")
+    assert client.get(f"{API}/alpha/file?path=a.md", headers=read).status_code == 403
+    # /api/spaces lists only the reachable ones; the others are 403 whether they exist or not
+    listed = client.get("/api/spaces", headers=alpha).json()["spaces"]
+    assert [s["name"] for s in listed] == ["alpha"]
+    everything = client.get("/api/spaces", headers=admin).json()["spaces"]
+    assert [s["name"] for s in everything] == ["default", "alpha"]
+    for name in ("default", "nowhere"):
+        assert client.get(f"/api/spaces/{name}", headers=alpha).status_code == 403
+        assert client.delete(f"/api/spaces/{name}", headers=alpha).status_code == 403
+    assert client.post("/api/spaces", json={"name": "beta"}, headers=alpha).status_code == 403
+    assert client.get("/api/spaces/alpha", headers=alpha).status_code == 200
+    assert client.get("/api/spaces/nowhere", headers=admin).status_code == 404
+
+
+def test_prefix_confines_reads_writes_and_listings(client: AppClient, scoped_root: Path) -> None:
+    team = bearer("k-team")
+    assert client.get(API + "/file?path=team/plan.md", headers=team).status_code == 200
+    for method, url in (
+        ("GET", "/file?path=secret.md"),
+        ("GET", "/file?path=team/../secret.md"),
+        ("GET", "/file?path=teamx.md"),
+        ("PUT", "/file?path=secret.md"),
+        ("DELETE", "/file?path=secret.md"),
+        ("GET", "/versions?path=secret.md"),
+        ("GET", "/tree"),
+        ("GET", "/changes"),
+        ("GET", "/memory/report"),
+        ("GET", "/meta"),
+        ("GET", "/search?q=walrus&path_prefix=other"),
+    ):
+        resp = client.request(method, API + url, headers=team, content=b"# x\n")
+        assert resp.status_code == 403, (method, url, resp.text)
+    moved = client.post(
+        API + "/rename", json={"from": "team/plan.md", "to": "out.md"}, headers=team
+    )
+    assert moved.status_code == 403
+    bulk = {"files": [{"path": "team/a.md", "content": "a"}, {"path": "b.md", "content": "b"}]}
+    assert client.post(API + "/bulk", json=bulk, headers=team).status_code == 403
+    assert not (scoped_root / "b.md").exists()
+    found = client.get(API + "/search?q=walrus&limit=1", headers=team).json()["results"]
+    assert [hit["path"] for hit in found] == ["team/plan.md"]  # filtered before the cut
+    tree = client.get(API + "/tree?path=team", headers=team)
+    assert tree.status_code == 200 and "plan.md" in tree.text
+    wrote = client.put(API + "/file?path=team/new.md", content=b"# New\n", headers=team)
+    assert wrote.status_code == 200, wrote.text
+
+
+def test_the_keys_actor_is_the_commit_author(client: AppClient, scoped_root: Path) -> None:
+    headers = {**bearer("k-write"), "X-Actor": "agent:impostor"}
+    assert (
+        client.put(API + "/file?path=by.md", content=b"# by\n", headers=headers).status_code == 200
+    )
+    author = git_log(scoped_root, "by.md")
+    assert author.strip().splitlines()[0] == "agent:writer", author
+    open_key = client.put(API + "/file?path=free.md", content=b"# f\n", headers=bearer("k-admin"))
+    assert open_key.status_code == 200  # no actor on the key: the request's, as before
+
+
+def test_perspace_with_a_key_on_the_command_line_refuses(scoped_root: Path) -> None:
+    with Knowledge.open(scoped_root, tuning=TUNING) as kb:
+        with pytest.raises(ConfigError, match="cannot be used with it"):
+            Gate.of(kb.config, kb.root, "flag-key")
+        assert Gate.of(kb.config, kb.root).grant("Bearer k-read").scope is Scope.READ
+
+
+def test_sighup_reloads_the_keys(root: Path, tmp_path: Path) -> None:
+    (root / ".kiwi" / "config.toml").write_text('[auth]\ntype = "perspace"\n')
+    with realserver.serving(root, tmp_path / "serve.log") as (base, proc):
+        made = create_token(root, "default", Scope.READ)
+        url = base + API + "/tree"
+        assert httpx.get(url, headers=bearer(made.key)).status_code == 401  # not yet
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        status = 0
+        while time.monotonic() < deadline:
+            status = httpx.get(url, headers=bearer(made.key)).status_code
+            if status == 200:
+                break
+            time.sleep(0.1)
+        assert status == 200
+        assert httpx.get(url).status_code == 401

@@ -1,0 +1,58 @@
+"""The access decisions (:mod:`kiwifs.server.access`): scopes per route, events under a prefix,
+the web pages' sign-in with a scoped key."""
+
+from __future__ import annotations
+
+import pytest
+
+from kiwifs.errors import Forbidden, Unauthorized
+from kiwifs.server.access import Gate, decide, event_allowed, needed_scope
+from kiwifs.server.grants import Grant, Scope, key_digest
+from kiwifs.server.keys import Keyring
+from kiwifs.writes.events import Event
+
+TEAM = Grant("default", Scope.WRITE, "team/")
+
+
+def test_needed_scope_by_method_and_path() -> None:
+    assert needed_scope("GET", "/api/kiwi/file") is Scope.READ
+    assert needed_scope("HEAD", "/api/kiwi/tree") is Scope.READ
+    assert needed_scope("POST", "/api/kiwi/search/semantic") is Scope.READ
+    assert needed_scope("POST", "/api/kiwi/memory/claim") is Scope.WRITE
+    assert needed_scope("DELETE", "/api/kiwi/claim") is Scope.WRITE
+    assert needed_scope("POST", "/mcp") is Scope.WRITE
+    assert needed_scope("GET", "/api/spaces") is Scope.ADMIN
+    assert needed_scope("DELETE", "/api/spaces/x") is Scope.ADMIN
+
+
+def test_decide_names_only_what_was_asked() -> None:
+    with pytest.raises(Forbidden, match="does not reach space other"):
+        decide(TEAM, "other", Scope.READ)
+    with pytest.raises(Forbidden, match="scope is write; this request needs admin"):
+        decide(TEAM, "default", Scope.ADMIN)
+    decide(TEAM, "default", Scope.WRITE)
+
+
+def test_events_outside_the_prefix_are_left_out() -> None:
+    assert event_allowed(TEAM, Event("write", path="team/a.md"))
+    assert not event_allowed(TEAM, Event("write", path="secret.md"))
+    assert not event_allowed(TEAM, Event("bulk", paths=("team/a.md", "b.md")))
+    assert event_allowed(TEAM, Event("bulk", paths=("team/a.md", "team/b.md")))
+    assert event_allowed(Grant(None, Scope.READ), Event("write", path="secret.md"))
+
+
+def test_web_sign_in_takes_only_keys_the_pages_can_honour() -> None:
+    ring = Keyring.of(
+        [
+            (key_digest("whole"), Grant("default", Scope.READ)),
+            (key_digest("team"), TEAM),
+        ]
+    )
+    gate = Gate(keyring=ring)
+    assert gate.sign_in("whole", "default")
+    assert not gate.sign_in("whole", "other")
+    assert not gate.sign_in("team", "default")  # a prefix the pages cannot keep to
+    assert not gate.sign_in("wrong", "default")
+    with pytest.raises(Unauthorized):
+        gate.grant("Bearer wrong")
+    assert Gate().grant(None).scope is Scope.ADMIN  # no auth: open, as before
