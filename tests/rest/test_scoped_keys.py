@@ -197,6 +197,24 @@ def test_prefix_confines_reads_writes_and_listings(client: AppClient, scoped_roo
     assert wrote.status_code == 200, wrote.text
 
 
+def test_a_symlink_inside_the_prefix_leading_out_is_refused(
+    client: AppClient, scoped_root: Path
+) -> None:
+    team = bearer("k-team")
+    (scoped_root / "team" / "link.md").symlink_to("../secret.md")
+    (scoped_root / "team" / "out").symlink_to("..", target_is_directory=True)
+    for url in ("/file?path=team/link.md", "/versions?path=team/link.md", "/tree?path=team/out"):
+        resp = client.get(API + url, headers=team)
+        assert resp.status_code == 403, (url, resp.text)
+    wrote = client.put(API + "/file?path=team/link.md", content=b"# x\n", headers=team)
+    assert wrote.status_code == 403
+    assert b"secret" in (scoped_root / "secret.md").read_bytes()
+    into = client.put(API + "/file?path=team/out/new.md", content=b"# x\n", headers=team)
+    assert into.status_code == 403
+    whole = client.get(API + "/file?path=team/link.md", headers=bearer("k-write"))
+    assert whole.status_code == 200  # no prefix: the link is read as before
+
+
 def test_the_keys_actor_is_the_commit_author(client: AppClient, scoped_root: Path) -> None:
     headers = {**bearer("k-write"), "X-Actor": "agent:impostor"}
     assert (

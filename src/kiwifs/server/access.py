@@ -18,6 +18,7 @@ And the prefix rules an answer needs (:func:`check_path`, :func:`listing_prefix`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -145,11 +146,35 @@ def needed_scope(method: str, path: str) -> Scope:
     return Scope.WRITE
 
 
-def check_path(grant: Grant, *paths: str) -> None:
-    """Raise :class:`Forbidden` unless every path lies under the grant's prefix."""
+def check_path(grant: Grant, *paths: str, root: Path | None = None) -> None:
+    """Raise :class:`Forbidden` unless every path lies under the grant's prefix, both as named
+    and, given the space's ``root``, where its symlinks lead now (``team/link.md`` pointing at
+    ``secret.md`` is outside ``team/``): the name alone says nothing of a link's target."""
     for path in paths:
-        if not path_allowed(grant, path):
+        if not path_allowed(grant, path) or (
+            root is not None and grant.prefix is not None and not _leads_inside(grant, root, path)
+        ):
             raise Forbidden(f"{path} is outside this key's prefix {grant.prefix}")
+
+
+def _leads_inside(grant: Grant, root: Path, path: str) -> bool:
+    """Whether ``path`` (or, not there yet, its nearest existing folder) resolves under the
+    prefix. A path the core would refuse anyway (outside the root) is left to the core."""
+    real_root = os.path.realpath(root)
+    probe = os.path.join(real_root, path.strip("/"))
+    while not os.path.lexists(probe) and probe != real_root:
+        probe = os.path.dirname(probe)
+    if probe == real_root:
+        return True  # nothing of the path exists yet: its name, checked already, is all
+    real = os.path.realpath(probe)
+    if real == real_root:
+        return False  # a link to the space's root: outside any prefix
+    if not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return True  # outside the root: the core refuses it with its own error
+    rel = os.path.relpath(real, real_root).replace(os.sep, "/")
+    if probe != os.path.join(real_root, path.strip("/")):  # a folder above a new file
+        return path_allowed(grant, rel) or (grant.prefix or "").startswith(rel + "/")
+    return path_allowed(grant, rel)
 
 
 def event_allowed(grant: Grant, event: Event) -> bool:

@@ -25,7 +25,7 @@ def claim_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def claim(request: Request) -> dict[str, str]:
         body = await read_model(request, ClaimRequest)
-        check_path(grant_of(request), body.path)
+        check_path(grant_of(request), body.path, root=kb.root)
         holder = body.holder if body.holder and body.holder.strip() else actor_of(request)
         made = await run(kb.claim, body.path, holder, body.lease_duration)
         return made.to_json()
@@ -34,7 +34,7 @@ def claim_routes(api: APIRouter, kb: Knowledge) -> None:
     async def release(
         request: Request, path: str = Query(...), holder: str | None = None
     ) -> dict[str, str]:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         who = holder if holder and holder.strip() else actor_of(request)
         rel = await run(kb.release, path, who)
         return {"released": rel, "holder": who.strip()}

@@ -61,7 +61,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def get_file(
         request: Request, path: str = Query(...), metadata_only: bool = False
     ) -> Response:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         doc = await run(kb.read, path)
         headers = {
             "ETag": quoted(doc.etag),
@@ -84,7 +84,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
         ),
     )
     async def put_file(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         body = await read_body(request, MAX_FILE_BYTES, _TOO_LARGE)
         result = await run(
             kb.write,
@@ -101,7 +101,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
 
     @api.delete("/file", responses=errors(400, 404, 409), openapi_extra=extra(ACTOR, IF_MATCH))
     async def delete_file(request: Request, path: str = Query(...)) -> dict[str, str]:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         rel = await run(
             kb.delete, path, actor=actor_of(request), if_match=request.headers.get("if-match")
         )
@@ -115,7 +115,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def append_file(
         request: Request, path: str = Query(...), separator: str = "\n"
     ) -> KiwiJSONResponse:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         body = await read_body(request, MAX_FILE_BYTES, _TOO_LARGE)
         result = await run(
             kb.append,
@@ -136,7 +136,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def bulk(request: Request) -> dict[str, Any]:
         body = await read_model(request, BulkRequest)
-        check_path(grant_of(request), *(f.path for f in body.files))
+        check_path(grant_of(request), *(f.path for f in body.files), root=kb.root)
         results = await run(
             kb.bulk_write,
             [(f.path, f.content) for f in body.files],
@@ -153,13 +153,15 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def rename(request: Request) -> dict[str, str]:
         body = await read_model(request, RenameRequest)
-        check_path(grant_of(request), body.from_, body.to)
+        check_path(grant_of(request), body.from_, body.to, root=kb.root)
         result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
         return {"from": body.from_, "to": result.path, "etag": result.etag}
 
     @api.get("/tree", responses=errors(400, 404))
     async def tree(request: Request, path: str = "/") -> dict[str, Any]:
-        check_path(grant_of(request), path)  # a prefixed key asks for its own folder's tree
+        check_path(
+            grant_of(request), path, root=kb.root
+        )  # a prefixed key asks for its own folder's tree
         node = await run(kb.tree, path)
         return node.to_json()
 

@@ -18,7 +18,7 @@ from kiwifs.server.access import check_path, refuse_prefixed
 def history_routes(api: APIRouter, kb: Knowledge) -> None:
     @api.get("/versions", responses=errors(400))
     async def versions(request: Request, path: str = Query(...)) -> dict[str, Any]:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         items = await run(kb.versions, path)
         return {
             "path": path.lstrip("/"),
@@ -32,7 +32,7 @@ def history_routes(api: APIRouter, kb: Knowledge) -> None:
     async def version(
         request: Request, path: str = Query(...), version: str = Query(...)
     ) -> Response:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         data = await run(kb.version, path, version)
         return Response(data, media_type="text/markdown; charset=utf-8")
 
@@ -43,7 +43,7 @@ def history_routes(api: APIRouter, kb: Knowledge) -> None:
         from_: str = Query(..., alias="from"),
         to: str = Query(...),
     ) -> PlainTextResponse:
-        check_path(grant_of(request), path)
+        check_path(grant_of(request), path, root=kb.root)
         text = await run(kb.diff, path, from_, to)
         return PlainTextResponse(text)
 

@@ -99,9 +99,9 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_forget(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, ForgetRequest)
-        check_path(grant_of(request), body.path)
+        check_path(grant_of(request), body.path, root=kb.root)
         if body.superseded_by:
-            check_path(grant_of(request), body.superseded_by)
+            check_path(grant_of(request), body.superseded_by, root=kb.root)
         result = await run(
             kb.forget,
             body.path,
@@ -119,7 +119,7 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
     )
     async def memory_restore(request: Request) -> KiwiJSONResponse:
         body = await read_model(request, RestoreRequest)
-        check_path(grant_of(request), body.path)
+        check_path(grant_of(request), body.path, root=kb.root)
         result = await run(
             kb.restore,
             body.path,
