@@ -21,7 +21,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
@@ -129,12 +129,7 @@ class Git:
         init`` (no kiwifs ``.gitignore``), or one kiwifs adopts, the index database is then
         never listed by ``git status`` or taken by ``git add -A``, nor committed by the
         adopting commit. Best effort: a ``.git`` that is a file or read-only is left alone."""
-        path = self.root / EXCLUDE_FILE
-        try:
-            path.parent.mkdir(exist_ok=True)
-            add_ignores(path)
-        except OSError:
-            return
+        exclude_from_history(self.root)
 
     def adopt(self, actor: str, message: Callable[[int], str]) -> str | None:
         """Make the root a repository holding the files already there, in one commit whose
@@ -458,12 +453,26 @@ def _mode_of(path: Path) -> int:
     return MODE_BLOB
 
 
-def add_ignores(path: Path) -> bool:
-    """Append to the ignore file at ``path`` (made when absent) the entries of :data:`IGNORED`
-    it lacks (a trailing ``/`` aside), leaving its own lines as they are; True when it changed."""
+def exclude_from_history(root: Path, entries: Sequence[str] = IGNORED) -> None:
+    """Have git ignore ``entries`` in ``root`` through ``.git/info/exclude``, which is no part
+    of history (for a root made before its ``.gitignore`` named them). Best effort: a ``.git``
+    that is missing, a file or read-only is left alone."""
+    if not (root / ".git").is_dir():
+        return
+    path = root / EXCLUDE_FILE
+    try:
+        path.parent.mkdir(exist_ok=True)
+        add_ignores(path, entries)
+    except OSError:
+        return
+
+
+def add_ignores(path: Path, entries: Sequence[str] = IGNORED) -> bool:
+    """Append to the ignore file at ``path`` (made when absent) the ``entries`` it lacks (a
+    trailing ``/`` aside), leaving its own lines as they are; True when it changed."""
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     present = {line.strip().rstrip("/") for line in text.splitlines()}
-    missing = [entry for entry in IGNORED if entry.rstrip("/") not in present]
+    missing = [entry for entry in entries if entry.rstrip("/") not in present]
     if not missing:
         return False
     separator = "\n" if text and not text.endswith("\n") else ""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,6 +24,9 @@ from typing import Any
 from kiwifs.base.walk import walk
 from kiwifs.config import Config, SpaceConfig
 from kiwifs.errors import ConfigError, StorageError, UsageError
+from kiwifs.files.atomic import write_in
+from kiwifs.git.repo import exclude_from_history
+from kiwifs.memory.leases import rfc3339
 
 STATE_RELPATH = ".kiwi/spaces.json"
 SPACES_FOLDER = ".spaces"  # where run-time spaces live, inside the default root
@@ -88,7 +90,7 @@ def load_state(default_root: Path) -> SpaceState:
 def save_state(default_root: Path, state: SpaceState) -> None:
     """Write ``spaces.json`` atomically (a temporary file, fsync, rename), so a crash leaves the
     old list or the new one, never half of one; kept out of git first."""
-    exclude_from_git(default_root)
+    exclude_from_history(default_root, EXCLUDED)
     data: dict[str, Any] = {
         "created": [
             {"name": e.name, "root": str(e.root), "visibility": e.visibility} for e in state.created
@@ -98,39 +100,13 @@ def save_state(default_root: Path, state: SpaceState) -> None:
     path = default_root / STATE_RELPATH
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".spaces-", suffix=".tmp", dir=path.parent)
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(json.dumps(data, indent=2).encode() + b"\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+            write_in(folder, path.name, json.dumps(data, indent=2).encode() + b"\n", mode=0o600)
+        finally:
+            os.close(folder)
     except OSError as exc:
         raise StorageError(f"cannot save {path}: {exc.strerror or exc}") from exc
-
-
-def exclude_from_git(default_root: Path) -> None:
-    """Add :data:`EXCLUDED` to ``.git/info/exclude`` (not part of history) when missing: a root
-    laid out before spaces existed has no such lines in its ``.gitignore``. Best effort: a
-    ``.git`` that is a file or read-only is left alone."""
-    git = default_root / ".git"
-    if not git.is_dir():
-        return
-    path = git / "info" / "exclude"
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-        present = {line.strip() for line in text.splitlines()}
-        missing = [entry for entry in EXCLUDED if entry not in present]
-        if missing:
-            path.parent.mkdir(exist_ok=True)
-            separator = "\n" if text and not text.endswith("\n") else ""
-            with open(path, "a", encoding="utf-8") as out:
-                out.write(separator + "\n".join(missing) + "\n")
-    except OSError:
-        pass
 
 
 def runtime_root(default_root: Path, name: str, root: str | None) -> Path:
@@ -190,12 +166,11 @@ class SpaceInfo:
     size_bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        stamp = datetime.fromtimestamp(self.last_modified, UTC)
         return {
             "name": self.name,
             "root": str(self.root),
             "fileCount": self.file_count,
-            "lastModified": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastModified": rfc3339(self.last_modified),
             "sizeBytes": self.size_bytes,
         }
 

@@ -13,7 +13,6 @@ history (git ignores it, through the scaffold's ``.gitignore`` and the repositor
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import json
 import os
@@ -30,7 +29,8 @@ from kiwifs.config import space_name_problem
 from kiwifs.errors import ConfigError, InvalidPath, RootNotFound, UsageError
 from kiwifs.files.atomic import write_in
 from kiwifs.frontmatter.provenance import sanitize_actor
-from kiwifs.git.repo import EXCLUDE_FILE, add_ignores
+from kiwifs.git.repo import exclude_from_history
+from kiwifs.memory.leases import rfc3339
 from kiwifs.server.grants import Grant, Scope, canonical_prefix, key_digest
 
 KEYS_RELPATH = ".kiwi/keys.json"
@@ -103,9 +103,9 @@ def create_token(
             scope=scope,
             prefix=folder,
             actor=sanitize_actor(actor, "") or None,
-            created=_rfc3339(clock()),
+            created=rfc3339(clock()),
         )
-        _exclude_from_git(root)  # before the file exists, so no commit can ever take it
+        exclude_from_history(root)  # before the file exists, so no commit can ever take it
         _write(fd, [*tokens, token])
     return NewToken(key, token)
 
@@ -210,21 +210,7 @@ def _write(folder: int, tokens: list[StoredToken]) -> None:
     write_in(folder, Path(KEYS_RELPATH).name, data.encode("utf-8"), mode=FILE_MODE)
 
 
-def _exclude_from_git(root: Path) -> None:
-    """Have git ignore the file in a root made before it was ignored (best effort: a ``.git``
-    that is a file or read-only is left alone; the scaffold's ``.gitignore`` names it too)."""
-    if not (root / ".git").is_dir():
-        return
-    with contextlib.suppress(OSError):
-        (root / EXCLUDE_FILE).parent.mkdir(exist_ok=True)
-        add_ignores(root / EXCLUDE_FILE)
-
-
 def _new_id(taken: set[str]) -> str:
     while (token_id := secrets.token_hex(6)) in taken:
         pass
     return token_id
-
-
-def _rfc3339(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
