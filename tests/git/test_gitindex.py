@@ -86,3 +86,31 @@ def test_a_burst_of_commits_in_one_folder_is_reconciled(
         assert repo._index_file.reconcile()
     assert git(root, "status", "--short").splitlines() == [" M burst/f007.md"]
     assert git(root, "diff", "--cached", "--name-only") == ""
+
+
+def test_the_sync_thread_ends_when_nothing_is_owed_and_a_poke_starts_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server holding many spaces keeps no sync thread for a space not written to lately;
+    a commit after that is still synced."""
+    import threading
+
+    monkeypatch.setattr(indexfile, "SYNC_DELAY", 0.01)
+    synced = threading.Semaphore(0)
+
+    def sync() -> bool:
+        synced.release()
+        return True
+
+    syncer = indexfile.BackgroundSync(sync)
+    try:
+        for _ in range(2):
+            before = set(threading.enumerate())
+            assert syncer.poke()
+            started = {t for t in threading.enumerate() if t.name == "kiwifs-git-index"} - before
+            assert len(started) == 1
+            assert synced.acquire(timeout=10)
+            started.pop().join(timeout=10)  # it ends right after its sync
+            assert not any(t.is_alive() for t in set(threading.enumerate()) - before)
+    finally:
+        syncer.stop()

@@ -278,6 +278,9 @@ class BackgroundSync:
     A reconcile costs time in proportion to the root, so a burst of commits is followed by one
     reconcile, not one each. It also runs at :meth:`Git.close <kiwifs.git.repo.Git.close>` and
     at interpreter exit; a crash before then is repaired at the next open.
+
+    The thread ends once a sync leaves nothing owed, and the next commit starts another: a
+    server holding many spaces open keeps no thread for those not written to lately.
     """
 
     def __init__(self, sync: Callable[[], bool]) -> None:
@@ -305,9 +308,9 @@ class BackgroundSync:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._dirty and not self._stopped:
-                    self._wake.wait()
-                if self._stopped:
+                if not self._dirty or self._stopped:
+                    if self._thread is threading.current_thread():
+                        self._thread = None  # the next poke starts another
                     return
                 self._dirty = False
                 # wait for a quiet moment: more commits keep pushing the sync back
