@@ -190,10 +190,12 @@ class Knowledge(Wiring):
     def diff(self, path: str, rev_from: str, rev_to: str) -> str:
         return self.history.diff(path, rev_from, rev_to)
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> list[Change]:
-        """Commits since ``since``, newest first; ``limit`` defaults to 50 and is capped at 500
-        (as KiwiFS: a missing or non-positive value is the default)."""
-        return self.history.changes(since, limit)
+    def changes(
+        self, since: str | None = None, limit: int | None = None, *, path_prefix: str | None = None
+    ) -> list[Change]:
+        """Commits since ``since``, newest first (``limit``: 50 if not positive, at most 500, as
+        KiwiFS); ``path_prefix``: those changing nothing outside it, filtered before the cut."""
+        return self.history.changes(since, limit, path_prefix)
 
     # -- episodic memory --------------------------------------------------------------------
 
@@ -261,17 +263,17 @@ class Knowledge(Wiring):
         offset: int = 0,
         paths: Sequence[str] | None = None,
         include_superseded: bool = False,
+        *,
+        path_prefix: str | None = None,
     ) -> MetaResults:
-        """Files whose frontmatter matches the filters; superseded ones only when asked.
-
-        ``where`` is a list of filters (``$.status=draft``) or a mapping ``{field: value}`` of
-        equalities, all AND-ed.
-        """
+        """Files whose frontmatter matches the filters (``where``: ``$.status=draft`` filters
+        or a ``{field: value}`` mapping of equalities, all AND-ed), only those whose path starts
+        with ``path_prefix`` (before paging); superseded ones only when asked."""
         from kiwifs.index.search.meta import equality_filters
 
         filters = equality_filters(where) if isinstance(where, Mapping) else list(where)
         return self.indexing.lookups.meta(
-            filters, or_, sort, order, limit, offset, paths, include_superseded
+            filters, or_, sort, order, limit, offset, paths, include_superseded, path_prefix
         )
 
     def brief(

@@ -175,9 +175,7 @@ def test_prefix_confines_reads_writes_and_listings(client: AppClient, scoped_roo
         ("DELETE", "/file?path=secret.md"),
         ("GET", "/versions?path=secret.md"),
         ("GET", "/tree"),
-        ("GET", "/changes"),
         ("GET", "/memory/report"),
-        ("GET", "/meta"),
         ("GET", "/search?q=walrus&path_prefix=other"),
     ):
         resp = client.request(method, API + url, headers=team, content=b"# x\n")
@@ -195,6 +193,52 @@ def test_prefix_confines_reads_writes_and_listings(client: AppClient, scoped_roo
     assert tree.status_code == 200 and "plan.md" in tree.text
     wrote = client.put(API + "/file?path=team/new.md", content=b"# New\n", headers=team)
     assert wrote.status_code == 200, wrote.text
+
+
+def put_drafts(client: AppClient) -> None:
+    """3 drafts under ``team/`` and 5 outside it (one ``teamx.md``), each its own commit."""
+    for rel in ("team/d1.md", "a/d1.md", "team/d2.md", "a/d2.md", "teamx.md", "team/d3.md"):
+        draft = b"---\nstatus: draft\n---\n# " + rel.encode() + b"\n"
+        wrote = client.put(f"{API}/file?path={rel}", content=draft, headers=bearer("k-admin"))
+        assert wrote.status_code == 200, wrote.text
+    for rel in ("z/d1.md", "z/d2.md"):  # the last commits are outside: a cut first would miss
+        draft = b"---\nstatus: draft\n---\n# z\n"
+        wrote = client.put(f"{API}/file?path={rel}", content=draft, headers=bearer("k-admin"))
+        assert wrote.status_code == 200, wrote.text
+
+
+def test_meta_with_a_prefix_answers_only_under_it(client: AppClient) -> None:
+    put_drafts(client)
+    url = API + "/meta?where=$.status=draft&limit=3"
+    team = client.get(url, headers=bearer("k-team"))
+    assert team.status_code == 200, team.text
+    body = team.json()
+    assert body["count"] == 3  # counted under the prefix, before the page
+    assert [hit["path"] for hit in body["results"]] == ["team/d1.md", "team/d2.md", "team/d3.md"]
+    asked = client.get(url + "&path=secret.md&path=team/d2.md", headers=bearer("k-team")).json()
+    assert [hit["path"] for hit in asked["results"]] == ["team/d2.md"]
+    whole = client.get(API + "/meta?where=$.status=draft", headers=bearer("k-read")).json()
+    assert whole["count"] == 8  # no prefix on the key: everything, as before
+
+
+def test_changes_with_a_prefix_answer_only_under_it(client: AppClient) -> None:
+    put_drafts(client)
+    moved = client.post(
+        API + "/rename", json={"from": "a/d1.md", "to": "team/in.md"}, headers=bearer("k-admin")
+    )
+    assert moved.status_code == 200, moved.text  # names a/d1.md: never shown to team/
+    team = client.get(API + "/changes?limit=3", headers=bearer("k-team"))
+    assert team.status_code == 200, team.text
+    found = team.json()["changes"]
+    assert [(c["action"], c["path"]) for c in found] == [
+        ("write", "team/d3.md"),
+        ("write", "team/d2.md"),
+        ("write", "team/d1.md"),
+    ]
+    assert team.json()["last_seq"] == found[0]["seq"]
+    everything = client.get(API + "/changes?limit=500", headers=bearer("k-read")).json()
+    paths = [c["path"] for c in everything["changes"]]
+    assert paths[:4] == ["team/in.md", "z/d2.md", "z/d1.md", "team/d3.md"]  # as before
 
 
 def test_a_symlink_inside_the_prefix_leading_out_is_refused(

@@ -165,27 +165,68 @@ def first_added(git: Git, paths: Sequence[str]) -> dict[str, float]:
     return found
 
 
-def changes(git: Git, since: str | None, limit: int) -> list[Change]:
+def changes(
+    git: Git, since: str | None, limit: int, path_prefix: str | None = None
+) -> list[Change]:
     """The latest commits (after ``since``), newest first, each with what it changed.
 
     The action and path come from the commit's own tree changes, never from its message: a
     message is text a caller may choose, and ``delete: index.md`` in it deletes nothing.
+    ``path_prefix``: only the commits every changed path of which starts with it (see
+    :func:`_changes_under`).
     """
     check_sequence(since)
     if not git.is_repo() or git.head() is None:
         return []
-    args = ["log", *_NO_DIFF_PROGRAMS, f"--max-count={limit}", "-z", "--name-status"]
-    args += ["--find-renames=100%", "--format=%x1e%H%x1f%an%x1f%aI"]
-    if since:
-        args.append(f"{since}..HEAD")
-    try:
-        out = run_git(git.root, *args)
-    except _GitFailed as exc:
-        raise UsageError("unknown sequence") from exc
+    if path_prefix:
+        return _changes_under(git, since, limit, path_prefix)
+    out = _log(git, since, [f"--max-count={limit}"])
     return [
         Change(h, *_action_of(files), author, date)
         for (h, author, date), files in _log_records(out)
     ]
+
+
+_PAGE = 200  # commits read at a time while filtering the feed by a prefix
+
+
+def _changes_under(git: Git, since: str | None, limit: int, prefix: str) -> list[Change]:
+    """The feed of a scoped key: the latest ``limit`` commits that changed something, and
+    only paths starting with ``prefix``, both sides of a rename included (a commit that also
+    touched a path outside would name it, or hide that it did: it is left out whole).
+
+    Filtered before the cut: git is asked only for the commits touching the prefix's folder
+    (every path of each listed, ``--full-diff``), read a page at a time until ``limit`` of
+    them pass or the history ends.
+    """
+    folder = prefix.rpartition("/")[0]
+    spec = ("--", f":(literal){folder}") if folder else ()
+    found: list[Change] = []
+    skip = 0
+    while len(found) < limit:
+        page = ["--full-history", "--full-diff", f"--max-count={_PAGE}", f"--skip={skip}"]
+        records = _log_records(_log(git, since, page, spec))
+        for (h, author, date), files in records:
+            named = [path for _, paths in files for path in paths]
+            if named and all(path.startswith(prefix) for path in named):
+                found.append(Change(h, *_action_of(files), author, date))
+        if len(records) < _PAGE:
+            break
+        skip += _PAGE
+    return found[:limit]
+
+
+def _log(git: Git, since: str | None, options: Sequence[str], spec: Sequence[str] = ()) -> str:
+    """``git log`` of the changes feed (after ``since``) with ``options``, limited by ``spec``
+    (``--`` and its pathspec, or nothing)."""
+    args = ["log", *_NO_DIFF_PROGRAMS, *options, "-z", "--name-status"]
+    args += ["--find-renames=100%", "--format=%x1e%H%x1f%an%x1f%aI"]
+    if since:
+        args.append(f"{since}..HEAD")
+    try:
+        return run_git(git.root, *args, *spec)
+    except _GitFailed as exc:
+        raise UsageError("unknown sequence") from exc
 
 
 def check_sequence(since: str | None) -> None:

@@ -74,13 +74,23 @@ class IndexLookups:
         offset: int,
         paths: Sequence[str] | None,
         include_superseded: bool = False,
+        path_prefix: str | None = None,
     ) -> MetaResults:
         from kiwifs.index.search import meta as meta_query
 
         def run(index: Index) -> MetaResults:
             with index.reader() as conn:
                 return meta_query.query(
-                    conn, where, or_, sort, order, limit, offset, paths, include_superseded
+                    conn,
+                    where,
+                    or_,
+                    sort,
+                    order,
+                    limit,
+                    offset,
+                    paths,
+                    include_superseded,
+                    path_prefix,
                 )
 
         return self._keeper.guarded(run)

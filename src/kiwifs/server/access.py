@@ -12,8 +12,8 @@ the web pages ask the same two questions and nothing else:
   nothing of whether ``b`` exists).
 
 And the prefix rules an answer needs (:func:`check_path`, :func:`listing_prefix`,
-:func:`refuse_prefixed`), so that no adapter carries a copy of them. Which scope a route needs is
-:func:`needed_scope`, by method and path, in one table.
+:func:`answer_prefix`, :func:`refuse_prefixed`), so that no adapter carries a copy of them.
+Which scope a route needs is :func:`needed_scope`, by method and path, in one table.
 """
 
 from __future__ import annotations
@@ -189,6 +189,13 @@ def listing_prefix(grant: Grant, requested: str | None) -> str | None:
     request's and the grant's; ``None`` when they are disjoint and the answer is empty (the
     core need not be asked). ``""`` means no filter."""
     return narrowed_prefix(grant, requested)
+
+
+def answer_prefix(grant: Grant) -> str | None:
+    """The ``path_prefix`` an answer that takes no prefix of its own (``/meta``, ``/changes``,
+    the memory report) passes to the core: the key's prefix, ``None`` for no filter. The same
+    rule as :func:`listing_prefix` with nothing requested, which is never disjoint."""
+    return listing_prefix(grant, None) or None
 
 
 def refuse_prefixed(grant: Grant, what: str) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kiwifs.base.limits import CHANGES_LIMIT
 from kiwifs.base.paths import canonical
+from kiwifs.base.text import check_text
 from kiwifs.errors import NotFound
 from kiwifs.files.storage import Storage
 from kiwifs.git.repo import Git
@@ -50,14 +51,19 @@ class History:
         rel = self._path(path)
         return log.diff(self._repository(), rel, rev_from, rev_to)
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> list[Change]:
+    def changes(
+        self, since: str | None = None, limit: int | None = None, path_prefix: str | None = None
+    ) -> list[Change]:
         """Commits since ``since``, newest first; ``limit`` defaults to 50 and is capped at 500
-        (as KiwiFS: a missing or non-positive value is the default)."""
+        (as KiwiFS: a missing or non-positive value is the default). ``path_prefix`` (a leading
+        ``/`` ignored): only commits whose every changed path starts with it, counted before
+        ``limit`` cuts."""
         from kiwifs.git import log
 
         log.check_sequence(since)
+        prefix = check_text(path_prefix or "", "path prefix").lstrip("/")
         git = self._git()
-        return log.changes(git, since, CHANGES_LIMIT(limit)) if git else []
+        return log.changes(git, since, CHANGES_LIMIT(limit), prefix or None) if git else []
 
     def first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
         """When each path was first committed (what ``memory check`` ages episodes by)."""

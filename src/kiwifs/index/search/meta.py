@@ -239,9 +239,13 @@ def query(
     offset: int = 0,
     paths: Sequence[str] | None = None,
     include_superseded: bool = False,
+    path_prefix: str | None = None,
 ) -> MetaResults:
-    """Files whose frontmatter matches the filters; ``paths`` restricts them to those paths."""
+    """Files whose frontmatter matches the filters; ``paths`` restricts them to those paths,
+    ``path_prefix`` to the paths starting with it (as search takes it: a leading ``/`` ignored),
+    in the query itself, so ``count`` and the page hold only those (a scoped key's prefix)."""
     lim, off = check_limits(limit, offset)
+    prefix = check_text(path_prefix or "", "path prefix", InvalidQuery).lstrip("/")
     cond, params = where_clause(where, or_)
     ordering, sort_params = order_clause(sort, order)
     params.update(sort_params)
@@ -249,6 +253,9 @@ def query(
         names = [f"path{i}" for i in range(len(paths))]
         params.update({n: db_text(p.lstrip("/")) for n, p in zip(names, paths, strict=True)})
         cond += " AND path IN (" + ", ".join(":" + n for n in names) + ")" if names else " AND 0"
+    if prefix:
+        cond += " AND substr(path, 1, length(:prefix)) = :prefix"
+        params["prefix"] = prefix
     if not include_superseded:
         cond += " AND superseded = 0"  # the generated column: the one superseded rule
     base = f"FROM files WHERE unreadable = 0 AND {cond}"

@@ -12,7 +12,7 @@ from fastapi.responses import PlainTextResponse, Response
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.http import grant_of, optional_int, run
 from kiwifs.rest.openapi import errors, success
-from kiwifs.server.access import check_path, refuse_prefixed
+from kiwifs.server.access import answer_prefix, check_path
 
 
 def history_routes(api: APIRouter, kb: Knowledge) -> None:
@@ -51,8 +51,12 @@ def history_routes(api: APIRouter, kb: Knowledge) -> None:
     async def changes(
         request: Request, since: str | None = None, limit: str | None = None
     ) -> dict[str, Any]:
-        refuse_prefixed(grant_of(request), "the changes feed")  # no prefix option in the core
-        items = await run(kb.changes, since or None, optional_int("limit", limit))
+        items = await run(
+            kb.changes,
+            since or None,
+            optional_int("limit", limit),
+            path_prefix=answer_prefix(grant_of(request)),
+        )
         return {
             "changes": [
                 {

@@ -24,7 +24,7 @@ from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.http import grant_of, read_json, run
 from kiwifs.rest.openapi import NOT_BLANK, ORDER_PATTERN, errors, json_body_schema, query
-from kiwifs.server.access import listing_prefix, refuse_prefixed
+from kiwifs.server.access import answer_prefix, listing_prefix, refuse_prefixed
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
@@ -104,9 +104,17 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         path: list[str] = Query(default=[]),
         include_superseded: bool = False,
     ) -> dict[str, Any]:
-        refuse_prefixed(grant_of(request), "/meta")  # its path filter is not a prefix
         result = await run(
-            kb.meta, where, or_, sort, order, limit, offset, path or None, include_superseded
+            kb.meta,
+            where,
+            or_,
+            sort,
+            order,
+            limit,
+            offset,
+            path or None,
+            include_superseded,
+            path_prefix=answer_prefix(grant_of(request)),
         )
         return result.to_json()
 
