@@ -1,10 +1,12 @@
 """Spaces: what many knowledge roots cost one ``kiwifs serve``.
 
     python bench/spaces.py [--spaces 1,10,100,1000] [--touch 150] [--rounds 3] [--idle 20]
+                           [--heavy]
 
-A server serves any number of spaces but opens a space (its index, watcher, commit process and
-REST app) only on its first request, holds at most ``Tuning.max_open_spaces`` (16) open besides
-the default one, and closes the least recently used one to open another, or any idle for
+A server serves any number of spaces but opens a space (its index, watcher and REST app) only
+on its first request, runs it light (``Tuning.light_spaces``: no commit process, no committer,
+writeback or dashboard threads), holds at most ``Tuning.max_open_spaces`` (16) open besides the
+default one, and closes the least recently used one to open another, or any idle for
 ``Tuning.space_idle`` seconds. So neither start-up nor memory should grow with the number of
 spaces configured, nor with the number used, only with the bound. This measures that, for each
 N of ``--spaces``:
@@ -13,15 +15,17 @@ N of ``--spaces``:
   ``--rounds`` starts, the Ns interleaved (A, B, C, then C, B, A); target: 1,000 spaces about as
   fast as one;
 * the server's process tree sampled from ``/proc/<pid>/{status,smaps_rollup,fd}`` (the server
-  and its children: each open space's commit process and its check's worker): RSS and PSS in
+  and its children: the default root's commit process and check worker, and with ``--heavy``,
+  which hands the server ``Tuning(light_spaces=False)``, each open space's too): RSS and PSS in
   MB, threads, open file descriptors and child processes, once at ``baseline`` (a read and a
   search in the default space, no other space opened), once after touching K =
   min(``--touch``, N) spaces (``after_touch``), and with ``--idle SECONDS`` once more after the
   idle close (the server is handed ``Tuning(space_idle=SECONDS)``); target after 150 touched:
   RSS ≤ 800 MB, ≤ 64 threads, ≤ 400 open files;
 * the open spaces the server reports: ``/health`` says nothing of spaces and no route lists the
-  open ones, so ``open_spaces`` is inferred from the commit processes (``kiwifs.git.child``:
-  one per open space, one for the default root); ``per_open_space`` divides what touching
+  open ones, so ``open_spaces`` is inferred from the server's descriptors on
+  ``.kiwi/server.lock`` (each open space holds its root's, as the default root does);
+  ``per_open_space`` divides what touching
   added by it, the server's descriptors by kind (pipes, inotify, ``index.db``, …).
 
 Touching a space is a read, a search and a write, checked as it goes: its own note read back
@@ -148,9 +152,9 @@ class Sample:
 
     @property
     def open_spaces(self) -> int:
-        """Open spaces besides the default one: each has a commit process, as the default
-        root has."""
-        return max(self.commit_processes - 1, 0)
+        """Open spaces besides the default one: each holds its root's server lock, as the
+        default root does."""
+        return max(self.fd_kinds.get("server.lock", 0) - 1, 0)
 
 
 def tree(pid: int) -> list[int]:
@@ -330,12 +334,17 @@ def touch(server: Server, i: int, run: str) -> float:
     return opened
 
 
-def measure(spaces: int, touched: int, idle: float | None, run: str) -> dict[str, object]:
+def measure(
+    spaces: int, touched: int, idle: float | None, run: str, heavy: bool = False
+) -> dict[str, object]:
     """Start a server with ``spaces`` spaces, touch ``touched`` of them, sample it."""
     root = default_root(spaces)
     for i in range(touched):
         lay_out_space(i)
-    server = Server(root, {"space_idle": idle} if idle else {})
+    tuning: Changes = {"space_idle": idle} if idle else {}
+    if heavy:
+        tuning["light_spaces"] = False
+    server = Server(root, tuning)
     out: dict[str, object] = {"spaces": spaces, "touched": touched}
     try:
         out["startup_s"] = round(server.until_health(), 3)
@@ -404,6 +413,11 @@ def main() -> None:
         type=float,
         help="hand the server Tuning(space_idle=SECONDS) and sample again after it",
     )
+    ap.add_argument(
+        "--heavy",
+        action="store_true",
+        help="hand the server Tuning(light_spaces=False): each space runs as the default one",
+    )
     args = ap.parse_args()
     ns = [int(n) for n in args.spaces.split(",")]
     load_before = os.getloadavg()
@@ -415,7 +429,7 @@ def main() -> None:
             default_root(n)
         starts = startup_rounds(ns, args.rounds)
         for n in ns:
-            result = measure(n, min(args.touch, n), args.idle, run)
+            result = measure(n, min(args.touch, n), args.idle, run, args.heavy)
             result["startup_s"] = round(statistics.median(starts[n]), 3)
             result["startup_runs_s"] = [round(s, 3) for s in starts[n]]
             results.append(result)
@@ -428,7 +442,8 @@ def main() -> None:
         },
         "max_open_spaces": MAX_OPEN,
         "idle_s": args.idle,
-        "open_spaces_note": "inferred: /health reports no spaces; commit processes - 1",
+        "light_spaces": not args.heavy,
+        "open_spaces_note": "inferred: /health reports no spaces; server.lock descriptors - 1",
         "load_average": [load_before, os.getloadavg()],
         "results": results,
     }

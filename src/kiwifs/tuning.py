@@ -172,6 +172,21 @@ class Tuning:
     space_idle: float = 600.0
     """Seconds a space may go without a request before it is closed (reopened on the next)."""
 
+    light_spaces: bool = True
+    """The spaces besides the default one run light, so that many of them fit one process:
+    commits in the server's own process and each alone (no commit process, no committer
+    thread), each write indexed inside it (no writeback thread), and no dashboard loops (the
+    web overview computes its history and check on request, as a one-shot command does). What
+    remains per open space is its index, its watcher (two threads) and its git handle: ~19 MB.
+    Off: every space runs as the default one does (~12 threads, two child processes and ~89 MB
+    each; see docs/benchmarks.md, Spaces)."""
+
+    def for_space(self) -> Tuning:
+        """The tuning a space other than the default one opens with (:attr:`light_spaces`)."""
+        if not self.light_spaces:
+            return self
+        return self.but(commit_process=False, group_commit=False, index_writeback=False)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Tuning:
         """The defaults with the user knobs of :data:`ENVIRONMENT` applied; a value that does

@@ -238,3 +238,38 @@ def test_space_entries_parse_with_private_by_default() -> None:
     config = parse_config('[[spaces]]\nname = "a"\nroot = "/x"\n[server]\nport = 1\n')
     assert [(s.name, s.root, s.visibility) for s in config.spaces] == [("a", "/x", "private")]
     assert config.server.port == 1
+
+
+def _threads_named(*names: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name in names]
+
+
+BACKGROUND = ("kiwifs-committer", "kiwifs-writeback", "kiwifs-timeline", "kiwifs-check")
+
+
+@pytest.mark.parametrize("light", [True, False])
+def test_spaces_run_light_yet_watched(root: Path, light: bool) -> None:
+    """Many spaces fit one process: a space besides the default one makes its commits in the
+    server's process, each alone, indexes its writes inside them and runs no dashboard loop;
+    its watcher still finds a file written straight to disk. ``light_spaces`` off runs it as
+    the default root runs."""
+    tuning = Tuning(max_open_spaces=2, space_idle=60.0, light_spaces=light)
+    with Knowledge.open(root, tuning=tuning) as default:
+        registry = SpaceRegistry(default, dashboard=True)
+        try:
+            registry.create("a")
+            before = set(_threads_named(*BACKGROUND))
+            space = registry.acquire("a")
+            space.kb.write("notes/one.md", "# one\n\nwritten through the api\n")
+            (space.kb.root / "notes" / "two.md").write_text("# two\n\nzebra written by cat\n")
+            for _ in range(200):  # the watcher indexes it within milliseconds
+                if space.kb.search("zebra").results:
+                    break
+                time.sleep(0.05)
+            assert [r.path for r in space.kb.search("zebra").results] == ["notes/two.md"]
+            assert space.kb.versions("notes/one.md")  # committed
+            added = set(_threads_named(*BACKGROUND)) - before
+            assert (added == set()) is light
+            registry.release(space)
+        finally:
+            registry.close()

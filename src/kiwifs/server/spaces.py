@@ -271,7 +271,7 @@ class SpaceRegistry:
         is laid out first."""
         if not entry.root.exists():
             Knowledge.init(entry.root)
-        kb = Knowledge.open(entry.root, sweep=True, tuning=self.tuning)
+        kb = Knowledge.open(entry.root, sweep=True, tuning=self.tuning.for_space())
         serving = Serving(kb)
         lock_fd: int | None = None
         try:
@@ -283,7 +283,7 @@ class SpaceRegistry:
                     versioning.batch_window_ms / 1000, versioning.batch_max_size
                 )
             serving.start_commit_process()
-            serving.start(dashboard=self.dashboard)
+            serving.start(dashboard=self.dashboard and not self.tuning.light_spaces)
         except BaseException:
             kb.close()
             if lock_fd is not None:
