@@ -90,11 +90,8 @@ class Knowledge(Wiring):
     # -- the server's probes ------------------------------------------------------------------
 
     def commit_status(self) -> CommitStatus:
-        """Background commits pending, and whether they are failing (what ``/health`` shows).
-
-        While they fail, writes and history reads raise :class:`StorageError` rather than
-        piling up or waiting forever.
-        """
+        """Background commits pending, and whether they are failing (what ``/health`` shows);
+        while they fail, writes and history reads raise :class:`StorageError`, never pile up."""
         return self.pipeline.commit_status()
 
     def too_large_count(self) -> int:
@@ -113,11 +110,9 @@ class Knowledge(Wiring):
         return self.reading.read(path)
 
     def frontmatter(self, path: str) -> dict[str, Any]:
-        """A file's frontmatter as JSON-safe data (``{}`` when it has none or it is invalid).
-
-        Dates become ISO strings, sets lists, keys strings: the same form the index stores and
-        ``/meta`` returns, so every interface shows one representation.
-        """
+        """A file's frontmatter as JSON-safe data (``{}`` when it has none or it is invalid):
+        dates as ISO strings, sets as lists, keys as strings, the form the index stores and
+        ``/meta`` returns, so every interface shows one representation."""
         return self.reading.frontmatter(path)
 
     def page(self, path: str, rev: str | None = None) -> Page:
@@ -205,13 +200,14 @@ class Knowledge(Wiring):
         limit: int | None = None,
         offset: int = 0,
         use_index: bool = True,
+        *,
+        path_prefix: str | None = None,
     ) -> MemoryReport:
-        """The consolidation queue: every episode no ``merged-from`` cites yet.
-
-        Answered from the index (reconciled with the files first, unless a watcher keeps it
-        current); ``use_index=False``, or a root that cannot hold an index, reads every file.
+        """The consolidation queue: every episode no ``merged-from`` cites yet (``path_prefix``:
+        only what lies under it). From the index (reconciled with the files first, unless a
+        watcher keeps it current); ``use_index=False``, or no index possible, reads every file.
         """
-        return self.consolidation.report(prefix, limit, offset, use_index)
+        return self.consolidation.report(prefix, limit, offset, use_index, path_prefix)
 
     def memory_report_document(
         self,
@@ -219,11 +215,13 @@ class Knowledge(Wiring):
         limit: int | None = None,
         offset: int = 0,
         use_index: bool = True,
+        *,
+        path_prefix: str | None = None,
     ) -> ReportDocument:
         """:meth:`memory_report` as the JSON document to print, for large answers: printed by
         :func:`printed_json.dumps`, byte for byte ``memory_report(...).to_json()``, its episode
         lists the index's stored text rather than one object per episode."""
-        return self.consolidation.report_document(prefix, limit, offset, use_index)
+        return self.consolidation.report_document(prefix, limit, offset, use_index, path_prefix)
 
     # -- search and frontmatter queries -----------------------------------------------------
 

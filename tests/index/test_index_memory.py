@@ -4,7 +4,8 @@ A hypothesis state machine writes, deletes, renames, forgets and restores throug
 :class:`Knowledge` (real files, real git, real SQLite) and edits files behind its back — including
 rewrites that keep the size and ``memory_status`` set by hand —
 and after every step compares ``memory_report(use_index=True)`` with ``use_index=False``, and
-the printed JSON of ``memory_report_document`` (the index's stored entry text) with both.
+the printed JSON of ``memory_report_document`` (the index's stored entry text) with both, with
+and without a path prefix.
 """
 
 from __future__ import annotations
@@ -177,12 +178,16 @@ class IndexMatchesScan(RuleBasedStateMachine):
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.rename(src, dst)
 
-    @rule(prefix=st.sampled_from([None, "episodes/a", "inbox/", "concepts"]))
-    def compare_with_prefix(self, prefix: str | None) -> None:
-        fast = self.kb.memory_report(prefix, use_index=True)
-        slow = self.kb.memory_report(prefix, use_index=False)
+    @rule(
+        prefix=st.sampled_from([None, "episodes/a", "inbox/", "concepts"]),
+        within=st.sampled_from([None, "episodes/a", "episodes/", "inbox/", "episodes/caf"]),
+    )
+    def compare_with_prefix(self, prefix: str | None, within: str | None) -> None:
+        """``within``: a scoped key's path prefix, which the two answers confine alike."""
+        fast = self.kb.memory_report(prefix, use_index=True, path_prefix=within)
+        slow = self.kb.memory_report(prefix, use_index=False, path_prefix=within)
         assert fast.to_json() == slow.to_json()
-        printed = printed_text(self.kb.memory_report_document(prefix).value)
+        printed = printed_text(self.kb.memory_report_document(prefix, path_prefix=within).value)
         assert printed == json.dumps(slow.to_json(), indent=2, ensure_ascii=False)
 
     @invariant()

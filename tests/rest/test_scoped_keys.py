@@ -175,7 +175,6 @@ def test_prefix_confines_reads_writes_and_listings(client: AppClient, scoped_roo
         ("DELETE", "/file?path=secret.md"),
         ("GET", "/versions?path=secret.md"),
         ("GET", "/tree"),
-        ("GET", "/memory/report"),
         ("GET", "/search?q=walrus&path_prefix=other"),
     ):
         resp = client.request(method, API + url, headers=team, content=b"# x\n")
@@ -239,6 +238,36 @@ def test_changes_with_a_prefix_answer_only_under_it(client: AppClient) -> None:
     everything = client.get(API + "/changes?limit=500", headers=bearer("k-read")).json()
     paths = [c["path"] for c in everything["changes"]]
     assert paths[:4] == ["team/in.md", "z/d2.md", "z/d1.md", "team/d3.md"]  # as before
+
+
+def test_the_memory_report_with_a_prefix_answers_only_under_it(client: AppClient) -> None:
+    admin = bearer("k-admin")
+    episode = "---\nmemory_kind: episodic\nepisode_id: {}\n---\nran\n"
+    for n in range(5):  # 5 episodes under episodes/, first in walk order, and 3 under team/
+        made = client.post(API + "/memory/remember", json={"content": "x"}, headers=admin)
+        assert made.status_code in (200, 201), made.text
+        if n < 3:
+            put = client.put(
+                f"{API}/file?path=team/ep{n}.md", content=episode.format(f"t{n}"), headers=admin
+            )
+            assert put.status_code == 200, put.text
+    page = "---\nmemory_kind: semantic\nmerged-from:\n  - type: episode\n    id: t0\n---\n"
+    cited = client.put(API + "/file?path=digest.md", content=page, headers=admin)
+    assert cited.status_code == 200  # a page outside the prefix covers team/ep0.md
+    team = client.get(API + "/memory/report?limit=3", headers=bearer("k-team"))
+    assert team.status_code == 200, team.text
+    body = team.json()
+    assert [e["path"] for e in body["episodic_files"]] == [f"team/ep{n}.md" for n in range(3)]
+    assert [e["path"] for e in body["unmerged"]] == ["team/ep1.md", "team/ep2.md"]
+    assert (body["episodic_count"], body["unmerged_count"], body["merged_from_refs"]) == (3, 2, 0)
+    assert all("team/" in w for w in body["warnings"])
+    whole = client.get(API + "/memory/report", headers=bearer("k-read")).json()
+    assert (whole["episodic_count"], whole["unmerged_count"], whole["merged_from_refs"]) == (
+        8,
+        7,
+        1,
+    )
+    assert list(whole) == list(body)  # the same shape
 
 
 def test_a_symlink_inside_the_prefix_leading_out_is_refused(

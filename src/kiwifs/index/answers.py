@@ -40,14 +40,22 @@ class IndexAnswers:
 
     def __init__(self, keeper: KeeperPolicy) -> None:
         self._keeper = keeper
-        # report totals per prefix, valid while the index generation is unchanged (watching)
-        self._totals: dict[str, tuple[tuple[int, int], indexed_report.Totals]] = {}
+        # report totals per prefix and path prefix, valid while the index generation is
+        # unchanged (watching)
+        self._totals: dict[
+            tuple[str, str | None], tuple[tuple[int, int], indexed_report.Totals]
+        ] = {}
         self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
 
     # -- the answers ------------------------------------------------------------------------
 
     def memory_report(
-        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
+        self,
+        prefix: str,
+        limit: int | None,
+        offset: int,
+        claims: Claims | None = None,
+        path_prefix: str | None = None,
     ) -> MemoryReport | None:
         """The report from the index, or ``None`` when the scan is the better answer.
 
@@ -61,17 +69,25 @@ class IndexAnswers:
 
         def run(index: Index) -> MemoryReport:
             generation = index.generation
-            cached = self._totals.get(prefix) if self._keeper.watching else None
+            asked = (prefix, path_prefix or None)
+            cached = self._totals.get(asked) if self._keeper.watching else None
             totals = cached[1] if cached and cached[0] == (id(index), generation) else None
             with index.reader() as conn:
-                result, totals = indexed_report.report(conn, prefix, limit, offset, totals, claims)
-            self._totals[prefix] = ((id(index), generation), totals)
+                result, totals = indexed_report.report(
+                    conn, prefix, limit, offset, totals, claims, path_prefix
+                )
+            self._totals[asked] = ((id(index), generation), totals)
             return result
 
         return self._keeper.guarded(run)
 
     def memory_report_document(
-        self, prefix: str, limit: int | None, offset: int, claims: Claims | None = None
+        self,
+        prefix: str,
+        limit: int | None,
+        offset: int,
+        claims: Claims | None = None,
+        path_prefix: str | None = None,
     ) -> ReportDocument | None:
         """:meth:`memory_report` as a printable document (``None``: use the scan)."""
         if not self._keeper.answers_reports():
@@ -81,7 +97,7 @@ class IndexAnswers:
             with index.reader() as conn:
                 in_sql = index.tuning.report_in_sql
                 document = indexed_report.report_document(
-                    conn, prefix, limit, offset, claims, in_sql
+                    conn, prefix, limit, offset, claims, in_sql, path_prefix
                 )
             return ReportDocument(*document)
 

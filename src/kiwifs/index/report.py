@@ -8,6 +8,12 @@ the totals are indexed counts and only the lists asked for become Python objects
 unmerged when it is neither covered nor superseded (:data:`UNMERGED`). :func:`stored_facts`
 rebuilds the exact facts in walk order, which the tests feed to ``build_report`` to prove the two
 answers equal.
+
+A report confined to a path prefix (a scoped key's, ``path_prefix``) is the same queries over
+the sort-key range of the paths under it (:data:`Within`): the episodes listed and counted, the
+``merged-from`` entries counted and the warnings are those of its files, while coverage stays
+the whole root's (the ``covered`` column: an episode cited from outside is still covered).
+Without one the queries are the very same as before, so the answer is byte for byte the same.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from kiwifs.memory.rules import (
     FileFacts,
     MemoryReport,
     check_paging,
+    claims_within,
     mark_claimed,
 )
 
@@ -39,6 +46,49 @@ _EPISODES = (
     "SELECT {cols} FROM files WHERE kind_class = 1{extra}"
     " UNION ALL SELECT {cols} FROM files WHERE kind_class = 2 AND key >= ? AND key < ?{extra}"
 )
+
+
+# The same query confined to a key range (:data:`Within`) in both branches: its parameters are
+# that range and, for the episodes by prefix, its intersection with theirs (:func:`_bounds`).
+_WITHIN_EPISODES = (
+    "SELECT {cols} FROM files WHERE kind_class = 1 AND key >= ? AND key < ?{extra}"
+    " UNION ALL SELECT {cols} FROM files WHERE kind_class = 2 AND key >= ? AND key < ?{extra}"
+)
+
+Within = tuple[bytes, bytes] | None  # the sort keys a report is confined to (None: everything)
+
+
+def within_range(path_prefix: str | None) -> Within:
+    """The sort-key range of the paths starting with ``path_prefix`` (a leading ``/`` ignored),
+    ``None`` for no prefix.
+
+    A path's key is its text with ``/`` as NUL, each character encoded alone, so the paths
+    starting with a text are the keys starting with its key: one contiguous range, which a
+    string prefix such as ``team/pro`` (``team/projects/…``, ``team/pro.md``) needs too.
+    """
+    prefix = (path_prefix or "").lstrip("/")
+    if not prefix:
+        return None
+    key = path_key(prefix)
+    stem = (key or b"").rstrip(b"\xff")
+    if key is None or not stem:  # no text encodes so (a checked prefix is UTF-8): nothing
+        return b"", b""
+    return key, stem[:-1] + bytes([stem[-1] + 1])
+
+
+def _episodes(cols: str, extra: str, within: Within) -> str:
+    """The episodes query over ``cols`` (``extra`` added to both branches), confined to
+    ``within`` when given; its parameters are :func:`_bounds`."""
+    shape = _EPISODES if within is None else _WITHIN_EPISODES
+    return shape.format(cols=cols, extra=extra)
+
+
+def _bounds(lo: bytes, hi: bytes, within: Within) -> tuple[bytes, ...]:
+    """The parameters of :func:`_episodes` for the episodes prefix's range ``lo``–``hi``."""
+    if within is None:
+        return lo, hi
+    start, end = within
+    return start, end, max(lo, start), min(hi, end)
 
 
 def prefix_range(prefix: str) -> tuple[bytes, bytes]:
@@ -90,19 +140,22 @@ def report(
     offset: int = 0,
     totals: Totals | None = None,
     claims: Claims | None = None,
+    path_prefix: str | None = None,
 ) -> tuple[MemoryReport, Totals]:
     """The memory report of the indexed root for ``prefix`` (already normalised); ``claims``
-    (live claims by path) mark the unmerged episodes they hold.
+    (live claims by path) mark the unmerged episodes they hold; ``path_prefix``: only what lies
+    under it (see the module's docstring).
 
-    ``totals`` computed earlier on the same state of the index may be passed in to skip the
-    counting; the ones used are returned for the caller to keep.
+    ``totals`` computed earlier on the same state of the index (and ``path_prefix``) may be
+    passed in to skip the counting; the ones used are returned for the caller to keep.
     """
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
-    claims = claims or {}
+    within = within_range(path_prefix)
+    claims = claims_within(claims or {}, path_prefix)
     with snapshot(conn):
-        totals = totals if totals is not None else _totals(conn, lo, hi)
-        files, unmerged = _lists(conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic)
+        totals = totals if totals is not None else _totals(conn, lo, hi, within)
+        files, unmerged = _lists(conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within)
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     marked = mark_claimed(unmerged, claims)
     result = totals.report(prefix, limit, offset, tuple(files), marked, claimed)
@@ -127,20 +180,27 @@ class snapshot:
             self.conn.rollback()
 
 
-def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[int, int, int]:
-    sql = _EPISODES.format(cols=f"count(*), total({UNMERGED}), total(superseded)", extra="")
+def _counts(conn: sqlite3.Connection, lo: bytes, hi: bytes, within: Within) -> tuple[int, int, int]:
+    sql = _episodes(f"count(*), total({UNMERGED}), total(superseded)", "", within)
     total = unmerged = superseded = 0
-    for n, u, s in conn.execute(sql, (lo, hi)):
+    for n, u, s in conn.execute(sql, _bounds(lo, hi, within)):
         total += n
         unmerged += int(u)
         superseded += int(s)
     return total, unmerged, superseded
 
 
-def _totals(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Totals:
-    count, unmerged_count, superseded_count = _counts(conn, lo, hi)
-    refs = conn.execute("SELECT total(refs) FROM files WHERE refs > 0").fetchone()[0]
-    warnings = _warnings(conn, lo, hi)
+_REFS = "SELECT total(refs) FROM files WHERE refs > 0"
+_IN_RANGE = " AND key >= ? AND key < ?"
+
+
+def _totals(conn: sqlite3.Connection, lo: bytes, hi: bytes, within: Within = None) -> Totals:
+    count, unmerged_count, superseded_count = _counts(conn, lo, hi, within)
+    if within is None:
+        refs = conn.execute(_REFS).fetchone()[0]
+    else:
+        refs = conn.execute(_REFS + _IN_RANGE, within).fetchone()[0]
+    warnings = _warnings(conn, lo, hi, within)
     return Totals(count, unmerged_count, int(refs), warnings, superseded_count)
 
 
@@ -155,19 +215,20 @@ def _lists(
     offset: int,
     columns: str,
     make: Callable[..., T],
+    within: Within = None,
 ) -> tuple[list[T], list[T]]:
     """The two lists of a report (episodic files, unmerged), paged; ``make`` builds an item from
     a row's ``columns``. Unpaged, both come from one pass (unmerged is a subset)."""
     if limit is None:
         cols = f"key, covered OR superseded, {columns}"
-        sql = _EPISODES.format(cols=cols, extra="") + " ORDER BY 1"
-        rows = conn.execute(sql, (lo, hi)).fetchall()
+        sql = _episodes(cols, "", within) + " ORDER BY 1"
+        rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
         files = [make(*row[2:]) for row in rows]
         unmerged = [f for f, row in zip(files, rows, strict=True) if not row[1]]
         return files[offset:], unmerged[offset:]
     return (
-        _page(conn, lo, hi, "", limit, offset, columns, make),
-        _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make),
+        _page(conn, lo, hi, "", limit, offset, columns, make, within),
+        _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make, within),
     )
 
 
@@ -180,11 +241,12 @@ def _page(
     offset: int,
     columns: str,
     make: Callable[..., T],
+    within: Within = None,
 ) -> list[T]:
     if limit == 0:
         return []
-    sql = _EPISODES.format(cols=f"key, {columns}", extra=extra) + " ORDER BY 1 LIMIT ? OFFSET ?"
-    return [make(*row[1:]) for row in conn.execute(sql, (lo, hi, limit, offset))]
+    sql = _episodes(f"key, {columns}", extra, within) + " ORDER BY 1 LIMIT ? OFFSET ?"
+    return [make(*row[1:]) for row in conn.execute(sql, (*_bounds(lo, hi, within), limit, offset))]
 
 
 def _episodic(path: str | bytes, episode_id: str | bytes, kind: str | bytes) -> EpisodicFile:
@@ -195,24 +257,42 @@ def _episodic(path: str | bytes, episode_id: str | bytes, kind: str | bytes) -> 
 
 # Unmerged episodes without an id. Named to its partial index: SQLite's planner otherwise picks the
 # recall index on ``superseded`` for the first branch and reads every live file (0.4 s at 100k).
-_MISSING_IDS = _EPISODES.format(
-    cols="key, path", extra=f" AND episode_id = '' AND {UNMERGED}"
-).replace("FROM files WHERE", "FROM files INDEXED BY files_noid WHERE")
+def _missing_ids(within: Within) -> str:
+    return _episodes("key, path", f" AND episode_id = '' AND {UNMERGED}", within).replace(
+        "FROM files WHERE", "FROM files INDEXED BY files_noid WHERE"
+    )
 
 
-def _warnings(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> tuple[str, ...]:
-    """Each file's own warnings then its report-time ones (missing id, duplicate), walk order."""
+_MISSING_IDS = _missing_ids(None)
+_OWN_WARNINGS = "SELECT key, warnings FROM files WHERE warnings IS NOT NULL"
+
+
+def _warnings(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, within: Within = None
+) -> tuple[str, ...]:
+    """Each file's own warnings then its report-time ones (missing id, duplicate), walk order;
+    ``within``: only those about its files, naming no file outside it."""
     by_key: dict[bytes, list[str]] = {}
-    for key, text in conn.execute("SELECT key, warnings FROM files WHERE warnings IS NOT NULL"):
+    own = (
+        conn.execute(_OWN_WARNINGS)
+        if within is None
+        else conn.execute(_OWN_WARNINGS + _IN_RANGE, within)
+    )
+    for key, text in own:
         by_key[key] = list(json.loads(text))
-    for key, path in conn.execute(_MISSING_IDS, (lo, hi)):
+    missing = _MISSING_IDS if within is None else _missing_ids(within)
+    for key, path in conn.execute(missing, _bounds(lo, hi, within)):
         by_key.setdefault(key, []).append(MISSING_ID_WARNING.format(path=py_text(path)))
-    for key, text in _duplicates(conn, lo, hi):
+    for key, text in _duplicates(conn, lo, hi, within):
         by_key.setdefault(key, []).append(text)
     return tuple(w for key in sorted(by_key) for w in by_key[key])
 
 
-def _duplicates(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, str]]:
+def _duplicates(
+    conn: sqlite3.Connection, lo: bytes, hi: bytes, within: Within = None
+) -> Iterator[tuple[bytes, str]]:
+    """The duplicate-id warnings: each episode after the first with its id (the first over the
+    whole root); ``within``: only those whose two files both lie in it."""
     shared = conn.execute(
         "SELECT eid FROM files WHERE eid IS NOT NULL AND kind_class != 0"
         " GROUP BY eid HAVING count(*) > 1"
@@ -224,14 +304,21 @@ def _duplicates(conn: sqlite3.Connection, lo: bytes, hi: bytes) -> Iterator[tupl
             (eid,),
         )
         first: str | None = None
+        first_key = b""
         for key, path, cls in rows:
             if cls == 2 and not lo <= key < hi:
                 continue
             if first is None:
-                first = py_text(path)
+                first, first_key = py_text(path), key
+                continue
+            if within is not None and not (_inside(key, within) and _inside(first_key, within)):
                 continue
             text = DUPLICATE_ID_WARNING.format(id=py_text(eid), path=py_text(path), first=first)
             yield key, text
+
+
+def _inside(key: bytes, within: tuple[bytes, bytes]) -> bool:
+    return within[0] <= key < within[1]
 
 
 def episode_paths(conn: sqlite3.Connection, episode_id: str, prefix: str) -> list[str]:
@@ -296,6 +383,7 @@ def report_document(
     offset: int = 0,
     claims: Claims | None = None,
     in_sql: bool = True,
+    path_prefix: str | None = None,
 ) -> tuple[dict[str, Any], int]:
     """The report's JSON value with both lists joined from stored entry text, and the unmerged
     count.
@@ -303,20 +391,22 @@ def report_document(
     Printed by :func:`printed_json.dumps` it is the same bytes as ``report(...).to_json()``,
     without an object per episode; that is what makes the CLI's ``--json`` on a 100k-episode
     root fast. The few entries a live claim holds are rendered again with the claim.
-    ``in_sql``: see :func:`entry_lists`.
+    ``in_sql``: see :func:`entry_lists`. ``path_prefix``: as :func:`report`.
     """
     limit, offset = check_paging(limit, offset)
     lo, hi = prefix_range(prefix)
-    claims = claims or {}
+    within = within_range(path_prefix)
+    claims = claims_within(claims or {}, path_prefix)
     with snapshot(conn):
-        totals = _totals(conn, lo, hi)
+        totals = _totals(conn, lo, hi, within)
         if claims:
             columns = f"path, {ENTRY_SQL}"
-            files, unmerged = _lists(conn, lo, hi, limit, offset, columns, _path_and_entry)
+            found = _lists(conn, lo, hi, limit, offset, columns, _path_and_entry, within)
+            files, unmerged = found
             entries = _joined([entry for _, entry in files])
             marked = _joined([_with_claim(path, e, claims.get(path)) for path, e in unmerged])
         else:
-            entries, marked = entry_lists(conn, lo, hi, limit, offset, in_sql)
+            entries, marked = entry_lists(conn, lo, hi, limit, offset, in_sql, within)
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     document = totals.report(prefix, limit, offset, claimed_count=claimed).to_json()
     document["episodic_files"] = entries
@@ -325,17 +415,23 @@ def report_document(
 
 
 _SEPARATOR = "," + _ITEM  # between two entries of a list
+
+
 # Both whole lists, each as one value: SQLite joins the entries in report order (group_concat
 # takes the rows in the order of the sorted subquery, which SQLite keeps for an aggregate over a
 # single FROM-clause subquery). As BLOBs: an entry stored as UTF-8 with lone surrogates (a BLOB,
 # see record.db_text) stays bytes, and the joined bytes decode as the entries would one by one.
-_JOINED_SQL = (
-    f"SELECT CAST(group_concat(e, {_sql_text(_SEPARATOR)}) AS BLOB),"
-    f" CAST(group_concat(CASE WHEN done THEN NULL ELSE e END, {_sql_text(_SEPARATOR)}) AS BLOB)"
-    " FROM ("
-    + _EPISODES.format(cols=f"key, covered OR superseded AS done, {ENTRY_SQL} AS e", extra="")
-    + " ORDER BY 1)"
-)
+def _joined_sql(within: Within) -> str:
+    return (
+        f"SELECT CAST(group_concat(e, {_sql_text(_SEPARATOR)}) AS BLOB),"
+        f" CAST(group_concat(CASE WHEN done THEN NULL ELSE e END, {_sql_text(_SEPARATOR)})"
+        " AS BLOB) FROM ("
+        + _episodes(f"key, covered OR superseded AS done, {ENTRY_SQL} AS e", "", within)
+        + " ORDER BY 1)"
+    )
+
+
+_JOINED_SQL = _joined_sql(None)
 
 
 def entry_lists(
@@ -345,6 +441,7 @@ def entry_lists(
     limit: int | None,
     offset: int,
     in_sql: bool = True,
+    within: Within = None,
 ) -> tuple[RawJSON, RawJSON]:
     """The two lists as printed JSON of their entry text (:data:`ENTRY_SQL`), in report order,
     when no claim marks one.
@@ -352,12 +449,13 @@ def entry_lists(
     The whole report's lists are joined by SQLite, one value each (``in_sql``,
     ``Tuning.report_in_sql``): 100,000 episodes cost no Python string per row
     (``bench/fast_paths.py``, ``entries``). ``in_sql=False``: one Python string per row, the
-    plain path.
+    plain path. ``within``: only the episodes in that key range.
     """
     if limit is None and offset == 0 and in_sql:
-        files, unmerged = conn.execute(_JOINED_SQL, (lo, hi)).fetchone()
+        sql = _JOINED_SQL if within is None else _joined_sql(within)
+        files, unmerged = conn.execute(sql, _bounds(lo, hi, within)).fetchone()
         return _bracketed(files), _bracketed(unmerged)
-    files_text, unmerged_text = _entry_texts(conn, lo, hi, limit, offset)
+    files_text, unmerged_text = _entry_texts(conn, lo, hi, limit, offset, within)
     return _joined(files_text), _joined(unmerged_text)
 
 
@@ -369,15 +467,20 @@ def _bracketed(joined: bytes | None) -> RawJSON:
 
 
 def _entry_texts(
-    conn: sqlite3.Connection, lo: bytes, hi: bytes, limit: int | None, offset: int
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes,
+    limit: int | None,
+    offset: int,
+    within: Within = None,
 ) -> tuple[list[str], list[str]]:
     """The two lists' entry texts; unpaged, the rows' text is taken as SQLite gives it, without
     a call per row and without the paths."""
     if limit is not None:
-        return _lists(conn, lo, hi, limit, offset, ENTRY_SQL, py_text)
+        return _lists(conn, lo, hi, limit, offset, ENTRY_SQL, py_text, within)
     cols = f"key, covered OR superseded, {ENTRY_SQL}"
-    sql = _EPISODES.format(cols=cols, extra="") + " ORDER BY 1"
-    rows = conn.execute(sql, (lo, hi)).fetchall()
+    sql = _episodes(cols, "", within) + " ORDER BY 1"
+    rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
     files = [row[2] for row in rows]
     unmerged = [row[2] for row in rows if not row[1]]
     if files and set(map(type, files)) != {str}:  # a lone surrogate's text is stored as bytes

@@ -198,6 +198,15 @@ class EpisodicFile:
 Claims = Mapping[str, ClaimMark]  # live claims by path
 
 
+def claims_within(claims: Claims, path_prefix: str | None) -> Claims:
+    """The live ``claims`` on paths starting with ``path_prefix`` (all without one): what a
+    report confined to a prefix marks and counts."""
+    prefix = (path_prefix or "").lstrip("/")
+    if not prefix or not claims:
+        return claims
+    return {path: mark for path, mark in claims.items() if path.startswith(prefix)}
+
+
 def mark_claimed(items: Iterable[EpisodicFile], claims: Claims) -> tuple[EpisodicFile, ...]:
     """``items`` with the live claim of each one that is claimed."""
     if not claims:
@@ -287,10 +296,17 @@ def build_report(
     limit: int | None = None,
     offset: int = 0,
     claims: Claims | None = None,
+    path_prefix: str | None = None,
 ) -> MemoryReport:
     """Fold the facts of every file, in walk order, into the report; ``claims`` (live claims by
-    path) mark the unmerged episodes they hold and give ``claimed_count``."""
+    path) mark the unmerged episodes they hold and give ``claimed_count``.
+
+    ``path_prefix`` (a scoped key's): the episodes, ``merged-from`` entries and warnings of the
+    files whose path starts with it, and no warning naming a file outside it; coverage and the
+    first file with an id are still the whole root's (an episode cited from outside stays
+    covered). Without it, every file counts."""
     limit, offset = check_paging(limit, offset)
+    within = (path_prefix or "").lstrip("/")
     id_keys: set[str] = set()
     path_keys: set[str] = set()
     refs = 0
@@ -299,18 +315,20 @@ def build_report(
     first_with_id: dict[str, str] = {}
     duplicates: dict[int, str] = {}
     for index, f in enumerate(facts):
-        per_file_warnings.append(f.warnings)
+        inside = f.path.startswith(within)
+        per_file_warnings.append(f.warnings if inside else ())
         if f.unreadable:
             continue
-        refs += f.refs
+        refs += f.refs if inside else 0
         id_keys.update(f.id_keys)
         path_keys.update(f.path_keys)
         if is_episodic(f.path, f.memory_kind, prefix):
-            episodes.append((index, f))
+            if inside:
+                episodes.append((index, f))
             ident = f.episode_id.strip()
             if ident:
                 first = first_with_id.setdefault(ident, f.path)
-                if first != f.path:
+                if first != f.path and inside and first.startswith(within):
                     duplicates[index] = DUPLICATE_ID_WARNING.format(
                         id=ident, path=f.path, first=first
                     )
@@ -333,7 +351,7 @@ def build_report(
     for index, own in enumerate(per_file_warnings):
         warnings.extend(own)
         warnings.extend(late.get(index, ()))
-    claims = claims or {}
+    claims = claims_within(claims or {}, path_prefix)
     return MemoryReport(
         episodic_count=len(all_files),
         merged_from_refs=refs,

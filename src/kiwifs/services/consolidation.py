@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kiwifs.base.text import check_text
 from kiwifs.claims.desk import ClaimsDesk
 from kiwifs.errors import UsageError
 from kiwifs.index.upkeep import IndexKeeper
@@ -47,27 +48,41 @@ class Consolidation:
         self.episodes_prefix = episodes_prefix
 
     def report(
-        self, prefix: str | None, limit: int | None, offset: int, use_index: bool
+        self,
+        prefix: str | None,
+        limit: int | None,
+        offset: int,
+        use_index: bool,
+        path_prefix: str | None = None,
     ) -> MemoryReport:
-        """Every episode no ``merged-from`` cites yet (one page of them)."""
+        """Every episode no ``merged-from`` cites yet (one page of them); ``path_prefix``: only
+        what lies under it, coverage still the whole root's (:func:`build_report`)."""
         prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
+        within = check_text(path_prefix or "", "path prefix") or None
         if use_index:
-            report = self.indexing.answers.memory_report(prefix, limit, offset, claims)
+            report = self.indexing.answers.memory_report(prefix, limit, offset, claims, within)
             if report is not None:
                 return report
-        return self._scanned_report(prefix, limit, offset, claims)
+        return self._scanned_report(prefix, limit, offset, claims, within)
 
     def report_document(
-        self, prefix: str | None, limit: int | None, offset: int, use_index: bool
+        self,
+        prefix: str | None,
+        limit: int | None,
+        offset: int,
+        use_index: bool,
+        path_prefix: str | None = None,
     ) -> ReportDocument:
         """:meth:`report` as the JSON document to print (from the index, the episode lists are
         the entries' stored text rather than one object per episode)."""
         prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
+        within = check_text(path_prefix or "", "path prefix") or None
         if use_index:
-            document = self.indexing.answers.memory_report_document(prefix, limit, offset, claims)
+            answers = self.indexing.answers
+            document = answers.memory_report_document(prefix, limit, offset, claims, within)
             if document is not None:
                 return document
-        report = self._scanned_report(prefix, limit, offset, claims)
+        report = self._scanned_report(prefix, limit, offset, claims, within)
         return ReportDocument(report.to_json(), report.unmerged_count)
 
     def queue(self, path_prefix: str, limit: int, offset: int, prefix: str | None) -> QueuePage:
@@ -121,13 +136,13 @@ class Consolidation:
         return self.episodes_prefix(prefix), limit, offset, self.claims.marks()
 
     def _scanned_report(
-        self, prefix: str, limit: int | None, offset: int, claims: Claims
+        self, prefix: str, limit: int | None, offset: int, claims: Claims, within: str | None
     ) -> MemoryReport:
         """The report from reading every file's frontmatter (no index)."""
         from kiwifs.memory.scan import scan_facts  # the fast scan's parser is only needed here
 
         facts = scan_facts(self.root, cap=self.indexing.tuning.workers)
-        return build_report(facts, prefix, limit, offset, claims)
+        return build_report(facts, prefix, limit, offset, claims, within)
 
     def _claimed_count(self, prefix: str) -> int:
         """Unmerged episodes held by a live claim (the report's ``claimed_count``)."""

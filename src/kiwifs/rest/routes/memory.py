@@ -22,7 +22,7 @@ from kiwifs.rest.http import (
     run,
 )
 from kiwifs.rest.openapi import ACTOR, IF_MATCH, PROVENANCE, errors, extra, json_body
-from kiwifs.server.access import check_path, refuse_prefixed
+from kiwifs.server.access import answer_prefix, check_path, refuse_prefixed
 from kiwifs.server.payloads import (
     ForgetRequest,
     MemoryClaimRequest,
@@ -42,12 +42,12 @@ def memory_routes(api: APIRouter, kb: Knowledge) -> None:
         offset: str | None = None,
     ) -> KiwiJSONResponse:
         # an empty value (``?limit=&offset=``) means "not given", like an empty prefix
-        refuse_prefixed(grant_of(request), "the memory report")  # its counts span the space
         report = await run(
             kb.memory_report,
             episodes_prefix or None,
             optional_int("limit", limit),
             optional_int("offset", offset) or 0,
+            path_prefix=answer_prefix(grant_of(request)),
         )
         return KiwiJSONResponse(report.to_json())
 
