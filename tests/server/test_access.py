@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kiwifs.errors import Forbidden, Unauthorized
-from kiwifs.server.access import Gate, decide, event_allowed, needed_scope
+from kiwifs.server.access import Gate, decide, event_allowed, needed_scope, tool_call
 from kiwifs.server.grants import Grant, Scope, key_digest
 from kiwifs.server.keys import Keyring
 from kiwifs.writes.events import Event
@@ -20,7 +20,8 @@ def test_needed_scope_by_method_and_path() -> None:
     assert needed_scope("POST", "/api/kiwi/search/semantic") is Scope.READ
     assert needed_scope("POST", "/api/kiwi/memory/claim") is Scope.WRITE
     assert needed_scope("DELETE", "/api/kiwi/claim") is Scope.WRITE
-    assert needed_scope("POST", "/mcp") is Scope.WRITE
+    assert needed_scope("POST", "/mcp") is Scope.READ  # its calls are checked one by one
+    assert needed_scope("POST", "/mcp/") is Scope.READ
     assert needed_scope("GET", "/api/spaces") is Scope.ADMIN
     assert needed_scope("DELETE", "/api/spaces/x") is Scope.ADMIN
 
@@ -56,3 +57,14 @@ def test_web_sign_in_takes_only_keys_the_pages_can_honour() -> None:
     with pytest.raises(Unauthorized):
         gate.grant("Bearer wrong")
     assert Gate().grant(None).scope is Scope.ADMIN  # no auth: open, as before
+
+
+def test_tool_calls_need_write_to_write_and_take_the_key_s_actor() -> None:
+    reader = Grant("default", Scope.READ)
+    assert tool_call(reader, "kiwi_read", True, {"path": "a.md"}, False) == {"path": "a.md"}
+    with pytest.raises(Forbidden, match="scope is read; kiwi_write needs write"):
+        tool_call(reader, "kiwi_write", False, {"path": "a.md"}, True)
+    writer = Grant("default", Scope.WRITE, actor="agent:w")
+    assert tool_call(writer, "kiwi_write", False, {"actor": "x"}, True) == {"actor": "agent:w"}
+    assert tool_call(writer, "kiwi_claims_list", True, {}, False) == {}
+    assert tool_call(None, "kiwi_write", False, {"actor": "x"}, True) == {"actor": "x"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import socket
 import sys
 import time
@@ -38,11 +39,12 @@ from starlette.types import ASGIApp
 from kiwifs import __version__
 from kiwifs.base.text import shown
 from kiwifs.config import DEFAULT_MCP_PORT
-from kiwifs.errors import ConfigError, Conflict, KiwiError, NotFound
+from kiwifs.errors import ConfigError, Conflict, Forbidden, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.authgate import AuthGate
 from kiwifs.mcp.render import render_tree
 from kiwifs.mcp.tools import ALIASES, SPECS, Tools, ToolSpec
+from kiwifs.server.access import GRANT_KEY, tool_call
 from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
 from kiwifs.server.keys import PERSPACE
 from kiwifs.server.lifecycle import Serving
@@ -143,14 +145,46 @@ def annotations_of(spec: ToolSpec) -> ToolAnnotations:
 
 
 class KiwiMCP(MCPServer[Any]):
-    """The SDK server, accepting ``kiwi://file/a/b.md`` as well as ``kiwi://file/a%2Fb.md``.
+    """The SDK server, accepting ``kiwi://file/a/b.md`` as well as ``kiwi://file/a%2Fb.md``,
+    and calling each tool as the request's key allows.
 
     A ``{path}`` template variable does not match ``/`` under RFC 6570, yet clients write
     nested paths literally; the path part is re-encoded before the template is matched.
+    Over HTTP inside ``kiwifs serve`` a request carries the grant of its key (put there by the
+    REST auth check): a ``read`` key's calls of tools that write are tool errors, and a key with
+    an actor authors its writes (:func:`kiwifs.server.access.tool_call`).
     """
+
+    takes_actor: frozenset[str] = frozenset()  # the tools with an ``actor`` argument
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
         return await super().read_resource(encode_nested(str(uri)), context)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        spec = SPEC_BY_NAME.get(name)
+        if spec is not None:
+            try:
+                arguments = tool_call(
+                    _grant_of(context), name, spec.read_only, arguments, name in self.takes_actor
+                )
+            except Forbidden as exc:
+                return tool_error(exc.message)
+        return await super().call_tool(name, arguments, context)
+
+
+SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+def _grant_of(context: Context[Any, Any] | None) -> object:
+    """The grant of the HTTP request behind a call (``None`` over stdio, or with no key)."""
+    try:
+        request = context.request_context.request if context is not None else None
+    except (AttributeError, ValueError):  # no request context: a call made in-process
+        return None
+    scope = getattr(request, "scope", None)
+    return scope.get(GRANT_KEY) if isinstance(scope, dict) else None
 
 
 def encode_nested(uri: str) -> str:
@@ -164,6 +198,11 @@ def build_server(kb: Knowledge) -> KiwiMCP:
     """An MCP server exposing every tool and resource of ``kb``."""
     server = KiwiMCP("kiwifs", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     tools = Tools(kb)
+    server.takes_actor = frozenset(
+        spec.name
+        for spec in SPECS
+        if "actor" in inspect.signature(tools.method(spec.name)).parameters
+    )
     for spec in SPECS:
         server.add_tool(
             adapt(spec, tools.method(spec.name)),

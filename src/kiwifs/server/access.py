@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from kiwifs.config import Config
 from kiwifs.errors import ConfigError, Forbidden, Unauthorized
@@ -36,6 +37,7 @@ INVALID = "invalid API key"
 SPACES_PATH = "/api/spaces"
 # POST routes that only read: everything else but GET and HEAD changes something
 READ_POSTS = frozenset({"/api/kiwi/search/semantic"})
+MCP_PATH = "/mcp"
 
 
 class Gate:
@@ -137,11 +139,11 @@ def reachable(grant: Grant, names: Iterable[str]) -> list[str]:
 
 def needed_scope(method: str, path: str) -> Scope:
     """The scope a request needs: ``admin`` for the spaces' routes, ``read`` for GET and HEAD
-    (and the POSTs that only read), ``write`` for everything else, ``/mcp`` included (its tools
-    write; see :mod:`kiwifs.mcp.authgate`)."""
+    (and the POSTs that only read) and for ``/mcp``, whose tool calls are checked one by one
+    (:func:`tool_call`), ``write`` for everything else."""
     if path == SPACES_PATH or path.startswith(SPACES_PATH + "/"):
         return Scope.ADMIN
-    if method in ("GET", "HEAD") or path in READ_POSTS:
+    if method in ("GET", "HEAD") or path in READ_POSTS or path.rstrip("/") == MCP_PATH:
         return Scope.READ
     return Scope.WRITE
 
@@ -206,11 +208,26 @@ def refuse_prefixed(grant: Grant, what: str) -> None:
 
 
 def mcp_refusal(grant: object) -> str:
-    """Why MCP over HTTP refuses ``grant`` (``""``: it does not). Its tools read and write the
-    whole space and take their author from their arguments, so a key with a prefix or an
-    actor could not be honoured there: refused whole rather than served wider than granted."""
+    """Why MCP over HTTP refuses ``grant`` (``""``: it does not). Its tools take paths, prefixes
+    and ids in too many shapes for a key with a prefix to be confined: refused whole rather
+    than served wider than granted. Scope and actor are honoured call by call
+    (:func:`tool_call`)."""
     if isinstance(grant, Grant) and grant.prefix is not None:
         return f"/mcp is not available to a key with a prefix ({grant.prefix})"
-    if isinstance(grant, Grant) and grant.actor is not None:
-        return "/mcp is not available to a key with an actor (its tools name their own)"
     return ""
+
+
+def tool_call(
+    grant: object, tool: str, read_only: bool, arguments: dict[str, Any], takes_actor: bool
+) -> dict[str, Any]:
+    """The arguments an MCP tool call runs with under ``grant`` (``None``: no key, as over
+    stdio): :class:`Forbidden` for a tool that changes the space when the key's scope is
+    ``read``; a key with an actor authors every write it makes, whatever ``actor`` the call
+    names (as ``X-Actor`` gives way to it over REST)."""
+    if not isinstance(grant, Grant):
+        return arguments
+    if not read_only and grant.scope < Scope.WRITE:
+        raise Forbidden(f"this key's scope is {grant.scope}; {tool} needs {Scope.WRITE}")
+    if takes_actor and grant.actor is not None:
+        return {**arguments, "actor": grant.actor}
+    return arguments
