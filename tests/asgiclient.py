@@ -35,6 +35,12 @@ class AppClient:
         self._client = client
         self._headers = headers
 
+    @property
+    def cookies(self) -> httpx.Cookies:
+        """The cookies the client keeps and sends, as a browser does (shared by
+        :meth:`with_headers` copies)."""
+        return self._client.cookies
+
     def with_headers(self, **headers: str) -> AppClient:
         return AppClient(self._portal, self._client, {**self._headers, **headers})
 

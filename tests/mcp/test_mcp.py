@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -648,6 +649,80 @@ async def test_mcp_mounted_in_serve_behind_auth(knowledge_root: Path, tmp_path: 
             assert written.startswith("Written via-serve.md")
             got = httpx.get(base + "/api/kiwi/file", params={"path": "via-serve.md"}, headers=auth)
             assert got.status_code == 200 and got.text == "hi"
+
+
+SCOPED_KEYS = """
+[auth]
+type = "perspace"
+
+[[auth.api_keys]]
+key = "k-read"
+space = "default"
+scope = "read"
+
+[[auth.api_keys]]
+key = "k-write"
+space = "default"
+scope = "write"
+actor = "agent:writer"
+
+[[auth.api_keys]]
+key = "k-team"
+scope = "write"
+prefix = "team"
+
+[[auth.api_keys]]
+key = "k-admin"
+
+[[auth.api_keys]]
+key = "k-alpha"
+space = "alpha"
+scope = "write"
+"""
+
+
+async def test_mcp_in_serve_calls_each_tool_as_the_key_allows(
+    knowledge_root: Path, tmp_path: Path
+) -> None:
+    """A ``read`` key reads and searches but its writing calls are tool errors that change
+    nothing; a key with an actor authors what it writes, whatever actor the call names; a key
+    with a prefix is refused whole (the tools cannot keep to one)."""
+    config = knowledge_root / ".kiwi" / "config.toml"
+    config.write_text(config.read_text().replace('[auth]\ntype = "none"', SCOPED_KEYS.strip()))
+    args = ["serve", "--root", str(knowledge_root)]
+    with running(args, tmp_path / "serve.log", "/readyz") as base:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        team = httpx.post(base + "/mcp", json=ping, headers={"Authorization": "Bearer k-team"})
+        assert team.status_code == 403 and "prefix" in team.json()["error"]
+        async with http_session(base + "/mcp", {"Authorization": "Bearer k-read"}) as session:
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+            assert await ok(session, "kiwi_read", {"path": "index.md"})
+            refused = await fails(session, "kiwi_write", {"path": "r.md", "content": "no"})
+            assert "scope is read" in refused and "kiwi_write" in refused
+            assert "scope is read" in await fails(session, "kiwi_remember", {"content": "x"})
+        assert not (knowledge_root / "r.md").exists()
+        async with http_session(base + "/mcp", {"Authorization": "Bearer k-write"}) as session:
+            args_ = {"path": "w.md", "content": "by the key", "actor": "agent:someone-else"}
+            assert (await ok(session, "kiwi_write", args_)).startswith("Written w.md")
+        author = subprocess.run(
+            ["git", "-C", str(knowledge_root), "log", "-1", "--format=%an", "--", "w.md"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert author == "agent:writer"
+        made = httpx.post(
+            base + "/api/spaces",
+            json={"name": "alpha"},
+            headers={"Authorization": "Bearer k-admin"},
+        )
+        assert made.status_code == 201
+        # no X-Kiwi-Space: /mcp goes to the one space the key is bound to
+        async with http_session(base + "/mcp", {"Authorization": "Bearer k-alpha"}) as session:
+            args_ = {"path": "a.md", "content": "alpha's"}
+            assert (await ok(session, "kiwi_write", args_)).startswith("Written a.md")
+        alpha = Path(made.json()["root"])
+        assert (alpha / "a.md").read_text() == "alpha's" and not (knowledge_root / "a.md").exists()
 
 
 def test_standalone_http_honours_apikey_config(knowledge_root: Path) -> None:

@@ -5,11 +5,15 @@ as the commit's author, and one real ``kiwifs serve`` reloading its keys on SIGH
 
 from __future__ import annotations
 
+import json
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -338,7 +342,7 @@ def test_mcp_admits_keys_of_its_space_without_a_prefix(scoped_root: Path) -> Non
             for key, status in (
                 ("nope", 401),
                 ("k-team", 403),  # a prefix the tools cannot keep to
-                ("k-alpha", 403),  # another space
+                ("k-alpha", 404),  # to its own space, never made here
             ):
                 resp = c.post("/mcp/", json=ping, headers={**bearer(key), **accept})
                 assert resp.status_code == status, (key, resp.text)
@@ -346,3 +350,48 @@ def test_mcp_admits_keys_of_its_space_without_a_prefix(scoped_root: Path) -> Non
                 ok = c.post("/mcp/", json=ping, headers={**bearer(key), **accept})
                 # past the gate (the SDK then checks the test client's host name itself)
                 assert ok.status_code not in (401, 403), (key, ok.text)
+
+
+def test_events_leave_out_what_lies_outside_the_prefix(scoped_root: Path) -> None:
+    """A real event stream for a prefixed key: the writes under the prefix come through, the
+    ones outside it never do, and a rename out of it shows only as its file leaving."""
+    with Knowledge.open(scoped_root, tuning=TUNING) as kb:
+        registry = SpaceRegistry(kb, dashboard=False)
+        with realserver.in_thread(create_spaces_app(kb, registry, web=False)) as base:
+            seen: queue.Queue[dict[str, Any]] = queue.Queue()
+            connected = threading.Event()
+
+            def read() -> None:
+                with (
+                    httpx.Client(base_url=base, timeout=30, headers=bearer("k-team")) as sse,
+                    sse.stream("GET", API + "/events") as resp,
+                ):
+                    for line in resp.iter_lines():
+                        if line.startswith(":"):
+                            connected.set()
+                        elif line.startswith("data: "):
+                            data = json.loads(line[len("data: ") :])
+                            seen.put(data)
+                            if data.get("path") == "team/last.md":
+                                return
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            assert connected.wait(30), "no event stream"
+            with httpx.Client(base_url=base, timeout=30, headers=bearer("k-admin")) as admin:
+                for path in ("outside.md", "team/a.md", "team/b.md"):
+                    assert admin.put(API + "/file", params={"path": path}, content=b"x").is_success
+                moved = admin.post(API + "/rename", json={"from": "team/b.md", "to": "out.md"})
+                assert moved.is_success, moved.text
+                assert admin.put(API + "/file?path=team/last.md", content=b"x").is_success
+            reader.join(30)
+            assert not reader.is_alive()
+            paths = [seen.get_nowait() for _ in range(seen.qsize())]
+            shown = [(d["op"], d.get("path"), d.get("paths")) for d in paths]
+            # the rename out of the prefix shows as its file leaving the prefix, no more
+            assert shown == [
+                ("write", "team/a.md", None),
+                ("write", "team/b.md", None),
+                ("delete", "team/b.md", None),
+                ("write", "team/last.md", None),
+            ], shown

@@ -50,10 +50,9 @@ def test_web_sign_in_takes_only_keys_the_pages_can_honour() -> None:
         ]
     )
     gate = Gate(keyring=ring)
-    assert gate.sign_in("whole", "default")
-    assert not gate.sign_in("whole", "other")
-    assert not gate.sign_in("team", "default")  # a prefix the pages cannot keep to
-    assert not gate.sign_in("wrong", "default")
+    assert gate.sign_in("whole") == Grant("default", Scope.READ)  # its space's pages only
+    assert gate.sign_in("team") is None  # a prefix the pages cannot keep to
+    assert gate.sign_in("wrong") is None
     with pytest.raises(Unauthorized):
         gate.grant("Bearer wrong")
     assert Gate().grant(None).scope is Scope.ADMIN  # no auth: open, as before

@@ -54,6 +54,8 @@ def create_app(
     spaces: SpaceRegistry | None = None,
     background: bool = True,
     gate: Gate | None = None,
+    sessions: Sessions | None = None,
+    space_names: Callable[[], list[str]] | None = None,
 ) -> FastAPI:
     """The FastAPI application serving ``kb``; ``api_key`` enables bearer auth (and the web
     interface's sign-in); ``web`` serves the web interface at ``/``.
@@ -67,12 +69,14 @@ def create_app(
     app). ``spaces``: the registry whose management routes (``/api/spaces``) this app serves
     (the default space's app, see :mod:`kiwifs.rest.spaces`). ``gate``: the server's keys
     (:class:`~kiwifs.server.access.Gate`), which a space's app shares; ``None``: ``kb``'s own
-    configuration and ``api_key``.
+    configuration and ``api_key``. ``sessions``: the web sessions, shared by every space's app
+    of a server whose keys hold in every space (a session signed in once shows each space its
+    key reaches); ``space_names``: the server's spaces, for the web pages' picker.
     """
     gate = gate or Gate.of(kb.config, kb.root, api_key)
     auth = auth_dependency(gate)
     # the web interface's sessions, which also open /docs and /openapi.json
-    sessions = Sessions(gate.api_key, keyed=gate.keyed)
+    sessions = sessions or Sessions(gate.api_key, keyed=gate.keyed)
     described = description_dependency(gate, sessions)
     work = serving or Serving(kb)
 
@@ -131,5 +135,5 @@ def create_app(
             install,  # Jinja2 and the templates load only with the web interface
         )
 
-        install(app, kb, gate, described, sessions)
+        install(app, kb, gate, described, sessions, space_names)
     return app

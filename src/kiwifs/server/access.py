@@ -93,15 +93,16 @@ class Gate:
             raise Unauthorized(INVALID)
         return EVERYTHING
 
-    def sign_in(self, key: str, space: str) -> bool:
-        """Whether the web pages of ``space`` may be opened with ``key``: a key reaching the
-        space at ``read`` with no prefix (the pages show the whole space: its tree, report,
-        search and history, which a prefix could not be honoured in)."""
+    def sign_in(self, key: str) -> Grant | None:
+        """The grant the web pages may be signed in to with ``key`` (``None``: refused): a key
+        with no prefix (the pages show a whole space: its tree, report, search and history,
+        which a prefix could not be honoured in). Which spaces it then shows is
+        :func:`reaches`'s answer, page by page."""
         try:
             found = self.grant(BEARER + key)
         except Unauthorized:
-            return False
-        return allows(found, space, Scope.READ) and found.prefix is None
+            return None
+        return found if found.prefix is None else None
 
     def reload(self) -> int:
         """Read the scoped keys again (a running server's SIGHUP); 0 when there are none."""

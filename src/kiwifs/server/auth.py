@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from kiwifs.config import Config, check_auth_type
 from kiwifs.errors import ConfigError, Forbidden, TooManyRequests, Unauthorized
+from kiwifs.server.grants import Grant
 
 BEARER = "Bearer "
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -68,6 +69,7 @@ def key_matches(given: str, expected: str) -> bool:
 
 SESSION_SECONDS = 12 * 3600
 SESSION_COOKIE = "kiwifs_session"  # the web interface's cookie holding a session token
+SPACE_COOKIE = "kiwifs_space"  # the space the web pages show (the picker's choice)
 MAX_SESSIONS = 1000  # sessions one server holds; past it, the oldest is signed out
 LOGIN_ATTEMPTS = 5  # failed sign-ins a client address may make…
 LOGIN_WINDOW = 60.0  # …within this many seconds, before it must wait
@@ -100,18 +102,31 @@ class Sessions:
         self._clock = clock
         self._most = most
         self._expiry: dict[bytes, float] = {}  # token digest → expiry, oldest first
+        self._grants: dict[bytes, Grant] = {}  # token digest → the grant it signed in with
         self._lock = threading.Lock()
 
-    def start(self) -> str:
-        """A new session's token, valid for ``lifetime`` seconds."""
+    def start(self, grant: Grant | None = None) -> str:
+        """A new session's token, valid for ``lifetime`` seconds; ``grant``: what the key it
+        signed in with may do (scoped keys), which :meth:`grant` gives back."""
         token = secrets.token_urlsafe(32)
         now = self._clock()
         with self._lock:
             self._forget_expired(now)
             while len(self._expiry) >= self._most:
-                del self._expiry[next(iter(self._expiry))]
+                oldest = next(iter(self._expiry))
+                del self._expiry[oldest]
+                self._grants.pop(oldest, None)
             self._expiry[_digest(token)] = now + self.lifetime
+            if grant is not None:
+                self._grants[_digest(token)] = grant
         return token
+
+    def grant(self, token: str | None) -> Grant | None:
+        """The grant a valid session signed in with (``None``: none recorded, or no session)."""
+        if not token or not self.valid(token):
+            return None
+        with self._lock:
+            return self._grants.get(_digest(token))
 
     def valid(self, token: str | None) -> bool:
         """True when no key is configured, or ``token`` is a session of this server that has
@@ -129,10 +144,12 @@ class Sessions:
         if token:
             with self._lock:
                 self._expiry.pop(_digest(token), None)
+                self._grants.pop(_digest(token), None)
 
     def _forget_expired(self, now: float) -> None:
         for digest in [d for d, expires in self._expiry.items() if expires <= now]:
             del self._expiry[digest]
+            self._grants.pop(digest, None)
 
 
 def _digest(token: str) -> bytes:

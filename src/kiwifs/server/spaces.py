@@ -147,9 +147,9 @@ class SpaceRegistry:
         return space_info(self.entry(name))
 
     def listing(self) -> list[SpaceInfo]:
-        return [space_info(self.entry(n)) for n in self.names() if self._exists(n)]
+        return [space_info(self.entry(n)) for n in self.names() if self.exists(n)]
 
-    def _exists(self, name: str) -> bool:
+    def exists(self, name: str) -> bool:
         with self._cond:
             return name == DEFAULT_SPACE or name in self._spaces
 

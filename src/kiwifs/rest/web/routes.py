@@ -45,6 +45,7 @@ from kiwifs.rest.web.session import (
     read_form,
     safe_next,
     same_origin,
+    space_of,
 )
 from kiwifs.server.access import Gate
 from kiwifs.server.auth import Sessions
@@ -130,16 +131,25 @@ class PageHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def web_app(kb: Knowledge, gate: Gate, sessions: Sessions) -> ASGIApp:
-    """The web interface as an application to mount at ``/``; ``sessions``: the server's."""
-    auth = WebAuth(gate, sessions)
+def web_app(
+    kb: Knowledge,
+    gate: Gate,
+    sessions: Sessions,
+    spaces: Callable[[], list[str]] | None = None,
+) -> ASGIApp:
+    """The web interface as an application to mount at ``/``; ``sessions``: the server's;
+    ``spaces``: the names of the server's spaces, for the picker."""
+    auth = WebAuth(gate, sessions, spaces=spaces)
     pages = templates()
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     page = [Depends(auth.page)]
 
     def show(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        context.setdefault("auth_on", auth.enabled and auth.signed_in(request))
+        signed_in = auth.signed_in(request)
+        context.setdefault("auth_on", auth.enabled and signed_in)
+        context.setdefault("space", space_of(request))
+        context.setdefault("spaces", auth.reachable(request) if signed_in else [])
         return pages.TemplateResponse(request, name, context, status_code=status)
 
     @app.exception_handler(LoginRequired)
@@ -194,15 +204,29 @@ def _session_routes(app: FastAPI, auth: WebAuth, show: Show) -> None:
         if not auth.enabled:
             return RedirectResponse(target, status_code=303)
         try:
-            right = auth.sign_in(request, form.get("key", ""))
+            grant = auth.sign_in(request, form.get("key", ""))
         except TooManyRequests as exc:
             page = show(request, "login.html", 429, title="Sign in", next=target, limited=exc)
             page.headers["Retry-After"] = str(exc.retry_after)
             return page
-        if not right:
+        if grant is None:
             return show(request, "login.html", 401, title="Sign in", next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
-        auth.start_session(response, request)
+        auth.start_session(response, request, grant)
+        if grant.space is not None and grant.space != space_of(request):
+            auth.show_space(response, request, grant.space)  # a key for one space: its pages
+        return response
+
+    @app.post("/space", response_model=None)
+    async def pick_space(request: Request) -> Response:
+        """The space picker: the pages show the chosen space from now on."""
+        if not same_origin(request):
+            return show(request, "error.html", 403, title="Error", message="cross-site request")
+        if not auth.signed_in(request):
+            return login_redirect("/")
+        form = await read_form(request)
+        response = RedirectResponse("/", status_code=303)
+        auth.choose_space(response, request, form.get("space", ""))
         return response
 
     @app.post("/logout", response_model=None)
@@ -427,14 +451,16 @@ def install(
     gate: Gate,
     docs_guard: Callable[..., Awaitable[None]],
     sessions: Sessions,
+    spaces: Callable[[], list[str]] | None = None,
 ) -> None:
     """Serve ``/docs`` from the package (behind ``docs_guard``, like ``/openapi.json``) and the
     web interface at ``/`` (mount it last: it answers every path the API and MCP do not);
-    ``sessions``: the server's, which ``docs_guard`` also accepts."""
+    ``sessions``: the server's, which ``docs_guard`` also accepts; ``spaces``: the names of the
+    server's spaces, for the picker."""
 
     @app.get("/docs", include_in_schema=False, dependencies=[Depends(docs_guard)])
     async def docs() -> HTMLResponse:
         return docs_html(f"{app.title} API")
 
-    web = web_app(kb, gate, sessions)  # a method a route lacks stays a 405 (FallbackMount)
+    web = web_app(kb, gate, sessions, spaces)  # a method a route lacks stays a 405 (FallbackMount)
     app.router.routes.append(FallbackMount("/", web, "web", app.router.routes))

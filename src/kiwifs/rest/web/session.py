@@ -12,16 +12,18 @@ never sent with a request started by another site, and the login form also refus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
 from kiwifs.config import DEFAULT_SPACE
-from kiwifs.errors import Unauthorized, UsageError
+from kiwifs.errors import Forbidden, Unauthorized, UnknownSpace, UsageError
 from kiwifs.rest.http import read_body
-from kiwifs.server.access import SPACE_KEY, Gate
-from kiwifs.server.auth import SESSION_COOKIE, LoginLimiter, Sessions
+from kiwifs.server.access import EVERYTHING, SPACE_KEY, Gate, reachable, reaches
+from kiwifs.server.auth import SESSION_COOKIE, SPACE_COOKIE, LoginLimiter, Sessions
+from kiwifs.server.grants import Grant
 
 COOKIE = SESSION_COOKIE
 MAX_FORM_BYTES = 8 * 1024
@@ -38,15 +40,23 @@ class LoginRequired(Exception):
 class WebAuth:
     """The session rules for one server (a gate with no keys: the interface is open).
 
-    With scoped keys, only a key that reaches the page's space at ``read`` with no prefix signs
-    in (:meth:`kiwifs.server.access.Gate.sign_in`): the pages show the whole space, which a
-    prefixed key may not see.
+    With scoped keys, a key with no prefix signs in (:meth:`kiwifs.server.access.Gate.sign_in`:
+    the pages show a whole space, which a prefixed key may not see), and its session shows the
+    spaces the key reaches, one at a time: another space's pages are 403. ``spaces``: the names
+    of the server's spaces, for the picker (``None``: a server of one root).
     """
 
-    def __init__(self, gate: Gate, sessions: Sessions, limiter: LoginLimiter | None = None) -> None:
+    def __init__(
+        self,
+        gate: Gate,
+        sessions: Sessions,
+        limiter: LoginLimiter | None = None,
+        spaces: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.gate = gate
         self.sessions = sessions
         self.limiter = limiter or LoginLimiter()
+        self.spaces = spaces
 
     @property
     def enabled(self) -> bool:
@@ -55,33 +65,75 @@ class WebAuth:
     def signed_in(self, request: Request) -> bool:
         return self.sessions.valid(request.cookies.get(COOKIE))
 
+    def grant(self, request: Request) -> Grant:
+        """What the request's session may see: its key's grant (every space, with no auth or
+        one server key)."""
+        return self.sessions.grant(request.cookies.get(COOKIE)) or EVERYTHING
+
+    def reachable(self, request: Request) -> list[str]:
+        """The spaces the picker offers: those the session's key reaches."""
+        if self.spaces is None:
+            return []
+        return reachable(self.grant(request), self.spaces())
+
     async def page(self, request: Request) -> None:
-        """Dependency of every page: no session → :class:`LoginRequired`."""
+        """Dependency of every page: no session → :class:`LoginRequired`; a session whose key
+        does not reach the page's space → :class:`Forbidden`."""
         if not self.signed_in(request):
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             raise LoginRequired(target)
+        self._check_space(request)
 
     async def fragment(self, request: Request) -> None:
-        """Dependency of the JSON fragment and the event stream: no session → 401."""
+        """Dependency of the JSON fragment and the event stream: no session → 401, another
+        space's → 403."""
         if not self.signed_in(request):
             raise Unauthorized("sign in at /login first")
+        self._check_space(request)
 
-    def sign_in(self, request: Request, given: str) -> bool:
-        """Whether ``given`` is the key, counted against the client's failed attempts: raises
-        :class:`~kiwifs.errors.TooManyRequests` (before looking at the key) past the limit."""
+    def _check_space(self, request: Request) -> None:
+        space = space_of(request)
+        if not reaches(self.grant(request), space):
+            raise Forbidden(f"this key does not reach space {space}")
+
+    def sign_in(self, request: Request, given: str) -> Grant | None:
+        """The grant of ``given`` if the pages may be signed in to with it, counted against the
+        client's failed attempts: raises :class:`~kiwifs.errors.TooManyRequests` (before
+        looking at the key) past the limit."""
         client = client_address(request)
         self.limiter.check(client)
-        space = request.scope.get(SPACE_KEY, DEFAULT_SPACE)
-        if self.gate.keyed and self.gate.sign_in(given, space):
+        found = self.gate.sign_in(given) if self.gate.keyed else None
+        if found is not None:
             self.limiter.succeeded(client)
-            return True
+            return found
         self.limiter.failed(client)
-        return False
+        return None
 
-    def start_session(self, response: Response, request: Request) -> None:
+    def start_session(self, response: Response, request: Request, grant: Grant) -> None:
         response.set_cookie(
             COOKIE,
-            self.sessions.start(),
+            self.sessions.start(grant),
+            max_age=self.sessions.lifetime,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+
+    def choose_space(self, response: Response, request: Request, name: str) -> None:
+        """Show space ``name`` from now on (the picker): :class:`Forbidden` unless the session's
+        key reaches it, :class:`~kiwifs.errors.UnknownSpace` unless there is one."""
+        if not reaches(self.grant(request), name):
+            raise Forbidden(f"this key does not reach space {name}")
+        if self.spaces is None or name not in self.spaces():
+            raise UnknownSpace(name)
+        self.show_space(response, request, name)
+
+    def show_space(self, response: Response, request: Request, name: str) -> None:
+        """Set the cookie the spaces' dispatcher routes the pages by."""
+        response.set_cookie(
+            SPACE_COOKIE,
+            name,
             max_age=self.sessions.lifetime,
             path="/",
             httponly=True,
@@ -94,6 +146,11 @@ class WebAuth:
         the browser is told to drop the cookie."""
         self.sessions.end(request.cookies.get(COOKIE))
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+
+
+def space_of(request: Request) -> str:
+    """The space a request is for, as the spaces' dispatcher named it."""
+    return str(request.scope.get(SPACE_KEY, DEFAULT_SPACE))
 
 
 def client_address(request: Request) -> str:
