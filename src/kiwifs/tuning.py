@@ -177,7 +177,7 @@ class Tuning:
     commits in the server's own process and each alone (no commit process, no committer
     thread), each write indexed inside it (no writeback thread), and no dashboard loops (the
     web overview computes its history and check on request, as a one-shot command does). What
-    remains per open space is its index, its watcher (two threads) and its git handle: ~19 MB.
+    remains per open space is its index, its watcher (two threads) and its git handle: 4–7 MB.
     Off: every space runs as the default one does (~12 threads, two child processes and ~89 MB
     each; see docs/benchmarks.md, Spaces)."""
 
