@@ -3,7 +3,9 @@ header and by path, unknown spaces, isolation, restart, auth, and one real ``kiw
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,26 @@ def test_the_api_key_guards_management_and_every_space(default: Knowledge) -> No
         assert keyed.get("/api/spaces").status_code == 200
         assert client.get("/api/kiwi/a/tree").status_code == 401
         assert keyed.get("/api/kiwi/a/tree").status_code == 200
+
+
+def test_a_closed_spaces_app_and_root_are_freed(default: Knowledge) -> None:
+    """Closing a space drops its app and its root: nothing of the process (FastAPI's memo of
+    endpoints, which holds the routes' closures over the space's Knowledge) keeps them."""
+    registry = SpaceRegistry(default, tuning=Tuning(commit_process=False, max_open_spaces=1))
+    with serve_in_process(create_spaces_app(default, registry, web=False)) as client:
+        roots: dict[str, weakref.ref[Knowledge]] = {}
+        for name in ("a", "b", "c"):
+            assert client.post("/api/spaces", json={"name": name}).status_code == 201
+            put = client.put(f"/api/kiwi/{name}/file?path=n.md", content=b"the heron\n")
+            assert put.status_code == 200, put.text
+            assert client.get(f"/api/kiwi/{name}/search?q=heron").status_code == 200
+            space = registry.acquire(name)
+            roots[name] = weakref.ref(space.kb)
+            registry.release(space)
+            del space
+        assert registry.open_names() == ["c"]  # the bound closed a, then b
+        gc.collect()
+        assert [n for n, kb in roots.items() if kb() is not None] == ["c"]
 
 
 def test_openapi_documents_the_management_routes(client: AppClient) -> None:

@@ -36,6 +36,7 @@ import anyio
 from kiwifs.config import DEFAULT_SPACE
 from kiwifs.errors import Forbidden, KiwiError
 from kiwifs.rest.openapi import API_PREFIX
+from kiwifs.rest.replication import REPLICATION_PATH
 from kiwifs.rest.routes.spaces import SPACES_PREFIX
 from kiwifs.rest.starting import PROBES, Lifespan, answer
 from kiwifs.rest.statuses import STATUS
@@ -226,10 +227,11 @@ def forget_endpoints() -> None:
     A space's routes are closures over its :class:`Knowledge`, and FastAPI (0.165) keeps
     every endpoint and dependency it has classified in module-level caches, holding them
     strongly. So a closed space's app, its root, its index's Python objects and its MCP tools
-    stayed in memory until 4,096 newer callables had pushed them out (about 36 per space's
-    app: some 110 closed spaces, ~2.3 MB each). The caches cannot drop one app's entries, so
-    they are emptied whole; the open apps' entries are classified again on their next request
-    (a few ``inspect`` calls each). A FastAPI without these caches has nothing to forget.
+    stayed in memory until 4,096 newer callables had pushed them out (about 49 per space's
+    app with the web pages, 36 without: 80 to 110 closed spaces, ~2.4 MB each). The caches
+    cannot drop one app's entries, so they are emptied whole; the open apps' entries are
+    classified again on their next request (a few ``inspect`` calls each). A FastAPI without
+    these caches has nothing to forget.
     """
     from fastapi.dependencies import models  # loaded with any app this module serves
 
@@ -267,12 +269,17 @@ def _cookie(scope: Scope, name: str) -> str | None:
     return None
 
 
+def _servers(path: str, prefix: str) -> bool:
+    """Whether ``path`` is one of the server's own routes under ``prefix`` (not a space's)."""
+    return path == prefix or path.startswith(prefix + "/")
+
+
 def _target(scope: Scope, reserved: frozenset[str]) -> tuple[str, Scope]:
     """The space a request is for, and the request as that space's app must see it;
     :data:`PAGE` for a web page named by no header (the picker's choice, see
     :meth:`SpacesApp._picked`)."""
     path: str = scope["path"]
-    if path in PROBES or path == SPACES_PREFIX or path.startswith(SPACES_PREFIX + "/"):
+    if path in PROBES or _servers(path, SPACES_PREFIX) or _servers(path, REPLICATION_PATH):
         return DEFAULT_SPACE, scope
     for name, value in scope["headers"]:
         if name.lower() == SPACE_HEADER and value.strip():

@@ -20,6 +20,7 @@ import fcntl
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,12 +28,15 @@ LOCK_FILE = "write.lock"
 HOLD_LIMIT = 1.0  # seconds the flock may stay held across writes before others get a turn
 YIELD_PAUSE = 0.005  # seconds it is left free then
 
-_root_locks: dict[str, threading.RLock] = {}
+# weak values: a server opens and closes many roots (its spaces), and a root's lock is needed
+# only while a WriteLock on it lives; a plain dict kept one lock per root ever opened
+_root_locks: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
 _root_locks_guard = threading.Lock()
 
 
 def _thread_lock_for(root: Path) -> threading.RLock:
-    """One thread lock per root in this process, whatever object writes to it."""
+    """One thread lock per root in this process, whatever object writes to it, for as long
+    as one of them holds it."""
     key = os.path.realpath(root)
     with _root_locks_guard:
         return _root_locks.setdefault(key, threading.RLock())
