@@ -21,6 +21,8 @@ from kiwifs.server.lifecycle import Serving
 if TYPE_CHECKING:
     import socket
 
+    from kiwifs.server.replica import Role
+
 
 @click.command()
 @root_option()
@@ -50,6 +52,18 @@ if TYPE_CHECKING:
 @click.option(
     "--batch-max-size", type=click.IntRange(1, 100_000), default=None, help="Paths per batch."
 )
+@click.option(
+    "--replica-of",
+    default=None,
+    metavar="URL",
+    help="Follow the kiwifs server at URL (http://host:port): clone it into an empty root, "
+    "serve reads here, forward writes to it. Remembered for later starts.",
+)
+@click.option(
+    "--replica-key",
+    default=None,
+    help="The key this replica sends to its primary (default: --api-key, or the one remembered).",
+)
 def serve(
     root: str,
     host: str,
@@ -58,6 +72,8 @@ def serve(
     async_commit: bool | None,
     batch_window: int | None,
     batch_max_size: int | None,
+    replica_of: str | None,
+    replica_key: str | None,
 ) -> None:
     """Serve the REST API, MCP at /mcp and the web interface at / for a knowledge root."""
     import uvicorn
@@ -69,9 +85,12 @@ def serve(
     from kiwifs.server.auth import LOOPBACK_HOSTS
     from kiwifs.server.spaces import SpaceRegistry
 
+    role = replica_role(root, replica_of, replica_key or api_key)
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     serving = Serving(kb)
     serving.lock_root()
+    if role.replica:
+        serving.follow(role)
     from kiwifs.server.access import Gate
 
     # a key asked for but not given, a bad scoped key: no start
@@ -123,6 +142,23 @@ def serve(
     server.run(sockets=[sock])
     if app.error:
         raise KiwiError(app.error)
+
+
+def replica_role(root: str, replica_of: str | None, key: str | None) -> Role:
+    """This node's role for ``root``: a replica of ``replica_of`` (the root cloned from it
+    when missing or empty), else the role a former start recorded, else the primary."""
+    from pathlib import Path
+
+    from kiwifs.server.replica import Role, check_primary_url, load_role, prepare_replica
+
+    path = Path(root)
+    role = load_role(path)
+    if replica_of is not None:
+        role = Role(check_primary_url(replica_of), key or role.key, role.branch)
+    if role.replica:
+        prepare_replica(path, role)
+        role = load_role(path)
+    return role
 
 
 def reload_on_hangup(gate: Any) -> None:

@@ -383,6 +383,15 @@ class Git:
         with self._lock:
             self._index_file.close()
 
+    def head_moved(self) -> None:
+        """HEAD was moved by another hand (a replica's fast-forward): forget the trees kept
+        from this process's last commit and bring the git index file up to date soon."""
+        with self._lock:
+            self._trees = TreeCache()
+            self._index_stale = True
+        if not self._index_syncer.poke():
+            self.sync_index()
+
     def head(self) -> str | None:
         with self._lock:
             repo = self.repo

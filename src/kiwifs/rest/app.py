@@ -28,6 +28,7 @@ from kiwifs.rest.http import (
 )
 from kiwifs.rest.openapi import API_PREFIX, errors, install_openapi
 from kiwifs.rest.probes import Probes
+from kiwifs.rest.replication import ReplicationMiddleware, replication_routes
 from kiwifs.rest.routes.claims import claim_routes
 from kiwifs.rest.routes.events import event_routes
 from kiwifs.rest.routes.files import file_routes
@@ -105,6 +106,8 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
+    # replication: a replica forwards writes to its primary; X-Kiwi-(Min-)Commit either way
+    app.add_middleware(ReplicationMiddleware, kb=kb, follower=work.follower)
     app.add_middleware(BrowserGuard, loopback=host in LOOPBACK_HOSTS)
     install_openapi(app, described, keyed=gate.keyed)
     health_routes(app, probes or Probes(kb))
@@ -128,6 +131,8 @@ def create_app(
         from kiwifs.rest.routes.spaces import space_routes  # a server's default space only
 
         space_routes(app, spaces, auth)
+    if background:  # the server's own root (a space's app is not asked for its role)
+        replication_routes(app, kb, work.follower, auth)
     if extra_mounts is not None:
         extra_mounts(app, auth)
     if web:

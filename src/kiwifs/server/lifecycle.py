@@ -17,6 +17,7 @@ from kiwifs.index.memory.checkcache import QUIET_SECONDS
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
+    from kiwifs.server.replica import Follower, Role
 
 
 class Serving:
@@ -25,6 +26,7 @@ class Serving:
 
     def __init__(self, kb: Knowledge) -> None:
         self.kb = kb
+        self.follower: Follower | None = None  # this root follows a primary (a replica)
 
     # -- before the server listens -----------------------------------------------------------
 
@@ -66,10 +68,24 @@ class Serving:
 
     # -- while it serves ---------------------------------------------------------------------
 
+    def follow(self, role: Role) -> Follower:
+        """Make this root a replica of ``role.primary``: local writes refused from now on (they
+        are the primary's to make), its commits fetched and applied once :meth:`start` runs."""
+        from kiwifs.server.replica import Follower  # replicas only
+
+        self.kb.pipeline.refuse_writes(
+            f"this root is a replica of {role.primary}: writes go to the primary"
+        )
+        self.follower = Follower(self.kb, role)
+        return self.follower
+
     def start(self, dashboard: bool = True) -> None:
         """Start the background loops: the index watcher first (the others read its rows),
-        then, for a server with the web dashboard, the timeline and the stored check."""
+        then a replica's follower, then, for a server with the web dashboard, the timeline and
+        the stored check."""
         self.start_watching()
+        if self.follower is not None:
+            self.follower.start()
         if dashboard:
             self.start_timeline()
             self.start_checking()
@@ -77,6 +93,8 @@ class Serving:
     def stop(self) -> None:
         """Stop every loop, commit what is pending and close the root (:meth:`Knowledge.close`:
         uvicorn re-raises SIGTERM after shutdown, so no hook after the server would run)."""
+        if self.follower is not None:
+            self.follower.stop()
         self.kb.close()
 
     def start_watching(self) -> None:

@@ -110,8 +110,14 @@ class Pipeline:
         # and one write() per operation is all the journal costs under the lock.
         self._journal_fd: int | None = None
         self._journal_guard = threading.Lock()
+        self._refusal: str | None = None  # why writes are refused (a replica's root)
 
     # -- locking and journal ----------------------------------------------------------------
+
+    def refuse_writes(self, reason: str | None) -> None:
+        """Refuse every write from now on with :class:`Conflict` saying ``reason`` (a replica's
+        root takes its history from its primary only); ``None``: take writes again."""
+        self._refusal = reason
 
     @contextlib.contextmanager
     def locked(self, settle: bool = True) -> Iterator[None]:
@@ -124,6 +130,8 @@ class Pipeline:
         could not be undone) is finished or undone first, so that no later write can be
         overwritten when it is; while that is impossible every write fails.
         """
+        if self._refusal is not None:
+            raise Conflict(self._refusal)
         local = self._local
         outermost = not getattr(local, "depth", 0)
         if outermost:

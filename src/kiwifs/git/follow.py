@@ -1,0 +1,181 @@
+"""A replica's git side: clone a primary's repository, fetch what it committed since, and move
+this root onto it, files and all.
+
+A replica is a git clone that follows, plus its own index (see docs/replication.md). The
+transport is git's own smart HTTP, served by the primary (``/api/kiwi/git``) behind the same
+keys: the key goes in an ``Authorization`` header that git sends with every request, set through
+``GIT_CONFIG_*`` variables so that it never shows in a process listing. No command run here
+starts a program the repository or a user's configuration names (no hooks, credential helper,
+askpass, fsmonitor or pager), and only the ``http`` and ``https`` transports are allowed.
+
+:func:`fast_forward` is the one place a replica's files change: it writes what the fetched
+commits changed (each file atomically, as a write does) and moves the branch, after checking
+that the local branch is an ancestor, so a replica never loses a commit of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiwifs.errors import Conflict, StorageError
+from kiwifs.files.atomic import write_in
+from kiwifs.git.repo import load_pygit2
+
+FETCHED_REF = "refs/kiwifs/primary"  # where the primary's branch is fetched to
+_TRANSPORT = (
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "protocol.http.allow=always",
+    "-c",
+    "protocol.https.allow=always",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "core.askPass=",
+    "--no-pager",
+)
+_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_ASKPASS", "SSH_ASKPASS")
+TIMEOUT = 120.0  # seconds a clone or fetch may take before it is abandoned (and tried again)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A path a fast-forward changed: written (``write``) or removed (``delete``)."""
+
+    path: str
+    op: str
+
+
+def git_url(primary: str, space: str | None = None) -> str:
+    """The URL git fetches a space of ``primary`` (a server's base URL) from."""
+    base = primary.rstrip("/")
+    return f"{base}/api/kiwi/{space}/git" if space else f"{base}/api/kiwi/git"
+
+
+def _env(key: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+    env |= {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1"}
+    if key:
+        env |= {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {key}",
+        }
+    return env
+
+
+def _run(args: list[str], key: str | None, cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(
+            ["git", *_TRANSPORT, *args],
+            capture_output=True,
+            env=_env(key),
+            cwd=cwd,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise StorageError(f"git {args[0]} timed out after {TIMEOUT:.0f} s") from exc
+    if done.returncode != 0:
+        text = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise StorageError(f"git {args[0]} failed: {text[-1] if text else done.returncode}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+def clone(url: str, root: Path, key: str | None) -> None:
+    """Clone ``url`` into ``root`` (missing or empty), its files checked out."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    _run(["clone", "--quiet", "--no-hardlinks", url, str(root)], key)
+
+
+def fetch(root: Path, url: str, key: str | None, branch: str) -> str | None:
+    """Fetch the primary's ``branch`` into :data:`FETCHED_REF`; its commit (``None``: the
+    primary has no commit yet)."""
+    refs = _run(["ls-remote", "--quiet", url, f"refs/heads/{branch}"], key, cwd=root)
+    if not refs.strip():
+        return None
+    _run(["fetch", "--quiet", "--no-tags", url, f"+refs/heads/{branch}:{FETCHED_REF}"], key, root)
+    repo = load_pygit2().Repository(str(root))
+    return str(repo.references[FETCHED_REF].target)
+
+
+def fast_forward(root: Path, target: str) -> list[Change]:
+    """Move this root's branch to ``target`` and its files with it: the paths the commits
+    since HEAD changed, written or removed. :class:`Conflict` when HEAD is not an ancestor of
+    ``target`` (the replica has a commit the primary lacks: nothing is changed)."""
+    git2 = load_pygit2()
+    repo = git2.Repository(str(root))
+    new = repo[target].peel(git2.Commit)
+    if repo.head_is_unborn:
+        old_tree = None
+    else:
+        head = repo.head.peel(git2.Commit)
+        if head.id == new.id:
+            return []
+        if not repo.descendant_of(new.id, head.id):
+            raise Conflict(f"this replica's HEAD {head.id} is not an ancestor of {new.id}")
+        old_tree = head.tree
+    if old_tree is None:
+        diff = new.tree.diff_to_tree(swap=True)  # from nothing: every file added
+    else:
+        diff = repo.diff(old_tree, new.tree)
+    changes: list[Change] = []
+    for patch in diff.deltas:
+        old_path, new_path = patch.old_file.path, patch.new_file.path
+        if patch.status_char() == "D":
+            _remove(root, old_path)
+            changes.append(Change(old_path, "delete"))
+            continue
+        if old_path != new_path:
+            _remove(root, old_path)
+            changes.append(Change(old_path, "delete"))
+        _write(root, new_path, repo[patch.new_file.id].data, patch.new_file.mode)
+        changes.append(Change(new_path, "write"))
+    branch = repo.head.name if not repo.head_is_unborn else _unborn_branch(root)
+    repo.references.create(branch, new.id, force=True)
+    return changes
+
+
+def _unborn_branch(root: Path) -> str:
+    head = (root / ".git" / "HEAD").read_text().strip()
+    return head.removeprefix("ref: ").strip() or "refs/heads/main"
+
+
+def _write(root: Path, rel: str, data: bytes, mode: int) -> None:
+    """Write one file of a fetched commit as a write would: atomically, its folders made."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if stat.S_ISLNK(mode):
+        _remove(root, rel)
+        os.symlink(data.decode("utf-8", "surrogateescape"), path)
+        return
+    if not stat.S_ISREG(mode):
+        return  # a submodule: nothing to check out
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_in(folder, path.name, data, mode=0o755 if mode & stat.S_IXUSR else 0o644)
+    finally:
+        os.close(folder)
+
+
+def _remove(root: Path, rel: str) -> None:
+    try:
+        (root / rel).unlink()
+    except FileNotFoundError:
+        return
+    parent = (root / rel).parent
+    while parent != root:  # folders the commit emptied go too, as git's checkout does
+        try:
+            parent.rmdir()
+        except OSError:
+            return
+        parent = parent.parent

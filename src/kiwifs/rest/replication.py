@@ -1,0 +1,234 @@
+"""Replication over REST: ``GET /api/replication``, writes on a replica forwarded to its
+primary, ``X-Kiwi-Commit`` on every write answer and ``X-Kiwi-Min-Commit`` on reads.
+
+The rules are the core's (:mod:`kiwifs.server.replica`: what is applied, what a replica is) and
+the access table's (:func:`kiwifs.server.access.needed_scope`: which requests write); this
+module translates them to HTTP:
+
+* on a **replica**, a request that writes (scope ``write`` or more under ``/api/kiwi``) is sent
+  to the primary as it came (method, path, query, body and every header but the hop-by-hop
+  ones, the caller's ``Authorization`` included); the primary's answer is returned once its
+  ``X-Kiwi-Commit`` is applied here (at most :data:`APPLY_WAIT` seconds), so the caller reads its
+  own write on this replica at once;
+* on a **primary**, a write's 2xx answer carries ``X-Kiwi-Commit``: the commit HEAD names once
+  the write returned, which holds it (with ``--async-commit`` a write returns before its commit,
+  and the header is left out while commits are pending);
+* a request with ``X-Kiwi-Min-Commit: SHA`` waits until that commit is applied on this node (at
+  most :data:`MIN_COMMIT_WAIT` seconds), else ``503`` with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kiwifs.rest.http import KiwiJSONResponse, run
+from kiwifs.rest.openapi import API_PREFIX
+from kiwifs.rest.starting import answer
+from kiwifs.server.access import needed_scope
+from kiwifs.server.grants import Scope as KeyScope
+
+if TYPE_CHECKING:
+    from kiwifs.knowledge import Knowledge
+    from kiwifs.server.replica import Follower
+
+REPLICATION_PATH = "/api/replication"
+COMMIT_HEADER = b"x-kiwi-commit"
+MIN_COMMIT_HEADER = b"x-kiwi-min-commit"
+APPLY_WAIT = 10.0  # seconds a forwarded write waits for its commit to be applied here
+MIN_COMMIT_WAIT = 5.0  # seconds a read waits for X-Kiwi-Min-Commit
+FORWARD_TIMEOUT = 60.0
+MAX_FORWARD_BODY = 64 * 1024 * 1024
+_SHA = re.compile(r"[0-9a-f]{40}")
+# headers of one connection, not of the request: never forwarded either way
+_HOP = frozenset(
+    {
+        b"host",
+        b"connection",
+        b"keep-alive",
+        b"transfer-encoding",
+        b"te",
+        b"trailer",
+        b"upgrade",
+        b"proxy-authorization",
+        b"content-length",
+    }
+)
+
+
+def replication_routes(
+    app: FastAPI,
+    kb: Knowledge,
+    follower: Follower | None,
+    auth: Callable[[Request], Awaitable[None]],
+) -> None:
+    """``GET /api/replication``: this node's role, its primary, the commit applied and the lag."""
+    api = APIRouter(prefix=REPLICATION_PATH, dependencies=[Depends(auth)])
+
+    @api.get("")
+    async def replication() -> KiwiJSONResponse:
+        if follower is not None:
+            return KiwiJSONResponse(follower.status())
+        head = await run(lambda: kb.git.head() if kb.git is not None else None)
+        return KiwiJSONResponse(
+            {
+                "role": "primary",
+                "primary": None,
+                "applied_commit": head,
+                "primary_commit": head,
+                "lag_seconds": 0.0,
+                "state": "primary",
+            }
+        )
+
+    app.router.routes.extend(api.routes)
+
+
+class ReplicationMiddleware:
+    """Forwards a replica's writes, stamps a primary's, holds reads for ``X-Kiwi-Min-Commit``."""
+
+    def __init__(self, app: ASGIApp, kb: Knowledge, follower: Follower | None) -> None:
+        self.app = app
+        self.kb = kb
+        self.follower = follower
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX + "/"):
+            await self.app(scope, receive, send)
+            return
+        writes = needed_scope(scope["method"], scope["path"]) >= KeyScope.WRITE
+        if writes and self.follower is not None:
+            await self._forward(scope, receive, send)
+            return
+        wanted = _header(scope, MIN_COMMIT_HEADER)
+        if wanted is not None and not await self._reached(wanted.strip().lower()):
+            await answer(
+                scope,
+                send,
+                503,
+                {"error": f"commit {wanted.strip()} is not applied on this node yet"},
+                {"Retry-After": "1"},
+            )
+            return
+        if writes:
+            await self.app(scope, receive, self._stamping(send))
+            return
+        await self.app(scope, receive, send)
+
+    # -- a primary: X-Kiwi-Commit ------------------------------------------------------------
+
+    def _stamping(self, send: Send) -> Send:
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
+                head = await anyio.to_thread.run_sync(self._committed_head)
+                if head is not None:
+                    message["headers"] = [*message.get("headers", []), (COMMIT_HEADER, head)]
+            await send(message)
+
+        return stamped
+
+    def _committed_head(self) -> bytes | None:
+        """HEAD once a write returned: it holds the write unless commits are still pending."""
+        git = self.kb.git
+        if git is None or self.kb.commit_status().pending:
+            return None
+        head = git.head()
+        return head.encode() if head else None
+
+    # -- X-Kiwi-Min-Commit ---------------------------------------------------------------------
+
+    async def _reached(self, commit: str) -> bool:
+        if not _SHA.fullmatch(commit):
+            return False
+        if self.follower is not None:
+            follower = self.follower
+            return await anyio.to_thread.run_sync(follower.wait_for, commit, MIN_COMMIT_WAIT)
+        return await anyio.to_thread.run_sync(self._has, commit)
+
+    def _has(self, commit: str) -> bool:
+        git = self.kb.git
+        head = git.head() if git is not None else None
+        if git is None or head is None:
+            return False
+        if head == commit:
+            return True
+        try:
+            return bool(git.repo.descendant_of(head, commit))
+        except Exception:  # noqa: BLE001 - an unknown commit: not reached
+            return False
+
+    # -- a replica: writes forwarded -------------------------------------------------------
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        import httpx
+
+        assert self.follower is not None
+        body = await _read_body(receive)
+        if body is None:
+            await answer(scope, send, 413, {"error": "request body too large to forward"})
+            return
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in scope["headers"]
+            if k.lower() not in _HOP
+        ]
+        url = self.follower.role.primary + scope.get("root_path", "") + scope["path"]
+        query = scope.get("query_string", b"").decode("latin-1")
+        try:
+            async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT) as client:
+                resp = await client.request(
+                    scope["method"],
+                    url + (f"?{query}" if query else ""),
+                    headers=headers,
+                    content=body,
+                )
+        except httpx.HTTPError as exc:
+            await answer(
+                scope,
+                send,
+                503,
+                {"error": f"the primary {self.follower.role.primary} did not answer: {exc}"},
+                {"Retry-After": "1"},
+            )
+            return
+        commit = resp.headers.get("x-kiwi-commit")
+        if commit and 200 <= resp.status_code < 300:
+            await anyio.to_thread.run_sync(self.follower.wait_for, commit, APPLY_WAIT)
+        out = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in resp.headers.multi_items()
+            if k.lower().encode() not in _HOP and k.lower() != "content-encoding"
+        ]
+        out.append((b"content-length", str(len(resp.content)).encode()))
+        await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
+        await send({"type": "http.response.body", "body": resp.content})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body (``None``: over :data:`MAX_FORWARD_BODY`)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message: Any = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_FORWARD_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)

@@ -1,0 +1,282 @@
+"""A replica: a root that follows a primary's over git and serves reads from its own index.
+
+``kiwifs serve --replica-of URL`` (or ``[replication] primary``) makes the default root a
+replica of the primary at ``URL`` (a kiwifs server's base URL). A replica on a missing or empty
+folder clones the primary first (:func:`prepare_replica`). While it serves, a :class:`Follower`
+keeps it current: it fetches the primary's branch over git's smart HTTP, fast-forwards this
+root onto it (:func:`kiwifs.git.follow.fast_forward`: the changed files written, the branch
+moved), indexes exactly the paths that changed (never a full rebuild) and publishes them on the
+events stream as a local write would. It fetches when the primary's event stream says something
+changed, and every :data:`POLL` seconds whatever it says (the stream may be down).
+
+The role is kept in ``.kiwi/state/replication.json`` (never in git: ``.kiwi/config.toml`` is
+part of the history a replica takes from its primary), so a restarted replica follows again
+without the flag. Writes are not made here: the REST layer forwards them to the primary and
+waits, with :meth:`Follower.wait_for`, until their commit is applied, so a caller reads its own
+write on this replica at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kiwifs.errors import Conflict, StorageError, UsageError
+from kiwifs.files.atomic import write_in
+from kiwifs.git import follow
+from kiwifs.writes.events import Event
+
+if TYPE_CHECKING:
+    from kiwifs.knowledge import Knowledge
+
+log = logging.getLogger("kiwifs.replica")
+
+STATE_FILE = ".kiwi/state/replication.json"
+POLL = 1.0  # seconds between fetches when the primary's event stream says nothing
+STREAM_RETRY = 2.0  # seconds before the event stream is opened again after it ended
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a node is for one root: the primary (``primary`` is None) or a replica of it."""
+
+    primary: str | None = None
+    key: str | None = None
+    branch: str = "main"
+
+    @property
+    def replica(self) -> bool:
+        return self.primary is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"primary": self.primary, "key": self.key, "branch": self.branch}
+
+
+def load_role(root: Path) -> Role:
+    """The role recorded for ``root`` (a primary when none is)."""
+    try:
+        data = json.loads((root / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return Role()
+    if not isinstance(data, dict) or not isinstance(data.get("primary"), str):
+        return Role()
+    key = data.get("key")
+    branch = data.get("branch")
+    return Role(
+        data["primary"],
+        key if isinstance(key, str) else None,
+        branch if isinstance(branch, str) else "main",
+    )
+
+
+def save_role(root: Path, role: Role) -> None:
+    """Record ``root``'s role (readable by its owner only: it may hold the primary's key)."""
+    path = root / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_in(folder, path.name, json.dumps(role.to_json()).encode(), mode=0o600)
+    finally:
+        os.close(folder)
+
+
+def check_primary_url(url: str) -> str:
+    """``url`` as a primary's base URL: ``http(s)://host[:port]``, no trailing slash."""
+    text = url.strip().rstrip("/")
+    if not text.startswith(("http://", "https://")) or "@" in text.split("/")[2]:
+        raise UsageError(f"--replica-of takes a server's URL (http://host:port), not {url!r}")
+    return text
+
+
+def prepare_replica(root: Path, role: Role) -> None:
+    """Before a replica opens ``root``: clone the primary into it when it is missing or empty,
+    and record the role, so that a restart follows again."""
+    assert role.primary is not None
+    if not root.exists() or not any(root.iterdir()):
+        follow.clone(follow.git_url(role.primary), root, role.key)
+        branch = (root / ".git" / "HEAD").read_text().strip().removeprefix("ref: refs/heads/")
+        role = Role(role.primary, role.key, branch or "main")
+    elif not (root / ".git").is_dir():
+        raise UsageError(f"{root} is not empty and not a repository: a replica needs an empty root")
+    else:
+        head = (root / ".git" / "HEAD").read_text().strip()
+        role = Role(role.primary, role.key, head.removeprefix("ref: refs/heads/") or "main")
+    save_role(root, role)
+
+
+class Follower:
+    """Keeps one replica root current (see the module's docstring); ``start``, ``stop``."""
+
+    def __init__(self, kb: Knowledge, role: Role, poll: float = POLL) -> None:
+        assert role.primary is not None
+        self.kb = kb
+        self.role = role
+        self.url = follow.git_url(role.primary)
+        self.poll = poll
+        self.applied: str | None = kb.git.head() if kb.git is not None else None
+        self.primary_head: str | None = None
+        self.behind_since: float | None = None  # when the primary was first seen ahead
+        self.error: str | None = None
+        self.diverged = False
+        self._nudge = threading.Event()
+        self._stop = threading.Event()
+        self._applied = threading.Condition()
+        self._threads: list[threading.Thread] = []
+
+    # -- running ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for target, name in ((self._run, "kiwifs-follower"), (self._listen, "kiwifs-nudges")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._nudge.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads.clear()
+
+    def nudge(self) -> None:
+        """Fetch now (the primary said something changed, or a forwarded write returned)."""
+        self._nudge.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._nudge.wait(self.poll)
+            self._nudge.clear()
+            if self._stop.is_set():
+                return
+            self.catch_up()
+
+    def catch_up(self) -> bool:
+        """Fetch and apply what the primary committed since; True when something was applied."""
+        try:
+            fetched = follow.fetch(self.kb.root, self.url, self.role.key, self.role.branch)
+        except StorageError as exc:
+            self._failed(f"fetch from {self.role.primary} failed: {exc.message}")
+            return False
+        if fetched is None or fetched == self.applied:
+            self._current(fetched)
+            return False
+        if self.behind_since is None:
+            self.behind_since = time.monotonic()
+        self.primary_head = fetched
+        try:
+            changes = follow.fast_forward(self.kb.root, fetched)
+        except Conflict as exc:
+            self.diverged = True
+            self._failed(f"diverged from the primary: {exc.message}")
+            return False
+        except (OSError, StorageError, KeyError, ValueError) as exc:
+            self._failed(f"applying {fetched} failed: {exc}")
+            return False
+        self._applied_now(fetched, changes)
+        return True
+
+    def _applied_now(self, commit: str, changes: list[follow.Change]) -> None:
+        if self.kb.git is not None:
+            self.kb.git.head_moved()
+        paths = [c.path for c in changes]
+        if paths:
+            self.kb.indexing.on_written(paths)
+        for change in changes:
+            self.kb.events.publish(Event(change.op, path=change.path, actor="replication"))
+        with self._applied:
+            self.applied = commit
+            self.behind_since = None
+            self.error = None
+            self._applied.notify_all()
+
+    def _current(self, fetched: str | None) -> None:
+        with self._applied:
+            self.primary_head = fetched
+            self.behind_since = None
+            self.error = None
+
+    def _failed(self, message: str) -> None:
+        if message != self.error:
+            log.error("replica of %s: %s", self.role.primary, message)
+        self.error = message
+
+    # -- the primary's event stream: a prompt nudge ---------------------------------------
+
+    def _listen(self) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.role.key}"} if self.role.key else {}
+        url = f"{self.role.primary}/api/kiwi/events"
+        while not self._stop.is_set():
+            try:
+                with (
+                    httpx.Client(timeout=httpx.Timeout(10.0, read=30.0)) as client,
+                    client.stream("GET", url, headers=headers) as resp,
+                ):
+                    if resp.status_code != 200:
+                        raise OSError(f"event stream: HTTP {resp.status_code}")
+                    self.nudge()  # (re)connected: whatever happened meanwhile is fetched
+                    for line in resp.iter_lines():
+                        if self._stop.is_set():
+                            return
+                        if line.startswith("data:"):
+                            self.nudge()
+            except (OSError, httpx.HTTPError):
+                pass
+            self._stop.wait(STREAM_RETRY)
+
+    # -- read-your-writes -------------------------------------------------------------------
+
+    def has(self, commit: str) -> bool:
+        """Whether ``commit`` is applied here (it, or a commit after it)."""
+        applied = self.applied
+        if applied is None:
+            return False
+        if applied == commit:
+            return True
+        git = self.kb.git
+        if git is None:
+            return False
+        try:
+            repo = git.repo
+            return bool(repo.descendant_of(applied, commit))
+        except (KeyError, ValueError, StorageError):
+            return False
+        except Exception:  # noqa: BLE001 - an id pygit2 cannot parse or find: not applied
+            return False
+
+    def wait_for(self, commit: str, timeout: float) -> bool:
+        """Wait until ``commit`` is applied here, fetching at once; False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        self.nudge()
+        with self._applied:
+            while not self.has(commit):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._applied.wait(min(remaining, 0.05))
+                if not self.has(commit):
+                    self.nudge()
+        return True
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /api/replication`` shows of a replica."""
+        behind = self.behind_since
+        lag = 0.0 if behind is None else round(time.monotonic() - behind, 3)
+        out: dict[str, Any] = {
+            "role": "replica",
+            "primary": self.role.primary,
+            "applied_commit": self.applied,
+            "primary_commit": self.primary_head or self.applied,
+            "lag_seconds": lag,
+            "state": "diverged" if self.diverged else ("error" if self.error else "following"),
+        }
+        if self.error:
+            out["error"] = self.error
+        return out
