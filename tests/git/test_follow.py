@@ -58,7 +58,7 @@ def test_a_fast_forward_writes_what_the_commits_changed(
     assert follow.fast_forward(replica, target) == []  # nothing new: nothing done
 
 
-def test_a_replica_with_a_commit_of_its_own_is_refused_unchanged(
+def test_a_replica_with_a_commit_of_its_own_is_refused_or_keeps_it_aside(
     knowledge_root: Path, tmp_path: Path
 ) -> None:
     replica = tmp_path / "replica"
@@ -73,6 +73,14 @@ def test_a_replica_with_a_commit_of_its_own_is_refused_unchanged(
     with pytest.raises(Conflict, match="not an ancestor"):
         follow.fast_forward(replica, target)
     assert git(replica, "rev-parse", "HEAD") == own and not (replica / "theirs.md").exists()
+    assert follow.diverged(replica) == []
+    # a former primary rejoining: its own commit kept on a ref of its own, then it follows
+    changes = follow.fast_forward(replica, target, keep_diverged=True)
+    assert follow.diverged(replica) == [own]
+    assert git(replica, "cat-file", "-p", f"{own}:mine.md") == "# mine"  # not lost
+    assert git(replica, "rev-parse", "HEAD") == target
+    assert tracked(replica) == tracked(knowledge_root) and not (replica / "mine.md").exists()
+    assert ("mine.md", "delete") in {(c.path, c.op) for c in changes}
 
 
 def test_an_empty_replica_takes_every_file(knowledge_root: Path, tmp_path: Path) -> None:

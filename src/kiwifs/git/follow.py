@@ -26,6 +26,7 @@ from kiwifs.files.atomic import write_in
 from kiwifs.git.repo import load_pygit2
 
 FETCHED_REF = "refs/kiwifs/primary"  # where the primary's branch is fetched to
+DIVERGED_REFS = "refs/kiwifs/diverged"  # a former primary's own commits, kept when it follows
 _TRANSPORT = (
     "-c",
     "protocol.allow=never",
@@ -108,10 +109,13 @@ def fetch(root: Path, url: str, key: str | None, branch: str) -> str | None:
     return str(repo.references[FETCHED_REF].target)
 
 
-def fast_forward(root: Path, target: str) -> list[Change]:
+def fast_forward(root: Path, target: str, keep_diverged: bool = False) -> list[Change]:
     """Move this root's branch to ``target`` and its files with it: the paths the commits
-    since HEAD changed, written or removed. :class:`Conflict` when HEAD is not an ancestor of
-    ``target`` (the replica has a commit the primary lacks: nothing is changed)."""
+    since HEAD changed, written or removed. When HEAD is not an ancestor of ``target`` (this
+    root has commits the primary lacks: it was a primary that took writes of its own),
+    :class:`Conflict` and nothing changed; with ``keep_diverged``, HEAD is first kept on a ref of
+    its own under :data:`DIVERGED_REFS` (its commits stay in the repository, named) and the
+    root then moves to ``target`` all the same."""
     git2 = load_pygit2()
     repo = git2.Repository(str(root))
     new = repo[target].peel(git2.Commit)
@@ -122,7 +126,9 @@ def fast_forward(root: Path, target: str) -> list[Change]:
         if head.id == new.id:
             return []
         if not repo.descendant_of(new.id, head.id):
-            raise Conflict(f"this replica's HEAD {head.id} is not an ancestor of {new.id}")
+            if not keep_diverged:
+                raise Conflict(f"this replica's HEAD {head.id} is not an ancestor of {new.id}")
+            repo.references.create(f"{DIVERGED_REFS}/{head.id}", head.id, force=True)
         old_tree = head.tree
     if old_tree is None:
         diff = new.tree.diff_to_tree(swap=True)  # from nothing: every file added
@@ -143,6 +149,14 @@ def fast_forward(root: Path, target: str) -> list[Change]:
     branch = repo.head.name if not repo.head_is_unborn else _unborn_branch(root)
     repo.references.create(branch, new.id, force=True)
     return changes
+
+
+def diverged(root: Path) -> list[str]:
+    """The commits kept under :data:`DIVERGED_REFS` (what this root had that its primary
+    lacked when it began to follow)."""
+    repo = load_pygit2().Repository(str(root))
+    prefix = DIVERGED_REFS + "/"
+    return sorted(name[len(prefix) :] for name in repo.references if name.startswith(prefix))
 
 
 def _unborn_branch(root: Path) -> str:

@@ -107,7 +107,7 @@ def create_app(
     )
     install_error_handlers(app)
     # replication: a replica forwards writes to its primary; X-Kiwi-(Min-)Commit either way
-    app.add_middleware(ReplicationMiddleware, kb=kb, follower=work.follower)
+    app.add_middleware(ReplicationMiddleware, kb=kb, serving=work)
     app.add_middleware(BrowserGuard, loopback=host in LOOPBACK_HOSTS)
     install_openapi(app, described, keyed=gate.keyed)
     health_routes(app, probes or Probes(kb))
@@ -132,7 +132,7 @@ def create_app(
 
         space_routes(app, spaces, auth)
     if background:  # the server's own root (a space's app is not asked for its role)
-        replication_routes(app, kb, work.follower, auth)
+        replication_routes(app, kb, work, auth)
     if extra_mounts is not None:
         extra_mounts(app, auth)
     if web:

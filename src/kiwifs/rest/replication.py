@@ -30,14 +30,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kiwifs.rest.http import KiwiJSONResponse, run
 from kiwifs.rest.openapi import API_PREFIX
 from kiwifs.rest.starting import answer
-from kiwifs.server.access import needed_scope
+from kiwifs.server.access import REPLICATION_PATH, needed_scope
 from kiwifs.server.grants import Scope as KeyScope
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
+    from kiwifs.server.lifecycle import Serving
     from kiwifs.server.replica import Follower
 
-REPLICATION_PATH = "/api/replication"
 COMMIT_HEADER = b"x-kiwi-commit"
 MIN_COMMIT_HEADER = b"x-kiwi-min-commit"
 APPLY_WAIT = 10.0  # seconds a forwarded write waits for its commit to be applied here
@@ -64,27 +64,32 @@ _HOP = frozenset(
 def replication_routes(
     app: FastAPI,
     kb: Knowledge,
-    follower: Follower | None,
+    serving: Serving,
     auth: Callable[[Request], Awaitable[None]],
 ) -> None:
-    """``GET /api/replication``: this node's role, its primary, the commit applied and the lag."""
+    """``GET /api/replication``: this node's role, its primary, the commit applied and the lag;
+    ``POST /api/replication/promote`` (admin): a replica becomes the primary."""
     api = APIRouter(prefix=REPLICATION_PATH, dependencies=[Depends(auth)])
 
+    @api.post("/promote")
+    async def promote() -> KiwiJSONResponse:
+        await run(serving.promote)
+        return KiwiJSONResponse(await replication())
+
     @api.get("")
-    async def replication() -> KiwiJSONResponse:
+    async def replication() -> dict[str, Any]:
+        follower = serving.follower
         if follower is not None:
-            return KiwiJSONResponse(follower.status())
+            return follower.status()
         head = await run(lambda: kb.git.head() if kb.git is not None else None)
-        return KiwiJSONResponse(
-            {
-                "role": "primary",
-                "primary": None,
-                "applied_commit": head,
-                "primary_commit": head,
-                "lag_seconds": 0.0,
-                "state": "primary",
-            }
-        )
+        return {
+            "role": "primary",
+            "primary": None,
+            "applied_commit": head,
+            "primary_commit": head,
+            "lag_seconds": 0.0,
+            "state": "primary",
+        }
 
     app.router.routes.extend(api.routes)
 
@@ -92,10 +97,15 @@ def replication_routes(
 class ReplicationMiddleware:
     """Forwards a replica's writes, stamps a primary's, holds reads for ``X-Kiwi-Min-Commit``."""
 
-    def __init__(self, app: ASGIApp, kb: Knowledge, follower: Follower | None) -> None:
+    def __init__(self, app: ASGIApp, kb: Knowledge, serving: Serving) -> None:
         self.app = app
         self.kb = kb
-        self.follower = follower
+        self.serving = serving
+
+    @property
+    def follower(self) -> Follower | None:
+        """The root's follower while it is a replica (a promotion ends it)."""
+        return self.serving.follower
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX + "/"):
@@ -145,8 +155,8 @@ class ReplicationMiddleware:
     async def _reached(self, commit: str) -> bool:
         if not _SHA.fullmatch(commit):
             return False
-        if self.follower is not None:
-            follower = self.follower
+        follower = self.follower
+        if follower is not None:
             return await anyio.to_thread.run_sync(follower.wait_for, commit, MIN_COMMIT_WAIT)
         return await anyio.to_thread.run_sync(self._has, commit)
 
@@ -167,7 +177,8 @@ class ReplicationMiddleware:
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         import httpx
 
-        assert self.follower is not None
+        follower = self.follower
+        assert follower is not None
         body = await _read_body(receive)
         if body is None:
             await answer(scope, send, 413, {"error": "request body too large to forward"})
@@ -177,7 +188,7 @@ class ReplicationMiddleware:
             for k, v in scope["headers"]
             if k.lower() not in _HOP
         ]
-        url = self.follower.role.primary + scope.get("root_path", "") + scope["path"]
+        url = f"{follower.role.primary}{scope.get('root_path', '')}{scope['path']}"
         query = scope.get("query_string", b"").decode("latin-1")
         try:
             async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT) as client:
@@ -192,13 +203,13 @@ class ReplicationMiddleware:
                 scope,
                 send,
                 503,
-                {"error": f"the primary {self.follower.role.primary} did not answer: {exc}"},
+                {"error": f"the primary {follower.role.primary} did not answer: {exc}"},
                 {"Retry-After": "1"},
             )
             return
         commit = resp.headers.get("x-kiwi-commit")
         if commit and 200 <= resp.status_code < 300:
-            await anyio.to_thread.run_sync(self.follower.wait_for, commit, APPLY_WAIT)
+            await anyio.to_thread.run_sync(follower.wait_for, commit, APPLY_WAIT)
         out = [
             (k.encode("latin-1"), v.encode("latin-1"))
             for k, v in resp.headers.multi_items()

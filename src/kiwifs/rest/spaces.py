@@ -36,11 +36,10 @@ import anyio
 from kiwifs.config import DEFAULT_SPACE
 from kiwifs.errors import Forbidden, KiwiError
 from kiwifs.rest.openapi import API_PREFIX
-from kiwifs.rest.replication import REPLICATION_PATH
 from kiwifs.rest.routes.spaces import SPACES_PREFIX
 from kiwifs.rest.starting import PROBES, Lifespan, answer
 from kiwifs.rest.statuses import STATUS
-from kiwifs.server.access import MCP_PATH, SPACE_KEY, Gate, reaches
+from kiwifs.server.access import MCP_PATH, REPLICATION_PATH, SPACE_KEY, Gate, reaches
 from kiwifs.server.auth import SESSION_COOKIE, SPACE_COOKIE, Sessions
 from kiwifs.server.spaces import OpenSpace, SpaceRegistry
 

@@ -35,6 +35,7 @@ SPACE_KEY = "kiwifs.space"  # where the spaces' dispatcher names the request's s
 EVERYTHING = Grant(None, Scope.ADMIN, origin="the server's key")
 INVALID = "invalid API key"
 SPACES_PATH = "/api/spaces"
+REPLICATION_PATH = "/api/replication"
 # POST routes that only read: everything else but GET and HEAD changes something
 READ_POSTS = frozenset({"/api/kiwi/search/semantic"})
 MCP_PATH = "/mcp"
@@ -144,6 +145,8 @@ def needed_scope(method: str, path: str) -> Scope:
     (:func:`tool_call`), ``write`` for everything else."""
     if path == SPACES_PATH or path.startswith(SPACES_PATH + "/"):
         return Scope.ADMIN
+    if path.startswith(REPLICATION_PATH + "/") and method not in ("GET", "HEAD"):
+        return Scope.ADMIN  # promoting a replica
     if method in ("GET", "HEAD") or path in READ_POSTS or path.rstrip("/") == MCP_PATH:
         return Scope.READ
     return Scope.WRITE

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kiwifs.errors import UsageError
 from kiwifs.files.serverlock import acquire_server_lock
 from kiwifs.index.memory.checkcache import QUIET_SECONDS
 
@@ -78,6 +79,20 @@ class Serving:
         )
         self.follower = Follower(self.kb, role)
         return self.follower
+
+    def promote(self) -> None:
+        """Make this replica the primary (its primary is gone: manual failover). It stops
+        following, takes writes from now on and remembers it, so a restart stays primary.
+        :class:`UsageError` on a node that is the primary already."""
+        from kiwifs.server.replica import Role, save_role
+
+        follower = self.follower
+        if follower is None:
+            raise UsageError("this node is the primary already")
+        follower.stop()
+        save_role(self.kb.root, Role())
+        self.follower = None
+        self.kb.pipeline.refuse_writes(None)
 
     def start(self, dashboard: bool = True) -> None:
         """Start the background loops: the index watcher first (the others read its rows),

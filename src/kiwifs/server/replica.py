@@ -123,7 +123,6 @@ class Follower:
         self.primary_head: str | None = None
         self.behind_since: float | None = None  # when the primary was first seen ahead
         self.error: str | None = None
-        self.diverged = False
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self._applied = threading.Condition()
@@ -170,14 +169,21 @@ class Follower:
             self.behind_since = time.monotonic()
         self.primary_head = fetched
         try:
-            changes = follow.fast_forward(self.kb.root, fetched)
+            before = self.kb.git.head() if self.kb.git is not None else None
+            changes = follow.fast_forward(self.kb.root, fetched, keep_diverged=True)
         except Conflict as exc:
-            self.diverged = True
-            self._failed(f"diverged from the primary: {exc.message}")
+            self._failed(f"cannot follow the primary: {exc.message}")
             return False
         except (OSError, StorageError, KeyError, ValueError) as exc:
             self._failed(f"applying {fetched} failed: {exc}")
             return False
+        if before is not None and before in follow.diverged(self.kb.root):
+            log.error(
+                "replica of %s: this root had commits the primary lacks; they are kept on %s/%s",
+                self.role.primary,
+                follow.DIVERGED_REFS,
+                before,
+            )
         self._applied_now(fetched, changes)
         return True
 
@@ -275,8 +281,11 @@ class Follower:
             "applied_commit": self.applied,
             "primary_commit": self.primary_head or self.applied,
             "lag_seconds": lag,
-            "state": "diverged" if self.diverged else ("error" if self.error else "following"),
+            "state": "error" if self.error else "following",
         }
+        kept = follow.diverged(self.kb.root)
+        if kept:  # a former primary's own commits: kept, named, never followed
+            out["diverged_commits"] = kept
         if self.error:
             out["error"] = self.error
         return out
