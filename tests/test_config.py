@@ -11,6 +11,7 @@ import pytest
 
 from kiwifs.config import (
     AuthConfig,
+    BackupConfig,
     Config,
     EmbedderConfig,
     MemoryConfig,
@@ -113,6 +114,7 @@ def test_a_full_kiwifs_config_loads_and_gives_the_keys_kiwifs_reads() -> None:
         versioning=VersioningConfig("git", False, 10, 5),
         auth=AuthConfig("apikey", "k0"),
         memory=MemoryConfig("raw/"),
+        backup=BackupConfig("origin", "1h", "main"),
         spaces=(SpaceConfig("team", "/srv/team"),),
     )
 
@@ -147,7 +149,7 @@ def _all_dataclasses(value: object) -> list[object]:
 
 def test_every_section_is_frozen() -> None:
     sections = _all_dataclasses(parse_config(FULL))
-    assert len(sections) == 11  # Config, server, search (…), …, a space
+    assert len(sections) == 12  # Config, server, search (…), …, backup, a space
     for section in sections:
         first = dataclasses.fields(section)[0].name  # type: ignore[arg-type]
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -336,3 +338,30 @@ def test_shipped_template_parses_with_a_memory_section() -> None:
 )
 def test_which_versioning_strategies_use_git(strategy: str, git: bool) -> None:
     assert VersioningConfig(strategy).uses_git is git
+
+
+def test_backup_defaults_and_keys() -> None:
+    assert parse_config("").backup == BackupConfig("", "5m", "", True)
+    assert not parse_config("[backup]\nremote = ' '\n").backup.enabled
+    text = "[backup]\nremote = '/srv/kb.git'\ninterval = 30\nrebase_before_push = false\n"
+    backup = parse_config(text).backup
+    assert backup == BackupConfig("/srv/kb.git", "30", "", False)
+    assert backup.enabled
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("interval = 'soon'", "backup.interval: invalid duration 'soon'"),
+        ("interval = '0s'", r"\[backup\] interval must be more than 0"),
+        ("interval = true", "backup.interval must be a number of seconds"),
+        ("remote = 1", "backup.remote must be a string"),
+        ("rebase_before_push = 'yes'", "backup.rebase_before_push must be true or false"),
+        ("branch = '--force'", r"\[backup\] branch '--force' is not a branch name"),
+    ],
+    ids=["interval-words", "interval-zero", "interval-bool", "remote-int", "rebase-str", "branch"],
+)
+def test_a_bad_backup_is_a_config_error(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        remote = "" if text.startswith("remote") else "remote = 'r'\n"
+        parse_config(f"[backup]\n{remote}{text}\n", source="my.toml")

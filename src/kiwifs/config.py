@@ -157,6 +157,24 @@ class SpaceConfig:
 
 
 @dataclass(frozen=True)
+class BackupConfig:
+    """``[backup]``: a server pushes the root's branch to ``remote`` every ``interval`` and when
+    it stops (see :mod:`kiwifs.server.backup`). ``remote`` empty: no backup. ``branch`` empty:
+    the branch the root is on. ``rebase_before_push``: fetch the remote's branch first and keep
+    commits it has that the root lacks (never overwritten, never rewriting the root's history:
+    docs/cli.md says why)."""
+
+    remote: str = ""
+    interval: str = "5m"
+    branch: str = ""
+    rebase_before_push: bool = True
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.remote.strip())
+
+
+@dataclass(frozen=True)
 class Config:
     """The keys kiwifs reads; every other section and key of the file is ignored."""
 
@@ -165,6 +183,7 @@ class Config:
     versioning: VersioningConfig = field(default_factory=VersioningConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    backup: BackupConfig = field(default_factory=BackupConfig)
     spaces: tuple[SpaceConfig, ...] = ()
 
 
@@ -192,6 +211,7 @@ def parse_config(text: str, source: str = CONFIG_RELPATH) -> Config:
         spaces = _spaces(data.pop("spaces", []))
         config: Config = _build(Config, data, "")
         check_vector(config.search.vector)
+        check_backup(config.backup)
         return dataclasses.replace(config, spaces=spaces)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration in {source}: {exc}") from exc
@@ -227,6 +247,16 @@ def check_vector(vector: VectorConfig) -> None:
         raise ValueError("[search.vector.embedder] dimensions must be 0 (the model's) or more")
     if duration_seconds(vector.embedder.timeout) <= 0:
         raise ValueError("[search.vector.embedder] timeout must be more than 0")
+
+
+def check_backup(backup: BackupConfig) -> None:
+    """Refuse a ``[backup]`` a server could not run: a push every 0 s would never rest, and a
+    branch name git refuses would fail every push, so both stop the server at start."""
+    if duration_seconds(backup.interval) <= 0:
+        raise ValueError("[backup] interval must be more than 0")
+    branch = backup.branch.strip()
+    if branch and (branch.startswith(("-", "/")) or ".." in branch or " " in branch):
+        raise ValueError(f"[backup] branch {backup.branch!r} is not a branch name")
 
 
 def _spaces(value: Any) -> tuple[SpaceConfig, ...]:
@@ -304,7 +334,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
 
 
 # Fields that take a duration: a TOML number of seconds or a string such as "30s".
-_DURATIONS = {"timeout"}
+_DURATIONS = {"timeout", "interval"}
 
 
 def _coerce(default: Any, value: Any, name: str) -> Any:
