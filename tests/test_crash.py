@@ -528,7 +528,9 @@ def test_kill_9_at_random_points_loses_no_acknowledged_write(tmp_path: Path) -> 
             threads = [threading.Thread(target=until_stopped, args=(b,)) for b in bodies]
             for t in threads:
                 t.start()
-            time.sleep(rng.uniform(0.2, 1.0))
+            # a random moment in the writers' stream of operations (each takes a few ms: even
+            # the shortest wait sees dozens of them, and kills some in flight)
+            time.sleep(rng.uniform(0.1, 0.5))
             srv.proc.send_signal(signal.SIGKILL)
             srv.proc.wait()
             stop.set()

@@ -40,7 +40,7 @@ def tree_of(repo: Git) -> str:
 
 
 @settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(batches=st.lists(steps, min_size=1, max_size=4))
 def test_trees_equal_the_tree_builders(

@@ -35,7 +35,7 @@ def read_back(root: Path, commit: str, parent: str) -> list[BlobChange]:
 
 
 @settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(first=steps, second=steps)
 def test_noted_changes_equal_gits_diff(

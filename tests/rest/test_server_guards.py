@@ -1,5 +1,5 @@
 """What only a real server on a socket shows: clients that go away mid-body, and clients that
-never finish their headers. Each test runs ``kiwifs serve`` (tests/realserver.py) and talks to it
+never finish their headers. The tests run ``kiwifs serve`` (tests/realserver.py) and talk to it
 over raw sockets; the bounds below only end a failing test, they measure nothing."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import httpx
 import pytest
 
 import realserver
+from kiwifs.knowledge import Knowledge
 
 ABORTED = 40  # uploads cut off mid-body (the report saw trouble from 50)
 BOUND = 30.0  # seconds a socket may wait for an answer before the test fails
 
 
-@pytest.fixture
-def server(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+def started(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     log = root.parent / "serve.log"
     env = {"KIWIFS_HEADER_TIMEOUT": "1"}
     base, proc = realserver.start(root, log, env=env)
@@ -28,6 +28,23 @@ def server(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
         yield base, proc, log
     finally:
         realserver.stop(proc)
+
+
+@pytest.fixture
+def server(root: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """A server of the test's own: for a test that stops it and reads its whole log."""
+    yield from started(root)
+
+
+@pytest.fixture(scope="module")
+def shared_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """One server for the tests that only open connections of their own and leave it running
+    (each one's slow connection is its own; the server's other clients are unaffected)."""
+    root = tmp_path_factory.mktemp("guards") / "kb"
+    Knowledge.init(root, "blank")
+    yield from started(root)
 
 
 def connect(base: str) -> socket.socket:
@@ -73,11 +90,11 @@ def closed_by_server(sock: socket.socket) -> bool:
 
 @pytest.mark.parametrize("sent", [b"GET /health HT", b"GET /health HTTP/1.1\r\nHost: x"])
 def test_a_request_whose_headers_never_end_is_closed(
-    server: tuple[str, subprocess.Popen[bytes], Path], sent: bytes
+    shared_server: tuple[str, subprocess.Popen[bytes], Path], sent: bytes
 ) -> None:
     """Incomplete headers were never timed out: 1,500 such connections stayed open. The server
     (started with a 1 s header limit) must close them, and still answer everyone else."""
-    base, _, _ = server
+    base, _, _ = shared_server
     with connect(base) as slow:
         slow.sendall(sent)
         with httpx.Client(base_url=base, timeout=BOUND) as client:
@@ -86,11 +103,11 @@ def test_a_request_whose_headers_never_end_is_closed(
 
 
 def test_a_kept_alive_connection_gets_the_limit_again(
-    server: tuple[str, subprocess.Popen[bytes], Path],
+    shared_server: tuple[str, subprocess.Popen[bytes], Path],
 ) -> None:
     """After a first answer, the next request's headers on the same connection are limited too
     (uvicorn's keep-alive timer stops once any byte arrives)."""
-    base, _, _ = server
+    base, _, _ = shared_server
     host = urlsplit(base).netloc
     with connect(base) as sock:
         sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())

@@ -26,6 +26,13 @@ from kiwifs.writes.preconditions import parse_if_match
 from waiting import wait_for
 
 
+@pytest.fixture(autouse=True)
+def quick_index_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The git index file is synced after 50 ms of quiet instead of 1 s: :func:`assert_clean`
+    waits for the sync, whose delay none of these tests is about (one sets its own)."""
+    monkeypatch.setattr(indexfile, "SYNC_DELAY", 0.05)
+
+
 def last_commit(root: Path) -> tuple[str, str, str]:
     """Author name, author email and full message of HEAD."""
     name, email, message = git(root, "log", "-1", "--format=%an%x00%ae%x00%B").split("\0")

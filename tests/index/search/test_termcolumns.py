@@ -106,7 +106,7 @@ def both_ways(kb: Knowledge, index: Index, **kwargs: Any) -> list[Any]:
     """One search with the columns and one ranked by FTS5 (``Tuning.term_columns`` and
     ``search_top_k`` off: the plain path), over the same index state: the watcher re-reads files
     written less than 2 s ago, so a pair it raced is asked again."""
-    for _ in range(50):
+    for _ in range(250):
         start = log_end(index)
         pair = []
         for fast in (True, False):
@@ -115,7 +115,7 @@ def both_ways(kb: Knowledge, index: Index, **kwargs: Any) -> list[Any]:
         index.tuning = Tuning()
         if log_end(index) == start:
             return pair
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise AssertionError("the index never stood still")
 
 
