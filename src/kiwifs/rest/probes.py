@@ -15,6 +15,7 @@ from kiwifs import __version__
 from kiwifs.base.limits import MAX_READ_BYTES
 from kiwifs.errors import KiwiError
 from kiwifs.knowledge import Knowledge
+from kiwifs.server.backup import status_of
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -31,8 +32,8 @@ class Probes:
         self.started = time.monotonic()
 
     def health(self) -> Answer:
-        """Up, with the background commits' state and the vectors' counts; 503 while commits
-        keep failing."""
+        """Up, with the background commits' state, the vectors' counts and the ``[backup]``
+        pushes' (when configured); 503 while commits keep failing."""
         commits = self.kb.commit_status()
         try:
             vectors = self.kb.vector_status().to_json()
@@ -43,6 +44,9 @@ class Probes:
             "commits": commits.to_json(),
             "vectors": vectors,
         }
+        backup = status_of(self.kb.root)
+        if backup is not None:  # a failing backup is shown, never a 503: writes go on
+            body["backup"] = backup
         skipped = self.kb.too_large_count()
         if skipped:  # a count, never the paths: the probe needs no key
             body["warnings"] = [

@@ -18,6 +18,7 @@ from kiwifs.index.memory.checkcache import QUIET_SECONDS
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
+    from kiwifs.server.backup import Pusher
     from kiwifs.server.replica import Follower, Role
 
 
@@ -28,6 +29,7 @@ class Serving:
     def __init__(self, kb: Knowledge) -> None:
         self.kb = kb
         self.follower: Follower | None = None  # this root follows a primary (a replica)
+        self.backup: Pusher | None = None  # [backup]: pushes the branch to a remote
 
     # -- before the server listens -----------------------------------------------------------
 
@@ -101,6 +103,7 @@ class Serving:
         self.start_watching()
         if self.follower is not None:
             self.follower.start()
+        self.start_backup()
         if dashboard:
             self.start_timeline()
             self.start_checking()
@@ -110,7 +113,28 @@ class Serving:
         uvicorn re-raises SIGTERM after shutdown, so no hook after the server would run)."""
         if self.follower is not None:
             self.follower.stop()
-        self.kb.close()
+        try:
+            self.kb.close()
+        finally:
+            self.stop_backup()
+
+    def start_backup(self) -> None:
+        """Push the branch to ``[backup] remote`` on a timer (:mod:`kiwifs.server.backup`):
+        nothing, not even a thread, for a root without one or without git."""
+        config = self.kb.config.backup
+        if self.backup is not None or not config.enabled or self.kb.git is None:
+            return
+        from kiwifs.server import backup  # roots with a [backup] only
+
+        self.backup = backup.start(self.kb.root, config, lambda: self.follower is None)
+
+    def stop_backup(self) -> None:
+        """The last push, after the last commits (bounded: :data:`backup.STOP_WAIT`)."""
+        pusher, self.backup = self.backup, None
+        if pusher is not None:
+            from kiwifs.server import backup
+
+            backup.stop(pusher)
 
     def start_watching(self) -> None:
         """Keep the index current in the background (file events plus a periodic reconcile)."""
