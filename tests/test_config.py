@@ -343,9 +343,9 @@ def test_which_versioning_strategies_use_git(strategy: str, git: bool) -> None:
 def test_backup_defaults_and_keys() -> None:
     assert parse_config("").backup == BackupConfig("", "5m", "", True)
     assert not parse_config("[backup]\nremote = ' '\n").backup.enabled
-    text = "[backup]\nremote = '/srv/kb.git'\ninterval = 30\nrebase_before_push = false\n"
+    text = "[backup]\nremote = '/srv/notes.git'\ninterval = 30\nrebase_before_push = false\n"
     backup = parse_config(text).backup
-    assert backup == BackupConfig("/srv/kb.git", "30", "", False)
+    assert backup == BackupConfig("/srv/notes.git", "30", "", False)
     assert backup.enabled
 
 

@@ -121,7 +121,7 @@ def test_failures_are_errors_that_hide_credentials(root: Path, tmp_path: Path) -
         push_branch(root, secret_url, fetch_first=False)
     assert "s3cret-token" not in failed.value.message
     assert redact(secret_url) == "http://***@127.0.0.1:9/nothing.git"
-    assert redact("git@example.com:kb.git") == "git@example.com:kb.git"
+    assert redact("git@example.com:team/notes.git") == "git@example.com:team/notes.git"
 
 
 def test_a_command_transport_is_refused(root: Path, tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ class Pusher:
         self.remote = redact(config.remote.strip())
         self.due = 0.0  # monotonic time of the next scheduled push (the scheduler's)
         self._lock = threading.Lock()  # one push at a time: the timer's or the last one
+        self.stopped = False  # the last push is made or being made: no timed push after it
         self._state = "pending"
         self._branch = config.branch.strip()
         self._last_attempt: str | None = None
@@ -80,9 +81,18 @@ class Pusher:
         with self._lock:
             self._push(self.timeout if timeout is None else timeout)
 
+    def timed_push(self) -> None:
+        """The scheduler's push: only while the root is served, and only when
+        :meth:`needs_push`."""
+        with self._lock:
+            if not self.stopped and self.needs_push():
+                self._push(self.timeout)
+
     def push_within(self, seconds: float) -> bool:
         """The last push: made only if a push in flight ends within ``seconds``, and bounded by
-        what is left of them. False when it could not be made in time."""
+        what is left of them; no timed push follows it. False when it could not be made in
+        time."""
+        self.stopped = True
         deadline = time.monotonic() + seconds
         if not self._lock.acquire(timeout=max(seconds, 0.0)):
             return False
@@ -226,8 +236,7 @@ class Scheduler:
                     self._cond.wait(wait)
                 pusher.due = self.clock() + pusher.interval
             try:
-                if pusher.needs_push():
-                    pusher.push()
+                pusher.timed_push()
             except Exception:  # never let one root's failure end every root's backups
                 log.exception("backup of %s failed", pusher.root)
 
