@@ -32,6 +32,7 @@ from kiwifs.rest.replication import ReplicationMiddleware, replication_routes
 from kiwifs.rest.routes.claims import claim_routes
 from kiwifs.rest.routes.events import event_routes
 from kiwifs.rest.routes.files import file_routes
+from kiwifs.rest.routes.gitserve import git_routes
 from kiwifs.rest.routes.health import health_routes
 from kiwifs.rest.routes.history import history_routes
 from kiwifs.rest.routes.memory import memory_routes
@@ -124,6 +125,7 @@ def create_app(
     memory_routes(api, kb)
     claim_routes(api, kb)
     event_routes(api, kb)
+    git_routes(api, kb)  # the space's repository over git's smart HTTP, read-only
     # The router's routes are complete (prefix, key check, responses): added as they are. FastAPI's
     # include_router would build every route a second time on the app's first request (~50 ms).
     app.router.routes.extend(api.routes)

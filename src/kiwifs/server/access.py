@@ -36,8 +36,9 @@ EVERYTHING = Grant(None, Scope.ADMIN, origin="the server's key")
 INVALID = "invalid API key"
 SPACES_PATH = "/api/spaces"
 REPLICATION_PATH = "/api/replication"
-# POST routes that only read: everything else but GET and HEAD changes something
-READ_POSTS = frozenset({"/api/kiwi/search/semantic"})
+# POST routes that only read: everything else but GET and HEAD changes something (a git
+# fetch's upload-pack request is its wants and haves: kiwifs.git.smarthttp)
+READ_POSTS = frozenset({"/api/kiwi/search/semantic", "/api/kiwi/git/git-upload-pack"})
 MCP_PATH = "/mcp"
 
 
@@ -209,6 +210,18 @@ def refuse_prefixed(grant: Grant, what: str) -> None:
     show paths outside it): refused whole rather than filtered after the fact."""
     if grant.prefix is not None:
         raise Forbidden(f"{what} is not available to a key with a prefix ({grant.prefix})")
+
+
+def check_clone(grant: Grant) -> None:
+    """Raise :class:`Forbidden` for a key with a prefix asking for its space's repository over
+    git (``/api/kiwi/git``): a clone or fetch carries every file of every commit, the whole
+    history of the space, which no filter can confine to a prefix (a pack holds the trees
+    themselves). Any other key reads it at scope ``read`` (:func:`needed_scope`)."""
+    if grant.prefix is not None:
+        raise Forbidden(
+            f"git over HTTP is not available to a key with a prefix ({grant.prefix}): "
+            "a clone carries the whole history of the space"
+        )
 
 
 def mcp_refusal(grant: object) -> str:
