@@ -175,6 +175,16 @@ class BackupConfig:
 
 
 @dataclass(frozen=True)
+class ReplicationConfig:
+    """``[replication]``: ``primary``, the base URL of the server this root follows (a replica;
+    empty: none, unless ``--replica-of`` says so), and ``key``, the key it sends there
+    (``${ENV}`` expanded). See docs/replication.md."""
+
+    primary: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """The keys kiwifs reads; every other section and key of the file is ignored."""
 
@@ -184,6 +194,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     backup: BackupConfig = field(default_factory=BackupConfig)
+    replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     spaces: tuple[SpaceConfig, ...] = ()
 
 

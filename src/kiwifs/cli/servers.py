@@ -13,7 +13,7 @@ import click
 
 from kiwifs import __version__
 from kiwifs.cli.common import ROOT_HELP, handed_tuning, root_option
-from kiwifs.config import DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT
+from kiwifs.config import CONFIG_RELPATH, DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT, load_config
 from kiwifs.errors import CannotListen, KiwiError
 from kiwifs.knowledge import Knowledge
 from kiwifs.server.lifecycle import Serving
@@ -153,6 +153,10 @@ def replica_role(root: str, replica_of: str | None, key: str | None) -> Role:
 
     path = Path(root)
     role = load_role(path)
+    if replica_of is None and not role.replica and (path / CONFIG_RELPATH).is_file():
+        configured = load_config(path).replication  # [replication] primary, key
+        if configured.primary.strip():
+            replica_of, key = configured.primary, configured.key or key
     if replica_of is not None:
         role = Role(check_primary_url(replica_of), key or role.key, role.branch)
     if role.replica:
