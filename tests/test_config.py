@@ -149,7 +149,7 @@ def _all_dataclasses(value: object) -> list[object]:
 
 def test_every_section_is_frozen() -> None:
     sections = _all_dataclasses(parse_config(FULL))
-    assert len(sections) == 12  # Config, server, search (…), …, backup, a space
+    assert len(sections) == 13  # Config, server, search (…), …, backup, replication, a space
     for section in sections:
         first = dataclasses.fields(section)[0].name  # type: ignore[arg-type]
         with pytest.raises(dataclasses.FrozenInstanceError):
