@@ -121,6 +121,14 @@ def test_clone_fetch_spaces_and_no_push(root: Path, tmp_path: Path) -> None:
         assert httpx.get(f"{base}{API}/git/info/refs").status_code == 403
         assert httpx.get(f"{base}{API}/git/HEAD").status_code == 404
 
+        # bad input is never a 5xx: git's own answer, or 413 over the body limit
+        pack = f"{base}{API}/git/git-upload-pack"
+        kind = {"Content-Type": "application/x-git-upload-pack-request"}
+        assert httpx.post(pack, content=b"junk", headers=kind).status_code == 200  # git's error
+        assert httpx.post(pack, content=b"0000", headers={"Content-Type": "x/y"}).status_code == 415
+        big = (b"0" * (1 << 20) for _ in range(65))
+        assert httpx.post(pack, content=big, headers=kind, timeout=60).status_code == 413
+
 
 def test_keys(root: Path, tmp_path: Path) -> None:
     (root / ".kiwi" / "config.toml").write_text(KEYS)
