@@ -260,15 +260,15 @@ class Follower:
     def wait_for(self, commit: str, timeout: float) -> bool:
         """Wait until ``commit`` is applied here, fetching at once; False after ``timeout``."""
         deadline = time.monotonic() + timeout
-        self.nudge()
+        if self.has(commit):
+            return True
+        self.nudge()  # once: the primary's event stream and the poll bring what follows
         with self._applied:
             while not self.has(commit):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._applied.wait(min(remaining, 0.05))
-                if not self.has(commit):
-                    self.nudge()
+                self._applied.wait(remaining)
         return True
 
     def status(self) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""A replica that follows a primary over git, with real ``kiwifs serve`` processes on loopback:
+it clones an empty root, converges, serves reads, forwards writes (read at once on the replica)
+and holds reads for ``X-Kiwi-Min-Commit``."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+import realserver
+from kiwifs.knowledge import Knowledge
+
+API = "/api/kiwi"
+SHA = "0" * 40
+
+
+def head(root: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, check=True
+    )
+    return done.stdout.decode().strip()
+
+
+def files(root: Path) -> dict[str, bytes]:
+    done = subprocess.run(
+        ["git", "-C", str(root), "ls-tree", "-r", "--name-only", "HEAD"],
+        capture_output=True,
+        check=True,
+    )
+    return {rel: (root / rel).read_bytes() for rel in done.stdout.decode().splitlines()}
+
+
+def applied(base: str, commit: str) -> None:
+    """Wait (bounded) until the node at ``base`` reports ``commit`` applied."""
+    deadline = time.monotonic() + 30
+    status: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        status = httpx.get(base + "/api/replication").json()
+        if status["applied_commit"] == commit:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never applied {commit}: {status}")
+
+
+def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: Path) -> None:
+    with Knowledge.open(knowledge_root) as kb:
+        for i in range(20):
+            kb.write(f"notes/n{i:02}.md", f"# Note {i}\n\nthe okapi number {i}\n")
+    replica = tmp_path / "replica"
+    with (
+        realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, _),
+        realserver.serving(replica, tmp_path / "replica.log", ["--replica-of", primary]) as (
+            follower,
+            _,
+        ),
+    ):
+        assert httpx.get(primary + "/api/replication").json()["role"] == "primary"
+        status = httpx.get(follower + "/api/replication").json()
+        assert status["role"] == "replica" and status["primary"] == primary
+        applied(follower, head(knowledge_root))
+        assert files(replica) == files(knowledge_root)
+        found = httpx.get(follower + API + "/search", params={"q": "okapi"}).json()
+        assert len(found["results"]) == 20
+
+        # a write on the primary, read on the replica with its commit
+        wrote = httpx.put(primary + API + "/file", params={"path": "p.md"}, content=b"# P\n")
+        commit = wrote.headers["X-Kiwi-Commit"]
+        assert commit == head(knowledge_root)
+        read = httpx.get(
+            follower + API + "/file", params={"path": "p.md"}, headers={"X-Kiwi-Min-Commit": commit}
+        )
+        assert read.status_code == 200 and read.text == "# P\n"
+
+        # a write sent to the replica: made by the primary, read on the replica at once
+        sent = httpx.put(
+            follower + API + "/file",
+            params={"path": "r.md"},
+            content=b"# R\n",
+            headers={"X-Actor": "agent:r"},
+        )
+        assert sent.status_code == 200, sent.text
+        assert sent.headers["X-Kiwi-Commit"] == head(knowledge_root)
+        assert (knowledge_root / "r.md").read_bytes() == b"# R\n"
+        assert httpx.get(follower + API + "/file", params={"path": "r.md"}).text == "# R\n"
+        deleted = httpx.delete(follower + API + "/file", params={"path": "notes/n00.md"})
+        assert deleted.status_code == 200
+        assert (
+            httpx.get(follower + API + "/file", params={"path": "notes/n00.md"}).status_code == 404
+        )
+
+        # a commit the node does not have: 503 with Retry-After, never a stale answer (asked of
+        # the primary, which knows at once; a replica waits 5 s for it first)
+        late = httpx.get(
+            primary + API + "/file", params={"path": "p.md"}, headers={"X-Kiwi-Min-Commit": SHA}
+        )
+        assert late.status_code == 503 and late.headers["Retry-After"] == "1"
+        assert files(replica) == files(knowledge_root)
