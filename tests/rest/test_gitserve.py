@@ -80,6 +80,8 @@ def tracked(root: Path) -> dict[str, bytes]:
 
 def test_clone_fetch_spaces_and_no_push(root: Path, tmp_path: Path) -> None:
     (root / "notes.md").write_text("# Notes\n\nthe walrus\n")
+    # a pack far larger than a pipe's buffer: git's answer must stream while it is written
+    (root / "noise.md").write_bytes(os.urandom(3 << 20).hex().encode())
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(root), "commit", "-q", "-m", "notes"], check=True)
     subprocess.run(["git", "-C", str(root), "update-ref", "refs/kiwifs/own", "HEAD"], check=True)

@@ -12,10 +12,12 @@ reaped when the answer ends, however it ends (a client gone mid-clone included).
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
+from typing import IO
 
 import anyio
 from anyio.abc import Process
@@ -26,6 +28,7 @@ from kiwifs.git.smarthttp import MAX_BODY, MAX_HEAD, CgiRequest
 
 log = logging.getLogger("kiwifs.gitserve")
 IDLE = 60.0  # seconds without a byte from the client or from git before the request is given up
+GRACE = 5.0  # seconds git may take to exit once its answer is read, before it is killed
 CHUNK = 64 * 1024
 _STDERR_KEPT = 4096
 
@@ -39,10 +42,11 @@ class Answer:
     headers: list[tuple[str, str]]
     process: Process
     first: bytes  # the body's bytes read together with the headers
-    errors: bytearray
+    errors: IO[bytes]  # git's standard error (a file: a pipe would need a reader of its own)
 
     async def body(self) -> AsyncIterator[bytes]:
         """The body as git writes it; the process is reaped when it ends or is abandoned."""
+        ended = False
         try:
             if self.first:
                 yield self.first
@@ -53,21 +57,22 @@ class Answer:
                     with anyio.fail_after(IDLE):
                         chunk = await stdout.receive(CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    ended = True
                     break
                 except TimeoutError:
                     log.warning("git http-backend gave nothing for %.0f s: killed", IDLE)
                     break
                 yield chunk
         finally:
-            await self.close()
+            await self.close(GRACE if ended else 0.0)
 
-    async def close(self) -> None:
-        """Kill the process if it still runs, and reap it (shielded: this runs on the way out
-        of a cancelled request too). Git's complaints are logged."""
-        await _end(self.process)
-        if self.process.returncode and self.errors:
-            text = self.errors.decode("utf-8", "replace").strip()
-            log.info("git http-backend exited %s: %s", self.process.returncode, text)
+    async def close(self, grace: float = 0.0) -> None:
+        """Reap the process, killed unless it exits within ``grace`` seconds (shielded: this
+        runs on the way out of a cancelled request too). Git's complaints are logged."""
+        said = _said(self.errors)
+        await _end(self.process, self.errors, grace)
+        if self.process.returncode:
+            log.info("git http-backend exited %s: %s", self.process.returncode, said)
 
 
 async def answer(
@@ -104,23 +109,23 @@ async def serve(root: Path, request: CgiRequest, body: AsyncIterable[bytes]) -> 
     git_dir = smarthttp.repository(root)
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise PayloadTooLarge(_too_large())
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the process, by _end)
     try:
         process = await anyio.open_process(
             list(smarthttp.COMMAND),
             stdin=PIPE,
             stdout=PIPE,
-            stderr=PIPE,
+            stderr=errors,
             cwd=git_dir,
             env=smarthttp.environment(git_dir, request),
         )
     except OSError as exc:
+        errors.close()
         raise StorageError(f"cannot run git http-backend: {exc}") from exc
-    errors = bytearray()
     fault: list[Exception] = []
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(_feed, process, body, fault)
-            group.start_soon(_drain_errors, process, errors)
             try:
                 head = await _read_head(process)
             except StorageError as exc:  # raised here, it would come out as an ExceptionGroup
@@ -132,14 +137,14 @@ async def serve(root: Path, request: CgiRequest, body: AsyncIterable[bytes]) -> 
             # (git http-backend reads the whole body before upload-pack answers, so nothing
             # waits on the answer meanwhile)
     except BaseException:
-        await _end(process)
+        await _end(process, errors)
         raise
     if fault or head is None:
-        await _end(process)
+        said = _said(errors)
+        await _end(process, errors)
         if fault:  # the first: a body's fault comes before git's end that it caused
             raise fault[0]
-        text = errors.decode("utf-8", "replace").strip().splitlines()
-        raise StorageError(f"git http-backend failed: {text[-1] if text else 'no answer'}")
+        raise StorageError(f"git http-backend failed: {said or 'no answer'}")
     status, headers, first = head
     return Answer(status, headers, process, first, errors)
 
@@ -186,20 +191,6 @@ async def _feed(process: Process, body: AsyncIterable[bytes], fault: list[Except
             pass
 
 
-async def _drain_errors(process: Process, kept: bytearray) -> None:
-    """Read git's standard error to its end (a full pipe would stall git), keeping its
-    first bytes for the log."""
-    stderr = process.stderr
-    assert stderr is not None
-    try:
-        while True:
-            chunk = await stderr.receive(CHUNK)
-            if len(kept) < _STDERR_KEPT:
-                kept.extend(chunk[: _STDERR_KEPT - len(kept)])
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        return
-
-
 async def _read_head(process: Process) -> tuple[int, list[tuple[str, str]], bytes] | None:
     """Git's CGI header block, parsed, and whatever of the body came with it; ``None`` when
     git ended without one (it failed, or was killed for a body too large or stalled)."""
@@ -220,15 +211,30 @@ async def _read_head(process: Process) -> tuple[int, list[tuple[str, str]], byte
     return status, headers, data[end[1] :]
 
 
-async def _end(process: Process) -> None:
-    """Kill ``process`` unless it has exited, then reap it (shielded from cancellation)."""
-    if process.returncode is None:
-        try:
-            process.kill()
-        except ProcessLookupError:
-            pass
+async def _end(process: Process, errors: IO[bytes], grace: float = 0.0) -> None:
+    """Reap ``process``, killed unless it exits within ``grace`` seconds (its output read to
+    the end, it is about to), shielded from cancellation; then close its standard error's
+    file."""
     with anyio.CancelScope(shield=True):
+        if grace and process.returncode is None:
+            with anyio.move_on_after(grace):
+                await process.wait()
+        if process.returncode is None:
+            try:
+                process.kill()
+            except ProcessLookupError:
+                pass
         await process.aclose()
+    errors.close()
+
+
+def _said(errors: IO[bytes]) -> str:
+    """The last line of the first bytes git wrote on its standard error ("" once closed)."""
+    if errors.closed:
+        return ""
+    errors.seek(0)
+    lines = errors.read(_STDERR_KEPT).decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def _too_large() -> str:
