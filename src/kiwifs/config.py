@@ -182,6 +182,7 @@ class ReplicationConfig:
 
     primary: str = ""
     key: str = ""
+    acks: int = 0  # 1: a primary acknowledges a write once a replica holds its commit
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,8 @@ def parse_config(text: str, source: str = CONFIG_RELPATH) -> Config:
         config: Config = _build(Config, data, "")
         check_vector(config.search.vector)
         check_backup(config.backup)
+        if config.replication.acks not in (0, 1):
+            raise ValueError("[replication] acks must be 0 or 1")
         return dataclasses.replace(config, spaces=spaces)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration in {source}: {exc}") from exc

@@ -187,6 +187,18 @@ class Tuning:
             return self
         return self.but(commit_process=False, group_commit=False, index_writeback=False)
 
+    # -- replication ----------------------------------------------------------------------------
+
+    ack_wait: float = 10.0
+    """With ``[replication] acks = 1``: how long a primary's write waits for a replica to hold
+    its commit before it is answered 503 (written, not acknowledged)."""
+
+    apply_wait: float = 10.0
+    """How long a write forwarded by a replica waits for its commit to be applied there."""
+
+    min_commit_wait: float = 5.0
+    """How long a read with ``X-Kiwi-Min-Commit`` waits for that commit before a 503."""
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Tuning:
         """The defaults with the user knobs of :data:`ENVIRONMENT` applied; a value that does

@@ -4,6 +4,7 @@ and holds reads for ``X-Kiwi-Min-Commit``."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,7 +12,10 @@ from pathlib import Path
 import httpx
 
 import realserver
+from asgiclient import serve_in_process
 from kiwifs.knowledge import Knowledge
+from kiwifs.rest.app import create_app
+from kiwifs.tuning import Tuning
 
 API = "/api/kiwi"
 SHA = "0" * 40
@@ -46,9 +50,19 @@ def applied(base: str, commit: str) -> None:
 
 
 def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: Path) -> None:
+    """With ``acks = 1`` on the primary: every write below is acknowledged once the replica
+    holds it."""
     with Knowledge.open(knowledge_root) as kb:
         for i in range(20):
             kb.write(f"notes/n{i:02}.md", f"# Note {i}\n\nthe okapi number {i}\n")
+    config = knowledge_root / ".kiwi" / "config.toml"
+    config.write_text(config.read_text() + "\n[replication]\nacks = 1\n")
+    subprocess.run(
+        ["git", "-C", str(knowledge_root), "commit", "-qam", "acks = 1"],
+        check=True,
+        env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+        | {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"},
+    )
     replica = tmp_path / "replica"
     with (
         realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, _),
@@ -65,10 +79,13 @@ def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: P
         found = httpx.get(follower + API + "/search", params={"q": "okapi"}).json()
         assert len(found["results"]) == 20
 
-        # a write on the primary, read on the replica with its commit
+        # a write on the primary, acknowledged once the replica holds it
         wrote = httpx.put(primary + API + "/file", params={"path": "p.md"}, content=b"# P\n")
+        assert wrote.status_code == 200, wrote.text
         commit = wrote.headers["X-Kiwi-Commit"]
         assert commit == head(knowledge_root)
+        (heard,) = httpx.get(primary + "/api/replication").json()["replicas"]
+        assert heard["commit"] == commit and str(replica) in heard["replica"]
         read = httpx.get(
             follower + API + "/file", params={"path": "p.md"}, headers={"X-Kiwi-Min-Commit": commit}
         )
@@ -98,3 +115,21 @@ def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: P
         )
         assert late.status_code == 503 and late.headers["Retry-After"] == "1"
         assert files(replica) == files(knowledge_root)
+
+
+def test_with_acks_1_a_write_no_replica_holds_is_not_acknowledged(knowledge_root: Path) -> None:
+    config = knowledge_root / ".kiwi" / "config.toml"
+    config.write_text(config.read_text() + "\n[replication]\nacks = 1\n")
+    with Knowledge.open(knowledge_root, tuning=Tuning(ack_wait=0.2)) as kb:
+        with serve_in_process(create_app(kb, web=False)) as client:
+            sent = client.put(API + "/file", params={"path": "a.md"}, content=b"# A\n")
+            assert sent.status_code == 503 and sent.headers["Retry-After"] == "1"
+            assert "no replica holds it" in sent.json()["error"]
+            assert sent.headers["X-Kiwi-Commit"] == head(knowledge_root)  # written, named
+            assert (knowledge_root / "a.md").read_bytes() == b"# A\n"
+            held = {"replica": "r1", "commit": head(knowledge_root)}
+            assert client.post("/api/replication/ack", json=held).status_code == 200
+            again = client.put(API + "/file", params={"path": "a.md"}, content=b"# A\n")
+            assert again.status_code == 200  # nothing new to commit: held already
+            bad = client.post("/api/replication/ack", json={"replica": "r1", "commit": "x"})
+            assert bad.status_code == 400

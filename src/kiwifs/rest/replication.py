@@ -8,17 +8,18 @@ module translates them to HTTP:
 * on a **replica**, a request that writes (scope ``write`` or more under ``/api/kiwi``) is sent
   to the primary as it came (method, path, query, body and every header but the hop-by-hop
   ones, the caller's ``Authorization`` included); the primary's answer is returned once its
-  ``X-Kiwi-Commit`` is applied here (at most :data:`APPLY_WAIT` seconds), so the caller reads its
+  ``X-Kiwi-Commit`` is applied here (at most ``Tuning.apply_wait`` seconds), so the caller reads its
   own write on this replica at once;
 * on a **primary**, a write's 2xx answer carries ``X-Kiwi-Commit``: the commit HEAD names once
   the write returned, which holds it (with ``--async-commit`` a write returns before its commit,
   and the header is left out while commits are pending);
 * a request with ``X-Kiwi-Min-Commit: SHA`` waits until that commit is applied on this node (at
-  most :data:`MIN_COMMIT_WAIT` seconds), else ``503`` with ``Retry-After``.
+  most ``Tuning.min_commit_wait`` seconds), else ``503`` with ``Retry-After``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -27,11 +28,13 @@ import anyio
 from fastapi import APIRouter, Depends, FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kiwifs.rest.http import KiwiJSONResponse, run
+from kiwifs.errors import UsageError
+from kiwifs.rest.http import KiwiJSONResponse, read_model, run
 from kiwifs.rest.openapi import API_PREFIX
 from kiwifs.rest.starting import answer
 from kiwifs.server.access import REPLICATION_PATH, needed_scope
 from kiwifs.server.grants import Scope as KeyScope
+from kiwifs.server.payloads import AckRequest
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
@@ -40,8 +43,6 @@ if TYPE_CHECKING:
 
 COMMIT_HEADER = b"x-kiwi-commit"
 MIN_COMMIT_HEADER = b"x-kiwi-min-commit"
-APPLY_WAIT = 10.0  # seconds a forwarded write waits for its commit to be applied here
-MIN_COMMIT_WAIT = 5.0  # seconds a read waits for X-Kiwi-Min-Commit
 FORWARD_TIMEOUT = 60.0
 MAX_FORWARD_BODY = 64 * 1024 * 1024
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -76,6 +77,15 @@ def replication_routes(
         await run(serving.promote)
         return KiwiJSONResponse(await replication())
 
+    @api.post("/ack")
+    async def ack(request: Request) -> dict[str, Any]:
+        """A replica reports the newest commit it holds (what ``acks = 1`` waits for)."""
+        body = await read_model(request, AckRequest)
+        if serving.follower is not None:
+            raise UsageError("this node is a replica: acknowledgements go to the primary")
+        serving.acks.ack(body.replica, body.commit)
+        return {"acknowledged": body.commit}
+
     @api.get("")
     async def replication() -> dict[str, Any]:
         follower = serving.follower
@@ -89,6 +99,8 @@ def replication_routes(
             "primary_commit": head,
             "lag_seconds": 0.0,
             "state": "primary",
+            "acks": kb.config.replication.acks,
+            "replicas": serving.acks.replicas(),
         }
 
     app.router.routes.extend(api.routes)
@@ -133,14 +145,32 @@ class ReplicationMiddleware:
     # -- a primary: X-Kiwi-Commit ------------------------------------------------------------
 
     def _stamping(self, send: Send) -> Send:
+        replaced = False  # the answer became a 503: the app's own body is dropped
+
         async def stamped(message: Message) -> None:
+            nonlocal replaced
+            if replaced:
+                return
             if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
                 head = await anyio.to_thread.run_sync(self._committed_head)
                 if head is not None:
+                    if not await self._replicated(head.decode()):
+                        replaced = True
+                        await _unreplicated(send, head)
+                        return
                     message["headers"] = [*message.get("headers", []), (COMMIT_HEADER, head)]
             await send(message)
 
         return stamped
+
+    async def _replicated(self, commit: str) -> bool:
+        """With ``[replication] acks = 1``: whether a replica came to hold ``commit`` within
+        ``Tuning.ack_wait`` seconds (always true without)."""
+        if self.kb.config.replication.acks < 1:
+            return True
+        return await anyio.to_thread.run_sync(
+            self.serving.acks.wait, commit, self.kb.tuning.ack_wait
+        )
 
     def _committed_head(self) -> bytes | None:
         """HEAD once a write returned: it holds the write unless commits are still pending."""
@@ -157,7 +187,8 @@ class ReplicationMiddleware:
             return False
         follower = self.follower
         if follower is not None:
-            return await anyio.to_thread.run_sync(follower.wait_for, commit, MIN_COMMIT_WAIT)
+            wait = self.kb.tuning.min_commit_wait
+            return await anyio.to_thread.run_sync(follower.wait_for, commit, wait)
         return await anyio.to_thread.run_sync(self._has, commit)
 
     def _has(self, commit: str) -> bool:
@@ -209,7 +240,7 @@ class ReplicationMiddleware:
             return
         commit = resp.headers.get("x-kiwi-commit")
         if commit and 200 <= resp.status_code < 300:
-            await anyio.to_thread.run_sync(follower.wait_for, commit, APPLY_WAIT)
+            await anyio.to_thread.run_sync(follower.wait_for, commit, self.kb.tuning.apply_wait)
         out = [
             (k.encode("latin-1"), v.encode("latin-1"))
             for k, v in resp.headers.multi_items()
@@ -218,6 +249,22 @@ class ReplicationMiddleware:
         out.append((b"content-length", str(len(resp.content)).encode()))
         await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
         await send({"type": "http.response.body", "body": resp.content})
+
+
+async def _unreplicated(send: Send, commit: bytes) -> None:
+    """The answer to a write no replica came to hold in time, under ``acks = 1``: it is on the
+    primary (its commit named), not acknowledged; a retry of the same write is harmless."""
+    body = json.dumps(
+        {"error": "written on the primary, but no replica holds it yet: not acknowledged"}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"1"),
+        (COMMIT_HEADER, commit),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -19,7 +19,7 @@ from kiwifs.index.memory.checkcache import QUIET_SECONDS
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
     from kiwifs.server.backup import Pusher
-    from kiwifs.server.replica import Follower, Role
+    from kiwifs.server.replica import AckBoard, Follower, Role
 
 
 class Serving:
@@ -29,6 +29,7 @@ class Serving:
     def __init__(self, kb: Knowledge) -> None:
         self.kb = kb
         self.follower: Follower | None = None  # this root follows a primary (a replica)
+        self._acks: AckBoard | None = None
         self.backup: Pusher | None = None  # [backup]: pushes the branch to a remote
 
     # -- before the server listens -----------------------------------------------------------
@@ -81,6 +82,15 @@ class Serving:
         )
         self.follower = Follower(self.kb, role)
         return self.follower
+
+    @property
+    def acks(self) -> AckBoard:
+        """What this root's replicas reported holding (a primary's; made on first use)."""
+        if self._acks is None:
+            from kiwifs.server.replica import AckBoard
+
+            self._acks = AckBoard(self.kb)
+        return self._acks
 
     def promote(self) -> None:
         """Make this replica the primary (its primary is gone: manual failover). It stops

@@ -64,6 +64,14 @@ class SpaceRequest(BaseModel):
     root: str | None = Field(default=None, description="Its root, inside .spaces/ of the server.")
 
 
+class AckRequest(BaseModel):
+    """``POST /api/replication/ack``: a replica holds ``commit`` (a 40-hex git id)."""
+
+    model_config = _BODY
+    replica: str = Field(min_length=1, max_length=200, description="The replica's name.")
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$", description="The newest commit it holds.")
+
+
 class RenameRequest(BaseModel):
     """``POST /api/kiwi/rename``."""
 

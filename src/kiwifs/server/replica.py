@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -38,8 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiwifs.replica")
 
 STATE_FILE = ".kiwi/state/replication.json"
+ACK_PATH = "/api/replication/ack"
 POLL = 1.0  # seconds between fetches when the primary's event stream says nothing
 STREAM_RETRY = 2.0  # seconds before the event stream is opened again after it ended
+MAX_REPLICAS = 64  # replicas a primary remembers the acknowledgements of
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class Follower:
         self.primary_head: str | None = None
         self.behind_since: float | None = None  # when the primary was first seen ahead
         self.error: str | None = None
+        self.name = f"{socket.gethostname()}:{kb.root}"  # how the primary tells replicas apart
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self._applied = threading.Condition()
@@ -188,6 +192,7 @@ class Follower:
         return True
 
     def _applied_now(self, commit: str, changes: list[follow.Change]) -> None:
+        self._report(commit)  # held here (fetched and written): the primary may acknowledge
         if self.kb.git is not None:
             self.kb.git.head_moved()
         paths = [c.path for c in changes]
@@ -211,6 +216,17 @@ class Follower:
         if message != self.error:
             log.error("replica of %s: %s", self.role.primary, message)
         self.error = message
+
+    def _report(self, commit: str) -> None:
+        """Tell the primary this replica holds ``commit`` (what ``acks = 1`` waits for)."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.role.key}"} if self.role.key else {}
+        body = {"replica": self.name, "commit": commit}
+        try:
+            httpx.post(f"{self.role.primary}{ACK_PATH}", json=body, headers=headers, timeout=5.0)
+        except httpx.HTTPError as exc:
+            log.warning("replica of %s: acknowledgement not sent: %s", self.role.primary, exc)
 
     # -- the primary's event stream: a prompt nudge ---------------------------------------
 
@@ -289,3 +305,54 @@ class Follower:
         if self.error:
             out["error"] = self.error
         return out
+
+
+class AckBoard:
+    """A primary's view of its replicas: the newest commit each one holds, as it reported it
+    (``POST /api/replication/ack``), and the wait of ``[replication] acks = 1``: a write is
+    acknowledged only once some replica holds its commit."""
+
+    def __init__(self, kb: Knowledge) -> None:
+        self.kb = kb
+        self._held: dict[str, tuple[str, float]] = {}  # replica → (commit, when, monotonic)
+        self._cond = threading.Condition()
+
+    def ack(self, replica: str, commit: str) -> None:
+        with self._cond:
+            self._held[replica[:200]] = (commit, time.monotonic())
+            while len(self._held) > MAX_REPLICAS:  # the longest silent ones are forgotten
+                del self._held[min(self._held, key=lambda r: self._held[r][1])]
+            self._cond.notify_all()
+
+    def held(self, commit: str) -> bool:
+        """Whether some replica reported ``commit`` or a commit after it."""
+        git = self.kb.git
+        for held, _ in list(self._held.values()):
+            if held == commit:
+                return True
+            try:
+                if git is not None and git.repo.descendant_of(held, commit):
+                    return True
+            except Exception:  # noqa: BLE001 - an id this repository lacks: not held
+                continue
+        return False
+
+    def wait(self, commit: str, timeout: float) -> bool:
+        """Wait until some replica holds ``commit``; False after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self.held(commit):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def replicas(self) -> list[dict[str, Any]]:
+        """The replicas heard from, for ``GET /api/replication`` on a primary."""
+        now = time.monotonic()
+        with self._cond:
+            return [
+                {"replica": name, "commit": commit, "seconds_ago": round(now - when, 3)}
+                for name, (commit, when) in sorted(self._held.items())
+            ]
