@@ -4,8 +4,10 @@ and holds reads for ``X-Kiwi-Min-Commit``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -57,12 +59,7 @@ def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: P
             kb.write(f"notes/n{i:02}.md", f"# Note {i}\n\nthe okapi number {i}\n")
     config = knowledge_root / ".kiwi" / "config.toml"
     config.write_text(config.read_text() + "\n[replication]\nacks = 1\n")
-    subprocess.run(
-        ["git", "-C", str(knowledge_root), "commit", "-qam", "acks = 1"],
-        check=True,
-        env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
-        | {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"},
-    )
+    commit_all(knowledge_root, "acks = 1")
     replica = tmp_path / "replica"
     with (
         realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, _),
@@ -133,3 +130,84 @@ def test_with_acks_1_a_write_no_replica_holds_is_not_acknowledged(knowledge_root
             assert again.status_code == 200  # nothing new to commit: held already
             bad = client.post("/api/replication/ack", json={"replica": "r1", "commit": "x"})
             assert bad.status_code == 400
+
+
+def test_failover_loses_no_acknowledged_write_and_the_old_primary_rejoins(
+    knowledge_root: Path, tmp_path: Path
+) -> None:
+    """``acks = 1``: the primary is killed (``kill -9``) while a client writes; the replica,
+    promoted, holds every write that was answered 2xx; a replica restarted meanwhile catches up;
+    the old primary comes back as a replica of the new one."""
+    config = knowledge_root / ".kiwi" / "config.toml"
+    config.write_text(config.read_text() + "\n[replication]\nacks = 1\n")
+    commit_all(knowledge_root, "acks = 1")
+    replica = tmp_path / "replica"
+    acknowledged: list[str] = []
+    with realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, proc):
+        with realserver.serving(replica, tmp_path / "replica.log", ["--replica-of", primary]):
+            pass  # cloned, then stopped: it follows again when restarted, without the flag
+        for i in range(3):  # written while no replica runs: never acknowledged, but written
+            with contextlib.suppress(httpx.ReadTimeout):  # the answer would wait for an ack
+                httpx.put(
+                    primary + API + "/file",
+                    params={"path": f"gap/{i}.md"},
+                    content=b"x",
+                    timeout=0.5,
+                )
+        assert (knowledge_root / "gap/2.md").exists()
+        with realserver.serving(replica, tmp_path / "replica.log") as (follower, _):
+            applied(follower, head(knowledge_root))  # caught up with what it missed
+            stop = threading.Event()
+
+            def write() -> None:
+                i = 0
+                with httpx.Client(base_url=primary, timeout=30) as client:
+                    while not stop.is_set():
+                        path = f"load/{i:04}.md"
+                        try:
+                            sent = client.put(API + "/file", params={"path": path}, content=path)
+                        except httpx.HTTPError:
+                            return  # the primary died mid-request: not acknowledged
+                        if sent.status_code == 200:
+                            acknowledged.append(path)
+                        i += 1
+
+            writer = threading.Thread(target=write, daemon=True)
+            writer.start()
+            while len(acknowledged) < 20:
+                time.sleep(0.01)
+            proc.kill()  # kill -9, mid-load
+            proc.wait()
+            stop.set()
+            writer.join(30)
+            promoted = httpx.post(follower + "/api/replication/promote")
+            assert promoted.status_code == 200 and promoted.json()["role"] == "primary"
+            for path in acknowledged:
+                got = httpx.get(follower + API + "/file", params={"path": path})
+                assert got.status_code == 200 and got.text == path, path
+    # the old primary rejoins as a replica of the new one, and acknowledges its writes
+    with realserver.serving(replica, tmp_path / "replica.log") as (new_primary, _):
+        with realserver.serving(
+            knowledge_root, tmp_path / "old.log", ["--replica-of", new_primary]
+        ) as (old, _):
+            applied(old, head(replica))
+            assert files(knowledge_root) == files(replica)
+            status = httpx.get(old + "/api/replication").json()
+            assert status["role"] == "replica" and status["primary"] == new_primary
+            new = httpx.put(new_primary + API + "/file", params={"path": "after.md"}, content=b"a")
+            assert new.status_code == 200, new.text
+            read = httpx.get(
+                old + API + "/file",
+                params={"path": "after.md"},
+                headers={"X-Kiwi-Min-Commit": new.headers["X-Kiwi-Commit"]},
+            )
+            assert read.text == "a"
+
+
+def commit_all(root: Path, message: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(root), "commit", "-qam", message],
+        check=True,
+        env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+        | {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"},
+    )
