@@ -12,12 +12,17 @@ import time
 from pathlib import Path
 
 import httpx
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 import realserver
 from asgiclient import serve_in_process
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.tuning import Tuning
+from mcpsession import fails, ok
 
 API = "/api/kiwi"
 SHA = "0" * 40
@@ -211,3 +216,35 @@ def commit_all(root: Path, message: str) -> None:
         env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
         | {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"},
     )
+
+
+@pytest.mark.anyio
+async def test_mcp_on_a_replica_forwards_writes_and_waits_for_min_commit(
+    knowledge_root: Path, tmp_path: Path
+) -> None:
+    """The official MCP client on a replica's ``/mcp``: a writing tool is made by the primary
+    and read back on the replica at once; its result names the commit (``_meta``), which
+    ``min_commit`` on a read waits for."""
+    replica = tmp_path / "replica"
+    with (
+        realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, _),
+        realserver.serving(replica, tmp_path / "replica.log", ["--replica-of", primary]) as (
+            follower,
+            _,
+        ),
+    ):
+        async with (
+            httpx2.AsyncClient(timeout=30.0) as http,
+            streamable_http_client(follower + "/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            wrote = await session.call_tool("kiwi_write", {"path": "m.md", "content": "# M\n"})
+            assert not wrote.is_error, wrote
+            commit = (wrote.meta or {})["kiwifs/commit"]
+            assert commit == head(knowledge_root) and (knowledge_root / "m.md").exists()
+            assert "# M" in await ok(session, "kiwi_read", {"path": "m.md"})
+            held = await ok(session, "kiwi_read", {"path": "m.md", "min_commit": commit})
+            assert "# M" in held
+            late = await fails(session, "kiwi_read", {"path": "m.md", "min_commit": "x" * 40})
+            assert "not applied on this node yet" in late

@@ -43,11 +43,13 @@ from kiwifs.errors import ConfigError, Conflict, Forbidden, KiwiError, NotFound
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.authgate import AuthGate
 from kiwifs.mcp.render import render_tree
+from kiwifs.mcp.replicas import forward, held_until, with_commit
 from kiwifs.mcp.tools import ALIASES, SPECS, Tools, ToolSpec
 from kiwifs.server.access import GRANT_KEY, tool_call
 from kiwifs.server.auth import LOOPBACK_HOSTS, api_key_for, check_bearer
 from kiwifs.server.keys import PERSPACE
 from kiwifs.server.lifecycle import Serving
+from kiwifs.server.replica import follower_of
 
 DEFAULT_HTTP_PORT = DEFAULT_MCP_PORT
 TREE_RESOURCE_DEPTH = 3
@@ -103,7 +105,9 @@ def tool_error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=shown(text))], is_error=True)
 
 
-def adapt(spec: ToolSpec, fn: Callable[..., str]) -> Callable[..., str | CallToolResult]:
+def adapt(
+    spec: ToolSpec, fn: Callable[..., str], kb: Knowledge | None = None
+) -> Callable[..., str | CallToolResult]:
     """Wrap a tool method: rename keyword aliases, map failures, log one line per call.
 
     The text goes out by the name rule (:func:`~kiwifs.base.text.shown`): a name that is not UTF-8
@@ -119,6 +123,8 @@ def adapt(spec: ToolSpec, fn: Callable[..., str]) -> Callable[..., str | CallToo
         try:
             text = shown(fn(**args))
             failed = False
+            if kb is not None and not spec.read_only:
+                return with_commit(kb, text)  # its commit named, as REST's X-Kiwi-Commit
             return text
         except Exception as exc:  # noqa: BLE001 - mapped to a tool error, never a crash
             return tool_error(failure_text(exc, spec, args))
@@ -156,6 +162,7 @@ class KiwiMCP(MCPServer[Any]):
     """
 
     takes_actor: frozenset[str] = frozenset()  # the tools with an ``actor`` argument
+    kb: Knowledge | None = None  # the root served (replicas: see kiwifs.mcp.replicas)
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
         return await super().read_resource(encode_nested(str(uri)), context)
@@ -171,18 +178,32 @@ class KiwiMCP(MCPServer[Any]):
                 )
             except Forbidden as exc:
                 return tool_error(exc.message)
+        kb = self.kb
+        if kb is not None and spec is not None:
+            arguments = dict(arguments)
+            min_commit = arguments.pop("min_commit", None)
+            if min_commit is not None and (why := await held_until(kb, min_commit)):
+                return tool_error(why)
+            follower = follower_of(kb)
+            if follower is not None and not spec.read_only:
+                return await forward(kb, follower, name, arguments, _request_of(context))
         return await super().call_tool(name, arguments, context)
 
 
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
 
-def _grant_of(context: Context[Any, Any] | None) -> object:
-    """The grant of the HTTP request behind a call (``None`` over stdio, or with no key)."""
+def _request_of(context: Context[Any, Any] | None) -> Any:
+    """The HTTP request behind a call (``None`` over stdio, or in-process)."""
     try:
-        request = context.request_context.request if context is not None else None
+        return context.request_context.request if context is not None else None
     except (AttributeError, ValueError):  # no request context: a call made in-process
         return None
+
+
+def _grant_of(context: Context[Any, Any] | None) -> object:
+    """The grant of the HTTP request behind a call (``None`` over stdio, or with no key)."""
+    request = _request_of(context)
     scope = getattr(request, "scope", None)
     return scope.get(GRANT_KEY) if isinstance(scope, dict) else None
 
@@ -203,9 +224,10 @@ def build_server(kb: Knowledge) -> KiwiMCP:
         for spec in SPECS
         if "actor" in inspect.signature(tools.method(spec.name)).parameters
     )
+    server.kb = kb
     for spec in SPECS:
         server.add_tool(
-            adapt(spec, tools.method(spec.name)),
+            adapt(spec, tools.method(spec.name), kb),
             name=spec.name,
             annotations=annotations_of(spec),
             structured_output=False,

@@ -20,7 +20,6 @@ module translates them to HTTP:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from kiwifs.rest.starting import answer
 from kiwifs.server.access import REPLICATION_PATH, needed_scope
 from kiwifs.server.grants import Scope as KeyScope
 from kiwifs.server.payloads import AckRequest
+from kiwifs.server.replica import committed_head, reached
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
@@ -45,7 +45,6 @@ COMMIT_HEADER = b"x-kiwi-commit"
 MIN_COMMIT_HEADER = b"x-kiwi-min-commit"
 FORWARD_TIMEOUT = 60.0
 MAX_FORWARD_BODY = 64 * 1024 * 1024
-_SHA = re.compile(r"[0-9a-f]{40}")
 # headers of one connection, not of the request: never forwarded either way
 _HOP = frozenset(
     {
@@ -173,35 +172,14 @@ class ReplicationMiddleware:
         )
 
     def _committed_head(self) -> bytes | None:
-        """HEAD once a write returned: it holds the write unless commits are still pending."""
-        git = self.kb.git
-        if git is None or self.kb.commit_status().pending:
-            return None
-        head = git.head()
+        head = committed_head(self.kb)
         return head.encode() if head else None
 
     # -- X-Kiwi-Min-Commit ---------------------------------------------------------------------
 
     async def _reached(self, commit: str) -> bool:
-        if not _SHA.fullmatch(commit):
-            return False
-        follower = self.follower
-        if follower is not None:
-            wait = self.kb.tuning.min_commit_wait
-            return await anyio.to_thread.run_sync(follower.wait_for, commit, wait)
-        return await anyio.to_thread.run_sync(self._has, commit)
-
-    def _has(self, commit: str) -> bool:
-        git = self.kb.git
-        head = git.head() if git is not None else None
-        if git is None or head is None:
-            return False
-        if head == commit:
-            return True
-        try:
-            return bool(git.repo.descendant_of(head, commit))
-        except Exception:  # noqa: BLE001 - an unknown commit: not reached
-            return False
+        wait = self.kb.tuning.min_commit_wait
+        return await anyio.to_thread.run_sync(reached, self.kb, commit, wait)
 
     # -- a replica: writes forwarded -------------------------------------------------------
 

@@ -75,12 +75,13 @@ class Serving:
     def follow(self, role: Role) -> Follower:
         """Make this root a replica of ``role.primary``: local writes refused from now on (they
         are the primary's to make), its commits fetched and applied once :meth:`start` runs."""
-        from kiwifs.server.replica import Follower  # replicas only
+        from kiwifs.server.replica import Follower, set_follower  # replicas only
 
         self.kb.pipeline.refuse_writes(
             f"this root is a replica of {role.primary}: writes go to the primary"
         )
         self.follower = Follower(self.kb, role)
+        set_follower(self.kb, self.follower)
         return self.follower
 
     @property
@@ -96,7 +97,7 @@ class Serving:
         """Make this replica the primary (its primary is gone: manual failover). It stops
         following, takes writes from now on and remembers it, so a restart stays primary.
         :class:`UsageError` on a node that is the primary already."""
-        from kiwifs.server.replica import Role, save_role
+        from kiwifs.server.replica import Role, save_role, set_follower
 
         follower = self.follower
         if follower is None:
@@ -104,6 +105,7 @@ class Serving:
         follower.stop()
         save_role(self.kb.root, Role())
         self.follower = None
+        set_follower(self.kb, None)
         self.kb.pipeline.refuse_writes(None)
 
     def start(self, dashboard: bool = True) -> None:

@@ -21,9 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +44,7 @@ STATE_FILE = ".kiwi/state/replication.json"
 ACK_PATH = "/api/replication/ack"
 POLL = 1.0  # seconds between fetches when the primary's event stream says nothing
 STREAM_RETRY = 2.0  # seconds before the event stream is opened again after it ended
+_SHA = re.compile(r"[0-9a-f]{40}")
 MAX_REPLICAS = 64  # replicas a primary remembers the acknowledgements of
 
 
@@ -356,3 +359,49 @@ class AckBoard:
                 {"replica": name, "commit": commit, "seconds_ago": round(now - when, 3)}
                 for name, (commit, when) in sorted(self._held.items())
             ]
+
+
+# -- what every interface asks: this root's follower, the commit a write made, a commit reached
+
+_followers: weakref.WeakKeyDictionary[Knowledge, Follower] = weakref.WeakKeyDictionary()
+
+
+def follower_of(kb: Knowledge) -> Follower | None:
+    """The follower of ``kb`` while it is a replica (``None``: the primary)."""
+    return _followers.get(kb)
+
+
+def set_follower(kb: Knowledge, follower: Follower | None) -> None:
+    if follower is None:
+        _followers.pop(kb, None)
+    else:
+        _followers[kb] = follower
+
+
+def committed_head(kb: Knowledge) -> str | None:
+    """HEAD once a write returned: a commit holding the write, unless commits are still pending
+    (``--async-commit``: the write's commit is made later, and none is named)."""
+    git = kb.git
+    if git is None or kb.commit_status().pending:
+        return None
+    return git.head()
+
+
+def reached(kb: Knowledge, commit: str, timeout: float) -> bool:
+    """Whether ``commit`` (40 hex digits) is applied on this node: a replica waits for it up to
+    ``timeout`` seconds; a primary has it (HEAD or an ancestor of HEAD) or never will."""
+    if not _SHA.fullmatch(commit):
+        return False
+    follower = follower_of(kb)
+    if follower is not None:
+        return follower.wait_for(commit, timeout)
+    git = kb.git
+    head = git.head() if git is not None else None
+    if git is None or head is None:
+        return False
+    if head == commit:
+        return True
+    try:
+        return bool(git.repo.descendant_of(head, commit))
+    except Exception:  # noqa: BLE001 - an unknown commit: not reached
+        return False
