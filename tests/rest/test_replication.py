@@ -110,6 +110,14 @@ def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: P
             httpx.get(follower + API + "/file", params={"path": "notes/n00.md"}).status_code == 404
         )
 
+        # claims have one authority, whichever node they are asked of
+        taken = httpx.post(follower + API + "/claim", json={"path": "notes/n01.md", "holder": "a"})
+        assert taken.status_code in (200, 201), taken.text
+        again = httpx.post(primary + API + "/claim", json={"path": "notes/n01.md", "holder": "b"})
+        assert again.status_code == 409, again.text
+        listed = httpx.get(follower + API + "/claims").json()
+        assert [c["path"] for c in listed["claims"]] == ["notes/n01.md"]
+
         # a commit the node does not have: 503 with Retry-After, never a stale answer (asked of
         # the primary, which knows at once; a replica waits 5 s for it first)
         late = httpx.get(

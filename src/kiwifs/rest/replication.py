@@ -45,6 +45,8 @@ COMMIT_HEADER = b"x-kiwi-commit"
 MIN_COMMIT_HEADER = b"x-kiwi-min-commit"
 FORWARD_TIMEOUT = 60.0
 MAX_FORWARD_BODY = 64 * 1024 * 1024
+# reads only the primary can answer: the claims live in its .kiwi/state, never in git
+PRIMARY_READS = frozenset({API_PREFIX + "/claims"})
 # headers of one connection, not of the request: never forwarded either way
 _HOP = frozenset(
     {
@@ -123,7 +125,7 @@ class ReplicationMiddleware:
             await self.app(scope, receive, send)
             return
         writes = needed_scope(scope["method"], scope["path"]) >= KeyScope.WRITE
-        if writes and self.follower is not None:
+        if self.follower is not None and (writes or scope["path"] in PRIMARY_READS):
             await self._forward(scope, receive, send)
             return
         wanted = _header(scope, MIN_COMMIT_HEADER)
