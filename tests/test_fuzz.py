@@ -71,6 +71,9 @@ CHECKS = [
 # The event stream never ends by itself; test_rest.py reads it for real.
 NOT_FUZZED = {"GET /api/kiwi/events"}
 ROUTES = [
+    "GET /api/replication",
+    "POST /api/replication/ack",
+    "POST /api/replication/promote",
     "GET /health",
     "GET /healthz",
     "GET /readyz",

@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kiwifs.errors import UsageError
 from kiwifs.rest.http import KiwiJSONResponse, read_model, run
-from kiwifs.rest.openapi import API_PREFIX
+from kiwifs.rest.openapi import API_PREFIX, errors, extra, json_body
 from kiwifs.rest.starting import answer
 from kiwifs.server.access import REPLICATION_PATH, needed_scope
 from kiwifs.server.grants import Scope as KeyScope
@@ -71,14 +71,19 @@ def replication_routes(
 ) -> None:
     """``GET /api/replication``: this node's role, its primary, the commit applied and the lag;
     ``POST /api/replication/promote`` (admin): a replica becomes the primary."""
-    api = APIRouter(prefix=REPLICATION_PATH, dependencies=[Depends(auth)])
+    api = APIRouter(
+        prefix=REPLICATION_PATH,
+        dependencies=[Depends(auth)],
+        responses=errors(401, 403, 500, 503),
+        default_response_class=KiwiJSONResponse,
+    )
 
-    @api.post("/promote")
+    @api.post("/promote", responses=errors(400))
     async def promote() -> KiwiJSONResponse:
         await run(serving.promote)
         return KiwiJSONResponse(await replication())
 
-    @api.post("/ack")
+    @api.post("/ack", responses=errors(400, 413), openapi_extra=extra(body=json_body(AckRequest)))
     async def ack(request: Request) -> dict[str, Any]:
         """A replica reports the newest commit it holds (what ``acks = 1`` waits for)."""
         body = await read_model(request, AckRequest)
