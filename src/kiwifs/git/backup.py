@@ -27,15 +27,14 @@ show in an outcome or an error (:func:`redact`).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kiwifs.errors import StorageError
+from kiwifs.git import remote as gitremote
 from kiwifs.git.repo import load_pygit2
 
 if TYPE_CHECKING:
@@ -44,40 +43,8 @@ if TYPE_CHECKING:
 DIVERGED_REF = "refs/kiwifs/backup-diverged"  # the remote's commits the root lacks, kept
 TIMEOUT = 120.0  # seconds a whole push (ls-remote, fetch, push) may take in the background
 
-_SAFE = (
-    "--no-pager",
-    "-c",
-    "protocol.allow=never",
-    "-c",
-    "protocol.file.allow=always",
-    "-c",
-    "protocol.http.allow=always",
-    "-c",
-    "protocol.https.allow=always",
-    "-c",
-    "protocol.ssh.allow=always",
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "credential.helper=",
-    "-c",
-    "core.askPass=",
-    "-c",
-    "push.gpgSign=false",
-    "-c",
-    "push.recurseSubmodules=no",
-    "-c",
-    "fetch.recurseSubmodules=false",
-    "-c",
-    "fetch.writeCommitGraph=false",
-    "-c",
-    "gc.auto=0",
-    "-c",
-    "maintenance.auto=false",
-)
-_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_PARAMETERS")
+TRANSPORTS = ("file", "http", "https", "ssh")
+_PUSH_OPTIONS = ("-c", "push.gpgSign=false", "-c", "push.recurseSubmodules=no")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 
 
@@ -154,49 +121,21 @@ def _has_ancestor(repo: pygit2.Repository, local: str, theirs: str) -> bool:
     return bool(repo.descendant_of(git2.Oid(hex=local), their_id))
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
-    env |= {
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "",  # empty: no askpass program at all, not even core.askPass's
-        "SSH_ASKPASS": "",
-        "GIT_NO_LAZY_FETCH": "1",
-    }
-    if "GIT_SSH_COMMAND" not in os.environ and "GIT_SSH" not in os.environ:
-        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"  # never a password prompt
-    return env
-
-
 def _git(root: Path, remote: str, deadline: float, *args: str) -> str:
-    """Run ``git args`` in ``root`` as the module's docstring says; its output."""
+    """Run ``git args`` in ``root`` (:func:`kiwifs.git.remote.run`: no program started, only
+    :data:`TRANSPORTS`); its output, or :class:`StorageError` with the remote's credentials
+    hidden."""
     left = deadline - time.monotonic()
     if left <= 0:
         raise StorageError(f"backup: git {args[0]} not started: the push ran out of time")
     try:
-        done = subprocess.run(
-            ["git", *_SAFE, *args],
-            capture_output=True,
-            env=_env(),
-            cwd=root,
-            timeout=left,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise StorageError(f"backup: git {args[0]} timed out") from exc
-    except OSError as exc:
-        raise StorageError(f"backup: cannot run git: {exc.strerror or exc}") from exc
-    if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        text = _shown(lines, remote) or f"exit status {done.returncode}"
-        raise StorageError(f"backup: git {args[0]} failed: {text}")
-    return done.stdout.decode("utf-8", "replace")
+        return gitremote.run((*_PUSH_OPTIONS, *args), TRANSPORTS, left, cwd=root)
+    except gitremote.GitFailed as exc:
+        raise StorageError(f"backup: git {args[0]} failed: {_shown(str(exc), remote)}") from exc
 
 
-def _shown(lines: list[str], remote: str) -> str:
-    """git's error lines worth showing (its hints left out), the remote's credentials hidden."""
-    kept = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("hint:")]
-    text = "; ".join(kept[-3:])
+def _shown(text: str, remote: str) -> str:
+    """git's error text with the remote's credentials hidden."""
     if remote != redact(remote):
         text = text.replace(remote, redact(remote))
         match = _USERINFO.match(remote)

@@ -17,34 +17,17 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from kiwifs.errors import Conflict, StorageError
 from kiwifs.files.atomic import write_in
+from kiwifs.git import remote as gitremote
 from kiwifs.git.repo import load_pygit2
 
 FETCHED_REF = "refs/kiwifs/primary"  # where the primary's branch is fetched to
 DIVERGED_REFS = "refs/kiwifs/diverged"  # a former primary's own commits, kept when it follows
-_TRANSPORT = (
-    "-c",
-    "protocol.allow=never",
-    "-c",
-    "protocol.http.allow=always",
-    "-c",
-    "protocol.https.allow=always",
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "credential.helper=",
-    "-c",
-    "core.askPass=",
-    "--no-pager",
-)
-_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_ASKPASS", "SSH_ASKPASS")
+TRANSPORTS = ("http", "https")  # a primary is a kiwifs server
 TIMEOUT = 120.0  # seconds a clone or fetch may take before it is abandoned (and tried again)
 
 
@@ -62,34 +45,20 @@ def git_url(primary: str, space: str | None = None) -> str:
     return f"{base}/api/kiwi/{space}/git" if space else f"{base}/api/kiwi/git"
 
 
-def _env(key: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
-    env |= {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1"}
+def _run(args: list[str], key: str | None, cwd: Path | None = None) -> str:
+    """``git args`` (:func:`kiwifs.git.remote.run`), the key in an ``Authorization`` header set
+    through ``GIT_CONFIG_*``; :class:`StorageError` when git fails."""
+    env = {}
     if key:
-        env |= {
+        env = {
             "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "http.extraHeader",
             "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {key}",
         }
-    return env
-
-
-def _run(args: list[str], key: str | None, cwd: Path | None = None) -> str:
     try:
-        done = subprocess.run(
-            ["git", *_TRANSPORT, *args],
-            capture_output=True,
-            env=_env(key),
-            cwd=cwd,
-            timeout=TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise StorageError(f"git {args[0]} timed out after {TIMEOUT:.0f} s") from exc
-    if done.returncode != 0:
-        text = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise StorageError(f"git {args[0]} failed: {text[-1] if text else done.returncode}")
-    return done.stdout.decode("utf-8", "replace")
+        return gitremote.run(args, TRANSPORTS, TIMEOUT, cwd=cwd, env=env)
+    except gitremote.GitFailed as exc:
+        raise StorageError(f"git {args[0]} failed: {exc}") from exc
 
 
 def clone(url: str, root: Path, key: str | None) -> None:
