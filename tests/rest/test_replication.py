@@ -256,3 +256,38 @@ async def test_mcp_on_a_replica_forwards_writes_and_waits_for_min_commit(
             assert "# M" in held
             late = await fails(session, "kiwi_read", {"path": "m.md", "min_commit": "x" * 40})
             assert "not applied on this node yet" in late
+
+
+def test_a_space_follows_the_primary_s_space_of_its_name(
+    knowledge_root: Path, tmp_path: Path
+) -> None:
+    """Roles are per space: a node whose own root is a primary holds a space that follows
+    another server's space of the same name (``POST /api/spaces`` with ``replica_of``)."""
+    root = tmp_path / "node"
+    Knowledge.init(root)
+    with (
+        realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, _),
+        realserver.serving(root, tmp_path / "node.log") as (node, _),
+    ):
+        made = httpx.post(primary + "/api/spaces", json={"name": "alpha"})
+        assert made.status_code == 201
+        wrote = httpx.put(primary + API + "/alpha/file", params={"path": "a.md"}, content=b"A")
+        commit = wrote.headers["X-Kiwi-Commit"]
+        follows = httpx.post(
+            node + "/api/spaces", json={"name": "alpha", "replica_of": primary}, timeout=60
+        )
+        assert follows.status_code == 201, follows.text
+        read = httpx.get(
+            node + API + "/alpha/file",
+            params={"path": "a.md"},
+            headers={"X-Kiwi-Min-Commit": commit},
+        )
+        assert read.status_code == 200 and read.text == "A"
+        sent = httpx.put(node + API + "/alpha/file", params={"path": "b.md"}, content=b"B")
+        assert sent.status_code == 200, sent.text
+        alpha = Path(made.json()["root"])
+        assert (alpha / "b.md").read_bytes() == b"B"  # made by the primary's space
+        assert httpx.get(node + API + "/alpha/file", params={"path": "b.md"}).text == "B"
+        own = httpx.put(node + API + "/file", params={"path": "mine.md"}, content=b"M")
+        assert own.status_code == 200 and (root / "mine.md").exists()  # the node's own root
+        assert not (knowledge_root / "mine.md").exists()

@@ -62,6 +62,8 @@ async def forward(
     authorization = getattr(request, "headers", {}).get("authorization") if request else None
     if authorization:
         headers["Authorization"] = authorization
+    if follower.role.space:
+        headers["X-Kiwi-Space"] = follower.role.space
     call = {
         "jsonrpc": "2.0",
         "id": next(_ids),

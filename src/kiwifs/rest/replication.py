@@ -34,7 +34,7 @@ from kiwifs.rest.starting import answer
 from kiwifs.server.access import REPLICATION_PATH, needed_scope
 from kiwifs.server.grants import Scope as KeyScope
 from kiwifs.server.payloads import AckRequest
-from kiwifs.server.replica import committed_head, reached
+from kiwifs.server.replica import committed_head, follower_of, reached
 
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
@@ -122,8 +122,9 @@ class ReplicationMiddleware:
 
     @property
     def follower(self) -> Follower | None:
-        """The root's follower while it is a replica (a promotion ends it)."""
-        return self.serving.follower
+        """The root's follower while it is a replica (a promotion ends it; a space's is the
+        registry's, not this app's ``Serving``)."""
+        return follower_of(self.kb)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX + "/"):
@@ -204,7 +205,7 @@ class ReplicationMiddleware:
             for k, v in scope["headers"]
             if k.lower() not in _HOP
         ]
-        url = f"{follower.role.primary}{scope.get('root_path', '')}{scope['path']}"
+        url = follower.role.api + scope["path"].removeprefix(API_PREFIX)
         query = scope.get("query_string", b"").decode("latin-1")
         try:
             async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT) as client:

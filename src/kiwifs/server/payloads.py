@@ -62,6 +62,14 @@ class SpaceRequest(BaseModel):
     model_config = _BODY
     name: str = Field(min_length=1, description="The space's name (lower-case, digits, - and _).")
     root: str | None = Field(default=None, description="Its root, inside .spaces/ of the server.")
+    replica_of: str | None = Field(
+        default=None,
+        description="Ours: a server's URL (http://host:port) whose space of the same name this "
+        "one clones and follows, as a replica.",
+    )
+    replica_key: str | None = Field(
+        default=None, description="Ours: the key sent to that server (default: this request's)."
+    )
 
 
 class AckRequest(BaseModel):

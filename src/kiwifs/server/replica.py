@@ -18,6 +18,7 @@ write on this replica at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -55,13 +56,25 @@ class Role:
     primary: str | None = None
     key: str | None = None
     branch: str = "main"
+    space: str | None = None  # the primary's space followed (None: its default root)
 
     @property
     def replica(self) -> bool:
         return self.primary is not None
 
+    @property
+    def api(self) -> str:
+        """The primary's ``/api/kiwi`` for the space followed."""
+        assert self.primary is not None
+        return f"{self.primary}/api/kiwi/{self.space}" if self.space else f"{self.primary}/api/kiwi"
+
     def to_json(self) -> dict[str, Any]:
-        return {"primary": self.primary, "key": self.key, "branch": self.branch}
+        return {
+            "primary": self.primary,
+            "key": self.key,
+            "branch": self.branch,
+            "space": self.space,
+        }
 
 
 def load_role(root: Path) -> Role:
@@ -72,12 +85,12 @@ def load_role(root: Path) -> Role:
         return Role()
     if not isinstance(data, dict) or not isinstance(data.get("primary"), str):
         return Role()
-    key = data.get("key")
-    branch = data.get("branch")
+    key, branch, space = data.get("key"), data.get("branch"), data.get("space")
     return Role(
         data["primary"],
         key if isinstance(key, str) else None,
         branch if isinstance(branch, str) else "main",
+        space if isinstance(space, str) and space else None,
     )
 
 
@@ -105,15 +118,11 @@ def prepare_replica(root: Path, role: Role) -> None:
     and record the role, so that a restart follows again."""
     assert role.primary is not None
     if not root.exists() or not any(root.iterdir()):
-        follow.clone(follow.git_url(role.primary), root, role.key)
-        branch = (root / ".git" / "HEAD").read_text().strip().removeprefix("ref: refs/heads/")
-        role = Role(role.primary, role.key, branch or "main")
+        follow.clone(follow.git_url(role.primary, role.space), root, role.key)
     elif not (root / ".git").is_dir():
         raise UsageError(f"{root} is not empty and not a repository: a replica needs an empty root")
-    else:
-        head = (root / ".git" / "HEAD").read_text().strip()
-        role = Role(role.primary, role.key, head.removeprefix("ref: refs/heads/") or "main")
-    save_role(root, role)
+    head = (root / ".git" / "HEAD").read_text().strip().removeprefix("ref: refs/heads/")
+    save_role(root, Role(role.primary, role.key, head or "main", role.space))
 
 
 class Follower:
@@ -123,7 +132,7 @@ class Follower:
         assert role.primary is not None
         self.kb = kb
         self.role = role
-        self.url = follow.git_url(role.primary)
+        self.url = follow.git_url(role.primary, role.space)
         self.poll = poll
         self.applied: str | None = kb.git.head() if kb.git is not None else None
         self.primary_head: str | None = None
@@ -134,6 +143,7 @@ class Follower:
         self._stop = threading.Event()
         self._applied = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._stream: Any = None  # the event stream's response while connected (stop shuts it)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -144,8 +154,15 @@ class Follower:
             self._threads.append(thread)
 
     def stop(self) -> None:
+        """Stop following: the event stream is closed under its reader (which would otherwise
+        wait for the primary's next line), the fetch loop ends after its round."""
         self._stop.set()
         self._nudge.set()
+        stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):  # the socket shut under its reader: it ends
+                network = stream.extensions["network_stream"]
+                network.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
@@ -225,6 +242,8 @@ class Follower:
         import httpx
 
         headers = {"Authorization": f"Bearer {self.role.key}"} if self.role.key else {}
+        if self.role.space:
+            return  # acknowledgements are a primary's default root's (acks = 1 is its setting)
         body = {"replica": self.name, "commit": commit}
         try:
             httpx.post(f"{self.role.primary}{ACK_PATH}", json=body, headers=headers, timeout=5.0)
@@ -237,7 +256,7 @@ class Follower:
         import httpx
 
         headers = {"Authorization": f"Bearer {self.role.key}"} if self.role.key else {}
-        url = f"{self.role.primary}/api/kiwi/events"
+        url = f"{self.role.api}/events"
         while not self._stop.is_set():
             try:
                 with (
@@ -246,14 +265,19 @@ class Follower:
                 ):
                     if resp.status_code != 200:
                         raise OSError(f"event stream: HTTP {resp.status_code}")
+                    self._stream = resp
+                    if self._stop.is_set():
+                        return
                     self.nudge()  # (re)connected: whatever happened meanwhile is fetched
                     for line in resp.iter_lines():
                         if self._stop.is_set():
                             return
                         if line.startswith("data:"):
                             self.nudge()
-            except (OSError, httpx.HTTPError):
+            except Exception:  # noqa: BLE001 - down, refused, closed by stop(): try again later
                 pass
+            finally:
+                self._stream = None
             self._stop.wait(STREAM_RETRY)
 
     # -- read-your-writes -------------------------------------------------------------------

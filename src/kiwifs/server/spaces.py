@@ -32,6 +32,7 @@ from kiwifs.config import DEFAULT_SPACE, load_config, space_name_problem
 from kiwifs.errors import ConfigError, Conflict, UnknownSpace, UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.server.lifecycle import Serving
+from kiwifs.server.replica import Role, load_role, prepare_replica
 from kiwifs.server.spacestore import (
     SpaceEntry,
     SpaceInfo,
@@ -153,10 +154,13 @@ class SpaceRegistry:
         with self._cond:
             return name == DEFAULT_SPACE or name in self._spaces
 
-    def create(self, name: str, root: str | None = None) -> SpaceInfo:
+    def create(
+        self, name: str, root: str | None = None, replica_of: Role | None = None
+    ) -> SpaceInfo:
         """Make a space at run time: its root laid out as ``kiwifs init`` does (in
-        ``.spaces/NAME`` unless ``root`` names another folder there) and recorded, so it is
-        still there after a restart. :class:`Conflict` when the name is taken."""
+        ``.spaces/NAME`` unless ``root`` names another folder there), or, with ``replica_of``,
+        cloned from that primary's space and following it; recorded, so it is still there
+        after a restart. :class:`Conflict` when the name is taken."""
         self.check_name(name)
         target = runtime_root(self.root, name, root)
         with self._cond:
@@ -166,7 +170,10 @@ class SpaceRegistry:
                 raise UsageError(f"another space already has the root {target}")
             self._busy.add(name)
         try:
-            Knowledge.init(target)
+            if replica_of is not None:
+                prepare_replica(target, replica_of)
+            else:
+                Knowledge.init(target)
             entry = SpaceEntry(name, target)
             with self._cond:
                 self._state.created = [e for e in self._state.created if e.name != name]
@@ -276,6 +283,9 @@ class SpaceRegistry:
         lock_fd: int | None = None
         try:
             lock_fd = serving.lock_root()
+            role = load_role(entry.root)
+            if role.replica:  # a space that follows another server's
+                serving.follow(role)
             serving.prepare()
             versioning = kb.config.versioning
             if versioning.async_commit:

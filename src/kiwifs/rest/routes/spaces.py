@@ -17,6 +17,7 @@ from kiwifs.rest.openapi import errors, extra, json_body
 from kiwifs.server.access import decide, reaches, refuse_prefixed
 from kiwifs.server.grants import Scope
 from kiwifs.server.payloads import SpaceRequest
+from kiwifs.server.replica import Role, check_primary_url
 from kiwifs.server.spaces import SpaceRegistry
 
 SPACES_PREFIX = "/api/spaces"
@@ -56,7 +57,11 @@ def space_routes(
         grant = grant_of(request)
         decide(grant, body.name, Scope.ADMIN)
         refuse_prefixed(grant, "creating a space")
-        return (await run(registry.create, body.name, body.root)).to_json()
+        role = None
+        if body.replica_of is not None:
+            key = body.replica_key or _bearer(request.headers.get("authorization"))
+            role = Role(check_primary_url(body.replica_of), key, space=body.name)
+        return (await run(registry.create, body.name, body.root, role)).to_json()
 
     deleted: dict[int | str, dict[str, Any]] = {
         200: {"description": 'Deleted: `{"deleted": NAME}`.', **_ENTRY}
@@ -71,3 +76,10 @@ def space_routes(
         return {"deleted": name}
 
     app.router.routes.extend(api.routes)
+
+
+def _bearer(authorization: str | None) -> str | None:
+    """The key of ``Authorization: Bearer KEY`` (a replica space sends its creator's)."""
+    if authorization and authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip() or None
+    return None
