@@ -642,11 +642,15 @@ def seed_primary(root: Path, files: int, log: Path) -> Node:
         env=SERVER_ENV,
     )
     node = Node(["--root", str(root)], log)
-    for i in range(files):
-        path = f"seed/{i // 50:02d}/s{i:04d}.md"
-        code, body, _ = request(node.port, "PUT", file_url(path), body_of(path))
-        if code != 200:
-            raise Failure(f"seeding {path}: {code} {body[:200]!r}")
+    try:
+        for i in range(files):
+            path = f"seed/{i // 50:02d}/s{i:04d}.md"
+            code, body, _ = request(node.port, "PUT", file_url(path), body_of(path))
+            if code != 200:
+                raise Failure(f"seeding {path}: {code} {body[:200]!r}")
+    except BaseException:
+        node.stop()
+        raise
     return node
 
 
@@ -664,8 +668,10 @@ def cost_phase(
         q = seed_primary(tmp / "Q", args.seed, tmp / "q.log")
         nodes.append(q)
         first = Node(["--root", str(tmp / "RQ"), "--replica-of", q.base], tmp / "rq.log")
-        caught_up(first, q)
-        first.stop()
+        try:
+            caught_up(first, q)
+        finally:
+            first.stop()
         q.stop()
         with (tmp / "Q" / ".kiwi" / "config.toml").open("a") as fh:
             fh.write("\n[replication]\nacks = 1\n")
@@ -681,8 +687,9 @@ def cost_phase(
             follower = None
             if v != "alone":  # the primary's URL given again: a restarted primary has a new port
                 follower = Node(["--root", str(root), "--replica-of", target.base], tmp / "f.log")
-                caught_up(follower, target)
             try:
+                if follower is not None:
+                    caught_up(follower, target)
                 time.sleep(1.0)  # the start's own work settles
                 label = f"bench/cost/{v}{r}/"
                 results[v].append(
