@@ -325,6 +325,9 @@ def listen(port: int, out: Any) -> None:
             event = json.loads(line[5:])
             if event.get("op") == "write":
                 out.put((str(event.get("path")), when))
+            elif event.get("op") == "bulk":  # a big catch-up is published as one event
+                for path in event.get("paths", []):
+                    out.put((str(path), when))
     out.put(("", -1.0))
 
 

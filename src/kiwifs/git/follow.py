@@ -15,10 +15,13 @@ that the local branch is an ancestor, so a replica never loses a commit of its o
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kiwifs.errors import Conflict, StorageError
 from kiwifs.files.atomic import write_in
@@ -70,10 +73,13 @@ def clone(url: str, root: Path, key: str | None) -> None:
 def fetch(root: Path, url: str, key: str | None, branch: str) -> str | None:
     """Fetch the primary's ``branch`` into :data:`FETCHED_REF`; its commit (``None``: the
     primary has no commit yet)."""
-    refs = _run(["ls-remote", "--quiet", url, f"refs/heads/{branch}"], key, cwd=root)
-    if not refs.strip():
-        return None
-    _run(["fetch", "--quiet", "--no-tags", url, f"+refs/heads/{branch}:{FETCHED_REF}"], key, root)
+    spec = f"+refs/heads/{branch}:{FETCHED_REF}"
+    try:  # one git process, not ls-remote first: each starts a git http-backend on the primary
+        _run(["fetch", "--quiet", "--no-tags", url, spec], key, root)
+    except StorageError as exc:
+        if "couldn't find remote ref" in exc.message:
+            return None  # the primary has no commit yet
+        raise
     repo = load_pygit2().Repository(str(root))
     return str(repo.references[FETCHED_REF].target)
 
@@ -115,9 +121,36 @@ def fast_forward(root: Path, target: str, keep_diverged: bool = False) -> list[C
             changes.append(Change(old_path, "delete"))
         _write(root, new_path, repo[patch.new_file.id].data, patch.new_file.mode)
         changes.append(Change(new_path, "write"))
+    if changes:
+        sync_filesystem(root)  # every file on disk before the branch names them
     branch = repo.head.name if not repo.head_is_unborn else _unborn_branch(root)
     repo.references.create(branch, new.id, force=True)
     return changes
+
+
+def sync_filesystem(root: Path) -> None:
+    """Flush the filesystem holding ``root`` once (Linux ``syncfs``; elsewhere ``sync``): a
+    fast-forward writes its files without an fsync each (2 ms a file, which made a catch-up of
+    600 paths take seconds and the next batch bigger still) and makes them durable together."""
+    libc = _libc()
+    if libc is not None:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    os.sync()
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library when it has ``syncfs`` (Linux), else ``None``."""
+    try:
+        lib = ctypes.CDLL(None, use_errno=True)
+        return lib if hasattr(lib, "syncfs") else None
+    except OSError:
+        return None
 
 
 def diverged(root: Path) -> list[str]:
@@ -145,9 +178,15 @@ def _write(root: Path, rel: str, data: bytes, mode: int) -> None:
         return  # a submodule: nothing to check out
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        write_in(folder, path.name, data, mode=0o755 if mode & stat.S_IXUSR else 0o644)
+        fd = write_in(folder, path.name, data, durable=False, mode=_mode(mode))
+        if fd is not None:
+            os.close(fd)
     finally:
         os.close(folder)
+
+
+def _mode(git_mode: int) -> int:
+    return 0o755 if git_mode & stat.S_IXUSR else 0o644
 
 
 def _remove(root: Path, rel: str) -> None:

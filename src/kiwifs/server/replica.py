@@ -46,6 +46,8 @@ ACK_PATH = "/api/replication/ack"
 POLL = 1.0  # seconds between fetches when the primary's event stream says nothing
 STREAM_RETRY = 2.0  # seconds before the event stream is opened again after it ended
 _SHA = re.compile(r"[0-9a-f]{40}")
+EVENTS_EACH = 32  # a catch-up of more changes is published as one bulk event
+REPLICATION_ACTOR = "replication"  # the actor of the events a replica publishes
 MAX_REPLICAS = 64  # replicas a primary remembers the acknowledgements of
 
 
@@ -144,6 +146,7 @@ class Follower:
         self._applied = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._stream: Any = None  # the event stream's response while connected (stop shuts it)
+        self._client: Any = None  # the follower thread's client for its reports
 
     # -- running ---------------------------------------------------------------------------
 
@@ -166,6 +169,9 @@ class Follower:
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def nudge(self) -> None:
         """Fetch now (the primary said something changed, or a forwarded write returned)."""
@@ -212,19 +218,22 @@ class Follower:
         return True
 
     def _applied_now(self, commit: str, changes: list[follow.Change]) -> None:
-        self._report(commit)  # held here (fetched and written): the primary may acknowledge
         if self.kb.git is not None:
             self.kb.git.head_moved()
         paths = [c.path for c in changes]
         if paths:
             self.kb.indexing.on_written(paths)
-        for change in changes:
-            self.kb.events.publish(Event(change.op, path=change.path, actor="replication"))
+        if len(changes) > EVENTS_EACH:  # one event, as a bulk write makes: no buffer overflows
+            self.kb.events.publish(Event("bulk", paths=tuple(paths), actor=REPLICATION_ACTOR))
+        else:
+            for change in changes:
+                self.kb.events.publish(Event(change.op, path=change.path, actor=REPLICATION_ACTOR))
         with self._applied:
             self.applied = commit
             self.behind_since = None
             self.error = None
             self._applied.notify_all()
+        self._report(commit)  # held here: the primary may acknowledge (after the readers here)
 
     def _current(self, fetched: str | None) -> None:
         with self._applied:
@@ -245,8 +254,10 @@ class Follower:
         if self.role.space:
             return  # acknowledgements are a primary's default root's (acks = 1 is its setting)
         body = {"replica": self.name, "commit": commit}
+        if self._client is None:  # kept alive: a new connection per report cost ~25 ms
+            self._client = httpx.Client(timeout=5.0)
         try:
-            httpx.post(f"{self.role.primary}{ACK_PATH}", json=body, headers=headers, timeout=5.0)
+            self._client.post(f"{self.role.primary}{ACK_PATH}", json=body, headers=headers)
         except httpx.HTTPError as exc:
             log.warning("replica of %s: acknowledgement not sent: %s", self.role.primary, exc)
 
