@@ -193,28 +193,48 @@ def test_failover_loses_no_acknowledged_write_and_the_old_primary_rejoins(
             proc.wait()
             stop.set()
             writer.join(30)
-            promoted = httpx.post(follower + "/api/replication/promote")
+            promoted = httpx.post(follower + "/api/replication/promote", json={"url": follower})
             assert promoted.status_code == 200 and promoted.json()["role"] == "primary"
             for path in acknowledged:
                 got = httpx.get(follower + API + "/file", params={"path": path})
                 assert got.status_code == 200 and got.text == path, path
-    # the old primary rejoins as a replica of the new one, and acknowledges its writes
-    with realserver.serving(replica, tmp_path / "replica.log") as (new_primary, _):
-        with realserver.serving(
-            knowledge_root, tmp_path / "old.log", ["--replica-of", new_primary]
-        ) as (old, _):
-            applied(old, head(replica))
-            assert files(knowledge_root) == files(replica)
-            status = httpx.get(old + "/api/replication").json()
-            assert status["role"] == "replica" and status["primary"] == new_primary
-            new = httpx.put(new_primary + API + "/file", params={"path": "after.md"}, content=b"a")
-            assert new.status_code == 200, new.text
-            read = httpx.get(
-                old + API + "/file",
-                params={"path": "after.md"},
-                headers={"X-Kiwi-Min-Commit": new.headers["X-Kiwi-Commit"]},
-            )
-            assert read.text == "a"
+
+            # the old primary comes back as a primary, on its old address, by mistake: the
+            # promoted node tells it to follow, and it does (what it had kept aside, not lost)
+            port = primary.rsplit(":", 1)[1]
+            with (tmp_path / "old.log").open("ab") as log:  # the child keeps its own copy
+                back = subprocess.Popen(
+                    [realserver.KIWIFS, "serve", "--root", str(knowledge_root), "--port", port],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+            try:
+                deadline = time.monotonic() + 30
+                status: dict[str, object] = {}
+                while time.monotonic() < deadline and status.get("role") != "replica":
+                    with contextlib.suppress(httpx.TransportError, ValueError):
+                        status = httpx.get(primary + "/api/replication").json()
+                    time.sleep(0.1)
+                assert status.get("primary") == follower, status
+                applied(primary, head(replica))
+                assert files(knowledge_root) == files(replica)
+                fence = httpx.get(follower + "/api/replication").json()
+                assert fence["former_primary"] == primary and fence["stepped_down"] is True
+                # and it acknowledges the new primary's writes, and forwards its own to it
+                new = httpx.put(follower + API + "/file", params={"path": "after.md"}, content=b"a")
+                assert new.status_code == 200, new.text
+                sent = httpx.put(
+                    primary + API + "/file", params={"path": "via-old.md"}, content=b"o"
+                )
+                assert sent.status_code == 200 and (replica / "via-old.md").read_bytes() == b"o"
+                read = httpx.get(
+                    primary + API + "/file",
+                    params={"path": "after.md"},
+                    headers={"X-Kiwi-Min-Commit": new.headers["X-Kiwi-Commit"]},
+                )
+                assert read.text == "a"
+            finally:
+                realserver.stop(back)
 
 
 def commit_all(root: Path, message: str) -> None:

@@ -32,8 +32,9 @@ from kiwifs.rest.http import KiwiJSONResponse, read_model, run
 from kiwifs.rest.openapi import API_PREFIX, errors, extra, json_body
 from kiwifs.rest.starting import answer
 from kiwifs.server.access import REPLICATION_PATH, needed_scope
+from kiwifs.server.auth import bearer_key
 from kiwifs.server.grants import Scope as KeyScope
-from kiwifs.server.payloads import AckRequest
+from kiwifs.server.payloads import AckRequest, DemoteRequest, PromoteRequest
 from kiwifs.server.replica import committed_head, follower_of, reached
 
 if TYPE_CHECKING:
@@ -78,9 +79,23 @@ def replication_routes(
         default_response_class=KiwiJSONResponse,
     )
 
-    @api.post("/promote", responses=errors(400))
-    async def promote() -> KiwiJSONResponse:
-        await run(serving.promote)
+    @api.post(
+        "/promote", responses=errors(400), openapi_extra=extra(body=json_body(PromoteRequest))
+    )
+    async def promote(request: Request) -> KiwiJSONResponse:
+        empty = request.headers.get("content-length", "0") == "0"  # no body: none needed
+        body = PromoteRequest() if empty else await read_model(request, PromoteRequest)
+        await run(serving.promote, body.url)
+        return KiwiJSONResponse(await replication())
+
+    @api.post(
+        "/demote", responses=errors(400, 503), openapi_extra=extra(body=json_body(DemoteRequest))
+    )
+    async def demote(request: Request) -> KiwiJSONResponse:
+        """A primary told by the node promoted in its place to follow it."""
+        body = await read_model(request, DemoteRequest)
+        key = bearer_key(request.headers.get("authorization"))
+        await run(serving.demote, body.primary, key)
         return KiwiJSONResponse(await replication())
 
     @api.post("/ack", responses=errors(400, 413), openapi_extra=extra(body=json_body(AckRequest)))
@@ -97,6 +112,7 @@ def replication_routes(
         follower = serving.follower
         if follower is not None:
             return follower.status()
+        fence = serving.step_down.status() if serving.step_down is not None else {}
         head = await run(lambda: kb.git.head() if kb.git is not None else None)
         return {
             "role": "primary",
@@ -107,6 +123,7 @@ def replication_routes(
             "state": "primary",
             "acks": kb.config.replication.acks,
             "replicas": serving.acks.replicas(),
+            **fence,
         }
 
     app.router.routes.extend(api.routes)

@@ -147,7 +147,7 @@ def needed_scope(method: str, path: str) -> Scope:
     if path == SPACES_PATH or path.startswith(SPACES_PATH + "/"):
         return Scope.ADMIN
     if path == REPLICATION_PATH + "/ack":
-        return Scope.WRITE  # a replica reporting what it holds
+        return Scope.WRITE  # a replica reporting what it holds (promote, demote: admin)
     if path.startswith(REPLICATION_PATH + "/") and method not in ("GET", "HEAD"):
         return Scope.ADMIN  # promoting a replica
     if method in ("GET", "HEAD") or path in READ_POSTS or path.rstrip("/") == MCP_PATH:

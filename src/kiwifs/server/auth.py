@@ -62,6 +62,14 @@ def check_bearer(authorization: str | None, api_key: str | None) -> None:
         raise Unauthorized("invalid API key")
 
 
+def bearer_key(authorization: str | None) -> str | None:
+    """The key of ``Authorization: Bearer KEY`` (``None``: no such header); what a node passes
+    on to another as its own (a replica space made with its creator's key, a demotion)."""
+    if authorization and authorization[: len(BEARER)].lower() == BEARER.lower():
+        return authorization[len(BEARER) :].strip() or None
+    return None
+
+
 def key_matches(given: str, expected: str) -> bool:
     """``given == expected`` in constant time (no early exit that would time the key)."""
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())

@@ -19,7 +19,7 @@ from kiwifs.index.memory.checkcache import QUIET_SECONDS
 if TYPE_CHECKING:
     from kiwifs.knowledge import Knowledge
     from kiwifs.server.backup import Pusher
-    from kiwifs.server.replica import AckBoard, Follower, Role
+    from kiwifs.server.replica import AckBoard, Follower, Role, StepDown
 
 
 class Serving:
@@ -30,6 +30,7 @@ class Serving:
         self.kb = kb
         self.follower: Follower | None = None  # this root follows a primary (a replica)
         self._acks: AckBoard | None = None
+        self.step_down: StepDown | None = None  # a promoted node's call to its former primary
         self.backup: Pusher | None = None  # [backup]: pushes the branch to a remote
 
     # -- before the server listens -----------------------------------------------------------
@@ -93,20 +94,36 @@ class Serving:
             self._acks = AckBoard(self.kb)
         return self._acks
 
-    def promote(self) -> None:
+    def promote(self, here: str | None = None) -> None:
         """Make this replica the primary (its primary is gone: manual failover). It stops
-        following, takes writes from now on and remembers it, so a restart stays primary.
+        following, takes writes from now on and remembers it, so a restart stays primary. With
+        ``here`` (this node's URL as the others reach it), the former primary is told to follow
+        it as soon as it is back (:class:`~kiwifs.server.replica.StepDown`).
         :class:`UsageError` on a node that is the primary already."""
-        from kiwifs.server.replica import Role, save_role, set_follower
+        from kiwifs.server.replica import Role, StepDown, check_primary_url, save_role, set_follower
 
         follower = self.follower
         if follower is None:
             raise UsageError("this node is the primary already")
+        url = check_primary_url(here) if here else None
         follower.stop()
         save_role(self.kb.root, Role())
         self.follower = None
         set_follower(self.kb, None)
         self.kb.pipeline.refuse_writes(None)
+        if url is not None and follower.role.primary is not None:
+            self.step_down = StepDown(follower.role.primary, url, follower.role.key)
+
+    def demote(self, primary: str, key: str | None) -> None:
+        """This primary was replaced (a replica was promoted while it was away): follow the
+        new ``primary`` from now on. Its writes are refused at once; what it had that the new
+        primary lacks is kept aside, not lost (:func:`kiwifs.git.follow.fast_forward`)."""
+        from kiwifs.server.replica import Role, check_primary_url, load_role, prepare_replica
+
+        if self.follower is not None:
+            raise UsageError("this node is a replica already")
+        prepare_replica(self.kb.root, Role(check_primary_url(primary), key))
+        self.follow(load_role(self.kb.root)).start()
 
     def start(self, dashboard: bool = True) -> None:
         """Start the background loops: the index watcher first (the others read its rows),
@@ -125,6 +142,8 @@ class Serving:
         uvicorn re-raises SIGTERM after shutdown, so no hook after the server would run)."""
         if self.follower is not None:
             self.follower.stop()
+        if self.step_down is not None:
+            self.step_down.stop()
         try:
             self.kb.close()
         finally:

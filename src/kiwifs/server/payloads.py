@@ -80,6 +80,21 @@ class AckRequest(BaseModel):
     commit: str = Field(pattern=r"^[0-9a-f]{40}$", description="The newest commit it holds.")
 
 
+class PromoteRequest(BaseModel):
+    """``POST /api/replication/promote``: ``url``, this node's URL as the others reach it, so
+    that its former primary is told to follow it once back (optional)."""
+
+    model_config = _BODY
+    url: str | None = Field(default=None, description="This node's URL (http://host:port).")
+
+
+class DemoteRequest(BaseModel):
+    """``POST /api/replication/demote``: follow ``primary`` from now on."""
+
+    model_config = _BODY
+    primary: str = Field(min_length=1, description="The new primary's URL (http://host:port).")
+
+
 class RenameRequest(BaseModel):
     """``POST /api/kiwi/rename``."""
 

@@ -43,6 +43,8 @@ log = logging.getLogger("kiwifs.replica")
 
 STATE_FILE = ".kiwi/state/replication.json"
 ACK_PATH = "/api/replication/ack"
+DEMOTE_PATH = "/api/replication/demote"
+STEP_DOWN_EVERY = 2.0  # seconds between a promoted node's calls to its former primary
 POLL = 1.0  # seconds between fetches when the primary's event stream says nothing
 STREAM_RETRY = 2.0  # seconds before the event stream is opened again after it ended
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -440,3 +442,51 @@ def reached(kb: Knowledge, commit: str, timeout: float) -> bool:
         return bool(git.repo.descendant_of(head, commit))
     except Exception:  # noqa: BLE001 - an unknown commit: not reached
         return False
+
+
+class StepDown:
+    """A promoted node's fence against its former primary coming back: until the former
+    primary answers, it is told every :data:`STEP_DOWN_EVERY` seconds to follow this node
+    (``POST {former}/api/replication/demote``). The moment it is back and reachable it stops
+    taking writes and follows; the writes it took meanwhile, which this node lacks, are kept on
+    its ``refs/kiwifs/diverged/<sha>`` (see :func:`kiwifs.git.follow.fast_forward`), named in its
+    ``/api/replication``, never lost and never merged unseen."""
+
+    def __init__(self, former: str, here: str, key: str | None) -> None:
+        self.former = former
+        self.here = here
+        self.key = key
+        self.done = False
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kiwifs-step-down", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        body = {"primary": self.here}
+        while not self._stop.is_set():
+            try:
+                resp = httpx.post(
+                    f"{self.former}{DEMOTE_PATH}", json=body, headers=headers, timeout=5.0
+                )
+                if resp.status_code == 200:
+                    self.done = True
+                    log.info("former primary %s now follows %s", self.former, self.here)
+                    return
+                self.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            except httpx.HTTPError as exc:
+                self.error = str(exc) or type(exc).__name__  # down: asked again later
+            self._stop.wait(STEP_DOWN_EVERY)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"former_primary": self.former, "stepped_down": self.done}
+        if self.error and not self.done:
+            out["error"] = self.error
+        return out

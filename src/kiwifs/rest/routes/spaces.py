@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from kiwifs.rest.http import KiwiJSONResponse, grant_of, read_model, run
 from kiwifs.rest.openapi import errors, extra, json_body
 from kiwifs.server.access import decide, reaches, refuse_prefixed
+from kiwifs.server.auth import bearer_key
 from kiwifs.server.grants import Scope
 from kiwifs.server.payloads import SpaceRequest
 from kiwifs.server.replica import Role, check_primary_url
@@ -59,7 +60,7 @@ def space_routes(
         refuse_prefixed(grant, "creating a space")
         role = None
         if body.replica_of is not None:
-            key = body.replica_key or _bearer(request.headers.get("authorization"))
+            key = body.replica_key or bearer_key(request.headers.get("authorization"))
             role = Role(check_primary_url(body.replica_of), key, space=body.name)
         return (await run(registry.create, body.name, body.root, role)).to_json()
 
@@ -76,10 +77,3 @@ def space_routes(
         return {"deleted": name}
 
     app.router.routes.extend(api.routes)
-
-
-def _bearer(authorization: str | None) -> str | None:
-    """The key of ``Authorization: Bearer KEY`` (a replica space sends its creator's)."""
-    if authorization and authorization[:7].lower() == "bearer ":
-        return authorization[7:].strip() or None
-    return None
