@@ -311,3 +311,87 @@ def test_a_space_follows_the_primary_s_space_of_its_name(
         own = httpx.put(node + API + "/file", params={"path": "mine.md"}, content=b"M")
         assert own.status_code == 200 and (root / "mine.md").exists()  # the node's own root
         assert not (knowledge_root / "mine.md").exists()
+
+
+KEYS = """
+[auth]
+type = "perspace"
+
+[[auth.api_keys]]
+key = "k-admin"
+
+[[auth.api_keys]]
+key = "k-read"
+scope = "read"
+
+[[auth.api_keys]]
+key = "k-write"
+scope = "write"
+actor = "agent:w"
+"""
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_forwarding_keeps_each_key_s_scope_and_acks_0_loses_only_the_newest(
+    knowledge_root: Path, tmp_path: Path
+) -> None:
+    """Scoped keys hold through a replica (the primary decides a forwarded write); with
+    ``acks = 0`` a primary killed under load loses, on the promoted replica, only writes newer
+    than every write it kept: what no replica had fetched yet."""
+    config = knowledge_root / ".kiwi" / "config.toml"
+    config.write_text(config.read_text().replace('[auth]\ntype = "none"', KEYS.strip()))
+    commit_all(knowledge_root, "keys")
+    replica = tmp_path / "replica"
+    with realserver.serving(knowledge_root, tmp_path / "primary.log") as (primary, proc):
+        args = ["--replica-of", primary, "--replica-key", "k-admin"]
+        with realserver.serving(replica, tmp_path / "replica.log", args) as (follower, _):
+            url = follower + API + "/file"
+            assert httpx.put(url, params={"path": "x.md"}, content=b"x").status_code == 401
+            refused = httpx.put(
+                url, params={"path": "x.md"}, content=b"x", headers=bearer("k-read")
+            )
+            assert refused.status_code == 403 and not (knowledge_root / "x.md").exists()
+            made = httpx.put(url, params={"path": "x.md"}, content=b"x", headers=bearer("k-write"))
+            assert made.status_code == 200 and (knowledge_root / "x.md").exists()
+            author = subprocess.run(
+                ["git", "-C", str(knowledge_root), "log", "-1", "--format=%an"],
+                capture_output=True,
+                check=True,
+            )
+            assert author.stdout.decode().strip() == "agent:w"  # the key's actor, at the primary
+            read = httpx.get(url, params={"path": "x.md"}, headers=bearer("k-read"))
+            assert read.status_code == 200 and read.text == "x"
+
+            acknowledged: list[str] = []
+            stop = threading.Event()
+
+            def write() -> None:
+                with httpx.Client(base_url=primary, timeout=30, headers=bearer("k-write")) as c:
+                    for i in range(100_000):
+                        if stop.is_set():
+                            return
+                        path = f"load/{i:05}.md"
+                        try:
+                            if c.put(API + "/file", params={"path": path}, content=path).is_success:
+                                acknowledged.append(path)
+                        except httpx.HTTPError:
+                            return
+
+            writer = threading.Thread(target=write, daemon=True)
+            writer.start()
+            while len(acknowledged) < 50:
+                time.sleep(0.01)
+            proc.kill()
+            proc.wait()
+            stop.set()
+            writer.join(30)
+            promote = httpx.post(follower + "/api/replication/promote", headers=bearer("k-admin"))
+            assert promote.status_code == 200
+            kept = [
+                httpx.get(url, params={"path": p}, headers=bearer("k-read")).status_code == 200
+                for p in acknowledged
+            ]
+            assert kept[0] and kept == sorted(kept, reverse=True), kept  # a prefix, then none
