@@ -80,6 +80,8 @@ def test_a_replica_clones_follows_and_forwards(knowledge_root: Path, tmp_path: P
         assert files(replica) == files(knowledge_root)
         found = httpx.get(follower + API + "/search", params={"q": "okapi"}).json()
         assert len(found["results"]) == 20
+        report = API + "/memory/report"
+        assert httpx.get(follower + report).json() == httpx.get(primary + report).json()
 
         # a write on the primary, acknowledged once the replica holds it
         wrote = httpx.put(primary + API + "/file", params={"path": "p.md"}, content=b"# P\n")
