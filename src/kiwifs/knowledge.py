@@ -17,6 +17,7 @@ from kiwifs.index.filters import recall_filter
 from kiwifs.index.upkeep import IndexRefresh
 from kiwifs.memory.queue import DEFAULT_LIMIT as DEFAULT_CLAIM_LIMIT
 from kiwifs.services.memorywrites import MergeResult, RememberResult, StatusResult
+from kiwifs.services.navigating import NavigationReads
 from kiwifs.services.reading import FileContent, Page
 from kiwifs.services.wiring import Wiring
 
@@ -82,10 +83,11 @@ def __getattr__(name: str) -> Any:
 DEFAULT_ACTOR = LIBRARY_ACTOR
 
 
-class Knowledge(Wiring):
+class Knowledge(NavigationReads, Wiring):
     """A knowledge root: its files, history, memory report and change events (its parts are
     built by :class:`~kiwifs.services.wiring.Wiring`; a server's background work is
-    :class:`~kiwifs.server.lifecycle.Serving`'s)."""
+    :class:`~kiwifs.server.lifecycle.Serving`'s; peek, section and context are inherited from
+    :class:`~kiwifs.services.navigating.NavigationReads`)."""
 
     # -- the server's probes ------------------------------------------------------------------
 
@@ -335,11 +337,8 @@ class Knowledge(Wiring):
             self.indexing.recall()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the text index from the files; returns the number of files indexed.
-
-        Stored vectors are kept (they belong to file contents, not rows); see
-        :meth:`reindex_vectors`.
-        """
+        """Rebuild the text index from the files; returns the number of files indexed. Stored
+        vectors are kept (they belong to file contents, not rows); see :meth:`reindex_vectors`."""
         return self.indexing.reindex(progress)
 
     def reindex_or_reconcile(

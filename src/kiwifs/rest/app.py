@@ -36,6 +36,7 @@ from kiwifs.rest.routes.gitserve import git_routes
 from kiwifs.rest.routes.health import health_routes
 from kiwifs.rest.routes.history import history_routes
 from kiwifs.rest.routes.memory import memory_routes
+from kiwifs.rest.routes.navigation import navigation_routes
 from kiwifs.rest.routes.recall import recall_routes
 from kiwifs.server.access import Gate
 from kiwifs.server.auth import LOOPBACK_HOSTS, Sessions
@@ -120,6 +121,7 @@ def create_app(
         default_response_class=KiwiJSONResponse,
     )
     file_routes(api, kb)
+    navigation_routes(api, kb)
     history_routes(api, kb)
     recall_routes(api, kb)
     memory_routes(api, kb)

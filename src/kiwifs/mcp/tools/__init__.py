@@ -52,6 +52,10 @@ SPECS: tuple[ToolSpec, ...] = (
         not_found=NOT_FOUND_FILE.replace("{path}", "{from_}"),
     ),
     ToolSpec("kiwi_tree", read_only=True, not_found=NOT_FOUND_FOLDER),
+    ToolSpec("kiwi_peek", read_only=True, not_found=NOT_FOUND_FILE),
+    # no not_found text: a missing heading is a NotFound too, and its message says which
+    ToolSpec("kiwi_section", read_only=True),
+    ToolSpec("kiwi_context", read_only=True, failure="Context failed: "),
     ToolSpec("kiwi_search", read_only=True),
     ToolSpec("kiwi_search_semantic", read_only=True),
     ToolSpec("kiwi_search_hybrid", read_only=True),

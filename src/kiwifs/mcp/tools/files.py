@@ -1,10 +1,12 @@
 """The MCP tools of files and folders: read (with the ETag, or "not modified"), write, append,
-delete, bulk write and rename, and the folder tree. The size limit of a write is the core's
+delete, bulk write and rename, the folder tree, and the navigation reads (peek, section,
+context), which answer KiwiFS's JSON or text. The size limit of a write is the core's
 (:data:`kiwifs.base.limits.MAX_FILE_BYTES`), the same for every interface.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from pydantic import Field
@@ -123,3 +125,29 @@ class FileTools:
     ) -> str:
         """List folders and files (with sizes) under a folder."""
         return render_tree(self.kb.tree(path or None, depth))
+
+    def kiwi_peek(self, path: Path_) -> str:
+        """Quick glance at a file: title, frontmatter, first paragraph snippet, outbound links,
+        inbound backlinks, heading outline and word count, as JSON (~200 tokens). Use it to
+        decide whether a page is worth reading whole."""
+        return json.dumps(self.kb.peek(path).to_json(), indent=2, ensure_ascii=False)
+
+    def kiwi_section(
+        self,
+        path: Path_,
+        heading: Annotated[
+            str | None,
+            Field(description="Heading text to find (case-insensitive partial match; first)."),
+        ] = None,
+        index: Annotated[int | None, Field(description="Section index (0-based).")] = None,
+    ) -> str:
+        """Read one heading's section of a file (from the heading to the next heading of the same
+        or a higher level), as JSON. Give heading or index; use after kiwi_peek."""
+        return json.dumps(
+            self.kb.section(path, heading, index).to_json(), indent=2, ensure_ascii=False
+        )
+
+    def kiwi_context(self) -> str:
+        """The knowledge base's schema, agent playbook, current index, rules and memory
+        conventions in one call. Call this first when connecting."""
+        return self.kb.context().to_text()
