@@ -14,6 +14,7 @@ from kiwifs.config import (
     BackupConfig,
     Config,
     EmbedderConfig,
+    LinksConfig,
     MemoryConfig,
     SearchConfig,
     ServerConfig,
@@ -132,6 +133,7 @@ def test_defaults_match_the_reference() -> None:
     )
     assert (c.auth.type, c.auth.api_key) == ("none", "")
     assert c.memory.episodes_path_prefix == ""
+    assert c.links.typed_fields == ("contradicts",)
 
 
 def _all_dataclasses(value: object) -> list[object]:
@@ -149,7 +151,7 @@ def _all_dataclasses(value: object) -> list[object]:
 
 def test_every_section_is_frozen() -> None:
     sections = _all_dataclasses(parse_config(FULL))
-    assert len(sections) == 13  # Config, server, search (…), …, backup, replication, a space
+    assert len(sections) == 14  # Config, server, search (…), …, links, backup, replication, a space
     for section in sections:
         first = dataclasses.fields(section)[0].name  # type: ignore[arg-type]
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -365,3 +367,11 @@ def test_a_bad_backup_is_a_config_error(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         remote = "" if text.startswith("remote") else "remote = 'r'\n"
         parse_config(f"[backup]\n{remote}{text}\n", source="my.toml")
+
+
+def test_links_typed_fields() -> None:
+    assert parse_config('[links]\ntyped_fields = ["contradicts", "supersedes"]\n').links == (
+        LinksConfig(("contradicts", "supersedes"))
+    )
+    with pytest.raises(ConfigError):
+        parse_config("[links]\ntyped_fields = [1]\n")

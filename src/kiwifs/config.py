@@ -129,6 +129,14 @@ class MemoryConfig:
     episodes_path_prefix: str = ""
 
 
+@dataclass(frozen=True)
+class LinksConfig:
+    """``[links]``: the frontmatter fields whose values are typed links (``typed:<field>``,
+    docs/links.md); read by the index when it stores a file's rows."""
+
+    typed_fields: tuple[str, ...] = ("contradicts",)
+
+
 SPACE_VISIBILITIES = ("private", "unlisted", "public")
 DEFAULT_SPACE = "default"  # the name of the --root root among a server's spaces
 _SPACE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -194,6 +202,7 @@ class Config:
     versioning: VersioningConfig = field(default_factory=VersioningConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    links: LinksConfig = field(default_factory=LinksConfig)
     backup: BackupConfig = field(default_factory=BackupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     spaces: tuple[SpaceConfig, ...] = ()
@@ -224,11 +233,20 @@ def parse_config(text: str, source: str = CONFIG_RELPATH) -> Config:
         config: Config = _build(Config, data, "")
         check_vector(config.search.vector)
         check_backup(config.backup)
+        config = dataclasses.replace(config, links=_links(config.links))
         if config.replication.acks not in (0, 1):
             raise ValueError("[replication] acks must be 0 or 1")
         return dataclasses.replace(config, spaces=spaces)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration in {source}: {exc}") from exc
+
+
+def _links(links: LinksConfig) -> LinksConfig:
+    """``typed_fields`` as a tuple of strings (TOML gives a list)."""
+    fields_ = links.typed_fields
+    if not isinstance(fields_, (list, tuple)) or not all(isinstance(f, str) for f in fields_):
+        raise TypeError("links.typed_fields must be a list of strings")
+    return LinksConfig(tuple(fields_))
 
 
 def check_vector(vector: VectorConfig) -> None:

@@ -34,8 +34,9 @@ from kiwifs.base.forking import exit_with_parent, fork_is_safe, usable_cpus
 from kiwifs.base.limits import MAX_READ_BYTES
 from kiwifs.base.paths import open_regular, read_all
 from kiwifs.index.folders import abs_path
+from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import error_record, key_to_rel, read_record
-from kiwifs.index.rows import COVER_SQL, RowParts, row_parts
+from kiwifs.index.rows import COVER_SQL, INSERT_LINK, RowParts, row_parts
 from kiwifs.index.texts import DICT_SAMPLES, Codec, save_dictionary, train
 
 Progress = Callable[[int, int], None]
@@ -61,12 +62,15 @@ INSERT_FILE = (
 )
 DEFERRED_INDEXES = (
     "SELECT name, sql, tbl_name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
-    " AND tbl_name IN ('files', 'cover_ids', 'cover_paths')"
+    " AND tbl_name IN ('files', 'cover_ids', 'cover_paths', 'links')"
 )
 
-Job = tuple[str, str, list[tuple[bytes, str | None]]]  # root, its real path, (key, walk error)s
+# root, its real path, (key, walk error)s, the typed link fields
+Job = tuple[str, str, list[tuple[bytes, str | None]], tuple[str, ...]]
 # a row's parts plus its text compressed (in the worker: compressing is parsing's cost too)
-Parts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, bytes | None]
+Parts = tuple[
+    tuple[Any, ...], list[str | bytes], list[bytes], str | None, list[tuple[Any, ...]], bytes | None
+]
 
 
 def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | None:
@@ -90,14 +94,19 @@ def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | N
 
 
 def _parts_of(
-    root: str, real_root: str, key: bytes, error: str | None, codec: Codec
+    root: str,
+    real_root: str,
+    key: bytes,
+    error: str | None,
+    codec: Codec,
+    typed: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
 ) -> Parts | None:
     """The row of one walked file; ``None`` when it vanished since the walk."""
     rel = key_to_rel(key)
     if error is not None:
-        return _with_packed(row_parts(error_record(key, rel, error)), codec)
+        return _with_packed(row_parts(error_record(key, rel, error), typed), codec)
     record = read_record(key, rel, abs_path(root, key), real_root)
-    return None if record is None else _with_packed(row_parts(record), codec)
+    return None if record is None else _with_packed(row_parts(record, typed), codec)
 
 
 def _with_packed(parts: RowParts, codec: Codec) -> Parts:
@@ -118,8 +127,8 @@ def _codec_of(dictionary: bytes | None) -> Codec:
 
 
 def _parts_of_job(job: Job, codec: Codec) -> list[Parts | None]:
-    root, real_root, entries = job
-    return [_parts_of(root, real_root, key, error, codec) for key, error in entries]
+    root, real_root, entries, typed = job
+    return [_parts_of(root, real_root, key, error, codec, typed) for key, error in entries]
 
 
 # A worker's codec, made once by :func:`_start_worker` from the dictionary it inherited at the
@@ -149,6 +158,7 @@ def parsed(
     workers: int | None = None,
     threshold: int = PARALLEL_THRESHOLD,
     dictionary: bytes | None = None,
+    typed: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
 ) -> ParsedRows:
     """The rows of ``keys``, in order, parsed by forked workers when that is safe and pays
     (``threshold`` files or more), their texts compressed with ``dictionary``.
@@ -156,7 +166,7 @@ def parsed(
     The workers start now, before the first row is asked for: a rebuild empties the tables
     meanwhile (see :class:`ParsedRows`)."""
     entries = [(key, errors.get(key)) for key in keys]
-    jobs = [(root, real_root, entries[i : i + CHUNK]) for i in range(0, len(entries), CHUNK)]
+    jobs = [(root, real_root, entries[i : i + CHUNK], typed) for i in range(0, len(entries), CHUNK)]
     count = usable_cpus() if workers is None else workers
     parallel = count > 1 and len(entries) >= threshold and fork_is_safe()
     return ParsedRows(jobs, dictionary, count if parallel else 0)
@@ -385,6 +395,7 @@ class _Batch:
         self.files: list[tuple[object, ...]] = []
         self.idents: list[tuple[str | bytes, int]] = []
         self.targets: list[tuple[bytes, int]] = []
+        self.links: list[tuple[Any, ...]] = []
         self.texts: list[tuple[int, str]] = []
         self.packed: list[tuple[int, bytes]] = []
         self.cover_ids: set[str | bytes] = set()
@@ -392,9 +403,10 @@ class _Batch:
         self.uncovered: list[tuple[int, str | bytes | None, bytes]] = []
 
     def add(self, parts: Parts) -> None:
-        values, idents, targets, text, packed = parts
+        values, idents, targets, text, links, packed = parts
         file_id = self.next_id
         self.next_id += 1
+        self.links.extend((file_id, *link) for link in links)
         self.idents.extend((i, file_id) for i in idents)
         self.targets.extend((t, file_id) for t in targets)
         covered = 0
@@ -425,6 +437,8 @@ class _Batch:
         conn.executemany(INSERT_FILE, self.files)
         conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", self.idents)
         conn.executemany("INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", self.targets)
+        conn.executemany(INSERT_LINK, self.links)
         conn.executemany("INSERT INTO fts (rowid, body) VALUES (?, ?)", self.texts)
         conn.executemany("INSERT INTO bodies (id, text) VALUES (?, ?)", self.packed)
         self.files, self.idents, self.targets, self.texts, self.packed = [], [], [], [], []
+        self.links = []

@@ -231,7 +231,15 @@ class Index(RowStore):
         root = os.fspath(self.root)
         dictionary = sample_dictionary(root, self.real_root, keys)
         count = usable_cpus(self.tuning.workers) if workers is None else workers
-        return parsed(root, self.real_root, keys, walked.errors, count, dictionary=dictionary)
+        return parsed(
+            root,
+            self.real_root,
+            keys,
+            walked.errors,
+            count,
+            dictionary=dictionary,
+            typed=self.link_fields,
+        )
 
     def _load(self, rows: ParsedRows, total: int, progress: Progress | None) -> None:
         from kiwifs.index.build import load
@@ -358,7 +366,7 @@ class Index(RowStore):
                     news = list(content_changes(conn, kept))
                     moved = bool(gone or news)
                     missed += len(gone) + sum(r.sig is not None for r in news)
-                touched = Touched(full=full, texts_last=self.tuning.texts_last)
+                touched = Touched(full, self.tuning.texts_last, self.link_fields)
                 for key in gone:
                     delete_row(conn, key, touched)
                 for record in kept:

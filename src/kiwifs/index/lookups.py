@@ -10,14 +10,15 @@ part rather than a mixin, so what a lookup may touch of the keeper is written on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # search, /meta and vectors are imported by the methods that answer them: a one-shot command
 # needs one of them, and the memory report from the CLI none.
 if TYPE_CHECKING:
     from kiwifs.index.core import Index
     from kiwifs.index.filters import RecallFilter
+    from kiwifs.index.links import Backlink, BrokenLink, OutLink
     from kiwifs.index.policy import KeeperPolicy
     from kiwifs.index.search.keyword import SearchResults
     from kiwifs.index.search.meta import Filter, MetaResults
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from kiwifs.index.vectors.hybrid import HybridResults
     from kiwifs.index.vectors.semantic import SemanticResults
     from kiwifs.index.vectors.store import VectorStatus
+
+T = TypeVar("T")
 
 
 class IndexLookups:
@@ -136,9 +139,37 @@ class IndexLookups:
             lambda index: recall.hybrid(query, limit, offset, where, keeper.watching, snippets)
         )
 
+    # -- links (index/links.py): ``prefix`` "" for the whole root -----------------------------
+
+    def backlinks(self, path: str, prefix: str = "") -> list[Backlink]:
+        from kiwifs.index import links
+
+        return self._keeper.guarded(lambda index: _read(index, links.backlinks, path, prefix))
+
+    def outbound(self, path: str, prefix: str = "") -> list[OutLink]:
+        from kiwifs.index import links
+
+        return self._keeper.guarded(lambda index: _read(index, links.outbound, path, prefix))
+
+    def broken_links(self, prefix: str = "") -> list[BrokenLink]:
+        from kiwifs.index import links
+
+        return self._keeper.guarded(lambda index: _read(index, links.broken, prefix))
+
+    def orphans(self, prefix: str = "") -> list[str]:
+        from kiwifs.index import links
+
+        return self._keeper.guarded(lambda index: _read(index, links.orphans, prefix))
+
     def vector_status(self) -> VectorStatus:
         from kiwifs.index.vectors.store import VectorStatus
 
         if not self._keeper.vector.enabled:
             return VectorStatus(enabled=False)
         return self._keeper.recall().store.status()
+
+
+def _read(index: Index, query: Callable[..., T], *args: Any) -> T:
+    """``query(conn, *args)`` on one of the index's readers."""
+    with index.reader() as conn:
+        return query(conn, *args)

@@ -4,7 +4,10 @@ A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory fact
 query cannot write it from the row, its report entry as printed (:func:`report.stored_entry`);
 whether it was forgotten is the generated column ``superseded``), its words in
 ``fts``, its text in ``bodies`` (:mod:`index.texts`), and its ``merged-from`` keys in
-``cover_ids`` (episode ids) and ``cover_paths`` (paths). ``files.covered`` says "some
+``cover_ids`` (episode ids) and ``cover_paths`` (paths), and its links in ``links``
+(:mod:`index.linkparse`: the links are replaced with the file's other rows, in the same
+transaction, so the link index is exact after every write, reconcile and rebuild).
+``files.covered`` says "some
 merged-from cites this episode"; every change records which ids and paths it touched
 (:class:`Touched`) and recomputes ``covered`` for exactly those, or for every row when a change
 is large.
@@ -17,6 +20,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS, parse_links
 from kiwifs.index.record import FileRecord, db_text, parent_key, path_key
 from kiwifs.index.report import stored_entry
 from kiwifs.index.texts import TextChanges
@@ -56,8 +60,14 @@ class Touched:
     """Episode ids and paths whose coverage may have changed inside one transaction, and the
     transaction's text changes; :meth:`finish` writes both, as its last statements."""
 
-    def __init__(self, full: bool = False, texts_last: bool = True) -> None:
+    def __init__(
+        self,
+        full: bool = False,
+        texts_last: bool = True,
+        typed_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
+    ) -> None:
         self.full = full
+        self.typed_fields = typed_fields  # the ``[links] typed_fields`` the links are read with
         self.idents: set[str | bytes] = set()
         self.targets: set[bytes] = set()
         self.ids: set[int] = set()
@@ -117,6 +127,7 @@ def delete_row(conn: sqlite3.Connection, key: bytes, touched: Touched) -> None:
     touched.targets.add(key)
     conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (file_id,))
     conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (file_id,))
+    conn.execute("DELETE FROM links WHERE file_id = ?", (file_id,))
     touched.forget_text(conn, file_id)
     conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
     conn.execute(FORGET_DIGEST, (parent_key(key),))
@@ -144,13 +155,23 @@ FORGET_DIGEST = (
 
 
 # A file row's values in the order of UPSERT's columns, its cover_ids idents and cover_paths
-# targets, and its searchable text (``None`` for an unreadable file): everything computed from a
-# record before touching the database, so a rebuild can compute it in worker processes.
-RowParts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None]
+# targets, its searchable text (``None`` for an unreadable file) and its links' rows (the
+# values of INSERT_LINK after the file id): everything computed from a record before touching
+# the database, so a rebuild can compute it in worker processes.
+RowParts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, list[tuple[Any, ...]]]
+
+INSERT_LINK = (
+    "INSERT INTO links (file_id, kind, target, heading, norm, name, ident)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+# frontmatter keys that may hold a link besides the typed fields: a file whose frontmatter JSON
+# names none of them (most files) is not parsed from JSON again
+_LINK_KEYS = ('"superseded_by"', '"derived-from"')
 
 
-def row_parts(record: FileRecord) -> RowParts:
-    """What ``record`` becomes in the tables (pure: no database access)."""
+def row_parts(record: FileRecord, typed_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS) -> RowParts:
+    """What ``record`` becomes in the tables (pure: no database access); ``typed_fields``:
+    the frontmatter fields whose values are typed links (``[links] typed_fields``)."""
     f = record.facts
     ident = f.episode_id.strip()
     kclass = kind_class(f.memory_kind, f.unreadable)
@@ -178,7 +199,32 @@ def row_parts(record: FileRecord) -> RowParts:
     )
     idents = sorted({db_text(i) for i in cover_idents(f.id_keys)}, key=_sort_text)
     targets = sorted({t for p in f.path_keys if (t := path_key(p)) is not None})
-    return values, idents, targets, None if f.unreadable else record.text
+    text = None if f.unreadable else record.text
+    return values, idents, targets, text, link_rows(record, typed_fields)
+
+
+def link_rows(record: FileRecord, typed_fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """The ``links`` rows of ``record`` (without the file id)."""
+    f = record.facts
+    if f.unreadable:
+        return []
+    fm: dict[str, Any] = {}
+    raw = record.frontmatter
+    if any(k in raw for k in _LINK_KEYS) or any(f'"{t}"' in raw for t in typed_fields):
+        loaded = json.loads(raw)
+        fm = loaded if isinstance(loaded, dict) else {}
+    links = parse_links(f.path, record.text, fm, typed_fields, f.id_keys, f.path_keys)
+    return [
+        (
+            link.kind,
+            db_text(link.target),
+            db_text(link.heading),
+            None if link.norm is None else db_text(link.norm),
+            None if link.name is None else db_text(link.name),
+            None if link.ident is None else db_text(link.ident),
+        )
+        for link in links
+    ]
 
 
 def _sort_text(value: str | bytes) -> bytes:
@@ -192,8 +238,9 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
             touched.add_file(conn, row[0])
             conn.execute("DELETE FROM cover_ids WHERE file_id = ?", (row[0],))
             conn.execute("DELETE FROM cover_paths WHERE file_id = ?", (row[0],))
+            conn.execute("DELETE FROM links WHERE file_id = ?", (row[0],))
             touched.forget_text(conn, row[0])
-    values, idents, targets, text = row_parts(record)
+    values, idents, targets, text, links = row_parts(record, touched.typed_fields)
     ident = values[11]
     file_id = conn.execute(UPSERT, values).fetchone()[0]
     conn.execute(FORGET_DIGEST, (values[1],))
@@ -203,6 +250,7 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
     conn.executemany(
         "INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", ((t, file_id) for t in targets)
     )
+    conn.executemany(INSERT_LINK, ((file_id, *link) for link in links))
     if not touched.full:
         touched.ids.add(file_id)
         touched.targets.add(record.key)

@@ -1,7 +1,8 @@
 """The index's tables: what one database holds, and the version that says which tables those are.
 
 The file rows (``files``, one per knowledge file, with the memory facts the report reads), the
-``merged-from`` lookups (``cover_ids``, ``cover_paths``), each folder's last digest (``dirs``),
+``merged-from`` lookups (``cover_ids``, ``cover_paths``), the links between files (``links``,
+resolved at query time against ``files``), each folder's last digest (``dirs``),
 the text (``bodies``, ``body_dicts``, the contentless ``fts``), the change logs, the vector side's
 tables, and beside them two families derived from elsewhere and kept across a rebuild of the
 rows: the history replayed from git and the last ``memory check``. A change to any of them moves
@@ -16,7 +17,12 @@ from kiwifs.index.filters import superseded_sql
 from kiwifs.index.texts import LOG_SCHEMA
 from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
+
+# A path's file name, ASCII-lowercased, in SQL: what a link with no folder is resolved by
+# (index/linkparse.py makes the same key in Python). rtrim strips the name's characters from the
+# right, leaving the folder part, whose length is skipped.
+LNAME_SQL = "lower(substr({path}, length(rtrim({path}, replace({path}, '/', ''))) + 1))"
 
 SCHEMA = (
     """
@@ -57,12 +63,29 @@ CREATE INDEX files_refs ON files(refs) WHERE refs > 0;
 CREATE INDEX files_age ON files(kind_class, covered, created, key) WHERE created IS NOT NULL;
 CREATE INDEX files_undated ON files(kind_class, key) WHERE created IS NULL AND covered = 0;
 CREATE INDEX files_scoped ON files(scope) WHERE scope IS NOT NULL;  -- keyword search's scope
+CREATE INDEX files_lpath ON files(lower(path));  -- a link resolved by path (index/links.py)
+CREATE INDEX files_lname ON files("""
+    + LNAME_SQL.format(path="path")
+    + """);  -- a link resolved by file name
 CREATE TABLE cover_ids (ident TEXT NOT NULL, file_id INTEGER NOT NULL);
 CREATE INDEX cover_ids_ident ON cover_ids(ident);
 CREATE INDEX cover_ids_file ON cover_ids(file_id);
 CREATE TABLE cover_paths (target BLOB NOT NULL, file_id INTEGER NOT NULL);
 CREATE INDEX cover_paths_target ON cover_paths(target);
 CREATE INDEX cover_paths_file ON cover_paths(file_id);
+CREATE TABLE links (
+    file_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT NOT NULL,
+    heading TEXT NOT NULL,
+    norm TEXT,
+    name TEXT,
+    ident TEXT
+);
+CREATE INDEX links_file ON links(file_id);
+CREATE INDEX links_norm ON links(norm) WHERE norm IS NOT NULL;
+CREATE INDEX links_name ON links(name) WHERE name IS NOT NULL;
+CREATE INDEX links_ident ON links(ident) WHERE ident IS NOT NULL;
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE TABLE bodies (id INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
@@ -139,7 +162,17 @@ def tune_merging(conn: sqlite3.Connection, merging: bool = True) -> None:
 def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
     """Create the schema, dropping our tables first (the file may be shared by open readers);
     ``merging``: see :func:`tune_merging`."""
-    tables = ("fts", "bodies", "body_dicts", "dirs", "cover_paths", "cover_ids", "files", "fts_log")
+    tables = (
+        "fts",
+        "bodies",
+        "body_dicts",
+        "dirs",
+        "links",
+        "cover_paths",
+        "cover_ids",
+        "files",
+        "fts_log",
+    )
     for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)

@@ -22,6 +22,7 @@ from kiwifs.base.paths import open_regular, read_all
 from kiwifs.git.repo import blob_id
 from kiwifs.index.connections import BUSY_TIMEOUT, Database
 from kiwifs.index.folders import abs_path, probe
+from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
 from kiwifs.index.rows import Touched, delete_row, upsert_row
 from kiwifs.index.search.termcolumns import TermColumns
@@ -47,6 +48,9 @@ class RowStore(Database):
         self.columns = TermColumns()  # keyword search's in-memory word counts
         self._echo: dict[str, str] = {}
         self._order = StoreOrder()  # which paths refreshes stored while a reconcile reads
+        # the frontmatter fields read as typed links (``[links] typed_fields``, set by the
+        # keeper from the config); a change is seen by the rows stored after it (a reindex)
+        self.link_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS
 
     def _forget(self) -> None:
         self._echo.clear()
@@ -63,7 +67,7 @@ class RowStore(Database):
             with self._transaction(rows=False) as conn:
                 records, removed = self._settled(records, removed)
                 moved = content_moved(conn, records, removed)
-                touched = Touched(texts_last=self.tuning.texts_last)
+                touched = Touched(texts_last=self.tuning.texts_last, typed_fields=self.link_fields)
                 for key in removed:
                     delete_row(conn, key, touched)
                 for record in records:

@@ -47,6 +47,7 @@ from kiwifs.index.connections import (
     is_damage,
 )
 from kiwifs.index.core import Index, Progress, ReconcileStats
+from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.lookups import IndexLookups
 from kiwifs.index.memory import checkcache
 from kiwifs.index.vectorschema import disable as disable_vectors
@@ -100,6 +101,8 @@ class IndexKeeper:
         self.busy_timeout = busy_timeout
         self.tuning = tuning or Tuning()
         self.vector = vector or VectorConfig()
+        # ``[links] typed_fields``, set by the wiring from the config, handed to the Index
+        self.link_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS
         self._recall: Recall | None = None
         self._index: Index | None = None
         self._in_root = True
@@ -152,6 +155,7 @@ class IndexKeeper:
                     temp = Path(self._temp.name) / INDEX_FILE
                     self._index = Index(self.root, temp, self.busy_timeout, self.tuning)
                     self._in_root = False
+                self._index.link_fields = self.link_fields
                 if not self.vector.enabled:
                     disable_vectors(self._index)
             return self._index

@@ -20,6 +20,7 @@ from kiwifs.errors import RootNotFound
 from kiwifs.files.storage import Storage
 from kiwifs.frontmatter.provenance import LIBRARY_ACTOR
 from kiwifs.git.repo import Git
+from kiwifs.index.linkparse import valid_fields
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.memory.rules import resolve_prefix
 from kiwifs.services.briefing import Briefing
@@ -27,6 +28,7 @@ from kiwifs.services.consolidation import Consolidation
 from kiwifs.services.filewrites import FileWrites
 from kiwifs.services.history import History
 from kiwifs.services.integrity import Integrity
+from kiwifs.services.linking import LinkReads
 from kiwifs.services.memorywrites import MemoryWriter
 from kiwifs.services.reading import Reading
 from kiwifs.tuning import Tuning
@@ -37,9 +39,11 @@ if TYPE_CHECKING:
     from kiwifs.services.scaffold import InitResult
 
 
-class Wiring:
+class Wiring(LinkReads):
     """The parts of the root at ``root``; ``index``, ``git`` and ``clock`` (the claims' time)
-    replace the ones it would build (tests hand in their own to watch them)."""
+    replace the ones it would build (tests hand in their own to watch them). The link reads
+    (:class:`~kiwifs.services.linking.LinkReads`) come in through here so that the facade
+    module, at its size limit, inherits them unchanged."""
 
     def __init__(
         self,
@@ -64,6 +68,7 @@ class Wiring:
         self.indexing = index or IndexKeeper(
             self.root, self.config.search.vector, tuning=self.tuning
         )
+        self.indexing.link_fields = valid_fields(self.config.links.typed_fields)
         self.pipeline = Pipeline(
             self.storage, self.git, self.events, self.indexing.on_written, self.tuning
         )

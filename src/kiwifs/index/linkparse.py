@@ -1,0 +1,233 @@
+"""The links of one markdown file, parsed from its text and frontmatter (pure: no I/O).
+
+A link is a ``[[wiki link]]`` (``|alias`` and ``#heading`` allowed), a relative markdown link
+to a ``.md`` file (``[text](../x.md#h)``), or a frontmatter edge: the ``[links] typed_fields``
+(``typed:<field>``, default ``contradicts``), ``superseded_by``, ``derived-from`` entries that
+name a ``path``, and ``merged-from`` entries (by path, or by episode id). Code (fenced blocks
+and inline spans) holds no link: a TOML ``[[table]]`` in a code block is text.
+
+Each link is kept with the keys the index resolves it by at query time (:mod:`index.links`),
+so a link to a page created later resolves as soon as the page's row exists, and one to a
+deleted or renamed page is broken at once, with no row of the target to keep in step:
+
+* ``norm``: the root-relative path it names, ASCII-lowercased, ``.md`` added to a wiki or
+  typed target without it (a wiki link names a page);
+* ``name``: for a wiki or typed target with no folder, its file name (``auth.md``): the
+  target matches by path first, then by file name anywhere in the root, the first in walk
+  order (KiwiFS's resolution: ``[[auth]]`` finds ``concepts/auth.md``);
+* ``ident``: a ``merged-from`` entry's episode id, resolved to the file holding that id.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from kiwifs.memory.rules import ID_TYPES
+
+DEFAULT_TYPED_FIELDS = ("contradicts",)
+_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+WIKI = re.compile(r"!?\[\[([^\]\[|\n]+)(?:\|[^\]\n]*)?\]\]")
+MARKDOWN = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One link of a source file: the target as written, its kind, its heading anchor (``""``
+    for none) and the resolution keys (see the module docstring)."""
+
+    target: str
+    kind: str
+    heading: str = ""
+    norm: str | None = None
+    name: str | None = None
+    ident: str | None = None
+
+
+def fold(text: str) -> str:
+    """ASCII lowercase: the same fold as SQLite's ``lower()``, so keys made here and columns
+    made in SQL compare equal."""
+    return text.translate(_ASCII_LOWER)
+
+
+def file_name(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def valid_fields(fields: Iterable[str]) -> tuple[str, ...]:
+    """The configured typed fields that are plain frontmatter keys (others are ignored)."""
+    return tuple(f for f in fields if isinstance(f, str) and _FIELD_NAME.fullmatch(f))
+
+
+def parse_links(
+    path: str,
+    text: str,
+    frontmatter: Mapping[str, Any],
+    typed_fields: Iterable[str] = DEFAULT_TYPED_FIELDS,
+    merged_ids: Iterable[str] = (),
+    merged_paths: Iterable[str] = (),
+) -> list[Link]:
+    """Every link of the file at ``path`` (its whole ``text`` and parsed ``frontmatter``),
+    duplicates dropped. ``merged_ids`` (``type:id`` keys) and ``merged_paths`` (normalised
+    paths) are its ``merged-from`` entries as the memory rules read them, so the links and
+    the report agree on what an entry cites. Only markdown files have body links."""
+    out: list[Link] = []
+    if path.lower().endswith(".md"):
+        body = _without_frontmatter(text)
+        for line in _prose_lines(body):
+            if "[[" in line:
+                for m in WIKI.finditer(line):
+                    link = _page_link(m.group(1), "wiki")
+                    if link is not None:
+                        out.append(link)
+            if "](" in line:
+                for m in MARKDOWN.finditer(line):
+                    link = _markdown_link(path, m.group(1))
+                    if link is not None:
+                        out.append(link)
+    for field in valid_fields(typed_fields):
+        for value in _strings(frontmatter.get(field)):
+            link = _page_link(_unwrap(value), "typed:" + field)
+            if link is not None:
+                out.append(link)
+    for value in _strings(frontmatter.get("superseded_by")):
+        link = _page_link(_unwrap(value), "superseded-by")
+        if link is not None:
+            out.append(link)
+    derived = frontmatter.get("derived-from")
+    if isinstance(derived, list):
+        for item in derived:
+            cited = item.get("path") if isinstance(item, dict) else None
+            if isinstance(cited, str) and cited.strip():
+                link = _page_link(cited.strip(), "derived-from", by_name=False)
+                if link is not None:
+                    out.append(link)
+    for key in merged_ids:
+        typ, _, ident = key.partition(":")
+        if typ in ID_TYPES and ident:
+            out.append(Link(key, "merged-from", ident=ident))
+    for cited in merged_paths:
+        out.append(Link(cited, "merged-from", norm=fold(cited)))
+    return list(dict.fromkeys(out))
+
+
+def _page_link(raw: str, kind: str, by_name: bool = True) -> Link | None:
+    """A wiki-style target (``path``, ``path#heading``): resolved by path, then by name."""
+    target, _, heading = raw.partition("#")
+    target, heading = target.strip(), heading.strip()
+    if not target:
+        return None  # a link to a heading of the same page
+    clean = posixpath.normpath(target.lstrip("/"))
+    if clean.startswith("..") or clean == ".":
+        return Link(target, kind, heading)  # outside the root: never resolves
+    if not fold(clean).endswith(".md"):
+        clean += ".md"
+    norm = fold(clean)
+    name = norm if by_name and "/" not in norm else None
+    return Link(target, kind, heading, norm, name)
+
+
+def _markdown_link(source: str, href: str) -> Link | None:
+    """A relative markdown link to a ``.md`` file, resolved against the source's folder."""
+    if _SCHEME.match(href) or href.startswith(("#", "//")):
+        return None
+    target, _, heading = href.partition("#")
+    target = unquote(target.partition("?")[0])
+    if not fold(target).endswith(".md"):
+        return None
+    if target.startswith("/"):
+        joined = target.lstrip("/")
+    else:
+        joined = posixpath.join(posixpath.dirname(source), target)
+    clean = posixpath.normpath(joined)
+    if clean.startswith("..") or clean == ".":
+        return Link(href.partition("#")[0], "markdown", unquote(heading))
+    return Link(href.partition("#")[0], "markdown", unquote(heading), fold(clean))
+
+
+def _unwrap(value: str) -> str:
+    """A frontmatter value as a target: ``[[x|y]]`` is ``x``."""
+    value = value.strip()
+    if value.startswith("[[") and value.endswith("]]"):
+        value = value[2:-2].partition("|")[0].strip()
+    return value
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings of a frontmatter value, nested lists flattened (YAML reads ``[[x]]`` as a
+    list in a list)."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def _without_frontmatter(text: str) -> str:
+    if not text.startswith("---"):
+        return text
+    end = text.find("\n---", 3)
+    if end < 0:
+        return text
+    after = text.find("\n", end + 4)
+    return "" if after < 0 else text[after + 1 :]
+
+
+def _prose_lines(body: str) -> list[str]:
+    """The lines outside fenced code blocks, inline code spans blanked."""
+    out: list[str] = []
+    fence = ""
+    for line in body.split("\n"):
+        if fence:
+            stripped = line.strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = ""
+            continue
+        m = _FENCE.match(line)
+        if m is not None and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            fence = m.group(1)
+            continue
+        out.append(_blank_code_spans(line) if "`" in line else line)
+    return out
+
+
+def _blank_code_spans(line: str) -> str:
+    """``line`` with every inline code span (a run of n backticks to the next run of exactly
+    n) replaced by spaces."""
+    out = list(line)
+    i, n = 0, len(line)
+    while i < n:
+        if line[i] != "`":
+            i += 1
+            continue
+        start = i
+        while i < n and line[i] == "`":
+            i += 1
+        run = i - start
+        j = i
+        close = -1
+        while j < n:
+            if line[j] != "`":
+                j += 1
+                continue
+            k = j
+            while k < n and line[k] == "`":
+                k += 1
+            if k - j == run:
+                close = k
+                break
+            j = k
+        if close < 0:
+            continue
+        for x in range(start, close):
+            out[x] = " "
+        i = close
+    return "".join(out)
