@@ -49,6 +49,7 @@ TOOLS = {
     "kiwi_rename",
     "kiwi_tree",
     "kiwi_peek",
+    "kiwi_backlinks",
     "kiwi_section",
     "kiwi_context",
     "kiwi_search",
@@ -76,6 +77,7 @@ READ_ONLY = {
     "kiwi_read",
     "kiwi_tree",
     "kiwi_peek",
+    "kiwi_backlinks",
     "kiwi_section",
     "kiwi_context",
     "kiwi_search",
@@ -444,6 +446,7 @@ async def call_every_tool(session: ClientSession) -> None:
     """One successful call of each tool, in an order where each has something to work on."""
     await ok(session, "kiwi_write", {"path": "a.md", "content": "---\nstatus: draft\n---\nalpha"})
     await ok(session, "kiwi_read", {"path": "a.md"})
+    await ok(session, "kiwi_backlinks", {"path": "a.md"})
     await ok(session, "kiwi_append", {"path": "a.md", "content": "beta"})
     await ok(session, "kiwi_bulk_write", {"files": [{"path": "b.md", "content": "gamma"}]})
     await ok(session, "kiwi_rename", {"from": "b.md", "to": "c.md"})

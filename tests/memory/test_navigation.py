@@ -88,10 +88,15 @@ def test_peek(kb: Knowledge) -> None:
     ]
 
 
-def test_peek_backlinks_hook(kb: Knowledge) -> None:
-    kb.peek_backlinks = lambda path: ["x.md", "y.md", "x.md"]
+def test_peek_links_in_come_from_the_link_index_within_the_prefix(kb: Knowledge) -> None:
+    """Each source once (a page linking twice, in two kinds, is one source); a key's prefix
+    leaves out sources outside it."""
+    root = kb.root
+    (root / "x.md").write_text("see [[a]] and [again](notes/a.md)\n")
+    (root / "notes" / "y.md").write_text("---\ncontradicts: notes/a.md\n---\nbody\n")
     with kb:
-        assert kb.peek("notes/a.md").links_in == ("x.md", "y.md")
+        assert kb.peek("notes/a.md").links_in == ("notes/y.md", "x.md")
+        assert kb.peek("notes/a.md", prefix="notes").links_in == ("notes/y.md",)
 
 
 def test_peek_without_headings_titles_by_file_name(kb: Knowledge) -> None:

@@ -395,3 +395,30 @@ def test_events_leave_out_what_lies_outside_the_prefix(scoped_root: Path) -> Non
                 ("delete", "team/b.md", None),
                 ("write", "team/last.md", None),
             ], shown
+
+
+def test_links_under_a_prefix_name_nothing_outside_it(client: AppClient) -> None:
+    """Backlinks, broken links and orphans over REST: a key with a prefix sees only the links
+    whose both ends lie under it; a link from inside to a file outside shows as broken."""
+    admin = bearer("k-admin")
+    for path, text in (
+        ("secret-links.md", b"[[plan]] from outside\n"),
+        ("team/x.md", b"see [[plan]] and [[secret]]\n"),
+    ):
+        made = client.put(API + "/file", params={"path": path}, content=text, headers=admin)
+        assert made.status_code == 200, made.text
+    whole = client.get(API + "/backlinks", params={"path": "team/plan.md"}, headers=admin)
+    assert [b["path"] for b in whole.json()["backlinks"]] == ["secret-links.md", "team/x.md"]
+    team = bearer("k-team")
+    mine = client.get(API + "/backlinks", params={"path": "team/plan.md"}, headers=team)
+    assert mine.status_code == 200 and [b["path"] for b in mine.json()["backlinks"]] == [
+        "team/x.md"
+    ]
+    outside = client.get(API + "/backlinks", params={"path": "secret.md"}, headers=team)
+    assert outside.status_code == 403
+    broken = client.get(API + "/links/broken", headers=team).json()
+    assert [(b["source"], b["target"]) for b in broken["broken"]] == [("team/x.md", "secret")]
+    orphans = client.get(API + "/links/orphans", headers=team).json()["orphans"]
+    assert all(path.startswith("team/") for path in orphans) and "team/x.md" in orphans
+    peeked = client.get(API + "/peek", params={"path": "team/plan.md"}, headers=team).json()
+    assert peeked["links_in"] == ["team/x.md"]

@@ -1,5 +1,6 @@
 """``kiwifs peek``: a glance at one page, as ``kiwi_peek`` gives it (title, frontmatter, first
-paragraph, outline, links), for a person or, with ``--json``, KiwiFS's JSON answer."""
+paragraph, outline, links), for a person or, with ``--json``, KiwiFS's JSON answer; and
+``kiwifs links``: a page's outbound links and backlinks, from the link index."""
 
 from __future__ import annotations
 
@@ -21,3 +22,31 @@ def peek(path: str, root: str, as_json: bool) -> None:
         echo_json(glance.to_json())
     else:
         echo(glance.to_text())
+
+
+@click.command()
+@click.argument("path")
+@root_option()
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the links as JSON.")
+def links(path: str, root: str, as_json: bool) -> None:
+    """PATH's links (each with the page it resolves to, or broken) and the pages linking to it."""
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
+        out = kb.outbound_links(path)
+        back = kb.backlinks(path)
+    if as_json:
+        echo_json(
+            {
+                "path": path,
+                "links": [link.to_json() for link in out],
+                "backlinks": [link.to_json() for link in back],
+            }
+        )
+        return
+    echo(f"links from {path}: {len(out)}")
+    for link in out:
+        where = link.path if link.path is not None else "BROKEN"
+        echo(f"  {link.kind:<14} {link.target} -> {where}")
+    echo(f"links to {path}: {len(back)}")
+    for b in back:
+        mark = " [superseded]" if b.superseded else ""
+        echo(f"  {b.kind:<14} {b.path} ({b.count}){mark}")

@@ -186,6 +186,25 @@ def render_versions(path: str, versions: Sequence[Version]) -> str:
 # claims
 
 
+def render_backlinks(path: str, sources: Sequence[tuple[str, int, bool]]) -> str:
+    """KiwiFS's backlinks text: ``N pages link to P:`` and one ``  - src (n links)`` line a
+    source (a superseded source marked), or ``No pages link to P.``"""
+    if not sources:
+        return f"No pages link to {path}."
+    counts: dict[str, int] = {}
+    superseded: set[str] = set()
+    for source, count, retired in sources:  # one entry a source and kind: summed by source
+        counts[source] = counts.get(source, 0) + count
+        if retired:
+            superseded.add(source)
+    noun = "page links" if len(counts) == 1 else "pages link"
+    lines = [f"{len(counts)} {noun} to {path}:"]
+    for source, count in counts.items():
+        mark = " [superseded]" if source in superseded else ""
+        lines.append(f"  - {source} ({count} link{'s' if count != 1 else ''}){mark}")
+    return "\n".join(lines)
+
+
 def render_eligible(tasks: Sequence[Task]) -> str:
     """KiwiFS's list: ``N. [P<priority>] path — title``."""
     if not tasks:

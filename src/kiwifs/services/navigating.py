@@ -3,9 +3,8 @@ agent reads first. They need no index: each reads one file (or the root's few co
 hands the text to the rules of :mod:`kiwifs.memory.navigation`.
 
 :class:`NavigationReads` is the facade's part: ``Knowledge`` inherits its one-line methods, so
-the facade module stays the size it is. A peek's backlinks come from :attr:`peek_backlinks`, a
-hook the link index fills (``None``: none known, the peek says ``links_in: []``); nothing here
-scans the root for them.
+the facade module stays the size it is. A peek's backlinks come from the link index
+(:meth:`~kiwifs.services.linking.LinkReads.backlinks`); nothing here scans the root for them.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kiwifs.base.paths import open_regular
 from kiwifs.errors import NotFound, UsageError
+from kiwifs.services.linking import LinkReads
 
 if TYPE_CHECKING:
     from kiwifs.memory.navigation import Context, Peek, Section
@@ -100,23 +100,22 @@ class Navigation:
         return bounded(data, total=max(st.st_size, len(data)))
 
 
-class NavigationReads:
+class NavigationReads(LinkReads):
     """The facade's navigation reads (inherited by ``Knowledge``, whose :class:`Wiring` sets
     ``root``, ``reading`` and ``episodes_prefix``)."""
 
     root: Path
     reading: Reading
     episodes_prefix: Callable[..., str]
-    # the link index's answer to "which pages link to this one?", for a peek's ``links_in``
-    peek_backlinks: Backlinks | None = None
 
     @cached_property
     def navigation(self) -> Navigation:
         return Navigation(self.root, self.reading, self.episodes_prefix)
 
-    def peek(self, path: str) -> Peek:
-        """A ~200-token glance at a page (rules: :mod:`kiwifs.memory.navigation`)."""
-        return self.navigation.peek(path, self.peek_backlinks)
+    def peek(self, path: str, prefix: str = "") -> Peek:
+        """A ~200-token glance at a page (rules: :mod:`kiwifs.memory.navigation`); its
+        ``links_in`` from the link index, only sources under ``prefix`` (a scoped key's)."""
+        return self.navigation.peek(path, lambda rel: [b.path for b in self.backlinks(rel, prefix)])
 
     def section(self, path: str, heading: str | None = None, index: int | None = None) -> Section:
         """One heading's section of a page, by heading text (first match) or 0-based index."""

@@ -53,6 +53,7 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec("kiwi_tree", read_only=True, not_found=NOT_FOUND_FOLDER),
     ToolSpec("kiwi_peek", read_only=True, not_found=NOT_FOUND_FILE),
+    ToolSpec("kiwi_backlinks", read_only=True),
     # no not_found text: a missing heading is a NotFound too, and its message says which
     ToolSpec("kiwi_section", read_only=True),
     ToolSpec("kiwi_context", read_only=True, failure="Context failed: "),

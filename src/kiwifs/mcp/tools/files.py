@@ -14,7 +14,7 @@ from pydantic import Field
 from kiwifs.base.limits import MAX_FILE_BYTES, TREE_DEPTH
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.mcp.render import NOT_MODIFIED, render_read, render_tree
+from kiwifs.mcp.render import NOT_MODIFIED, render_backlinks, render_read, render_tree
 from kiwifs.mcp.tools.common import MCP_ACTOR, NUMBER, Actor, IfMatch, Path_, Provenance_, number
 from kiwifs.server.payloads import FileItem
 from kiwifs.writes.preconditions import bare_etag
@@ -131,6 +131,12 @@ class FileTools:
         inbound backlinks, heading outline and word count, as JSON (~200 tokens). Use it to
         decide whether a page is worth reading whole."""
         return json.dumps(self.kb.peek(path).to_json(), indent=2, ensure_ascii=False)
+
+    def kiwi_backlinks(self, path: Path_) -> str:
+        """List the pages that link to a file (wiki links, markdown links, typed frontmatter
+        links and the memory edges merged-from, derived-from, superseded_by)."""
+        found = self.kb.backlinks(path)
+        return render_backlinks(path, [(b.path, b.count, b.superseded) for b in found])
 
     def kiwi_section(
         self,
