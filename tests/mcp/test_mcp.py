@@ -44,6 +44,7 @@ TOOLS = {
     "kiwi_read",
     "kiwi_write",
     "kiwi_append",
+    "kiwi_patch_frontmatter",
     "kiwi_delete",
     "kiwi_bulk_write",
     "kiwi_rename",
@@ -58,6 +59,7 @@ TOOLS = {
     "kiwi_query_meta",
     "kiwi_changes",
     "kiwi_versions",
+    "kiwi_blame",
     "kiwi_memory_report",
     "kiwi_memory_merge",
     "kiwi_remember",
@@ -86,6 +88,7 @@ READ_ONLY = {
     "kiwi_query_meta",
     "kiwi_changes",
     "kiwi_versions",
+    "kiwi_blame",
     "kiwi_memory_report",
     "kiwi_brief",
     "kiwi_memory_check",
@@ -448,6 +451,7 @@ async def call_every_tool(session: ClientSession) -> None:
     await ok(session, "kiwi_read", {"path": "a.md"})
     await ok(session, "kiwi_backlinks", {"path": "a.md"})
     await ok(session, "kiwi_append", {"path": "a.md", "content": "beta"})
+    await ok(session, "kiwi_patch_frontmatter", {"path": "a.md", "fields": {"tags": ["t"]}})
     await ok(session, "kiwi_bulk_write", {"files": [{"path": "b.md", "content": "gamma"}]})
     await ok(session, "kiwi_rename", {"from": "b.md", "to": "c.md"})
     await ok(session, "kiwi_delete", {"path": "c.md"})
@@ -456,6 +460,7 @@ async def call_every_tool(session: ClientSession) -> None:
     await ok(session, "kiwi_query_meta", {"filters": ["$.status=draft"]})
     await ok(session, "kiwi_changes", {})
     await ok(session, "kiwi_versions", {"path": "a.md"})
+    await ok(session, "kiwi_blame", {"path": "a.md"})
     await ok(session, "kiwi_remember", {"content": "an episode"})
     await ok(session, "kiwi_memory_report", {})
     await ok(session, "kiwi_memory_merge", {"path": "concepts/c.md", "entries": [{"id": "x"}]})

@@ -20,7 +20,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kiwifs.errors import InvalidFrontmatter
+from kiwifs.base.text import check_text
+from kiwifs.errors import InvalidFrontmatter, UsageError
 from kiwifs.frontmatter.reader import find_block, one_line, read_frontmatter, yaml_kind
 
 if TYPE_CHECKING:
@@ -243,3 +244,128 @@ def _item_text(entry: dict[str, str], pad: str) -> list[str] | None:
                 return None
         out.append(f"{pad}{'- ' if n == 0 else '  '}{k}: {value}")
     return out or None
+
+
+def merge_patched(data: bytes, patch: Mapping[str, Any]) -> bytes:
+    """``data`` with the JSON merge patch ``patch`` applied to its frontmatter (RFC 7386: a key
+    set, ``None`` removing one, an object merged into the mapping under its key).
+
+    Everything but the frontmatter's YAML is kept byte for byte: the body, and the block's own
+    ``---`` lines (a ``\\r`` or a closing ``...`` stays). Existing keys keep their place, comments
+    and quoting (the round-trip of :func:`edit_frontmatter`); new keys come last. A patch that
+    changes nothing returns ``data`` itself. Raises :class:`InvalidFrontmatter` as
+    :func:`edit_frontmatter` does (the file's block is broken), and :class:`UsageError` for a
+    patch YAML cannot hold or whose result the reader would not read back.
+    """
+    if not isinstance(patch, Mapping):
+        raise UsageError("a frontmatter patch is a JSON object")
+    _check_patch(patch, 0)
+    edited = edit_frontmatter(data, lambda doc: _merge(doc, patch))
+    if edited is data:
+        return data
+    old, new = find_block(data), find_block(edited)
+    if old is not None and new is not None:
+        start = data.find(b"\n") + 1  # the YAML starts after the opening line
+        edited = data[:start] + new.yaml + data[start + len(old.yaml) :]
+    problem = read_frontmatter(edited).problem
+    if problem is not None:  # the reader must read what was written: never a broken page
+        raise UsageError(f"the patched frontmatter would not read back: {problem}")
+    return edited
+
+
+PATCH_DEPTH = 32  # objects and arrays nested deeper than this are refused, not recursed into
+
+
+def _check_patch(value: Any, depth: int) -> None:
+    """Refuse (:class:`UsageError`) what YAML written for the reader cannot hold: text that is
+    not Unicode (a lone surrogate), nesting past :data:`PATCH_DEPTH`."""
+    if depth > PATCH_DEPTH:
+        raise UsageError(f"the frontmatter patch is nested deeper than {PATCH_DEPTH} levels")
+    if isinstance(value, str):
+        check_text(value, "a frontmatter patch's text")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise UsageError("a frontmatter patch's keys are strings")
+            check_text(k, "a frontmatter patch's key")
+            _check_patch(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_patch(v, depth + 1)
+    elif not (value is None or isinstance(value, bool | int | float)):
+        raise UsageError(f"a frontmatter value cannot be a {type(value).__name__}")
+
+
+def _merge(doc: CommentedMap, patch: Mapping[str, Any]) -> bool:
+    """Merge ``patch`` into ``doc`` in place; whether anything changed."""
+    from ruamel.yaml.comments import CommentedMap
+
+    changed = False
+    for key, value in patch.items():
+        if value is None:
+            if key in doc:
+                del doc[key]
+                changed = True
+        elif isinstance(value, Mapping):
+            current = doc.get(key)
+            if not isinstance(current, CommentedMap):
+                current = CommentedMap()
+                doc[key if key in doc else _yaml_key(key)] = current
+                changed = True
+            changed = _merge(current, value) or changed
+        else:
+            new = _yaml_value(value)
+            if key not in doc or not _same(doc[key], value):
+                doc[key if key in doc else _yaml_key(key)] = new
+                changed = True
+    return changed
+
+
+def _same(current: Any, value: Any) -> bool:
+    """Whether the YAML value ``current`` already reads as the JSON value ``value``, type and
+    all (``1`` is not ``true``, ``"1"`` not ``1``), so setting it again is no change and no
+    commit. A string the 1.1 reader would read as something else counts as the same only when
+    it is already quoted."""
+    if isinstance(value, list):
+        return (
+            isinstance(current, list)
+            and len(current) == len(value)
+            and all(_same(c, v) for c, v in zip(current, value, strict=True))
+        )
+    if isinstance(value, Mapping) or isinstance(current, Mapping | list):
+        return False
+    if value is None or current is None:
+        return value is None and current is None
+    if isinstance(value, bool) or isinstance(current, bool):
+        return isinstance(value, bool) and isinstance(current, bool) and value == current
+    if isinstance(value, str):
+        return (
+            isinstance(current, str)
+            and str(current) == value
+            and (scalar(value) is value or type(current) is not str)
+        )
+    return isinstance(current, int | float) and not isinstance(current, str) and current == value
+
+
+def _yaml_key(key: str) -> str:
+    """A new key written so the reader reads the same string back (``no:`` would be False)."""
+    return scalar(key)
+
+
+def _yaml_value(value: Any) -> Any:
+    """A JSON value as round-trip YAML: strings quoted where the 1.1 reader would read them as
+    something else (:func:`scalar`), arrays as block sequences. An object here is an array's
+    item, a value set whole (RFC 7386 merges objects only at the patch's own level), so its
+    ``null`` members stay."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(value, str):
+        return scalar(value)
+    if isinstance(value, list):
+        return CommentedSeq([_yaml_value(v) for v in value])
+    if isinstance(value, Mapping):
+        m = CommentedMap()
+        for k, v in value.items():
+            m[_yaml_key(str(k))] = _yaml_value(v)
+        return m
+    return value  # null, a boolean or a number (:func:`_check_patch` let nothing else by)

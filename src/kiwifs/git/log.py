@@ -133,6 +133,92 @@ def diff(git: Git, rel: str, rev_from: str, rev_to: str) -> str:
         raise NotFound(f"unknown version: {exc}") from exc
 
 
+BLAME_LINES = 10_000  # lines blamed at most: a bigger file's answer says it was cut
+
+
+@dataclass(frozen=True)
+class BlameLine:
+    """One line of a file and the commit that last changed it: its 1-based number, the
+    commit's author and author date (RFC 3339, UTC), the commit id and the line's text."""
+
+    line: int
+    author: str
+    date: str
+    hash: str
+    text: str
+
+
+def blame(git: Git, rel: str, max_lines: int = BLAME_LINES) -> tuple[list[BlameLine], int]:
+    """Who last changed each line of ``rel`` as committed at HEAD, and how many lines it has.
+
+    HEAD, not the working tree: blaming the tree would run the file's clean filter (a program
+    named by ``.gitattributes``), and every write that returned is committed by the time a
+    history read runs. Only the first ``max_lines`` lines are blamed (``git blame -L``), so a
+    huge file costs a bounded answer. A path HEAD lacks, or a root without a commit, has no
+    lines.
+    """
+    head = git.head() if git.is_repo() else None
+    if head is None:
+        return [], 0
+    try:
+        data = show(git, rel, head)
+    except NotFound:
+        return [], 0
+    total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if total == 0:
+        return [], 0
+    try:
+        out = run_git(
+            git.root,
+            "blame",
+            "--porcelain",
+            "--no-textconv",
+            "-L",
+            f"1,{min(total, max_lines)}",
+            head,
+            "--",
+            rel,
+        )
+    except _GitFailed:
+        return [], total
+    return _blame_lines(out), total
+
+
+def _blame_lines(out: str) -> list[BlameLine]:
+    """``git blame --porcelain`` parsed: a header (commit, original and final line numbers),
+    the commit's details the first time it appears, then the line's text after a tab."""
+    from datetime import UTC, datetime
+
+    details: dict[str, list[str]] = {}  # commit: [author, date]
+    lines: list[BlameLine] = []
+    commit: str | None = None
+    number = 0
+    for raw in out.split("\n"):
+        if raw.startswith("\t"):
+            if commit is not None:
+                author, date = details[commit]
+                lines.append(BlameLine(number, author, date, commit, raw[1:]))
+            commit = None
+            continue
+        word, _, rest = raw.partition(" ")
+        if commit is None:
+            parts = rest.split()
+            if len(parts) >= 2 and parts[1].isdigit() and _is_commit_id(word):
+                commit, number = word, int(parts[1])
+                details.setdefault(commit, ["", ""])
+            continue
+        if word == "author":
+            details[commit][0] = rest
+        elif word == "author-time" and rest.isdigit():
+            when = datetime.fromtimestamp(int(rest), UTC)
+            details[commit][1] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return lines
+
+
+def _is_commit_id(word: str) -> bool:
+    return len(word) in (40, 64) and all(c in "0123456789abcdef" for c in word)
+
+
 def first_added(git: Git, paths: Sequence[str]) -> dict[str, float]:
     """When each of ``paths`` was first added to history (commit time, POSIX seconds);
     paths git never saw are left out. One ``git log`` over the paths' top folders."""

@@ -95,6 +95,17 @@ class DemoteRequest(BaseModel):
     primary: str = Field(min_length=1, description="The new primary's URL (http://host:port).")
 
 
+class FrontmatterPatchRequest(BaseModel):
+    """``PATCH /api/kiwi/file/frontmatter``, KiwiFS's body: ``fields`` is a JSON merge patch of
+    the frontmatter (``null`` removes a key, an object is merged)."""
+
+    model_config = _BODY
+    fields: dict[str, Any] = Field(
+        min_length=1,
+        description="Keys to set; null removes a key, an object is merged into the mapping.",
+    )
+
+
 class RenameRequest(BaseModel):
     """``POST /api/kiwi/rename``."""
 

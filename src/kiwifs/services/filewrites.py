@@ -8,14 +8,17 @@ Actors and provenance are made canonical here, once, for every interface.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from kiwifs.base.paths import canonical
 from kiwifs.base.text import check_text, content_bytes
+from kiwifs.base.walk import MARKDOWN_SUFFIX
 from kiwifs.claims.desk import ClaimsDesk
+from kiwifs.errors import NotFound, UsageError
 from kiwifs.frontmatter.provenance import as_provenance, library_actor
 from kiwifs.memory.queue import DELETE, RENAME, WRITE
-from kiwifs.writes.pipeline import Pipeline
+from kiwifs.writes.pipeline import Pipeline, prepared_content
 
 if TYPE_CHECKING:
     from kiwifs.frontmatter.provenance import Provenance
@@ -55,6 +58,38 @@ class FileWrites:
         who = library_actor(actor)
         guard = self.claims.change_guard(WRITE, [path], who)
         return self.pipeline.append(path, content_bytes(content), who, sep, if_match, guard)
+
+    def patch_frontmatter(
+        self,
+        path: str,
+        patch: Mapping[str, Any],
+        actor: str | None,
+        if_match: str | None,
+        provenance: str | Provenance | None,
+    ) -> WriteResult:
+        """Apply a JSON merge patch to the frontmatter of an existing file, in one commit.
+
+        Read, patched and written under the write lock (:meth:`Pipeline.edit`), so no write
+        slips in between; ``if_match`` is checked there too. The body and the block's own
+        lines are kept byte for byte (:func:`~kiwifs.frontmatter.edit.merge_patched`); a patch
+        that changes nothing writes nothing. The claims guard a patch as any write.
+        """
+        from kiwifs.frontmatter.edit import merge_patched  # ruamel: only edits load it
+
+        rel = canonical(path)
+        if not rel.endswith(MARKDOWN_SUFFIX):
+            raise UsageError("frontmatter patch requires a markdown file")
+        prov = as_provenance(provenance)
+        who = library_actor(actor)
+
+        def change(current: bytes | None) -> bytes:
+            if current is None:
+                raise NotFound(f"file not found: {rel}")
+            patched = merge_patched(current, patch)
+            return current if patched is current else prepared_content(patched, prov, who)
+
+        guard = self.claims.change_guard(WRITE, [rel], who)
+        return self.pipeline.edit(rel, change, who, if_match, guard=guard)
 
     def delete(self, path: str, actor: str | None, if_match: str | None) -> str:
         who = library_actor(actor)

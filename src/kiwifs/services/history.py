@@ -22,7 +22,7 @@ from kiwifs.git.repo import Git
 from kiwifs.writes.pipeline import Pipeline
 
 if TYPE_CHECKING:
-    from kiwifs.git.log import Change, Version
+    from kiwifs.git.log import BlameLine, Change, Version
 
 
 class History:
@@ -50,6 +50,18 @@ class History:
 
         rel = self._path(path)
         return log.diff(self._repository(), rel, rev_from, rev_to)
+
+    def blame(self, path: str) -> tuple[list[BlameLine], int]:
+        """Who last changed each line of ``path`` (as committed), and its number of lines:
+        only the first :data:`~kiwifs.git.log.BLAME_LINES` are blamed. A file that is not
+        there is :class:`NotFound`; one never committed (or an unversioned root) has no lines."""
+        from kiwifs.git import log
+
+        rel = self._path(path)
+        if not self.storage.exists(rel):
+            raise NotFound(f"file not found: {rel}")
+        git = self._git()
+        return log.blame(git, rel) if git else ([], 0)
 
     def changes(
         self, since: str | None = None, limit: int | None = None, path_prefix: str | None = None

@@ -23,6 +23,7 @@ from kiwifs.git.repo import Git
 from kiwifs.index.linkparse import valid_fields
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.memory.rules import resolve_prefix
+from kiwifs.services.amending import FileAmendments
 from kiwifs.services.briefing import Briefing
 from kiwifs.services.consolidation import Consolidation
 from kiwifs.services.filewrites import FileWrites
@@ -39,11 +40,12 @@ if TYPE_CHECKING:
     from kiwifs.services.scaffold import InitResult
 
 
-class Wiring(LinkReads):
+class Wiring(LinkReads, FileAmendments):
     """The parts of the root at ``root``; ``index``, ``git`` and ``clock`` (the claims' time)
     replace the ones it would build (tests hand in their own to watch them). The link reads
-    (:class:`~kiwifs.services.linking.LinkReads`) come in through here so that the facade
-    module, at its size limit, inherits them unchanged."""
+    (:class:`~kiwifs.services.linking.LinkReads`), the frontmatter patch and the blame
+    (:class:`~kiwifs.services.amending.FileAmendments`) come in through here so that the
+    facade module, at its size limit, inherits them unchanged."""
 
     def __init__(
         self,

@@ -42,6 +42,7 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("kiwi_read", read_only=True, not_found=NOT_FOUND_FILE),
     ToolSpec("kiwi_write", read_only=False, destructive=True),
     ToolSpec("kiwi_append", read_only=False, idempotent=False),
+    ToolSpec("kiwi_patch_frontmatter", read_only=False, not_found=NOT_FOUND_FILE),
     ToolSpec("kiwi_delete", read_only=False, destructive=True, not_found=NOT_FOUND_FILE),
     ToolSpec("kiwi_bulk_write", read_only=False, destructive=True),
     ToolSpec(
@@ -63,6 +64,7 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("kiwi_query_meta", read_only=True),
     ToolSpec("kiwi_changes", read_only=True),
     ToolSpec("kiwi_versions", read_only=True),
+    ToolSpec("kiwi_blame", read_only=True, not_found=NOT_FOUND_FILE),
     ToolSpec("kiwi_memory_report", read_only=True, failure="Memory report failed: "),
     ToolSpec("kiwi_memory_merge", read_only=False),
     ToolSpec("kiwi_remember", read_only=False, idempotent=False),

@@ -7,7 +7,7 @@ context), which answer KiwiFS's JSON or text. The size limit of a write is the c
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -63,6 +63,27 @@ class FileTools:
             raise UsageError("content is required")
         result = self.kb.write(path, content, actor, if_match, provenance)
         return f"Written {result.path} (ETag: {result.etag})"
+
+    def kiwi_patch_frontmatter(
+        self,
+        path: Path_,
+        fields: Annotated[
+            dict[str, Any],
+            Field(
+                description="A JSON merge patch of the frontmatter: keys to set; null removes a "
+                "key; an object is merged into the mapping under its key."
+            ),
+        ],
+        actor: Actor = MCP_ACTOR,
+        provenance: Provenance_ = None,
+        if_match: IfMatch = None,
+    ) -> str:
+        """Change some frontmatter keys of a markdown file without resending it: the body and
+        the other keys stay exactly as they are (committed to git)."""
+        if not fields:
+            raise UsageError("fields is required")
+        result = self.kb.patch_frontmatter(path, fields, actor, if_match, provenance)
+        return f"Patched the frontmatter of {result.path} (ETag: {result.etag})"
 
     def kiwi_append(
         self,

@@ -1,7 +1,9 @@
-"""The MCP tools of history: the changes feed of the whole root, and one file's versions."""
+"""The MCP tools of history: the changes feed of the whole root, one file's versions, and who
+last changed each of its lines (KiwiFS's blame answer, as JSON)."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from pydantic import Field
@@ -35,3 +37,19 @@ class HistoryTools:
     def kiwi_versions(self, path: Path_) -> str:
         """The git history of one file (commit, date, author, message), newest first."""
         return render_versions(path, self.kb.versions(path))
+
+    def kiwi_blame(self, path: Path_) -> str:
+        """Who last changed each line of a file: JSON {path, lines: [{line, author, date, hash,
+        text}], total_lines, truncated} (only the first 10000 lines are blamed)."""
+        lines, total = self.kb.blame(path)
+        rows = [
+            {"line": b.line, "author": b.author, "date": b.date, "hash": b.hash, "text": b.text}
+            for b in lines
+        ]
+        answer = {
+            "path": path.lstrip("/"),
+            "lines": rows,
+            "total_lines": total,
+            "truncated": total > len(rows),
+        }
+        return json.dumps(answer, ensure_ascii=False)

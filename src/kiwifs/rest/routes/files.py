@@ -1,5 +1,6 @@
 """The REST routes of files and folders: read (conditional GET), write, append, delete, bulk
-write and rename under ``/api/kiwi/file``, ``/bulk`` and ``/rename``; the folder tree at
+write, rename and the frontmatter patch under ``/api/kiwi/file``, ``/bulk`` and ``/rename``
+(``/file/frontmatter``); the folder tree at
 ``/api/kiwi/tree``. Writes answer the new ETag, reads honour ``If-None-Match`` and
 ``If-Modified-Since``.
 """
@@ -21,6 +22,7 @@ from kiwifs.rest.http import (
     grant_of,
     quoted,
     read_body,
+    read_json,
     read_model,
     run,
 )
@@ -37,10 +39,11 @@ from kiwifs.rest.openapi import (
     success,
 )
 from kiwifs.server.access import check_path
-from kiwifs.server.payloads import BulkRequest, RenameRequest
+from kiwifs.server.payloads import BulkRequest, FrontmatterPatchRequest, RenameRequest, parse
 from kiwifs.writes.preconditions import etag_list
 
 _BINARY = "application/octet-stream"
+MERGE_PATCH = "application/merge-patch+json"  # a frontmatter patch sent bare, not in "fields"
 # a body the core would refuse anyway, refused before it is read in full
 _TOO_LARGE = f"the body is over the {MAX_FILE_BYTES >> 20} MiB limit for a file"
 
@@ -94,6 +97,33 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
             if_match=request.headers.get("if-match"),
             provenance=request.headers.get("x-provenance"),
             if_none_match=request.headers.get("if-none-match"),
+        )
+        return KiwiJSONResponse(
+            {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}
+        )
+
+    @api.patch(
+        "/file/frontmatter",
+        responses=errors(400, 404, 409, 413),
+        openapi_extra=extra(ACTOR, IF_MATCH, PROVENANCE, body=json_body(FrontmatterPatchRequest)),
+    )
+    async def patch_frontmatter(request: Request, path: str = Query(...)) -> KiwiJSONResponse:
+        """KiwiFS's body ``{"fields": {...}}``; with ``Content-Type:
+        application/merge-patch+json`` the whole body is the patch (RFC 7386's own type)."""
+        check_path(grant_of(request), path, root=kb.root)
+        body = await read_json(request)
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media == MERGE_PATCH:
+            patch = body
+        else:
+            patch = parse(FrontmatterPatchRequest, body).fields
+        result = await run(
+            kb.patch_frontmatter,
+            path,
+            patch,
+            actor=actor_of(request),
+            if_match=request.headers.get("if-match"),
+            provenance=request.headers.get("x-provenance"),
         )
         return KiwiJSONResponse(
             {"path": result.path, "etag": result.etag}, headers={"ETag": quoted(result.etag)}

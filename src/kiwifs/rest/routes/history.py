@@ -1,5 +1,6 @@
-"""The REST routes of history: a file's versions, one version, a diff between two, and the
-changes feed of the whole root (``/api/kiwi/versions``, ``/version``, ``/diff``, ``/changes``).
+"""The REST routes of history: a file's versions, one version, a diff between two, who last
+changed each line, and the changes feed of the whole root (``/api/kiwi/versions``,
+``/version``, ``/diff``, ``/blame``, ``/changes``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,21 @@ def history_routes(api: APIRouter, kb: Knowledge) -> None:
         check_path(grant_of(request), path, root=kb.root)
         text = await run(kb.diff, path, from_, to)
         return PlainTextResponse(text)
+
+    @api.get("/blame", responses=errors(400, 404))
+    async def blame(request: Request, path: str = Query(...)) -> dict[str, Any]:
+        """KiwiFS's answer, with ``total_lines`` and ``truncated`` for a file cut at the bound."""
+        check_path(grant_of(request), path, root=kb.root)
+        lines, total = await run(kb.blame, path)
+        return {
+            "path": path.lstrip("/"),
+            "lines": [
+                {"line": b.line, "author": b.author, "date": b.date, "hash": b.hash, "text": b.text}
+                for b in lines
+            ],
+            "total_lines": total,
+            "truncated": total > len(lines),
+        }
 
     @api.get("/changes", responses=errors(400))
     async def changes(
