@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from kiwifs.index.core import Index
     from kiwifs.index.filters import RecallFilter
+    from kiwifs.index.graph import Graph, GraphPath, Health, Walk
     from kiwifs.index.links import Backlink, BrokenLink, OutLink
     from kiwifs.index.policy import KeeperPolicy
     from kiwifs.index.search.keyword import SearchResults
@@ -160,6 +161,38 @@ class IndexLookups:
         from kiwifs.index import links
 
         return self._keeper.guarded(lambda index: _read(index, links.orphans, prefix))
+
+    # -- graph navigation (index/graph.py), prefix-filtered the same way -----------------------
+
+    def graph(self, prefix: str, limit: int) -> Graph:
+        from kiwifs.index import graph
+
+        return self._keeper.guarded(lambda index: _read(index, graph.graph, prefix, limit))
+
+    def walk(self, path: str, prefix: str, include_siblings: bool) -> Walk | None:
+        from kiwifs.index import graph
+
+        return self._keeper.guarded(
+            lambda index: _read(index, graph.walk, path, prefix, include_siblings)
+        )
+
+    def path_between(self, source: str, target: str, prefix: str) -> GraphPath | None:
+        """The shortest path (``None``: none within the bounds); ``LookupError`` names a page
+        that is not there."""
+        from kiwifs.index import graph
+
+        def query(conn: Any) -> GraphPath | None:
+            chain = graph.path_between(conn, source, target, prefix)
+            return (
+                None if chain is None else graph.GraphPath(chain, graph.superseded_of(conn, chain))
+            )
+
+        return self._keeper.guarded(lambda index: _read(index, query))
+
+    def health(self, path: str, prefix: str) -> Health | None:
+        from kiwifs.index import graph
+
+        return self._keeper.guarded(lambda index: _read(index, graph.health, path, prefix))
 
     def vector_status(self) -> VectorStatus:
         from kiwifs.index.vectors.store import VectorStatus

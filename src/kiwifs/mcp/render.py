@@ -214,3 +214,40 @@ def render_eligible(tasks: Sequence[Task]) -> str:
         priority = "" if task.priority is None else task.priority
         lines.append(f"{n}. [P{priority}] {task.path} — {task.title}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# graph navigation
+
+
+def render_graph_path(source: str, target: str, path: Sequence[str], superseded: set[str]) -> str:
+    """KiwiFS's path text: ``Shortest path from A to B (n hops):``, then the pages, each after
+    the first led by an arrow (a superseded page marked)."""
+    lines = [f"Shortest path from {source} to {target} ({len(path) - 1} hops):", ""]
+    for i, page in enumerate(path):
+        mark = " [superseded]" if page in superseded else ""
+        arrow = "\u2192 " if i else ""
+        lines.append(f"  {arrow}{page}{mark}")
+    return "\n".join(lines)
+
+
+def render_health(health: dict[str, Any]) -> str:
+    """KiwiFS's health text: the counts, the quality score when the page has one, the issues
+    (or ``Issues: none``), and (ours) a line when the page is superseded."""
+    lines = [
+        f"Health: {health['path']}",
+        f"  Word count:       {health['word_count']}",
+        f"  Link count:       {health['link_count']}",
+        f"  Backlink count:   {health['backlink_count']}",
+        f"  Days since update: {health['days_since_update']:.1f}",
+    ]
+    if health.get("quality_score") is not None:
+        lines.append(f"  Quality score:    {health['quality_score']:.2f}")
+    if health["issues"]:
+        lines.append("  Issues:")
+        lines += [f"    - {issue}" for issue in health["issues"]]
+    else:
+        lines.append("  Issues: none")
+    if health.get("superseded"):
+        lines.append("  Superseded:       yes")
+    return "\n".join(lines)

@@ -33,6 +33,7 @@ from kiwifs.rest.routes.claims import claim_routes
 from kiwifs.rest.routes.events import event_routes
 from kiwifs.rest.routes.files import file_routes
 from kiwifs.rest.routes.gitserve import git_routes
+from kiwifs.rest.routes.graph import graph_routes
 from kiwifs.rest.routes.health import health_routes
 from kiwifs.rest.routes.history import history_routes
 from kiwifs.rest.routes.memory import memory_routes
@@ -122,6 +123,7 @@ def create_app(
     )
     file_routes(api, kb)
     navigation_routes(api, kb)
+    graph_routes(api, kb)
     history_routes(api, kb)
     recall_routes(api, kb)
     memory_routes(api, kb)

@@ -1,5 +1,6 @@
 """Link reads for the interfaces: a page's backlinks and outbound links, the root's broken links
-and orphans, answered by the link index (:mod:`kiwifs.index.links`).
+and orphans, answered by the link index (:mod:`kiwifs.index.links`), and the graph navigation
+over it (:mod:`kiwifs.index.graph`): the graph, a one-hop walk, a shortest path, a page's health.
 
 :class:`LinkReads` is a part of the facade: ``Knowledge`` inherits its one-line methods (through
 ``Wiring``), so the facade module stays the size it is. ``prefix`` is the narrowing a scoped key
@@ -12,8 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kiwifs.base.paths import canonical
+from kiwifs.errors import NotFound
 
 if TYPE_CHECKING:
+    from kiwifs.index.graph import Graph, GraphPath, Health, Walk
     from kiwifs.index.links import Backlink, BrokenLink, OutLink
     from kiwifs.index.upkeep import IndexKeeper
 
@@ -39,6 +42,44 @@ class LinkReads:
     def orphans(self, prefix: str = "") -> list[str]:
         """The markdown pages no other file links to (episodes left out)."""
         return self.indexing.lookups.orphans(_clean(prefix))
+
+    def graph(self, prefix: str = "", limit: int | None = None) -> Graph:
+        """The pages under ``prefix`` (the first ``limit`` in walk order, bounded by
+        :data:`kiwifs.index.graph.GRAPH_MAX`) and the links between them."""
+        from kiwifs.index.graph import GRAPH_LIMIT
+
+        return self.indexing.lookups.graph(_clean(prefix), limit or GRAPH_LIMIT)
+
+    def graph_walk(self, path: str, include_siblings: bool = True, prefix: str = "") -> Walk:
+        """One hop from a page: where its links lead, who links to it, and (with
+        ``include_siblings``) the pages of its folder and those sharing a tag."""
+        found = self.indexing.lookups.walk(
+            canonical(path, reading=True), _clean(prefix), include_siblings
+        )
+        if found is None:
+            raise NotFound(f"File not found at {path}.")
+        return found
+
+    def graph_path(self, source: str, target: str, prefix: str = "") -> GraphPath:
+        """The shortest chain of links from ``source`` to ``target``, breadth first and
+        bounded; :class:`NotFound` for a missing page or no path (as KiwiFS answers)."""
+        try:
+            found = self.indexing.lookups.path_between(
+                canonical(source, reading=True), canonical(target, reading=True), _clean(prefix)
+            )
+        except LookupError as missing:
+            raise NotFound(f"node not found in graph: {missing.args[0]}") from None
+        if found is None:
+            raise NotFound("no path exists between the given pages")
+        return found
+
+    def health_check(self, path: str, prefix: str = "") -> Health:
+        """A page's health: word, link and backlink counts, days since its last change, and
+        its issues (broken links, orphan, missing owner/status, stale, superseded)."""
+        found = self.indexing.lookups.health(canonical(path, reading=True), _clean(prefix))
+        if found is None:
+            raise NotFound(f"File not found at {path}.")
+        return found
 
 
 def _clean(prefix: str | None) -> str:
