@@ -51,6 +51,9 @@ TOOLS = {
     "kiwi_tree",
     "kiwi_peek",
     "kiwi_backlinks",
+    "kiwi_graph_walk",
+    "kiwi_graph_path",
+    "kiwi_health_check",
     "kiwi_section",
     "kiwi_context",
     "kiwi_search",
@@ -80,6 +83,9 @@ READ_ONLY = {
     "kiwi_tree",
     "kiwi_peek",
     "kiwi_backlinks",
+    "kiwi_graph_walk",
+    "kiwi_graph_path",
+    "kiwi_health_check",
     "kiwi_section",
     "kiwi_context",
     "kiwi_search",
@@ -450,6 +456,9 @@ async def call_every_tool(session: ClientSession) -> None:
     await ok(session, "kiwi_write", {"path": "a.md", "content": "---\nstatus: draft\n---\nalpha"})
     await ok(session, "kiwi_read", {"path": "a.md"})
     await ok(session, "kiwi_backlinks", {"path": "a.md"})
+    await ok(session, "kiwi_graph_walk", {"path": "a.md"})
+    await ok(session, "kiwi_graph_path", {"from": "a.md", "to": "a.md"})
+    await ok(session, "kiwi_health_check", {"path": "a.md"})
     await ok(session, "kiwi_append", {"path": "a.md", "content": "beta"})
     await ok(session, "kiwi_patch_frontmatter", {"path": "a.md", "fields": {"tags": ["t"]}})
     await ok(session, "kiwi_bulk_write", {"files": [{"path": "b.md", "content": "gamma"}]})

@@ -4,8 +4,8 @@ A method's signature *is* the tool's input schema (the SDK builds the JSON schem
 hints and ``Field`` descriptions) and its docstring is the description the model reads, so both
 are written for the model. Each method parses, makes one ``Knowledge`` call and formats with
 :mod:`kiwifs.mcp.render`; it raises :class:`KiwiError` on failure and never deals with the
-protocol. The methods live in one module per kind of tool (``files``, ``recall``, ``history``,
-``memory``, ``claims``; the argument types they share in ``common``), each a mixin that
+protocol. The methods live in one module per kind of tool (``files``, ``graph``, ``recall``,
+``history``, ``memory``, ``claims``; the argument types they share in ``common``), each a mixin that
 :class:`Tools` binds to one root. This module holds the registry: :data:`SPECS`, the tools in the
 order they are listed, with their hints and failure texts. :mod:`kiwifs.mcp.server` registers
 them and maps the errors in one place. Structured arguments (a bulk write's files, a merge's
@@ -21,6 +21,7 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.render import NOT_FOUND_FILE, NOT_FOUND_FOLDER
 from kiwifs.mcp.tools.claims import ClaimTools
 from kiwifs.mcp.tools.files import FileTools
+from kiwifs.mcp.tools.graph import GraphTools
 from kiwifs.mcp.tools.history import HistoryTools
 from kiwifs.mcp.tools.memory import MemoryTools
 from kiwifs.mcp.tools.recall import RecallTools
@@ -58,6 +59,9 @@ SPECS: tuple[ToolSpec, ...] = (
     # no not_found text: a missing heading is a NotFound too, and its message says which
     ToolSpec("kiwi_section", read_only=True),
     ToolSpec("kiwi_context", read_only=True, failure="Context failed: "),
+    ToolSpec("kiwi_graph_walk", read_only=True, not_found="File not found at {path}."),
+    ToolSpec("kiwi_graph_path", read_only=True, failure="Path finding failed: "),
+    ToolSpec("kiwi_health_check", read_only=True, failure="Health check failed: "),
     ToolSpec("kiwi_search", read_only=True),
     ToolSpec("kiwi_search_semantic", read_only=True),
     ToolSpec("kiwi_search_hybrid", read_only=True),
@@ -85,7 +89,7 @@ SPECS: tuple[ToolSpec, ...] = (
 ALIASES = {"from": "from_", "or": "or_"}
 
 
-class Tools(FileTools, RecallTools, HistoryTools, MemoryTools, ClaimTools):
+class Tools(FileTools, GraphTools, RecallTools, HistoryTools, MemoryTools, ClaimTools):
     """The tool methods, bound to one knowledge root."""
 
     def __init__(self, kb: Knowledge) -> None:
