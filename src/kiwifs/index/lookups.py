@@ -157,6 +157,11 @@ class IndexLookups:
 
         return self._keeper.guarded(lambda index: _read(index, links.broken, prefix))
 
+    def broken_count(self, prefix: str = "") -> int:
+        from kiwifs.index import links
+
+        return self._keeper.guarded(lambda index: _read(index, links.broken_count, prefix))
+
     def orphans(self, prefix: str = "") -> list[str]:
         from kiwifs.index import links
 

@@ -39,6 +39,10 @@ class LinkReads:
         """Every link that resolves to no file."""
         return self.indexing.lookups.broken_links(_clean(prefix))
 
+    def broken_link_count(self, prefix: str = "") -> int:
+        """How many links :meth:`broken_links` lists (cheaper than listing them)."""
+        return self.indexing.lookups.broken_count(_clean(prefix))
+
     def orphans(self, prefix: str = "") -> list[str]:
         """The markdown pages no other file links to (episodes left out)."""
         return self.indexing.lookups.orphans(_clean(prefix))
