@@ -242,6 +242,7 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
     @app.get("/", dependencies=page)
     async def dashboard(request: Request) -> HTMLResponse:
         overview = await run(kb.overview)
+        broken = await run(kb.broken_link_count)
         return show(
             request,
             "dashboard.html",
@@ -249,6 +250,7 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
             o=overview,
             now=overview.computed_at,
             chart=timeline_svg(overview.timeline),
+            broken_count=broken,
         )
 
     @app.get("/ui/overview.json", dependencies=[Depends(auth.fragment)])
@@ -270,6 +272,13 @@ def _overview_routes(app: FastAPI, kb: Knowledge, auth: WebAuth, show: Show, pag
             warnings=report.warnings,
             prefix=report.episodes_prefix,
             shown=WARNINGS_SHOWN,
+        )
+
+    @app.get("/links/broken", dependencies=page)
+    async def broken_links(request: Request) -> HTMLResponse:
+        broken = await run(kb.broken_links)
+        return show(
+            request, "broken.html", title="Broken links", broken=broken, shown=WARNINGS_SHOWN
         )
 
     @app.get("/queue", dependencies=page)
@@ -295,6 +304,8 @@ def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
         except NotFound:
             pass  # not a knowledge file the index holds (e.g. not .md): no lineage to show
         versions = await run(kb.versions, path)
+        outbound = await run(kb.outbound_links, path)  # the links as indexed now
+        backlinks = await run(kb.backlinks, path)
         text = shown_page.text
         is_md = current.path.endswith(".md")
         return show(
@@ -309,6 +320,8 @@ def _file_routes(app: FastAPI, kb: Knowledge, show: Show, page: Deps) -> None:
             text=text,
             lineage=lineage,
             versions=versions,
+            outbound=outbound,
+            backlinks=backlinks,
         )
 
     @app.get("/raw/{path:path}", dependencies=page)
