@@ -138,6 +138,15 @@
     if (pending === null) { pending = setTimeout(refresh, 150); }
   }
 
+  // the broken-link count: asked once the page is shown (it reads every link of the root)
+  var broken = document.getElementById("broken-count");
+  if (broken) {
+    fetch(broken.getAttribute("data-source"), { credentials: "same-origin", cache: "no-store" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) { if (data) { broken.textContent = String(data.broken); } })
+      .catch(function () { /* the count stays unknown */ });
+  }
+
   if (!window.EventSource) { return; }
   var events = new EventSource("/ui/events");
   events.addEventListener("open", function () {
