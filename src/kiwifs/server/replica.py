@@ -297,21 +297,7 @@ class Follower:
 
     def has(self, commit: str) -> bool:
         """Whether ``commit`` is applied here (it, or a commit after it)."""
-        applied = self.applied
-        if applied is None:
-            return False
-        if applied == commit:
-            return True
-        git = self.kb.git
-        if git is None:
-            return False
-        try:
-            repo = git.repo
-            return bool(repo.descendant_of(applied, commit))
-        except (KeyError, ValueError, StorageError):
-            return False
-        except Exception:  # noqa: BLE001 - an id pygit2 cannot parse or find: not applied
-            return False
+        return holds(self.kb, self.applied, commit)
 
     def wait_for(self, commit: str, timeout: float) -> bool:
         """Wait until ``commit`` is applied here, fetching at once; False after ``timeout``."""
@@ -366,16 +352,7 @@ class AckBoard:
 
     def held(self, commit: str) -> bool:
         """Whether some replica reported ``commit`` or a commit after it."""
-        git = self.kb.git
-        for held, _ in list(self._held.values()):
-            if held == commit:
-                return True
-            try:
-                if git is not None and git.repo.descendant_of(held, commit):
-                    return True
-            except Exception:  # noqa: BLE001 - an id this repository lacks: not held
-                continue
-        return False
+        return any(holds(self.kb, held, commit) for held, _ in list(self._held.values()))
 
     def wait(self, commit: str, timeout: float) -> bool:
         """Wait until some replica holds ``commit``; False after ``timeout`` seconds."""
@@ -432,15 +409,22 @@ def reached(kb: Knowledge, commit: str, timeout: float) -> bool:
     follower = follower_of(kb)
     if follower is not None:
         return follower.wait_for(commit, timeout)
-    git = kb.git
-    head = git.head() if git is not None else None
-    if git is None or head is None:
+    return holds(kb, kb.git.head() if kb.git is not None else None, commit)
+
+
+def holds(kb: Knowledge, have: str | None, commit: str) -> bool:
+    """Whether a node at commit ``have`` holds ``commit``: it is ``have`` or an ancestor of it
+    in ``kb``'s repository (an id the repository lacks, or cannot parse, is not held)."""
+    if have is None:
         return False
-    if head == commit:
+    if have == commit:
         return True
+    git = kb.git
+    if git is None:
+        return False
     try:
-        return bool(git.repo.descendant_of(head, commit))
-    except Exception:  # noqa: BLE001 - an unknown commit: not reached
+        return bool(git.repo.descendant_of(have, commit))
+    except Exception:  # noqa: BLE001 - an id pygit2 cannot parse or find: not held
         return False
 
 
