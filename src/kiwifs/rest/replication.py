@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kiwifs.errors import UsageError
 from kiwifs.rest.http import KiwiJSONResponse, read_model, run
 from kiwifs.rest.openapi import API_PREFIX, errors, extra, json_body
-from kiwifs.rest.starting import answer
+from kiwifs.rest.starting import answer, header
 from kiwifs.server.access import REPLICATION_PATH, needed_scope
 from kiwifs.server.auth import bearer_key
 from kiwifs.server.grants import Scope as KeyScope
@@ -151,7 +151,7 @@ class ReplicationMiddleware:
         if self.follower is not None and (writes or scope["path"] in PRIMARY_READS):
             await self._forward(scope, receive, send)
             return
-        wanted = _header(scope, MIN_COMMIT_HEADER)
+        wanted = header(scope, MIN_COMMIT_HEADER.decode())
         if wanted is not None and not await self._reached(wanted.strip().lower()):
             await answer(
                 scope,
@@ -268,13 +268,6 @@ async def _unreplicated(send: Send, commit: bytes) -> None:
     ]
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return str(value.decode("latin-1"))
-    return None
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -37,7 +37,7 @@ from kiwifs.config import DEFAULT_SPACE
 from kiwifs.errors import Forbidden, KiwiError
 from kiwifs.rest.openapi import API_PREFIX
 from kiwifs.rest.routes.spaces import SPACES_PREFIX
-from kiwifs.rest.starting import PROBES, Lifespan, answer
+from kiwifs.rest.starting import PROBES, Lifespan, answer, header
 from kiwifs.rest.statuses import STATUS
 from kiwifs.server.access import MCP_PATH, REPLICATION_PATH, SPACE_KEY, Gate, reaches
 from kiwifs.server.auth import SESSION_COOKIE, SPACE_COOKIE, Sessions
@@ -242,23 +242,26 @@ def forget_endpoints() -> None:
 
 
 def _authorization(scope: Scope) -> str | None:
-    for header, value in scope["headers"]:
-        if header.lower() == b"authorization":
-            return str(value.decode("latin-1"))
+    return header(scope, "authorization")
+
+
+def _named_space(scope: Scope) -> str | None:
+    """The space ``X-Kiwi-Space`` names: its first value that is not blank (``None``: none)."""
+    for key, value in scope["headers"]:
+        if key.lower() == SPACE_HEADER and value.strip():
+            return str(value.decode("latin-1").strip())
     return None
 
 
 def _mcp_unnamed(scope: Scope) -> bool:
     """Whether the request is for ``/mcp`` and names no space by header."""
-    if scope["path"].rstrip("/") != MCP_PATH:
-        return False
-    return not any(h.lower() == SPACE_HEADER and v.strip() for h, v in scope["headers"])
+    return scope["path"].rstrip("/") == MCP_PATH and _named_space(scope) is None
 
 
 def _cookie(scope: Scope, name: str) -> str | None:
     """The value of cookie ``name`` of a request (``None``: not sent, or unreadable)."""
-    for header, value in scope["headers"]:
-        if header.lower() == b"cookie":
+    for key, value in scope["headers"]:
+        if key.lower() == b"cookie":
             cookies: SimpleCookie = SimpleCookie()
             with contextlib.suppress(CookieError):
                 cookies.load(value.decode("latin-1"))
@@ -280,9 +283,9 @@ def _target(scope: Scope, reserved: frozenset[str]) -> tuple[str, Scope]:
     path: str = scope["path"]
     if path in PROBES or _servers(path, SPACES_PREFIX) or _servers(path, REPLICATION_PATH):
         return DEFAULT_SPACE, scope
-    for name, value in scope["headers"]:
-        if name.lower() == SPACE_HEADER and value.strip():
-            return value.decode("latin-1").strip(), scope
+    named = _named_space(scope)
+    if named is not None:
+        return named, scope
     if not path.startswith(API_PREFIX + "/"):
         return (DEFAULT_SPACE if path.rstrip("/") == MCP_PATH else PAGE), scope
     segment, _, rest = path[len(API_PREFIX) + 1 :].partition("/")

@@ -161,6 +161,16 @@ def _is_probe(scope: Scope) -> bool:
     )
 
 
+def header(scope: Scope, name: str) -> str | None:
+    """One request header of an ASGI ``scope`` by lower-case ``name`` (the first of repeated
+    ones, as Starlette), for the ASGI layers that run before any route: ``None`` if absent."""
+    wanted = name.encode("latin-1")
+    for key, value in scope["headers"]:
+        if key.lower() == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
 def _headers(scope: Scope) -> dict[str, str]:
     """The request's headers by lower-case name (the first of repeated ones, as Starlette)."""
     found: dict[str, str] = {}
