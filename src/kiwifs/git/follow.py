@@ -123,7 +123,7 @@ def fast_forward(root: Path, target: str, keep_diverged: bool = False) -> list[C
         changes.append(Change(new_path, "write"))
     if changes:
         sync_filesystem(root)  # every file on disk before the branch names them
-    branch = repo.head.name if not repo.head_is_unborn else _unborn_branch(root)
+    branch = repo.head.name if not repo.head_is_unborn else branch_ref(root)
     repo.references.create(branch, new.id, force=True)
     return changes
 
@@ -161,9 +161,11 @@ def diverged(root: Path) -> list[str]:
     return sorted(name[len(prefix) :] for name in repo.references if name.startswith(prefix))
 
 
-def _unborn_branch(root: Path) -> str:
-    head = (root / ".git" / "HEAD").read_text().strip()
-    return head.removeprefix("ref: ").strip() or "refs/heads/main"
+def branch_ref(root: Path) -> str:
+    """The branch HEAD names (``refs/heads/…``), born or not; ``refs/heads/main`` when HEAD
+    is detached."""
+    target = load_pygit2().Repository(str(root)).references["HEAD"].target
+    return target if isinstance(target, str) else "refs/heads/main"
 
 
 def _write(root: Path, rel: str, data: bytes, mode: int) -> None:

@@ -125,8 +125,8 @@ def prepare_replica(root: Path, role: Role) -> None:
         follow.clone(follow.git_url(role.primary, role.space), root, role.key)
     elif not (root / ".git").is_dir():
         raise UsageError(f"{root} is not empty and not a repository: a replica needs an empty root")
-    head = (root / ".git" / "HEAD").read_text().strip().removeprefix("ref: refs/heads/")
-    save_role(root, Role(role.primary, role.key, head or "main", role.space))
+    branch = follow.branch_ref(root).removeprefix("refs/heads/")
+    save_role(root, Role(role.primary, role.key, branch, role.space))
 
 
 class Follower:
