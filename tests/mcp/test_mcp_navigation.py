@@ -23,6 +23,12 @@ async def test_peek_and_section(tmp_path: Path) -> None:
         second = json.loads(await ok(client, "kiwi_section", {"path": "p.md", "index": 2}))
         failed, text = await call(client, "kiwi_section", {"path": "p.md", "heading": "zz"})
         needs, usage = await call(client, "kiwi_section", {"path": "p.md"})
+        # KiwiFS's clients: -1 means "no index" (by heading), a number may come as 2.0 or 2.7
+        sentinel = json.loads(
+            await ok(client, "kiwi_section", {"path": "p.md", "heading": "a", "index": -1})
+        )
+        fraction = json.loads(await ok(client, "kiwi_section", {"path": "p.md", "index": 2.7}))
+        alone, unset = await call(client, "kiwi_section", {"path": "p.md", "index": -1})
         missing, gone = await call(client, "kiwi_peek", {"path": "nope.md"})
     assert peek["title"] == "T" and peek["headings"] == ["T", "A", "A"]
     assert peek["links_out"] == ["Other"] and peek["links_in"] == []
@@ -30,6 +36,8 @@ async def test_peek_and_section(tmp_path: Path) -> None:
     assert set(first) == {"path", "heading", "level", "content", "line_start", "line_end"}
     assert failed and "no heading of p.md matches 'zz'" in text
     assert needs and "heading or index is required" in usage
+    assert sentinel == first and fraction == second
+    assert alone and "heading or index is required" in unset
     assert missing and gone.startswith("File not found at nope.md")
 
 

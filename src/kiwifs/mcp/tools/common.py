@@ -147,3 +147,11 @@ Offset = Annotated[
     NUMBER,
     Field(description="Results to skip, for the next page (default 0)."),
 ]
+
+
+def section_index(value: object) -> int | None:
+    """kiwi_section's ``index`` as KiwiFS reads it: a number (a fraction truncated), where a
+    negative one, like null or text that is not a number, means none was given (KiwiFS's
+    clients send ``-1`` with a ``heading``)."""
+    found = read_int(value)
+    return None if found is None or found < 0 else found

@@ -9,13 +9,22 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from kiwifs.base.limits import MAX_FILE_BYTES, TREE_DEPTH
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
 from kiwifs.mcp.render import NOT_MODIFIED, render_backlinks, render_read, render_tree
-from kiwifs.mcp.tools.common import MCP_ACTOR, NUMBER, Actor, IfMatch, Path_, Provenance_, number
+from kiwifs.mcp.tools.common import (
+    MCP_ACTOR,
+    NUMBER,
+    Actor,
+    IfMatch,
+    Path_,
+    Provenance_,
+    number,
+    section_index,
+)
 from kiwifs.server.payloads import FileItem
 from kiwifs.writes.preconditions import bare_etag
 
@@ -166,7 +175,12 @@ class FileTools:
             str | None,
             Field(description="Heading text to find (case-insensitive partial match; first)."),
         ] = None,
-        index: Annotated[int | None, Field(description="Section index (0-based).")] = None,
+        index: Annotated[
+            int | None,
+            BeforeValidator(section_index),
+            NUMBER,
+            Field(description="Section index (0-based); -1 or absent: by heading."),
+        ] = None,
     ) -> str:
         """Read one heading's section of a file (from the heading to the next heading of the same
         or a higher level), as JSON. Give heading or index; use after kiwi_peek."""
