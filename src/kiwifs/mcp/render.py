@@ -197,11 +197,11 @@ def render_backlinks(path: str, sources: Sequence[tuple[str, int, bool]]) -> str
         counts[source] = counts.get(source, 0) + count
         if retired:
             superseded.add(source)
-    noun = "page links" if len(counts) == 1 else "pages link"
-    lines = [f"{len(counts)} {noun} to {path}:"]
+    # KiwiFS's words exactly, "1 pages" and "(1 links)" included: clients match on them
+    lines = [f"{len(counts)} pages link to {path}:"]
     for source, count in counts.items():
         mark = " [superseded]" if source in superseded else ""
-        lines.append(f"  - {source} ({count} link{'s' if count != 1 else ''}){mark}")
+        lines.append(f"  - {source} ({count} links){mark}")
     return "\n".join(lines)
 
 
