@@ -105,9 +105,13 @@ def test_health_check(kb: Knowledge) -> None:
     assert healthy["issues"] == [
         "missing-owner: no owner field in frontmatter",
         "missing-status: no status field in frontmatter",
+        "contradiction: team/c.md contradicts this page",
     ]
     a = kb.health_check("a.md").to_json()
-    assert a["issues"] == ["broken-link: [[missing]] doesn't resolve to any file"]
+    assert a["issues"] == [
+        "no-review-date: has an owner but no next-review date",
+        "broken-link: [[missing]] doesn't resolve to any file",
+    ]
     assert (a["word_count"], a["link_count"], a["backlink_count"]) == (7, 3, 2)
     assert a["superseded"] is False and "quality_score" not in a
     lone = kb.health_check("lone.md").to_json()
@@ -121,3 +125,61 @@ def test_health_check(kb: Knowledge) -> None:
     assert scoped["backlink_count"] == 1  # team/d.md only: a.md and b.md are outside
     with pytest.raises(NotFound):
         kb.health_check("a.md", prefix="team/")
+
+
+def test_health_check_kiwifs_janitor_checks(tmp_path: Path) -> None:
+    """The janitor's checks KiwiFS reports per page: an empty page, an owner without a review
+    date, decision language outside decisions/, identical titles, two sources of truth sharing
+    a tag; and ours, a typed contradicts link either way."""
+    kb = Knowledge.open(tmp_path)
+    kb.write("index.md", "[[auth]] [[auth-v2]] [[empty]] [[plans]] [[decisions/db]] [[old]]\n")
+    kb.write("empty.md", "---\nowner: ana\nstatus: draft\nnext-review: 2999-01-01\n---\n\n")
+    kb.write(
+        "auth.md",
+        "---\ntitle: Login Flow\nsource-of-truth: true\ntags: [Auth, sso]\ncontradicts: plans\n"
+        "---\n# Login\n\npasskeys\n",
+    )
+    kb.write(
+        "auth-v2.md",
+        "---\nsource-of-truth: true\ntags: [auth, SSO, web]\n---\n# LOGIN flow\n\nsame story\n",
+    )
+    kb.write("plans.md", "---\ntitle: login flow\nsource-of-truth: 'true'\ntags: [auth]\n---\nx\n")
+    kb.write("old.md", "---\ntitle: Login flow\nmemory_status: superseded\n---\nold words\n")
+    kb.write("decisions/db.md", "We decided to use SQLite.\n")
+    kb.write("notes.md", "After a long talk we decided to use SQLite. [[index]]\n")
+
+    def issues(path: str, prefix: str = "") -> list[str]:
+        found: list[str] = kb.health_check(path, prefix).to_json()["issues"]
+        return found
+
+    empty = issues("empty.md")
+    assert empty[0] == "empty-page: page has no words of content"
+    assert kb.health_check("empty.md").to_json()["word_count"] == 0
+    assert not any(i.startswith("no-review-date") for i in empty)
+    assert not any(i.startswith("no-review-date") for i in issues("index.md"))  # no owner
+    auth = issues("auth.md")
+    # the frontmatter title is the title; plans.md's is the same, case aside; old.md is retired
+    assert 'duplicate: identical title "login flow" also found in plans.md' in auth
+    assert not any("old.md" in i for i in auth)
+    assert (
+        "contradiction: both claim source-of-truth with overlapping tags [auth sso]; also: "
+        "auth-v2.md" in auth
+    )  # plans.md's source-of-truth is the text 'true', not a claim
+    assert "contradiction: contradicts plans.md" in auth
+    assert "contradiction: auth.md contradicts this page" in issues("plans.md")
+    v2 = issues("auth-v2.md")
+    # no frontmatter title: the first level-1 heading is the title, found in the others' titles
+    assert 'duplicate: identical title "login flow" also found in auth.md' in v2
+    assert 'duplicate: identical title "login flow" also found in plans.md' in v2
+    assert (
+        "contradiction: both claim source-of-truth with overlapping tags [auth sso]; also: "
+        "auth.md" in v2
+    )
+    assert not any(i.startswith("duplicate") for i in issues("old.md"))  # superseded: no check
+    decision = "decision-found: contains decision language but is not in decisions/"
+    assert decision in issues("notes.md") and decision not in issues("decisions/db.md")
+    # a prefix hides the pages outside it: no duplicate, no contradiction seen from there
+    kb.write("team/auth.md", "---\ntitle: Login flow\n---\nteam page\n")
+    assert 'duplicate: identical title "login flow" also found in team/auth.md' in issues("auth.md")
+    assert not any(i.startswith("duplicate") for i in issues("team/auth.md", "team/"))
+    kb.close()

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_graph_tools(tmp_path: Path) -> None:
-    (tmp_path / "a.md").write_text("---\nowner: o\nstatus: s\n---\n[[b]]\n")
+    (tmp_path / "a.md").write_text(
+        "---\nowner: o\nstatus: s\nnext-review: 2999-01-01\n---\n[[b]]\n"
+    )
     (tmp_path / "b.md").write_text("---\nmemory_status: superseded\n---\n[[c]] [[gone]]\n")
     (tmp_path / "c.md").write_text("c\n")
     (tmp_path / "index.md").write_text("[[a]]\n")

@@ -17,6 +17,7 @@ nodes (:data:`GRAPH_LIMIT`, at most :data:`GRAPH_MAX`) and ten edges a node, a w
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from kiwifs.frontmatter.reader import split
 from kiwifs.index.links import EPISODIC, _file, _params, _resolve, backlinks, outbound
 from kiwifs.index.record import py_text
 from kiwifs.index.texts import texts
+from kiwifs.memory.navigation import outline
 
 GRAPH_LIMIT = 500  # nodes of a graph when no limit is asked
 GRAPH_MAX = 5000  # the most nodes a graph answer holds
@@ -36,9 +38,14 @@ SIBLINGS_MAX = 100  # siblings (same folder, then shared tag): the most entries
 PATH_MAX_DEPTH = 12  # hops a shortest path may take
 PATH_MAX_VISITED = 20000  # pages a path search may reach before it gives up
 STALE_DAYS = 30  # a `reviewed` date older than this is stale
+RELATED_MAX = 20  # a health check names at most this many duplicates or contradicting pages
 _CHUNK = 500  # ids per IN (…) of a path search's step
 # Pages that are entry points, never orphans (as the memory report's conventions have them).
 _ROOT_PAGES = frozenset({"index.md", "SCHEMA.md", "log.md"})
+# Words that record a decision, which belongs under decisions/ (KiwiFS's janitor's pattern).
+_DECISION = re.compile(r"(?i)(?:we decided|decision:|chose .+ over .+|agreed to|the decision was)")
+_CONTRADICTS = "typed:contradicts"
+_SOURCE_OF_TRUTH = "source-of-truth"
 
 _PAGE = "lower({t}.path) LIKE '%.md' AND {t}.unreadable = 0"
 _UNDER = " AND substr({t}.path, 1, length(:prefix)) = :prefix"
@@ -346,9 +353,12 @@ def _day(value: Any) -> date | None:
 
 def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | None:
     """The health of ``path`` (``None``: no such page under ``prefix``): its counts, and the
-    issues KiwiFS's checks find that the index can see: broken links, no inbound link (an
-    orphan; entry pages and episodes are never orphans), missing ``owner`` / ``status``, a
-    stale ``reviewed`` / past ``next-review`` date, and (ours) being superseded."""
+    issues KiwiFS's checks find that the index can see, in KiwiFS's ``kind: message`` words:
+    an empty body (no words), missing ``owner`` / ``status``, a stale ``reviewed`` / past
+    ``next-review`` date, an owner without a ``next-review`` date, broken links, decision
+    language outside ``decisions/``, no inbound link (an orphan; entry pages and episodes are
+    never orphans), another page with the same title (:func:`_duplicates`), contradictions
+    (:func:`_contradictions`), and (ours) being superseded."""
     page = _file(conn, path, prefix)
     if page is None:
         return None
@@ -366,16 +376,11 @@ def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | No
     links = outbound(conn, here, prefix)
     sources = {b.path for b in backlinks(conn, here, prefix) if b.path != here}
     body = split(texts(conn, [pid])[pid].encode("utf-8", "surrogatepass"))[1]
+    prose = body.decode("utf-8", "replace")
     words = len(body.split())  # the body's words, as a peek counts them
     issues: list[str] = []
-    for link in links:
-        if link.path is None:
-            shown = f"[[{link.target}]]" if link.kind == "wiki" else link.target
-            issue = f"broken-link: {shown} doesn't resolve to any file"
-            if issue not in issues:
-                issues.append(issue)
-    if not sources and kind_class != EPISODIC and here not in _ROOT_PAGES:
-        issues.append("orphan: no inbound links point to this page")
+    if not words:
+        issues.append("empty-page: page has no words of content")
     for name in ("owner", "status"):
         if name not in fm:
             issues.append(f"missing-{name}: no {name} field in frontmatter")
@@ -386,6 +391,26 @@ def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | No
     review = _day(fm.get("next-review"))
     if review is not None and today > review:
         issues.append(f"stale: next-review date {review.isoformat()} is in the past")
+    if "owner" in fm and "next-review" not in fm:
+        issues.append("no-review-date: has an owner but no next-review date")
+    for link in links:
+        if link.path is None:
+            shown = f"[[{link.target}]]" if link.kind == "wiki" else link.target
+            issue = f"broken-link: {shown} doesn't resolve to any file"
+            if issue not in issues:
+                issues.append(issue)
+    if not here.startswith("decisions/") and _DECISION.search(prose):
+        issues.append("decision-found: contains decision language but is not in decisions/")
+    if not sources and kind_class != EPISODIC and here not in _ROOT_PAGES:
+        issues.append("orphan: no inbound links point to this page")
+    if not superseded:
+        title = _title(fm, prose)
+        issues += [
+            f"duplicate: identical title {json.dumps(title, ensure_ascii=False)} also found in"
+            f" {other}"
+            for other in _duplicates(conn, pid, title, prefix)
+        ]
+    issues += _contradictions(conn, pid, here, fm, prefix)
     if superseded:
         by = fm.get("superseded_by")
         issues.append(f"superseded: superseded by {by}" if by else "superseded: forgotten")
@@ -395,3 +420,90 @@ def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | No
     )
     days = round(max(0.0, time.time() - mtime_ns / 1e9) / 86400, 1)
     return Health(here, words, len(links), len(sources), days, quality, issues, bool(superseded))
+
+
+def _title(fm: dict[str, Any], body: str) -> str:
+    """A page's title as KiwiFS's duplicate check reads it, lowercased: the frontmatter's
+    ``title``, else the text of the body's first level-1 heading, else ``""`` (no title)."""
+    title = fm.get("title")
+    if isinstance(title, str) and title:
+        return title.lower()
+    return next((h.text.lower() for h in outline(body) if h.level == 1), "")
+
+
+def _like(text: str) -> str:
+    """A LIKE pattern matching ``text`` anywhere (``\\`` the escape)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _duplicates(conn: sqlite3.Connection, pid: int, title: str, prefix: str) -> list[str]:
+    """The other pages under ``prefix`` whose frontmatter ``title`` is ``title`` (case
+    ignored), in walk order, at most :data:`RELATED_MAX`. Superseded pages are left out (an old
+    version keeps its replacement's title by design). Other pages are compared by their
+    frontmatter title only: the index keeps no headings.
+
+    The index keeps frontmatter as compact JSON, so an ASCII title is first looked for as the
+    text ``"title":"<title>"`` (LIKE ignores ASCII case), which spares parsing the JSON of every
+    page; another title, by its length."""
+    if not title:
+        return []
+    if title.isascii():
+        near = "f.frontmatter LIKE :like ESCAPE '\\'"
+        like = _like('"title":' + json.dumps(title, ensure_ascii=False))
+    else:
+        near = (
+            "f.frontmatter LIKE '%\"title\"%'"
+            " AND length(json_extract(f.frontmatter, '$.title')) = :n"
+        )
+        like = ""
+    q = (
+        f"SELECT f.path, json_extract(f.frontmatter, '$.title') FROM files f"
+        f" WHERE {_PAGE.format(t='f')}{_under('f', prefix)} AND f.id != :pid"
+        f" AND f.superseded = 0 AND {near}"
+        " AND json_type(f.frontmatter, '$.title') = 'text' ORDER BY f.key"
+    )
+    found: list[str] = []
+    for path, other in conn.execute(q, _params(prefix, pid=pid, n=len(title), like=like)):
+        if other.lower() == title:
+            found.append(py_text(path))
+            if len(found) >= RELATED_MAX:
+                break
+    return found
+
+
+def _contradictions(
+    conn: sqlite3.Connection, pid: int, here: str, fm: dict[str, Any], prefix: str
+) -> list[str]:
+    """KiwiFS's contradiction: this page and another both claim ``source-of-truth: true`` with
+    a tag in common (tags compared lowercased); and ours, from the link index: a typed
+    ``contradicts`` link from this page to another, or from another to this one. Each names
+    the other page, at most :data:`RELATED_MAX` of each."""
+    issues: list[str] = []
+    mine = [t.lower() for t in _tags(json.dumps(fm))]
+    if fm.get(_SOURCE_OF_TRUTH) is True and mine:
+        q = (
+            f"SELECT f.path, f.frontmatter FROM files f"
+            f" WHERE {_PAGE.format(t='f')}{_under('f', prefix)} AND f.id != :pid"
+            f" AND f.frontmatter LIKE '%\"{_SOURCE_OF_TRUTH}\":true%'"
+            f" AND json_type(f.frontmatter, '$.\"{_SOURCE_OF_TRUTH}\"') = 'true'"
+            " ORDER BY f.key"
+        )
+        claims = 0
+        for path, other in conn.execute(q, _params(prefix, pid=pid)):
+            shared = [t.lower() for t in _tags(other) if t.lower() in mine]
+            if shared and claims < RELATED_MAX:
+                claims += 1
+                issues.append(
+                    f"contradiction: both claim source-of-truth with overlapping tags"
+                    f" [{' '.join(shared)}]; also: {py_text(path)}"
+                )
+    said = [o.path for o in outbound(conn, here, prefix) if o.kind == _CONTRADICTS and o.path]
+    heard = [b.path for b in backlinks(conn, here, prefix) if b.kind == _CONTRADICTS]
+    issues += [f"contradiction: contradicts {p}" for p in dict.fromkeys(said) if p != here][
+        :RELATED_MAX
+    ]
+    issues += [f"contradiction: {p} contradicts this page" for p in heard if p != here][
+        :RELATED_MAX
+    ]
+    return issues

@@ -79,7 +79,7 @@ class LinkReads:
 
     def health_check(self, path: str, prefix: str = "") -> Health:
         """A page's health: word, link and backlink counts, days since its last change, and
-        its issues (broken links, orphan, missing owner/status, stale, superseded)."""
+        its issues (KiwiFS's janitor checks the index can answer, and superseded)."""
         found = self.indexing.lookups.health(canonical(path, reading=True), _clean(prefix))
         if found is None:
             raise NotFound(f"File not found at {path}.")

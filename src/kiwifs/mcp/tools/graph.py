@@ -53,6 +53,7 @@ class GraphTools:
 
     def kiwi_health_check(self, path: Path_) -> str:
         """Health of one page: word count, link count, backlink count, days since update,
-        quality score, and any issues (broken links, orphan, missing owner/status, stale,
+        quality score, and any issues (empty page, missing owner/status, stale, no review
+        date, broken links, decision language, orphan, duplicate title, contradiction,
         superseded)."""
         return render_health(self.kb.health_check(path).to_json())
