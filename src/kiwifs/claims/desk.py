@@ -14,7 +14,7 @@ out on an episode between "nobody holds it" and "a page cites it".
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -186,11 +186,19 @@ class ClaimsDesk:
     # -- changes to claimed paths (writes, renames, deletes, forgets) ------------------------
 
     def change_guard(
-        self, action: str, paths: Sequence[str], actor: str, to: str | None = None
+        self,
+        action: str,
+        paths: Sequence[str],
+        actor: str,
+        to: str | None = None,
+        moves: Mapping[str, str] | None = None,
     ) -> ChangeGuard:
         """The guard a change of ``paths`` by ``actor`` holds under the write lock (rules:
-        :func:`~kiwifs.memory.queue.change_refusal`); a rename names its target ``to``."""
-        return ChangeGuard(self, action, [canonical(p) for p in paths], actor, to)
+        :func:`~kiwifs.memory.queue.change_refusal`); a rename names its target ``to`` (one
+        file) or ``moves`` (old path to new path: a folder), and the claims follow."""
+        if to is not None:
+            moves = {canonical(paths[0]): canonical(to)}
+        return ChangeGuard(self, action, [canonical(p) for p in paths], actor, moves)
 
     def prepare_write(self, path: str, data: bytes, actor: str) -> tuple[bytes, Callable[[], None]]:
         """A whole-file write's bytes and the check it runs under the write lock.

@@ -14,12 +14,11 @@ imports it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import TracebackType
 from typing import Protocol
 
-from kiwifs.base.paths import canonical
 from kiwifs.claims.store import ClaimStore, Tx
 from kiwifs.errors import Conflict
 from kiwifs.index.upkeep import IndexKeeper
@@ -103,13 +102,18 @@ class ChangeGuard:
     episode (it leaves the queue). Without a claims store there is nothing to do."""
 
     def __init__(
-        self, desk: Desk, action: str, paths: list[str], actor: str, to: str | None
+        self,
+        desk: Desk,
+        action: str,
+        paths: list[str],
+        actor: str,
+        moves: Mapping[str, str] | None,
     ) -> None:
         self.desk = desk
         self.action = action
         self.paths = paths
         self.actor = actor
-        self.to = canonical(to) if to is not None else None
+        self.moves = dict(moves or {})  # a rename's old paths to new ones
         self._transaction: contextlib.AbstractContextManager[Tx] | None = None
         self._tx: Tx | None = None
         self._rows: list[Claim] = []
@@ -154,9 +158,9 @@ class ChangeGuard:
             tx.delete(c.path for c in self._rows if c.kind == MEMORY)
             return
         tx.delete(c.path for c in self._rows)
-        if self.action == RENAME and self.to is not None:
-            source = self.paths[0]
-            tx.put(replace(c, path=self.to) for c in self._rows if c.path == source)
+        if self.action == RENAME and self.moves:
+            moves = self.moves
+            tx.put(replace(c, path=moves[c.path]) for c in self._rows if c.path in moves)
 
 
 class MergeGuard:

@@ -50,7 +50,6 @@ def bulk_write(
             f"the files are {total} bytes together, over the {MAX_BULK_BYTES >> 20} MiB limit "
             "for a bulk write"
         )
-    storage = pipeline.storage
     with pipeline.locked():
         if precondition is not None:
             precondition()
@@ -58,37 +57,64 @@ def bulk_write(
             (rel, _with_path(rel, functools.partial(prepared_content, c, provenance, actor)))
             for rel, (_, c) in zip(rels, files, strict=True)
         ]
-        before = {rel: storage.read_optional(rel) for rel in rels}
         text = commit_subject(message or "") or f"{actor}: bulk write \u2014 {len(rels)} files"
-        intent = journal.BulkIntent(
-            actor,
-            text,
-            commit_trailer(provenance),
-            tuple(journal.BulkFile(rel, data, before[rel]) for rel, data in prepared),
-        )
-        pipeline.journal(rels)  # may refuse the write: before the bulk is journaled
-        if not pipeline.asynchronous:
-            pipeline.drain()  # may fail too, before anything is written
-        try:
-            journal.write(pipeline.state, intent)  # before the first target is touched
-        except OSError as exc:
-            raise StorageError(f"cannot journal the bulk write: {os_error_text(exc)}") from exc
-        try:
-            for rel, data in prepared:
+        _apply(pipeline, dict(prepared), actor, text, provenance)
+    return [WriteResult(rel, blob_id(data)) for rel, data in prepared]
+
+
+def apply_changes(
+    pipeline: Pipeline, changes: dict[str, bytes | None], actor: str, text: str
+) -> None:
+    """Write and remove files (``None``: removed) in one commit, or change none of them: a move
+    of files, with the links to them rewritten (:mod:`kiwifs.services.moving`). The contents
+    are taken as they are (no provenance is added: a moved file keeps its bytes); the caller
+    has checked them, and may hold the lock already."""
+    with pipeline.locked():
+        _apply(pipeline, changes, actor, text, None)
+
+
+def _apply(
+    pipeline: Pipeline,
+    changes: dict[str, bytes | None],
+    actor: str,
+    text: str,
+    provenance: Provenance | None,
+) -> None:
+    """Journal, write and commit ``changes`` alone, the lock held; undone if any step fails."""
+    storage = pipeline.storage
+    rels = list(changes)
+    before = {rel: storage.read_optional(rel) for rel in rels}
+    intent = journal.BulkIntent(
+        actor,
+        text,
+        commit_trailer(provenance),
+        tuple(journal.BulkFile(rel, data, before[rel]) for rel, data in changes.items()),
+    )
+    pipeline.journal(rels)  # may refuse the write: before the bulk is journaled
+    if not pipeline.asynchronous:
+        pipeline.drain()  # may fail too, before anything is written
+    try:
+        journal.write(pipeline.state, intent)  # before the first target is touched
+    except OSError as exc:
+        raise StorageError(f"cannot journal the bulk write: {os_error_text(exc)}") from exc
+    try:
+        for rel, data in changes.items():
+            if data is None:
+                if before[rel] is not None:
+                    storage.delete(rel)
+            else:
                 storage.write(rel, data)
-            alone = not pipeline.asynchronous
-            pipeline.commit(dict(prepared), actor, text, provenance, alone=alone)
-        except BaseException:
-            if journal.restore(storage, before):
-                journal.discard(pipeline.state)
-            # else the journal stays, and the next write (or open) finishes or undoes it
-            if pipeline.committer is None:
-                pipeline.clear_journal()  # else emptied once nothing is pending
-            raise
-        journal.discard(pipeline.state)
-    results = [WriteResult(rel, blob_id(data)) for rel, data in prepared]
+        alone = not pipeline.asynchronous
+        pipeline.commit(dict(changes), actor, text, provenance, alone=alone)
+    except BaseException:
+        if journal.restore(storage, before):
+            journal.discard(pipeline.state)
+        # else the journal stays, and the next write (or open) finishes or undoes it
+        if pipeline.committer is None:
+            pipeline.clear_journal()  # else emptied once nothing is pending
+        raise
+    journal.discard(pipeline.state)
     pipeline.events.publish(Event("bulk", paths=tuple(rels), actor=actor))
-    return results
 
 
 def _with_path(rel: str, make: Callable[[], bytes]) -> bytes:

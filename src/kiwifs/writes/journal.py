@@ -15,8 +15,10 @@ wholly absent, never in part. The recovery at open and every write (the pipeline
 :func:`finish`; both import this module, which imports neither of them.
 
 Format: the line ``kiwifs-bulk 1``, a line of JSON ``{"actor", "message", "trailer", "files":
-[{"path", "new": [size, blob id], "old": [size, blob id] | null}]}``, then the contents, each
-file's new bytes followed by its old bytes, in the order of ``files``.
+[{"path", "new": [size, blob id] | null, "old": [size, blob id] | null}]}``, then the contents,
+each file's new bytes followed by its old bytes, in the order of ``files``. A ``null`` new
+content is a file the bulk removes (a folder moved: its old paths); a ``null`` old one, a file
+it creates.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ class DamagedJournal(Exception):
 @dataclass(frozen=True)
 class BulkFile:
     path: str
-    new: bytes
-    old: bytes | None
+    new: bytes | None  # None: the bulk removes the file
+    old: bytes | None  # None: there was none
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,11 @@ def write(state: Path, intent: BulkIntent) -> None:
         "message": intent.message,
         "trailer": intent.trailer,
         "files": [
-            {"path": f.path, "new": _sized(f.new), "old": None if f.old is None else _sized(f.old)}
+            {
+                "path": f.path,
+                "new": None if f.new is None else _sized(f.new),
+                "old": None if f.old is None else _sized(f.old),
+            }
             for f in intent.files
         ],
     }
@@ -92,7 +98,8 @@ def write(state: Path, intent: BulkIntent) -> None:
             fh.write(MAGIC)
             fh.write(json.dumps(header).encode("ascii") + b"\n")
             for f in intent.files:
-                fh.write(f.new)
+                if f.new is not None:
+                    fh.write(f.new)
                 if f.old is not None:
                     fh.write(f.old)
             fh.flush()
@@ -142,7 +149,7 @@ def _parse(header: dict[str, Any], body: memoryview) -> BulkIntent:
         return chunk
 
     for entry in header["files"]:
-        new = take(entry["new"])
+        new = None if entry["new"] is None else take(entry["new"])
         old = None if entry["old"] is None else take(entry["old"])
         files.append(BulkFile(str(entry["path"]), new, old))
     if offset != len(body):
@@ -199,7 +206,10 @@ def finish(
         return []
     try:
         for f in intent.files:
-            if storage.read_optional(f.path) != f.new:
+            if f.new is None:
+                if storage.exists(f.path):
+                    storage.delete(f.path)
+            elif storage.read_optional(f.path) != f.new:
                 storage.write(f.path, f.new)
     except KiwiError as exc:
         log.error("cannot finish an interrupted bulk write (%s): rolling it back", exc)
