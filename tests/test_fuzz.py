@@ -86,6 +86,7 @@ ROUTES = [
     "PATCH /api/kiwi/file/frontmatter",
     "POST /api/kiwi/bulk",
     "POST /api/kiwi/rename",
+    "POST /api/kiwi/rename-dir",
     "GET /api/kiwi/tree",
     "GET /api/kiwi/peek",
     "GET /api/kiwi/backlinks",
@@ -129,8 +130,8 @@ ROUTES = [
 # (a random path almost never names one).
 KNOWN = {
     "path": ["index.md", "notes/a.md", "notes", "bad-utf8.md", "index.md/x.md", "episodes/"],
-    "from": ["notes/a.md", "HEAD~1", "HEAD"],
-    "to": ["notes/b.md", "HEAD"],
+    "from": ["notes/a.md", "notes", "HEAD~1", "HEAD"],
+    "to": ["notes/b.md", "moved", "HEAD"],
     "version": ["HEAD", "HEAD~1", "HEAD\x00"],
 }
 

@@ -171,11 +171,6 @@ class Knowledge(NavigationReads, Wiring):
     ) -> list[WriteResult]:
         return self.files.bulk_write(files, actor, provenance, message)
 
-    def rename(self, src: str, dst: str, actor: str | None = None) -> WriteResult:
-        """Move a file; one under another holder's live claim is a :class:`Conflict`, and the
-        holder's rename carries its claim to the new path."""
-        return self.files.rename(src, dst, actor)
-
     # -- history ----------------------------------------------------------------------------
 
     def versions(self, path: str) -> list[Version]:

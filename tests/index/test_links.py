@@ -74,7 +74,7 @@ def test_each_kind_created_edited_renamed_deleted(tmp_path: Path) -> None:
     kb.reconcile()
     assert ("w.md", "wiki") not in back(kb, "t/target.md")
     # renamed: the links to the old path break, to the new one resolve by name
-    kb.rename("t/target.md", "u/target.md")
+    kb.rename("t/target.md", "u/target.md", update_links=False)
     assert ("m/md.md", "../t/target.md") in broken(kb)
     assert ("c.md", "typed:contradicts") not in back(kb, "u/target.md")
     kb.write("w.md", "[[target]]\n")

@@ -1139,6 +1139,7 @@ AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("PATCH", "/file/frontmatter", {"params": {"path": "auth.md"}, "json": {"fields": {"a": 1}}}),
     ("POST", "/bulk", {"json": {"files": [{"path": "auth4.md", "content": "x"}]}}),
     ("POST", "/rename", {"json": {"from": "auth4.md", "to": "auth5.md"}}),
+    ("POST", "/rename-dir", {"json": {"from": "authdir", "to": "authdir2"}}),
     ("GET", "/tree", {}),
     ("GET", "/peek", {"params": {"path": "auth.md"}}),
     ("GET", "/backlinks", {"params": {"path": "auth.md"}}),
@@ -1181,7 +1182,9 @@ AUTH_CASES: list[tuple[str, str, dict[str, Any]]] = [
 def auth_server(tmp_path_factory: pytest.TempPathFactory, isolated_git: Path) -> Iterator[App]:
     root = init_root(tmp_path_factory.mktemp("auth") / "kb")
     (root / "auth.md").write_text("# Auth\n")
-    git(root, "add", "auth.md")
+    (root / "authdir").mkdir()
+    (root / "authdir" / "a.md").write_text("# In a folder\n")  # for /rename-dir
+    git(root, "add", "auth.md", "authdir")
     git(root, "commit", "-q", "-m", "auth fixture")
     with in_process(root, api_key="s3cret-key") as app:
         yield app

@@ -65,3 +65,7 @@ MAX_BULK_BYTES = 110 * 1024 * 1024
 # a text of 1 GB at all, and reading one whole to index it cost three times its size in memory.)
 MAX_READ_BYTES = MAX_FILE_BYTES
 TOO_LARGE = f"file over the {MAX_READ_BYTES >> 20} MiB size limit, not indexed"  # its warning
+# A folder moved in one commit (POST /rename-dir): its files, and their bytes together (the move's
+# journal holds each file twice, as removed and as written, until the commit is made).
+MAX_MOVE_FILES = 20_000
+MAX_MOVE_BYTES = 256 * 1024 * 1024

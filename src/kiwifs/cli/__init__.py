@@ -3,7 +3,7 @@ print the answer.
 
 One module per kind of command: :mod:`.root` (version, init, reindex), :mod:`.memory` (the
 ``memory`` group), :mod:`.queue` (the claims queue and the worker, in the ``memory`` group),
-:mod:`.recall` (search, brief), :mod:`.navigation` (peek, links), :mod:`.servers` (serve, mcp),
+:mod:`.recall` (search, brief), :mod:`.navigation` (peek, links, mv), :mod:`.servers` (serve, mcp),
 :mod:`.tokens` (the ``token`` group: scoped keys made at run time); what they share (the
 ``--root`` option, JSON printing, the error → exit code mapping) is in :mod:`.common`. Errors
 from the core are :class:`~kiwifs.errors.KiwiError`; the group prints them as one ``error:`` line
@@ -16,7 +16,7 @@ import click
 
 from kiwifs.cli.common import KiwiGroup
 from kiwifs.cli.memory import memory
-from kiwifs.cli.navigation import links, peek
+from kiwifs.cli.navigation import links, mv, peek
 from kiwifs.cli.queue import memory_claim, memory_release, memory_worker
 from kiwifs.cli.recall import brief, search
 from kiwifs.cli.root import init, reindex, version
@@ -29,7 +29,7 @@ def cli() -> None:
     """kiwifs: a knowledge filesystem for AI agents."""
 
 
-for command in (version, init, memory, search, brief, peek, links, reindex, serve, mcp, token):
+for command in (version, init, memory, search, brief, peek, links, mv, reindex, serve, mcp, token):
     cli.add_command(command)
 for command in (memory_claim, memory_release, memory_worker):
     memory.add_command(command)

@@ -1,6 +1,7 @@
 """``kiwifs peek``: a glance at one page, as ``kiwi_peek`` gives it (title, frontmatter, first
 paragraph, outline, links), for a person or, with ``--json``, KiwiFS's JSON answer; and
-``kiwifs links``: a page's outbound links and backlinks, from the link index."""
+``kiwifs links``: a page's outbound links and backlinks, from the link index; and ``kiwifs mv``:
+a page or a folder moved, the links to it rewritten, in one commit."""
 
 from __future__ import annotations
 
@@ -50,3 +51,27 @@ def links(path: str, root: str, as_json: bool) -> None:
     for b in back:
         mark = " [superseded]" if b.superseded else ""
         echo(f"  {b.kind:<14} {b.path} ({b.count}){mark}")
+
+
+@click.command()
+@click.argument("src")
+@click.argument("dst")
+@root_option()
+@click.option("--actor", default=None, help="Who moves (the commit's author).")
+@click.option(
+    "--no-update-links", is_flag=True, help="Move only; leave the links to it as they are."
+)
+@click.option("--json", "-j", "as_json", is_flag=True, help="Print the answer as JSON.")
+def mv(
+    src: str, dst: str, root: str, actor: str | None, no_update_links: bool, as_json: bool
+) -> None:
+    """Move the page or folder SRC to DST in one commit, rewriting the links to what moved."""
+    with Knowledge.open(root, tuning=handed_tuning()) as kb:
+        moved = kb.move(src, dst, actor, update_links=not no_update_links)
+    if as_json:
+        echo_json(moved.to_json())
+        return
+    what = f"{moved.renamed} files" if moved.etag is None else "1 file"
+    echo(f"moved {moved.src} -> {moved.dst} ({what})")
+    for path in moved.updated_links:
+        echo(f"  links updated in {path}")

@@ -1,4 +1,4 @@
-"""``FileWrites``: a file written, appended, deleted, renamed or written in bulk, past the claims.
+"""``FileWrites``: a file written, appended, deleted or written in bulk, past the claims.
 
 Every change of a file goes through the write pipeline; what this adds is the claims' word on it:
 a file under another holder's live claim is a :class:`~kiwifs.errors.Conflict`, checked under
@@ -17,7 +17,7 @@ from kiwifs.base.walk import MARKDOWN_SUFFIX
 from kiwifs.claims.desk import ClaimsDesk
 from kiwifs.errors import NotFound, UsageError
 from kiwifs.frontmatter.provenance import as_provenance, library_actor
-from kiwifs.memory.queue import DELETE, RENAME, WRITE
+from kiwifs.memory.queue import DELETE, WRITE
 from kiwifs.writes.pipeline import Pipeline, prepared_content
 
 if TYPE_CHECKING:
@@ -119,8 +119,3 @@ class FileWrites:
         from kiwifs.writes.bulk import bulk_write  # bulk writes only
 
         return bulk_write(self.pipeline, items, who, prov, message, unclaimed)
-
-    def rename(self, src: str, dst: str, actor: str | None) -> WriteResult:
-        who = library_actor(actor)
-        guard = self.claims.change_guard(RENAME, [src, dst], who, to=dst)
-        return self.pipeline.rename(src, dst, who, guard)

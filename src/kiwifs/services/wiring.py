@@ -31,6 +31,7 @@ from kiwifs.services.history import History
 from kiwifs.services.integrity import Integrity
 from kiwifs.services.linking import LinkReads
 from kiwifs.services.memorywrites import MemoryWriter
+from kiwifs.services.moving import FileMoves, Moves
 from kiwifs.services.reading import Reading
 from kiwifs.tuning import Tuning
 from kiwifs.writes.events import EventBus
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from kiwifs.services.scaffold import InitResult
 
 
-class Wiring(LinkReads, FileAmendments):
+class Wiring(LinkReads, FileAmendments, FileMoves):
     """The parts of the root at ``root``; ``index``, ``git`` and ``clock`` (the claims' time)
     replace the ones it would build (tests hand in their own to watch them). The link reads
     (:class:`~kiwifs.services.linking.LinkReads`), the frontmatter patch and the blame
@@ -78,6 +79,7 @@ class Wiring(LinkReads, FileAmendments):
         if clock is not None:
             self.claims.clock = clock
         self.files = FileWrites(self.pipeline, self.claims)
+        self.moves = Moves(self.pipeline, self.claims, self.indexing)
         self.history = History(self.storage, self.pipeline)
         self.reading = Reading(self.storage, self.history.version)
         self.integrity = Integrity(

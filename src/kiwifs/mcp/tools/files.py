@@ -133,12 +133,17 @@ class FileTools:
         to: Annotated[str, Field(description="New path; must not exist yet.")],
         actor: Actor = MCP_ACTOR,
         update_links: Annotated[
-            bool, Field(description="Accepted for KiwiFS compatibility; links are not rewritten.")
+            bool,
+            Field(description="Rewrite the links to the file in other files (default true)."),
         ] = True,
     ) -> str:
-        """Move a file to a new path (one commit)."""
-        result = self.kb.rename(from_, to, actor)
-        return f"Renamed {from_} \u2192 {result.path} (ETag: {result.etag})"
+        """Move a file to a new path; the links to it are rewritten, all in one commit."""
+        moved = self.kb.rename(from_, to, actor, update_links=update_links)
+        lines = [f"Renamed {from_} \u2192 {moved.path} (ETag: {moved.etag})"]
+        if moved.updated_links:
+            lines.append(f"Updated links in {len(moved.updated_links)} files:")
+            lines += [f"  - {path}" for path in moved.updated_links]
+        return "\n".join(lines)
 
     def kiwi_tree(
         self,

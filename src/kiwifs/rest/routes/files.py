@@ -38,7 +38,7 @@ from kiwifs.rest.openapi import (
     raw_body,
     success,
 )
-from kiwifs.server.access import check_path
+from kiwifs.server.access import answer_prefix, check_path
 from kiwifs.server.payloads import BulkRequest, FrontmatterPatchRequest, RenameRequest, parse
 from kiwifs.writes.preconditions import etag_list
 
@@ -181,11 +181,42 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
         responses=errors(400, 404, 409, 413),
         openapi_extra=extra(ACTOR, body=json_body(RenameRequest)),
     )
-    async def rename(request: Request) -> dict[str, str]:
+    async def rename(request: Request, update_links: bool = True) -> dict[str, Any]:
+        """Move a file; the links to it are rewritten in the same commit unless
+        ``update_links=false`` (``updated_links``: the files whose links were)."""
         body = await read_model(request, RenameRequest)
-        check_path(grant_of(request), body.from_, body.to, root=kb.root)
-        result = await run(kb.rename, body.from_, body.to, actor=actor_of(request))
-        return {"from": body.from_, "to": result.path, "etag": result.etag}
+        grant = grant_of(request)
+        check_path(grant, body.from_, body.to, root=kb.root)
+        moved = await run(
+            kb.rename,
+            body.from_,
+            body.to,
+            actor=actor_of(request),
+            update_links=update_links,
+            prefix=answer_prefix(grant) or "",
+        )
+        return {**moved.to_json(), "from": body.from_}
+
+    @api.post(
+        "/rename-dir",
+        responses=errors(400, 403, 404, 409, 413),
+        openapi_extra=extra(ACTOR, body=json_body(RenameRequest)),
+    )
+    async def rename_dir(request: Request, update_links: bool = True) -> dict[str, Any]:
+        """Move every file under the folder ``from`` to the new folder ``to``, one commit; the
+        links to the moved files are rewritten (``update_links=false``: left)."""
+        body = await read_model(request, RenameRequest)
+        grant = grant_of(request)
+        check_path(grant, body.from_, body.to, root=kb.root)
+        moved = await run(
+            kb.rename_dir,
+            body.from_,
+            body.to,
+            actor=actor_of(request),
+            update_links=update_links,
+            prefix=answer_prefix(grant) or "",
+        )
+        return {**moved.to_json(), "from": body.from_, "to": body.to}
 
     @api.get("/tree", responses=errors(400, 404))
     async def tree(request: Request, path: str = "/") -> dict[str, Any]:
