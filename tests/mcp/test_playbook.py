@@ -292,6 +292,14 @@ async def test_the_agent_playbook_over_stdio(tmp_path: Path) -> None:
             "  \u2192 concepts/auth.md",
         ]
 
+        # its health, in KiwiFS's text: the janitor's kind: message lines
+        health = await ok(agent, "kiwi_health_check", {"path": "concepts/auth.md"})
+        assert health.splitlines()[0] == "Health: concepts/auth.md"
+        assert "    - no-review-date: has an owner but no next-review date" in health
+        assert "orphan" not in health and "empty-page" not in health
+        retired = await ok(agent, "kiwi_health_check", {"path": "concepts/old-auth.md"})
+        assert "    - superseded: superseded by concepts/auth.md" in retired
+
         # 6. patch the frontmatter with the ETag read: the body's bytes stay, one commit
         read = await ok(agent, "kiwi_read", {"path": "concepts/auth.md"})
         etag = etag_of(read)
