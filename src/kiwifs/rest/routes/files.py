@@ -176,6 +176,16 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
         )
         return {"count": len(results), "files": [{"path": r.path, "etag": r.etag} for r in results]}
 
+    async def moved(request: Request, move: Any, update_links: bool) -> dict[str, Any]:
+        """A rename's body read, both paths checked against the key, the move made; KiwiFS's
+        answer, ``from`` (and a folder's ``to``) as the client sent them."""
+        body = await read_model(request, RenameRequest)
+        grant = grant_of(request)
+        check_path(grant, body.from_, body.to, root=kb.root)
+        prefix = answer_prefix(grant) or ""
+        done = await run(move, body.from_, body.to, actor_of(request), update_links, prefix)
+        return {**done.to_json(), "from": body.from_}
+
     @api.post(
         "/rename",
         responses=errors(400, 404, 409, 413),
@@ -184,18 +194,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def rename(request: Request, update_links: bool = True) -> dict[str, Any]:
         """Move a file; the links to it are rewritten in the same commit unless
         ``update_links=false`` (``updated_links``: the files whose links were)."""
-        body = await read_model(request, RenameRequest)
-        grant = grant_of(request)
-        check_path(grant, body.from_, body.to, root=kb.root)
-        moved = await run(
-            kb.rename,
-            body.from_,
-            body.to,
-            actor=actor_of(request),
-            update_links=update_links,
-            prefix=answer_prefix(grant) or "",
-        )
-        return {**moved.to_json(), "from": body.from_}
+        return await moved(request, kb.rename, update_links)
 
     @api.post(
         "/rename-dir",
@@ -205,18 +204,7 @@ def file_routes(api: APIRouter, kb: Knowledge) -> None:
     async def rename_dir(request: Request, update_links: bool = True) -> dict[str, Any]:
         """Move every file under the folder ``from`` to the new folder ``to``, one commit; the
         links to the moved files are rewritten (``update_links=false``: left)."""
-        body = await read_model(request, RenameRequest)
-        grant = grant_of(request)
-        check_path(grant, body.from_, body.to, root=kb.root)
-        moved = await run(
-            kb.rename_dir,
-            body.from_,
-            body.to,
-            actor=actor_of(request),
-            update_links=update_links,
-            prefix=answer_prefix(grant) or "",
-        )
-        return {**moved.to_json(), "from": body.from_, "to": body.to}
+        return await moved(request, kb.rename_dir, update_links)
 
     @api.get("/tree", responses=errors(400, 404))
     async def tree(request: Request, path: str = "/") -> dict[str, Any]:
