@@ -35,6 +35,7 @@ _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 WIKI = re.compile(r"!?\[\[([^\]\[|\n]+)(?:\|[^\]\n]*)?\]\]")
 MARKDOWN = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_RELEVANT = re.compile(r"\[\[|\]\(|```|~~~")  # what makes a line matter to the links
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -81,11 +82,10 @@ def parse_links(
     the report agree on what an entry cites. Only markdown files have body links."""
     out: list[Link] = []
     if path.lower().endswith(".md"):
-        body = _without_frontmatter(text)
-        for line in _prose_lines(body):
+        for line in _link_lines(_without_frontmatter(text)):
             if "[[" in line:
-                for m in WIKI.finditer(line):
-                    link = _page_link(m.group(1), "wiki")
+                for target in _wiki_targets(line):
+                    link = _page_link(target, "wiki")
                     if link is not None:
                         out.append(link)
             if "](" in line:
@@ -119,18 +119,35 @@ def parse_links(
     return list(dict.fromkeys(out))
 
 
+def _wiki_targets(text: str) -> list[str]:
+    """The targets of ``WIKI.finditer(text)``, found by jumping from ``[[`` to ``[[`` (the
+    regex alone tries every position: its ``!?`` leaves it no literal to search for)."""
+    out: list[str] = []
+    i = text.find("[[")
+    while i >= 0:
+        m = WIKI.match(text, i - 1 if i and text[i - 1] == "!" else i)
+        if m is None:
+            i = text.find("[[", i + 1)
+        else:
+            out.append(m.group(1))
+            i = text.find("[[", m.end())
+    return out
+
+
 def _page_link(raw: str, kind: str, by_name: bool = True) -> Link | None:
     """A wiki-style target (``path``, ``path#heading``): resolved by path, then by name."""
     target, _, heading = raw.partition("#")
     target, heading = target.strip(), heading.strip()
     if not target:
         return None  # a link to a heading of the same page
-    clean = posixpath.normpath(target.lstrip("/"))
-    if clean.startswith("..") or clean == ".":
-        return Link(target, kind, heading)  # outside the root: never resolves
-    if not fold(clean).endswith(".md"):
-        clean += ".md"
+    clean = target.lstrip("/")
+    if not clean or "//" in clean or "/." in clean or clean[0] == "." or clean[-1] == "/":
+        clean = posixpath.normpath(clean)  # else it is its own normal form: the common case
+        if clean.startswith("..") or clean == ".":
+            return Link(target, kind, heading)  # outside the root: never resolves
     norm = fold(clean)
+    if not norm.endswith(".md"):
+        norm += ".md"
     name = norm if by_name and "/" not in norm else None
     return Link(target, kind, heading, norm, name)
 
@@ -179,6 +196,40 @@ def _without_frontmatter(text: str) -> str:
         return text
     after = text.find("\n", end + 4)
     return "" if after < 0 else text[after + 1 :]
+
+
+def _link_lines(body: str) -> list[str]:
+    """The lines of :func:`_prose_lines` that may hold a link (a ``[[`` or a ``](``), in order,
+    found without splitting the body: only a line holding an opener or three backticks or
+    tildes (a fence opens and closes on such a line) can matter, and the fences are followed
+    over those lines alone."""
+    out: list[str] = []
+    fence = ""
+    pos, n = 0, len(body)
+    for m in _RELEVANT.finditer(body):
+        at = m.start()
+        if at < pos:
+            continue  # a line already read
+        start = body.rfind("\n", 0, at) + 1
+        end = body.find("\n", at)
+        end = n if end < 0 else end
+        line = body[start:end]
+        pos = end + 1
+        if fence:
+            stripped = line.strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = ""
+            continue
+        if "```" in line or "~~~" in line:
+            f = _FENCE.match(line)
+            if f is not None and not (f.group(1)[0] == "`" and "`" in f.group(2)):
+                fence = f.group(1)
+                continue
+        if "`" in line:
+            line = _blank_code_spans(line)
+        if "[[" in line or "](" in line:
+            out.append(line)
+    return out
 
 
 def _prose_lines(body: str) -> list[str]:
