@@ -18,24 +18,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiwifs.index.record import path_key, py_text
-from kiwifs.index.schema import LNAME_SQL
+from kiwifs.index.schema import BY_ID, BY_NAME, BY_PATH, LNAME_SQL, key_hash
+from kiwifs.memory.rules import ID_TYPES
 
 EPISODIC = 1  # rows.ALWAYS: memory_kind episodic (orphans leave episodes out)
 
 _UNDER = " AND substr({t}.path, 1, length(:prefix)) = :prefix"
 
 
+# A link row ``l``'s three ways to resolve (see :data:`schema.KIND_CODES`): the files matching it
+# by path, by file name, by episode id. ``+l.key``: the comparison without the column's affinity,
+# so it can use the expression indexes on ``files``.
+_BY_PATH = f"lower(f.path) = +l.key AND l.how & 3 IN ({BY_PATH}, {BY_NAME})"
+_BY_NAME = LNAME_SQL.format(path="f.path") + f" = +l.key AND l.how & 3 = {BY_NAME}"
+_BY_ID = f"f.eid = substr(l.key, instr(l.key, ':') + 1) AND l.how & 3 = {BY_ID}"
+
+
 def _resolve(prefix: bool) -> str:
     """The id of the file the link row ``l`` resolves to (NULL: broken)."""
     under = _UNDER.format(t="f") if prefix else ""
-    lname = LNAME_SQL.format(path="f.path")
-    # ``+l.norm``, ``+l.name``: without the column's TEXT affinity, so the comparison can use
-    # the expression indexes on ``files`` (with it, SQLite walked every file for each link).
     return (
         "COALESCE("
-        f"(SELECT f.id FROM files f WHERE lower(f.path) = +l.norm{under} ORDER BY f.key LIMIT 1),"
-        f" (SELECT f.id FROM files f WHERE {lname} = +l.name{under} ORDER BY f.key LIMIT 1),"
-        f" (SELECT f.id FROM files f WHERE f.eid = l.ident{under} ORDER BY f.key LIMIT 1))"
+        + ", ".join(
+            f"(SELECT f.id FROM files f WHERE {by}{under} ORDER BY f.key LIMIT 1)"
+            for by in (_BY_PATH, _BY_NAME, _BY_ID)
+        )
+        + ")"
     )
 
 
@@ -43,11 +51,9 @@ def _unresolved(prefix: bool) -> str:
     """True when the link row ``l`` resolves to no file: :func:`_resolve` is NULL, asked as
     three existence tests (no first match to sort for: a third of the time at 100k pages)."""
     under = _UNDER.format(t="f") if prefix else ""
-    lname = LNAME_SQL.format(path="f.path")
-    return (
-        f"NOT EXISTS (SELECT 1 FROM files f WHERE lower(f.path) = +l.norm{under})"
-        f" AND NOT EXISTS (SELECT 1 FROM files f WHERE {lname} = +l.name{under})"
-        f" AND NOT EXISTS (SELECT 1 FROM files f WHERE f.eid = l.ident{under})"
+    return " AND ".join(
+        f"NOT EXISTS (SELECT 1 FROM files f WHERE {by}{under})"
+        for by in (_BY_PATH, _BY_NAME, _BY_ID)
     )
 
 
@@ -122,7 +128,7 @@ def _file(conn: sqlite3.Connection, path: str, prefix: str) -> tuple[Any, ...] |
     # as a BLOB, and its lower() is TEXT Python cannot decode
     q = (
         f"SELECT id, CAST(lower(path) AS BLOB), CAST({LNAME_SQL.format(path='path')} AS BLOB),"
-        f" eid FROM files WHERE key = :key{under}"
+        f" CAST(eid AS BLOB) FROM files WHERE key = :key{under}"
     )
     row: tuple[Any, ...] | None = conn.execute(q, _params(prefix, key=key)).fetchone()
     return row
@@ -134,16 +140,21 @@ def backlinks(conn: sqlite3.Connection, path: str, prefix: str = "") -> list[Bac
     if target is None:
         return []
     tid, lpath, lname, eid = target
+    # every link that can resolve to it has one of these keys, so one of these hashes (a
+    # link with a colliding hash is read, and its resolution tells it apart)
+    keys = [lpath, lname]
+    if eid is not None:
+        keys += [typ.encode() + b":" + eid for typ in ID_TYPES]
+    hashes = sorted({key_hash(k) for k in keys})
+    marks = ", ".join(f":h{i}" for i in range(len(hashes)))
     under = _UNDER.format(t="s") if prefix else ""
     q = (
         "SELECT s.path, l.kind, count(*), s.superseded FROM links l"
-        " JOIN files s ON s.id = l.file_id"
-        " WHERE (l.norm = CAST(:lpath AS TEXT) OR l.name = CAST(:lname AS TEXT)"
-        f" OR l.ident = :eid){under}"
+        f" JOIN files s ON s.id = l.file_id WHERE l.h IN ({marks}){under}"
         f" AND {_resolve(bool(prefix))} = :tid"
         " GROUP BY s.key, l.kind ORDER BY s.key, l.kind"
     )
-    params = _params(prefix, lpath=lpath, lname=lname, eid=eid, tid=tid)
+    params = _params(prefix, tid=tid, **{f"h{i}": h for i, h in enumerate(hashes)})
     return [Backlink(py_text(p), k, n, bool(sup)) for p, k, n, sup in conn.execute(q, params)]
 
 

@@ -20,9 +20,19 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS, parse_links
+from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS, Link, parse_links
 from kiwifs.index.record import FileRecord, db_text, parent_key, path_key
 from kiwifs.index.report import stored_entry
+from kiwifs.index.schema import (
+    BY_ID,
+    BY_NAME,
+    BY_NONE,
+    BY_PATH,
+    KEY_ITSELF,
+    KEY_LESS_MD,
+    KIND_CODES,
+    key_hash,
+)
 from kiwifs.index.texts import TextChanges
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 
@@ -161,8 +171,8 @@ FORGET_DIGEST = (
 RowParts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, list[tuple[Any, ...]]]
 
 INSERT_LINK = (
-    "INSERT INTO links (file_id, kind, target, heading, norm, name, ident)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO links (file_id, rowid, code, key, how, h, written, heading)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # frontmatter keys that may hold a link besides the typed fields: a file whose frontmatter JSON
 # names none of them (most files) is not parsed from JSON again
@@ -214,17 +224,29 @@ def link_rows(record: FileRecord, typed_fields: tuple[str, ...]) -> list[tuple[A
         loaded = json.loads(raw)
         fm = loaded if isinstance(loaded, dict) else {}
     links = parse_links(f.path, record.text, fm, typed_fields, f.id_keys, f.path_keys)
-    return [
-        (
-            link.kind,
-            db_text(link.target),
-            db_text(link.heading),
-            None if link.norm is None else db_text(link.norm),
-            None if link.name is None else db_text(link.name),
-            None if link.ident is None else db_text(link.ident),
-        )
-        for link in links
-    ]
+    return [_link_row(i, link) for i, link in enumerate(links)]
+
+
+def _link_row(place: int, link: Link) -> tuple[Any, ...]:
+    """One link as the ``links`` columns after the file id (see :data:`schema.KIND_CODES`)."""
+    target = link.target
+    if link.ident is not None:  # a merged-from id: the key is the entry, ``type:id``
+        key: str | None = target
+        how = BY_ID | KEY_ITSELF
+    elif link.norm is not None:
+        key = link.norm
+        how = BY_NAME if link.name is not None else BY_PATH
+        if key == target + ".md":
+            how |= KEY_LESS_MD
+        elif key == target:
+            how |= KEY_ITSELF
+    else:
+        key, how = None, BY_NONE
+    code = KIND_CODES.get(link.kind, link.kind)
+    stored = None if key is None else db_text(key)
+    written = db_text(target) if how >> 2 == 0 else None
+    h = None if stored is None else key_hash(stored)
+    return (place, code, stored, how, h, written, db_text(link.heading) if link.heading else "")
 
 
 def _sort_text(value: str | bytes) -> bytes:

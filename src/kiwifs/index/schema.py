@@ -12,17 +12,48 @@ rows: the history replayed from git and the last ``memory check``. A change to a
 from __future__ import annotations
 
 import sqlite3
+import zlib
 
 from kiwifs.index.filters import superseded_sql
 from kiwifs.index.texts import LOG_SCHEMA
 from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # A path's file name, ASCII-lowercased, in SQL: what a link with no folder is resolved by
 # (index/linkparse.py makes the same key in Python). rtrim strips the name's characters from the
 # right, leaving the folder part, whose length is skipped.
 LNAME_SQL = "lower(substr({path}, length(rtrim({path}, replace({path}, '/', ''))) + 1))"
+
+# A link row's encoding (index/rows.py writes it, index/links.py reads it). Most links are
+# wiki links to a page named as its lowercase path: such a row holds the key once and small
+# numbers, the kind and the target as written are derived (virtual columns), and the one index
+# is on a 23-bit hash of the key (the query checks the resolution itself, so a hash shared by
+# two keys costs a row read, never a wrong answer). The rows are clustered by file (WITHOUT
+# ROWID): a file's links need no index of their own.
+KIND_CODES = {"wiki": 0, "merged-from": 1, "markdown": 2, "superseded-by": 3, "derived-from": 4}
+KIND_SQL = (
+    "CASE code "
+    + " ".join(f"WHEN {n} THEN '{k}'" for k, n in KIND_CODES.items())
+    + " ELSE code END"
+)
+# how & 3: 0 never resolves, 1 by path, 2 by path then file name, 3 by episode id (the key is
+# the merged-from entry's ``type:id``); how >> 2: the target is ``written`` (0), the key less
+# its ``.md`` (1), the key (2)
+BY_NONE, BY_PATH, BY_NAME, BY_ID = 0, 1, 2, 3
+WRITTEN, KEY_LESS_MD, KEY_ITSELF = 0, 4, 8
+TARGET_SQL = (
+    "CASE how >> 2 WHEN 0 THEN written WHEN 1 THEN substr(key, 1, length(key) - 3) ELSE key END"
+)
+KEY_BITS = 0x7FFFFF
+
+
+def key_hash(key: str | bytes) -> int:
+    """The hash of a link key (its UTF-8 bytes, as stored), as the column ``h`` holds it."""
+    if isinstance(key, str):
+        key = key.encode("utf-8", "surrogatepass")
+    return zlib.crc32(key) & KEY_BITS
+
 
 SCHEMA = (
     """
@@ -75,17 +106,22 @@ CREATE INDEX cover_paths_target ON cover_paths(target);
 CREATE INDEX cover_paths_file ON cover_paths(file_id);
 CREATE TABLE links (
     file_id INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    target TEXT NOT NULL,
-    heading TEXT NOT NULL,
-    norm TEXT,
-    name TEXT,
-    ident TEXT
-);
-CREATE INDEX links_file ON links(file_id);
-CREATE INDEX links_norm ON links(norm) WHERE norm IS NOT NULL;
-CREATE INDEX links_name ON links(name) WHERE name IS NOT NULL;
-CREATE INDEX links_ident ON links(ident) WHERE ident IS NOT NULL;
+    rowid INTEGER NOT NULL,  -- the link's place in its file (``ORDER BY l.rowid``: as written)
+    code NOT NULL,  -- the kind: a KIND_CODES number, or the text (``typed:<field>``)
+    key,  -- what it resolves by: the path (norm), or a merged-from ``type:id``; NULL: never
+    how INTEGER NOT NULL,  -- resolution (bits 0-1) and where the target is (bits 2-3)
+    h INTEGER,  -- KEY_HASH of key: what a backlink finds the link by
+    written,  -- the target as written, NULL when it is the key (less ``.md``)
+    heading NOT NULL,
+    kind TEXT GENERATED ALWAYS AS ("""
+    + KIND_SQL
+    + """) VIRTUAL,
+    target GENERATED ALWAYS AS ("""
+    + TARGET_SQL
+    + """) VIRTUAL,
+    PRIMARY KEY (file_id, rowid)
+) WITHOUT ROWID;
+CREATE INDEX links_h ON links(h) WHERE h IS NOT NULL;
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE TABLE bodies (id INTEGER PRIMARY KEY, text BLOB NOT NULL);
 CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
