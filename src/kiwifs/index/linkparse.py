@@ -53,6 +53,10 @@ class Link:
     ident: str | None = None
 
 
+# A Link's fields as a tuple, in its order (what the index's rows are made from)
+Fields = tuple[str, str, str, str | None, str | None, str | None]
+
+
 def fold(text: str) -> str:
     """ASCII lowercase: the same fold as SQLite's ``lower()``, so keys made here and columns
     made in SQL compare equal (``str.lower`` on ASCII text, the common case: 4× faster)."""
@@ -80,26 +84,40 @@ def parse_links(
     duplicates dropped. ``merged_ids`` (``type:id`` keys) and ``merged_paths`` (normalised
     paths) are its ``merged-from`` entries as the memory rules read them, so the links and
     the report agree on what an entry cites. Only markdown files have body links."""
-    out: list[Link] = []
+    found = link_fields(path, text, frontmatter, typed_fields, merged_ids, merged_paths)
+    return [Link(*fields) for fields in found]
+
+
+def link_fields(
+    path: str,
+    text: str,
+    frontmatter: Mapping[str, Any],
+    typed_fields: Iterable[str] = DEFAULT_TYPED_FIELDS,
+    merged_ids: Iterable[str] = (),
+    merged_paths: Iterable[str] = (),
+) -> list[Fields]:
+    """:func:`parse_links` as each link's fields (a :class:`Link` as a tuple: what the index
+    stores, made without the objects)."""
+    out: list[Fields] = []
     if path.lower().endswith(".md"):
         for line in _link_lines(_without_frontmatter(text)):
             if "[[" in line:
                 for target in _wiki_targets(line):
-                    link = _page_link(target, "wiki")
+                    link = _page_fields(target, "wiki")
                     if link is not None:
                         out.append(link)
             if "](" in line:
                 for m in MARKDOWN.finditer(line):
-                    link = _markdown_link(path, m.group(1))
+                    link = _markdown_fields(path, m.group(1))
                     if link is not None:
                         out.append(link)
     for field in valid_fields(typed_fields):
         for value in _strings(frontmatter.get(field)):
-            link = _page_link(_unwrap(value), "typed:" + field)
+            link = _page_fields(_unwrap(value), "typed:" + field)
             if link is not None:
                 out.append(link)
     for value in _strings(frontmatter.get("superseded_by")):
-        link = _page_link(_unwrap(value), "superseded-by")
+        link = _page_fields(_unwrap(value), "superseded-by")
         if link is not None:
             out.append(link)
     derived = frontmatter.get("derived-from")
@@ -107,15 +125,15 @@ def parse_links(
         for item in derived:
             cited = item.get("path") if isinstance(item, dict) else None
             if isinstance(cited, str) and cited.strip():
-                link = _page_link(cited.strip(), "derived-from", by_name=False)
+                link = _page_fields(cited.strip(), "derived-from", by_name=False)
                 if link is not None:
                     out.append(link)
     for key in merged_ids:
         typ, _, ident = key.partition(":")
         if typ in ID_TYPES and ident:
-            out.append(Link(key, "merged-from", ident=ident))
+            out.append((key, "merged-from", "", None, None, ident))
     for cited in merged_paths:
-        out.append(Link(cited, "merged-from", norm=fold(cited)))
+        out.append((cited, "merged-from", "", fold(cited), None, None))
     return list(dict.fromkeys(out))
 
 
@@ -136,6 +154,11 @@ def _wiki_targets(text: str) -> list[str]:
 
 def _page_link(raw: str, kind: str, by_name: bool = True) -> Link | None:
     """A wiki-style target (``path``, ``path#heading``): resolved by path, then by name."""
+    fields = _page_fields(raw, kind, by_name)
+    return None if fields is None else Link(*fields)
+
+
+def _page_fields(raw: str, kind: str, by_name: bool = True) -> Fields | None:
     target, _, heading = raw.partition("#")
     target, heading = target.strip(), heading.strip()
     if not target:
@@ -144,16 +167,21 @@ def _page_link(raw: str, kind: str, by_name: bool = True) -> Link | None:
     if not clean or "//" in clean or "/." in clean or clean[0] == "." or clean[-1] == "/":
         clean = posixpath.normpath(clean)  # else it is its own normal form: the common case
         if clean.startswith("..") or clean == ".":
-            return Link(target, kind, heading)  # outside the root: never resolves
+            return (target, kind, heading, None, None, None)  # outside the root: never resolves
     norm = fold(clean)
     if not norm.endswith(".md"):
         norm += ".md"
     name = norm if by_name and "/" not in norm else None
-    return Link(target, kind, heading, norm, name)
+    return (target, kind, heading, norm, name, None)
 
 
 def _markdown_link(source: str, href: str) -> Link | None:
     """A relative markdown link to a ``.md`` file, resolved against the source's folder."""
+    fields = _markdown_fields(source, href)
+    return None if fields is None else Link(*fields)
+
+
+def _markdown_fields(source: str, href: str) -> Fields | None:
     if _SCHEME.match(href) or href.startswith(("#", "//")):
         return None
     target, _, heading = href.partition("#")
@@ -166,8 +194,8 @@ def _markdown_link(source: str, href: str) -> Link | None:
         joined = posixpath.join(posixpath.dirname(source), target)
     clean = posixpath.normpath(joined)
     if clean.startswith("..") or clean == ".":
-        return Link(href.partition("#")[0], "markdown", unquote(heading))
-    return Link(href.partition("#")[0], "markdown", unquote(heading), fold(clean))
+        return (href.partition("#")[0], "markdown", unquote(heading), None, None, None)
+    return (href.partition("#")[0], "markdown", unquote(heading), fold(clean), None, None)
 
 
 def _unwrap(value: str) -> str:
@@ -204,8 +232,24 @@ def _link_lines(body: str) -> list[str]:
     tildes (a fence opens and closes on such a line) can matter, and the fences are followed
     over those lines alone."""
     out: list[str] = []
-    fence = ""
     pos, n = 0, len(body)
+    if "```" not in body and "~~~" not in body:  # no fence: the openers found by str.find
+        while True:
+            wiki, markdown = body.find("[[", pos), body.find("](", pos)
+            at = wiki if markdown < 0 or 0 <= wiki < markdown else markdown
+            if at < 0:
+                return out
+            start = body.rfind("\n", 0, at) + 1
+            end = body.find("\n", at)
+            end = n if end < 0 else end
+            line = body[start:end]
+            pos = end + 1
+            if "`" in line:
+                line = _blank_code_spans(line)
+                if "[[" not in line and "](" not in line:
+                    continue
+            out.append(line)
+    fence = ""
     for m in _RELEVANT.finditer(body):
         at = m.start()
         if at < pos:

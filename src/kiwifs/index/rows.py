@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS, Link, parse_links
+from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS, link_fields
 from kiwifs.index.record import FileRecord, db_text, parent_key, path_key
 from kiwifs.index.report import stored_entry
 from kiwifs.index.schema import (
@@ -223,30 +223,45 @@ def link_rows(record: FileRecord, typed_fields: tuple[str, ...]) -> list[tuple[A
     if any(k in raw for k in _LINK_KEYS) or any(f'"{t}"' in raw for t in typed_fields):
         loaded = json.loads(raw)
         fm = loaded if isinstance(loaded, dict) else {}
-    links = parse_links(f.path, record.text, fm, typed_fields, f.id_keys, f.path_keys)
-    return [_link_row(i, link) for i, link in enumerate(links)]
+    links = link_fields(f.path, record.text, fm, typed_fields, f.id_keys, f.path_keys)
+    return [_link_row(i, *link) for i, link in enumerate(links)]
 
 
-def _link_row(place: int, link: Link) -> tuple[Any, ...]:
-    """One link as the ``links`` columns after the file id (see :data:`schema.KIND_CODES`)."""
-    target = link.target
-    if link.ident is not None:  # a merged-from id: the key is the entry, ``type:id``
+def _link_row(
+    place: int,
+    target: str,
+    kind: str,
+    heading: str,
+    norm: str | None,
+    name: str | None,
+    ident: str | None,
+) -> tuple[Any, ...]:
+    """One link (a :class:`~kiwifs.index.linkparse.Link`'s fields) as the ``links`` columns
+    after the file id (see :data:`schema.KIND_CODES`)."""
+    if ident is not None:  # a merged-from id: the key is the entry, ``type:id``
         key: str | None = target
         how = BY_ID | KEY_ITSELF
-    elif link.norm is not None:
-        key = link.norm
-        how = BY_NAME if link.name is not None else BY_PATH
+    elif norm is not None:
+        key = norm
+        how = BY_NAME if name is not None else BY_PATH
         if key == target + ".md":
             how |= KEY_LESS_MD
         elif key == target:
             how |= KEY_ITSELF
     else:
         key, how = None, BY_NONE
-    code = KIND_CODES.get(link.kind, link.kind)
-    stored = None if key is None else db_text(key)
+    stored: str | bytes | None = None
+    h = None
+    if key is not None:
+        try:
+            h = key_hash(key.encode("utf-8"))
+            stored = key
+        except UnicodeEncodeError:  # stored as db_text does, a BLOB
+            stored = key.encode("utf-8", "surrogatepass")
+            h = key_hash(stored)
     written = db_text(target) if how >> 2 == 0 else None
-    h = None if stored is None else key_hash(stored)
-    return (place, code, stored, how, h, written, db_text(link.heading) if link.heading else "")
+    code = KIND_CODES.get(kind, kind)
+    return (place, code, stored, how, h, written, db_text(heading) if heading else "")
 
 
 def _sort_text(value: str | bytes) -> bytes:
