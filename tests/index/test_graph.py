@@ -183,3 +183,23 @@ def test_health_check_kiwifs_janitor_checks(tmp_path: Path) -> None:
     assert 'duplicate: identical title "login flow" also found in team/auth.md' in issues("auth.md")
     assert not any(i.startswith("duplicate") for i in issues("team/auth.md", "team/"))
     kb.close()
+
+
+def test_walk_with_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """A sibling whose name on disk is not UTF-8 (read as lone surrogates) is looked up in the
+    index like any other path, not handed to SQLite as text it cannot encode."""
+    import os
+
+    root = tmp_path / "r"
+    Knowledge.init(root, template="blank")
+    with Knowledge.open(root) as kb:
+        kb.write("notes/a.md", "[[notes/b]]\n")
+        kb.write("notes/b.md", "b\n")
+        os.close(os.open(os.fsencode(root / "notes") + b"/\xff-name.md", os.O_CREAT | os.O_WRONLY))
+        kb.reconcile()
+        walk = kb.graph_walk("notes/a.md")
+        assert {s["path"] for s in walk.to_json()["siblings"]} == {
+            "notes/b.md",
+            "notes/\udcff-name.md",
+        }
+        assert kb.graph_walk("notes/\\xff-name.md").to_json()["superseded"] == []

@@ -26,7 +26,7 @@ from typing import Any
 
 from kiwifs.frontmatter.reader import split
 from kiwifs.index.links import EPISODIC, _file, _params, _resolve, backlinks, outbound
-from kiwifs.index.record import py_text
+from kiwifs.index.record import db_text, py_text
 from kiwifs.index.texts import texts
 from kiwifs.memory.navigation import outline
 
@@ -165,7 +165,7 @@ def _superseded(conn: sqlite3.Connection, paths: set[str]) -> list[str]:
         chunk = names[start : start + _CHUNK]
         marks = ",".join("?" * len(chunk))
         q = f"SELECT path FROM files WHERE superseded = 1 AND path IN ({marks})"
-        found += [py_text(p) for (p,) in conn.execute(q, chunk)]
+        found += [py_text(p) for (p,) in conn.execute(q, [db_text(p) for p in chunk])]
     return sorted(found)
 
 
