@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kiwifs import Knowledge
 from kiwifs.errors import Conflict, InvalidPath, NotFound, PayloadTooLarge, UsageError
+from kiwifs.git.repo import blob_id
 from kiwifs.index.linkparse import parse_links
 from kiwifs.writes import journal
 
@@ -26,9 +27,20 @@ def git(root: Path, *args: str) -> str:
 
 
 def status(kb: Knowledge) -> str:
-    """``git status`` once the git index file is written (off the write path: synced here)."""
-    assert kb.git is not None and kb.git.sync_index()
-    return git(kb.root, "status", "--porcelain")
+    """The paths whose content differs between HEAD and the disk (``""``: everything
+    committed), read without git's index file, which kiwifs updates off the write path."""
+    root = kb.root
+    head = {}
+    for line in git(root, "ls-tree", "-r", "HEAD").splitlines():
+        meta, _, path = line.partition("\t")
+        head[path] = meta.split()[2]
+    disk = {
+        p.relative_to(root).as_posix(): blob_id(p.read_bytes())
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    }
+    shown = {p: b for p, b in head.items() if not any(x.startswith(".") for x in p.split("/"))}
+    return "".join(f"{p}\n" for p in sorted(set(shown) | set(disk)) if shown.get(p) != disk.get(p))
 
 
 def commits(root: Path) -> int:
