@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kiwifs import Knowledge
 from kiwifs.index.linkparse import parse_links
+from linkrules import resolved
 
 
 def _kb(root: Path) -> Knowledge:
@@ -119,21 +120,13 @@ NAMES = ["a", "b", "c", "d/a", "d/e"]
 
 def expected(root: Path) -> tuple[set[tuple[str, str, str]], set[tuple[str, str]]]:
     """Backlinks and broken links worked out from the files alone, by the documented rules."""
-    files = sorted(
-        p.relative_to(root).as_posix() for p in root.rglob("*.md") if ".kiwi" not in p.parts
-    )
-    keyed = sorted(files, key=lambda p: p.split("/"))
     back_set: set[tuple[str, str, str]] = set()
     broken_set: set[tuple[str, str]] = set()
-    for src in files:
-        for link in parse_links(src, (root / src).read_text(), {}):
-            hit = [f for f in keyed if f.lower() == link.norm]
-            if not hit and link.name:
-                hit = [f for f in keyed if f.rpartition("/")[2].lower() == link.name]
-            if hit:
-                back_set.add((hit[0], src, link.kind))
-            else:
-                broken_set.add((src, link.target))
+    for src, link, hit in resolved(root):
+        if hit is not None:
+            back_set.add((hit, src, link.kind))
+        else:
+            broken_set.add((src, link.target))
     return back_set, broken_set
 
 
@@ -165,3 +158,30 @@ def test_index_agrees_with_a_reparse(tmp_path_factory: object, pages: list) -> N
     }
     assert got_back == want_back
     assert broken(kb) == want_broken
+
+
+TOKENS = [
+    "[[a]]",
+    "[x](b.md)",
+    "`",
+    "``",
+    "```",
+    "~~~",
+    " ```py",
+    "    ```",
+    "\n",
+    "text ",
+    "]",
+    "(",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
+def test_fast_link_lines_equal_the_plain_rule(body: str) -> None:
+    """The fast line finder (``_link_lines``) keeps exactly the lines the plain rule
+    (``prose_lines``: outside fences, code spans blanked) has with a link opener."""
+    from kiwifs.index.linkparse import _link_lines, prose_lines
+
+    plain = [p for _, _, p in prose_lines(body) if "[[" in p or "](" in p]
+    assert _link_lines(body) == plain

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from kiwifs import Knowledge
 from kiwifs.errors import Conflict, InvalidPath, NotFound, PayloadTooLarge, UsageError
 from kiwifs.git.repo import blob_id
-from kiwifs.index.linkparse import parse_links
 from kiwifs.writes import journal
+from linkrules import resolved
 
 
 def git(root: Path, *args: str) -> str:
@@ -260,21 +260,8 @@ STEMS = ["p", "q", "r"]
 
 
 def resolved_edges(root: Path) -> set[tuple[str, str]]:
-    """(source, target) for every link of every page that resolves, by the documented rules
-    (path first, then file name, the first in walk order), from the files alone."""
-    files = sorted(
-        p.relative_to(root).as_posix() for p in root.rglob("*.md") if ".kiwi" not in p.parts
-    )
-    keyed = sorted(files, key=lambda p: p.split("/"))
-    edges = set()
-    for src in files:
-        for link in parse_links(src, (root / src).read_text(), {}):
-            hit = [f for f in keyed if f.lower() == link.norm]
-            if not hit and link.name:
-                hit = [f for f in keyed if f.rpartition("/")[2].lower() == link.name]
-            if hit:
-                edges.add((src, hit[0]))
-    return edges
+    """(source, target) for every link of every page that resolves, from the files alone."""
+    return {(src, hit) for src, _, hit in resolved(root) if hit is not None}
 
 
 page = st.tuples(st.sampled_from(FOLDERS), st.sampled_from(STEMS))

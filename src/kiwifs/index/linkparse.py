@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -227,7 +227,7 @@ def _without_frontmatter(text: str) -> str:
 
 
 def _link_lines(body: str) -> list[str]:
-    """The lines of :func:`_prose_lines` that may hold a link (a ``[[`` or a ``](``), in order,
+    """The lines of :func:`prose_lines` that may hold a link (a ``[[`` or a ``](``), in order,
     found without splitting the body: only a line holding an opener or three backticks or
     tildes (a fence opens and closes on such a line) can matter, and the fences are followed
     over those lines alone."""
@@ -276,13 +276,12 @@ def _link_lines(body: str) -> list[str]:
     return out
 
 
-def _prose_lines(body: str) -> list[str]:
-    """The lines outside fenced code blocks, inline code spans blanked."""
-    if "`" not in body and "~~~" not in body:
-        return body.split("\n")  # no fence and no code span: every line is prose
-    out: list[str] = []
+def prose_lines(body: str) -> Iterator[tuple[int, str, str]]:
+    """Each line of ``body`` outside fenced code blocks: its number, the line, and the line
+    with its inline code spans blanked (same length, so a match's offsets hold in both). The
+    plain rule :func:`_link_lines` finds faster; a link rewrite edits the lines it names."""
     fence = ""
-    for line in body.split("\n"):
+    for i, line in enumerate(body.split("\n")):
         if fence:
             stripped = line.strip()
             if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
@@ -292,8 +291,7 @@ def _prose_lines(body: str) -> list[str]:
         if m is not None and not (m.group(1)[0] == "`" and "`" in m.group(2)):
             fence = m.group(1)
             continue
-        out.append(_blank_code_spans(line) if "`" in line else line)
-    return out
+        yield i, line, _blank_code_spans(line) if "`" in line else line
 
 
 def _blank_code_spans(line: str) -> str:

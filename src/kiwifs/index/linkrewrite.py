@@ -34,13 +34,12 @@ from urllib.parse import quote, unquote
 from kiwifs.base.paths import normalize_ref_path
 from kiwifs.frontmatter.edit import edit_frontmatter
 from kiwifs.index.linkparse import (
-    _FENCE,
     _SCHEME,
     MARKDOWN,
     WIKI,
-    _blank_code_spans,
     file_name,
     fold,
+    prose_lines,
     valid_fields,
 )
 from kiwifs.memory.rules import MERGED_FROM
@@ -124,22 +123,13 @@ def _body_start(text: str) -> int:
 
 def rewrite_body(body: str, source: str, moved_to: str, where: Relocation) -> str | None:
     """The body with its wiki and markdown links rewritten; ``None`` if nothing changed."""
+    if "[[" not in body and "](" not in body:
+        return None
     lines = body.split("\n")
     changed = False
-    fence = ""
-    for i, line in enumerate(lines):
-        if fence:
-            stripped = line.strip()
-            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
-                fence = ""
+    for i, line, prose in prose_lines(body):
+        if "[[" not in prose and "](" not in prose:
             continue
-        m = _FENCE.match(line)
-        if m is not None and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = m.group(1)
-            continue
-        if "[[" not in line and "](" not in line:
-            continue
-        prose = _blank_code_spans(line) if "`" in line else line
         new = _rewrite_line(line, prose, source, moved_to, where)
         if new != line:
             lines[i] = new
