@@ -103,12 +103,14 @@ def test_shortest_path(kb: Knowledge) -> None:
 def test_health_check(kb: Knowledge) -> None:
     healthy = kb.health_check("b.md").to_json()
     assert healthy["issues"] == [
+        "empty-page: page has less than 50 characters of content",
         "missing-owner: no owner field in frontmatter",
         "missing-status: no status field in frontmatter",
         "contradiction: team/c.md contradicts this page",
     ]
     a = kb.health_check("a.md").to_json()
     assert a["issues"] == [
+        "empty-page: page has less than 50 characters of content",
         "no-review-date: has an owner but no next-review date",
         "broken-link: [[missing]] doesn't resolve to any file",
     ]
@@ -153,7 +155,7 @@ def test_health_check_kiwifs_janitor_checks(tmp_path: Path) -> None:
         return found
 
     empty = issues("empty.md")
-    assert empty[0] == "empty-page: page has no words of content"
+    assert empty[0] == "empty-page: page has less than 50 characters of content"
     assert kb.health_check("empty.md").to_json()["word_count"] == 0
     assert not any(i.startswith("no-review-date") for i in empty)
     assert not any(i.startswith("no-review-date") for i in issues("index.md"))  # no owner

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.anyio
 
 async def test_graph_tools(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text(
-        "---\nowner: o\nstatus: s\nnext-review: 2999-01-01\n---\n[[b]]\n"
+        "---\nowner: o\nstatus: s\nnext-review: 2999-01-01\n---\n[[b]]\n\n"
+        "A page long enough, at well over fifty characters, not to be empty.\n"
     )
     (tmp_path / "b.md").write_text("---\nmemory_status: superseded\n---\n[[c]] [[gone]]\n")
     (tmp_path / "c.md").write_text("c\n")

@@ -38,6 +38,7 @@ SIBLINGS_MAX = 100  # siblings (same folder, then shared tag): the most entries
 PATH_MAX_DEPTH = 12  # hops a shortest path may take
 PATH_MAX_VISITED = 20000  # pages a path search may reach before it gives up
 STALE_DAYS = 30  # a `reviewed` date older than this is stale
+EMPTY_CHARS = 50  # a body shorter than this (stripped) is an empty page, as KiwiFS counts it
 RELATED_MAX = 20  # a health check names at most this many duplicates or contradicting pages
 _CHUNK = 500  # ids per IN (…) of a path search's step
 # Pages that are entry points, never orphans (as the memory report's conventions have them).
@@ -354,11 +355,11 @@ def _day(value: Any) -> date | None:
 def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | None:
     """The health of ``path`` (``None``: no such page under ``prefix``): its counts, and the
     issues KiwiFS's checks find that the index can see, in KiwiFS's ``kind: message`` words:
-    an empty body (no words), missing ``owner`` / ``status``, a stale ``reviewed`` / past
-    ``next-review`` date, an owner without a ``next-review`` date, broken links, decision
-    language outside ``decisions/``, no inbound link (an orphan; entry pages and episodes are
-    never orphans), another page with the same title (:func:`_duplicates`), contradictions
-    (:func:`_contradictions`), and (ours) being superseded."""
+    a body under 50 characters (KiwiFS's empty page), missing ``owner`` / ``status``, a stale
+    ``reviewed`` / past ``next-review`` date, an owner without a ``next-review`` date, broken
+    links, decision language outside ``decisions/``, no inbound link (an orphan; entry pages
+    and episodes are never orphans), another page with the same title (:func:`_duplicates`),
+    contradictions (:func:`_contradictions`), and (ours) being superseded."""
     page = _file(conn, path, prefix)
     if page is None:
         return None
@@ -379,8 +380,8 @@ def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | No
     prose = body.decode("utf-8", "replace")
     words = len(body.split())  # the body's words, as a peek counts them
     issues: list[str] = []
-    if not words:
-        issues.append("empty-page: page has no words of content")
+    if len(prose.strip()) < EMPTY_CHARS:  # KiwiFS's rule, in characters of the body
+        issues.append(f"empty-page: page has less than {EMPTY_CHARS} characters of content")
     for name in ("owner", "status"):
         if name not in fm:
             issues.append(f"missing-{name}: no {name} field in frontmatter")
