@@ -4,13 +4,13 @@ the errors, and a scoped key that rewrites only under its prefix and learns of n
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
 
 from asgiclient import app_on, serve_in_process
+from gitrepo import commit_count as commits
 from kiwifs.knowledge import Knowledge
 from kiwifs.rest.app import create_app
 from kiwifs.server.access import Gate
@@ -37,13 +37,6 @@ def root(tmp_path: Path) -> Path:
         kb.write("drafts/b.md", "# B\n", actor="alice")
         kb.write("index.md", "[[drafts/a]] and [[drafts/b|B]]\n", actor="alice")
     return tmp_path
-
-
-def commits(root: Path) -> int:
-    out = subprocess.run(
-        ["git", "-C", str(root), "rev-list", "--count", "HEAD"], capture_output=True, check=True
-    )
-    return int(out.stdout)
 
 
 def test_rename_dir_answers_as_kiwifs(root: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from gitrepo import commit_count as commits
 from kiwifs import Knowledge
 from kiwifs.errors import Conflict, InvalidPath, NotFound, PayloadTooLarge, UsageError
 from kiwifs.git.repo import blob_id
@@ -41,10 +42,6 @@ def status(kb: Knowledge) -> str:
     }
     shown = {p: b for p, b in head.items() if not any(x.startswith(".") for x in p.split("/"))}
     return "".join(f"{p}\n" for p in sorted(set(shown) | set(disk)) if shown.get(p) != disk.get(p))
-
-
-def commits(root: Path) -> int:
-    return int(git(root, "rev-list", "--count", "HEAD"))
 
 
 @pytest.fixture
