@@ -217,13 +217,18 @@ def _strings(value: Any) -> list[str]:
 
 
 def _without_frontmatter(text: str) -> str:
+    return text[body_start(text) :]
+
+
+def body_start(text: str) -> int:
+    """Where the body of ``text`` starts: after its frontmatter block, if it has one."""
     if not text.startswith("---"):
-        return text
+        return 0
     end = text.find("\n---", 3)
     if end < 0:
-        return text
+        return 0
     after = text.find("\n", end + 4)
-    return "" if after < 0 else text[after + 1 :]
+    return len(text) if after < 0 else after + 1
 
 
 def _link_lines(body: str) -> list[str]:

@@ -37,6 +37,8 @@ from kiwifs.index.linkparse import (
     _SCHEME,
     MARKDOWN,
     WIKI,
+    _page_fields,
+    body_start,
     file_name,
     fold,
     prose_lines,
@@ -99,7 +101,7 @@ def rewrite_file(
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return data
-    start = _body_start(text)
+    start = body_start(text)
     body = rewrite_body(text[start:], source, moved_to, where)
     out = data if body is None else (text[:start] + body).encode("utf-8")
     if frontmatter and start and where.hint in fold(text[:start]):
@@ -108,17 +110,6 @@ def rewrite_file(
         except Exception:  # noqa: BLE001 - an unreadable block is left as it is, not refused
             pass
     return out
-
-
-def _body_start(text: str) -> int:
-    """Where the body starts: after the frontmatter block, as the link parser cuts it."""
-    if not text.startswith("---"):
-        return 0
-    end = text.find("\n---", 3)
-    if end < 0:
-        return 0
-    after = text.find("\n", end + 4)
-    return len(text) if after < 0 else after + 1
 
 
 def rewrite_body(body: str, source: str, moved_to: str, where: Relocation) -> str | None:
@@ -155,22 +146,20 @@ def _rewrite_line(line: str, prose: str, source: str, moved_to: str, where: Relo
 
 
 def _wiki_target(raw: str, where: Relocation, by_name: bool = True) -> str | None:
-    """The new text of a wiki-style target (``path#heading``), ``None`` to leave it."""
-    target, hash_, heading = raw.partition("#")
-    core = target.strip()
-    if not core:
+    """The new text of a wiki-style target (``path#heading``), ``None`` to leave it: resolved
+    by the parser's own rule (:func:`~kiwifs.index.linkparse._page_fields`)."""
+    fields = _page_fields(raw, "wiki", by_name)
+    if fields is None:
         return None
-    clean = posixpath.normpath(core.lstrip("/"))
-    if clean.startswith("..") or clean == ".":
-        return None
-    has_md = fold(clean).endswith(_MD)
-    norm = fold(clean if has_md else clean + _MD)
-    new = where.by_norm.get(norm)
-    if new is None and by_name and "/" not in norm:
-        new = where.by_name.get(norm)
+    norm, name = fields[3], fields[4]
+    new = where.by_norm.get(norm) if norm is not None else None
+    if new is None and name is not None:
+        new = where.by_name.get(name)
     if new is None:
         return None
-    shown = new if has_md else new.removesuffix(_MD)
+    target, hash_, heading = raw.partition("#")
+    core = target.strip()
+    shown = new if fold(core).endswith(_MD) else new.removesuffix(_MD)
     if core.startswith("/"):
         shown = "/" + shown
     lead = target[: len(target) - len(target.lstrip())]
