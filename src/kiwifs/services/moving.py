@@ -144,8 +144,9 @@ class Moves:
             guard = self.claims.change_guard(RENAME, [*moves, *moves.values()], who, moves=moves)
             text = f"{who}: rename {old_dir}/ {ARROW} {new_dir}/ ({_files(len(moves))}"
             text += f", links updated in {_files(len(updated))})" if updated else ")"
+            known = {**contents, **dict.fromkeys(moves.values())}  # the target folder is new
             with guard:
-                apply_changes(pipeline, changes, who, text)
+                apply_changes(pipeline, changes, who, text, known)
         return Moved(old_dir, new_dir, len(moves), tuple(updated))
 
     # -- the plan ---------------------------------------------------------------------------

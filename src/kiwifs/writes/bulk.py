@@ -12,7 +12,7 @@ the pipeline never calls it (:class:`~kiwifs.knowledge.Knowledge` does).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kiwifs.base.limits import MAX_BULK_BYTES
 from kiwifs.base.paths import canonical
@@ -63,14 +63,19 @@ def bulk_write(
 
 
 def apply_changes(
-    pipeline: Pipeline, changes: dict[str, bytes | None], actor: str, text: str
+    pipeline: Pipeline,
+    changes: dict[str, bytes | None],
+    actor: str,
+    text: str,
+    known: Mapping[str, bytes | None] | None = None,
 ) -> None:
     """Write and remove files (``None``: removed) in one commit, or change none of them: a move
     of files, with the links to them rewritten (:mod:`kiwifs.services.moving`). The contents
     are taken as they are (no provenance is added: a moved file keeps its bytes); the caller
-    has checked them, and may hold the lock already."""
+    has checked them, and may hold the lock already. ``known``: paths' current contents the
+    caller read under the lock it still holds (``None``: absent), not read again."""
     with pipeline.locked():
-        _apply(pipeline, changes, actor, text, None)
+        _apply(pipeline, changes, actor, text, None, known or {})
 
 
 def _apply(
@@ -79,11 +84,14 @@ def _apply(
     actor: str,
     text: str,
     provenance: Provenance | None,
+    known: Mapping[str, bytes | None] | None = None,
 ) -> None:
-    """Journal, write and commit ``changes`` alone, the lock held; undone if any step fails."""
+    """Journal, write and commit ``changes`` alone, the lock held; undone if any step fails.
+    ``known``: current contents already read under this lock (the rest is read here)."""
     storage = pipeline.storage
     rels = list(changes)
-    before = {rel: storage.read_optional(rel) for rel in rels}
+    known = known or {}
+    before = {rel: known[rel] if rel in known else storage.read_optional(rel) for rel in rels}
     intent = journal.BulkIntent(
         actor,
         text,
