@@ -176,7 +176,7 @@ INSERT_LINK = (
 )
 # frontmatter keys that may hold a link besides the typed fields: a file whose frontmatter JSON
 # names none of them (most files) is not parsed from JSON again
-_LINK_KEYS = ('"superseded_by"', '"derived-from"')
+_LINK_KEYS = ('"superseded_by"',)
 
 
 def row_parts(record: FileRecord, typed_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS) -> RowParts:
@@ -220,7 +220,11 @@ def link_rows(record: FileRecord, typed_fields: tuple[str, ...]) -> list[tuple[A
         return []
     fm: dict[str, Any] = {}
     raw = record.frontmatter
-    if any(k in raw for k in _LINK_KEYS) or any(f'"{t}"' in raw for t in typed_fields):
+    if (
+        any(k in raw for k in _LINK_KEYS)
+        or ('"derived-from"' in raw and '"path"' in raw)  # a derived-from item names a path
+        or any(f'"{t}"' in raw for t in typed_fields)
+    ):
         loaded = json.loads(raw)
         fm = loaded if isinstance(loaded, dict) else {}
     links = link_fields(f.path, record.text, fm, typed_fields, f.id_keys, f.path_keys)
