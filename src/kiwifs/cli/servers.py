@@ -270,7 +270,7 @@ def mcp(
         standalone_key(kb)  # an auth setup it cannot enforce: no start (before binding)
     wanted = port if port is not None else DEFAULT_MCP_PORT
     sock = listen_socket(host, wanted) if use_http else None
-    Serving(kb).prepare()
+    Serving(kb).prepare(background=False)  # the import made before the first answer
     if sock is not None:
         from kiwifs.rest.headertimeout import protocol_with
 

@@ -106,6 +106,11 @@ class Git:
         self._index_syncer = BackgroundSync(self.sync_index)
         self._process: CommitChannel | None = None
         self._trees = TreeCache()  # the entries of the trees this process wrote last
+        # the first import of the root's files, made by another process (kiwifs.git.adoption):
+        # set while none runs; its failure, if it failed
+        self._imported = threading.Event()
+        self._imported.set()
+        self._import_error: str | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -139,6 +144,31 @@ class Git:
         dirty = self.dirty_paths()
         return self.commit(dirty, actor, message(len(dirty))) if dirty else None
 
+    def begin_import(self) -> None:
+        """Another process imports the root's files from now on: commits wait for its end."""
+        self._import_error = None
+        self._imported.clear()
+
+    def end_import(self, error: str | None) -> None:
+        """The import ended (``error``: why it failed); waiting commits go on. The import
+        wrote the git index file itself, so only this process's kept trees are forgotten."""
+        with self._lock:
+            self._trees = TreeCache()
+        self._import_error = error
+        self._imported.set()
+
+    @property
+    def importing(self) -> bool:
+        """Whether the first import of the root's files is still being made."""
+        return not self._imported.is_set()
+
+    def _after_import(self) -> None:
+        """Wait for the import, if one runs; :class:`StorageError` if it failed (the write's
+        paths stay journaled, and the next start imports again)."""
+        self._imported.wait()
+        if self._import_error is not None:
+            raise StorageError(f"git import of the existing files failed: {self._import_error}")
+
     @property
     def repo(self) -> pygit2.Repository:
         if self._repo is None:
@@ -167,6 +197,7 @@ class Git:
         index file is brought up to date afterwards, off the write path (:meth:`sync_index`,
         :mod:`kiwifs.git.indexfile`).
         """
+        self._after_import()
         process = self._process
         if process is None:
             made = self.commit_objects(paths, actor, message, trailer, contents)

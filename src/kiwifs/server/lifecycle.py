@@ -42,10 +42,12 @@ class Serving:
         """
         return acquire_server_lock(self.kb.root)
 
-    def prepare(self) -> None:
+    def prepare(self, background: bool = True) -> None:
         """Make the root a repository (unless config says none) and load the embedder, so that
-        a server fails at start rather than at its first request."""
-        self.kb.ensure_versioned()
+        a server fails at start rather than at its first request. The first import of the
+        files already there runs in a child process (``background``, see
+        :mod:`kiwifs.git.adoption`): a server answers during it, its commits wait for it."""
+        self.kb.ensure_versioned(background)
         self.kb.prepare_vectors()
 
     def enable_async_commit(self, window: float = 0.2, max_paths: int = 50) -> None:

@@ -19,6 +19,7 @@ from kiwifs.config import Config, load_config
 from kiwifs.errors import RootNotFound
 from kiwifs.files.storage import Storage
 from kiwifs.frontmatter.provenance import LIBRARY_ACTOR
+from kiwifs.git import adoption
 from kiwifs.git.repo import Git
 from kiwifs.index.linkparse import valid_fields
 from kiwifs.index.upkeep import IndexKeeper
@@ -152,12 +153,18 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
         if self.git is not None:
             self.git.close()
 
-    def ensure_versioned(self) -> None:
-        """Make the root a git repository (committing what is there) unless config says none."""
-        if self.git is not None or not self.config.versioning.uses_git:
+    def ensure_versioned(self, background: bool = False) -> None:
+        """Make the root a git repository committing what is there (unless config says none),
+        or finish an import cut short. ``background``: the import is made by a child process
+        while this one goes on, and this root's commits wait for it (a server, so that it
+        answers at once: :mod:`kiwifs.git.adoption`)."""
+        if not self.config.versioning.uses_git or not adoption.pending(self.root):
             return
-        git = Git(self.root, self.tuning.kept_trees)
-        git.adopt(LIBRARY_ACTOR, lambda n: f"{LIBRARY_ACTOR}: import {n} existing files")
+        git = self.git if self.git is not None else Git(self.root, self.tuning.kept_trees)
+        if background:
+            adoption.Adoption(git, LIBRARY_ACTOR).start()
+        else:
+            adoption.adopt_now(git, LIBRARY_ACTOR)
         self.git = git
         self.pipeline.git = git
 
