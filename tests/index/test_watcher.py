@@ -200,3 +200,46 @@ def test_the_watches_start_beside_a_folder_name_that_is_not_utf8(tmp_path: Path)
         assert wait_for(lambda: seen.saw("notes/a.md"), PROMPTLY)
     finally:
         watcher.stop()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_warm_up_runs_once_before_ready_and_never_stops_it(tmp_path: Path, fails: bool) -> None:
+    """A server's warm-up (``on_ready``) runs after the first reconcile and before ``ready``,
+    once; a warm-up that fails is logged, and the index is ready all the same."""
+    seen_ready: list[bool] = []
+
+    def warm() -> None:
+        seen_ready.append(watcher.ready.is_set())
+        if fails:
+            raise RuntimeError("no numpy today")
+
+    reconcile = lambda: ReconcileStats(0, 0, 0, 0.0)  # noqa: E731
+    watcher = Watcher(tmp_path, lambda rels: None, reconcile, period=0.05, on_ready=warm)
+    watcher.start()
+    try:
+        assert watcher.wait_ready()
+        assert wait_for(lambda: watcher.interval > 0.05)  # later reconciles have run
+        assert seen_ready == [False]
+    finally:
+        watcher.stop()
+
+
+def test_a_server_is_ready_with_its_first_report_counted(tmp_path: Path) -> None:
+    """``serve``'s watcher counts the report of the default prefix before it reports ready: the
+    first report answers from those totals, equal to a fresh count."""
+    from kiwifs import Knowledge
+    from kiwifs.server.lifecycle import Serving
+
+    for i in range(5):
+        (tmp_path / "episodes").mkdir(exist_ok=True)
+        (tmp_path / f"episodes/run-{i}.md").write_text(f"---\nepisode_id: run-{i}\n---\nran\n")
+    with Knowledge.open(tmp_path) as kb:
+        serving = Serving(kb)
+        serving.start_watching()
+        try:
+            assert wait_for(kb.ready)
+            warmed = kb.memory_report(limit=0)
+        finally:
+            serving.stop_watching()
+        assert warmed.to_json() == kb.memory_report(limit=0, use_index=False).to_json()
+        assert warmed.unmerged_count == 5

@@ -81,6 +81,14 @@ class IndexAnswers:
 
         return self._keeper.guarded(run)
 
+    def warm(self, index: Index, prefix: str) -> None:
+        """Count the report's totals for ``prefix`` now and keep them, as :meth:`memory_report`
+        keeps them (a server before it reports ready: its first report then pages only)."""
+        generation = index.generation
+        with index.reader() as conn:
+            _, totals = indexed_report.report(conn, prefix, 0, 0)
+        self._totals[(prefix, None)] = ((id(index), generation), totals)
+
     def memory_report_document(
         self,
         prefix: str,

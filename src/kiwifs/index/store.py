@@ -52,6 +52,16 @@ class RowStore(Database):
         # keeper from the config); a change is seen by the rows stored after it (a reindex)
         self.link_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS
 
+    def warm_search(self) -> None:
+        """Load what keyword search keeps in memory for every query (each document's length):
+        done by a server before it reports ready, so its first search does not pay it."""
+        with self.reader() as conn:
+            conn.execute("BEGIN")  # one snapshot: the log, the totals and the lengths agree
+            try:
+                self.columns.load(conn)
+            finally:
+                conn.rollback()
+
     def _forget(self) -> None:
         self._echo.clear()
         self.columns.clear()  # a new file: its row ids mean other documents

@@ -335,7 +335,13 @@ class IndexKeeper:
             return contextlib.nullcontext()
         return rebuildlock.exclusive(self.root)
 
-    def start_watching(self, period: float = DEFAULT_PERIOD) -> None:
+    def start_watching(
+        self, period: float = DEFAULT_PERIOD, warm_prefix: str | None = None
+    ) -> None:
+        """Keep the index current from a watcher. Once its first reconcile is done, and before
+        it reports ready, the answers a server's first requests need are loaded: search's
+        document lengths and, for ``warm_prefix``, the memory report's totals (at a million
+        files, 1.7 s and 0.5 s that the first search and the first report paid)."""
         with self._lock:
             if self._watcher is not None:
                 return
@@ -356,8 +362,14 @@ class IndexKeeper:
                 writeback = batches.Writeback(written, self.tuning.writeback_window)
                 self._writeback = writeback
                 on_events = _leaving_out(writeback, refresh)
-            self._watcher = Watcher(self.root, on_events, reconcile, period, self.tuning)
+            warm = functools.partial(self._warm, index, warm_prefix)
+            self._watcher = Watcher(self.root, on_events, reconcile, period, self.tuning, warm)
             self._watcher.start()
+
+    def _warm(self, index: Index, prefix: str | None) -> None:
+        index.warm_search()
+        if prefix is not None:
+            self.answers.warm(index, prefix)
 
     def stop_watching(self) -> None:
         with self._lock:

@@ -72,8 +72,12 @@ class Watcher:
         reconcile: Callable[[], ReconcileStats | None],
         period: float = DEFAULT_PERIOD,
         tuning: Tuning | None = None,
+        on_ready: Callable[[], object] | None = None,
     ) -> None:
         tuned = tuning or Tuning()
+        # called once, after the first reconcile that succeeds and before ``ready`` is set:
+        # what a server loads so that its first answers are as fast as the next ones
+        self._on_ready = on_ready
         self.root = Path(root)
         self._real_root = os.path.realpath(self.root)
         self._refresh = refresh
@@ -175,6 +179,11 @@ class Watcher:
         except Exception:
             log.exception("index update failed")
             return True
+        if not self.ready.is_set() and self._on_ready is not None:
+            try:
+                self._on_ready()
+            except Exception:  # a warm-up is never a reason not to serve
+                log.exception("warming up the index's answers failed")
         self.ready.set()
         return stats is None or stats.missed > 0
 

@@ -170,8 +170,9 @@ class Serving:
             backup.stop(pusher)
 
     def start_watching(self) -> None:
-        """Keep the index current in the background (file events plus a periodic reconcile)."""
-        self.kb.indexing.start_watching()
+        """Keep the index current in the background (file events plus a periodic reconcile),
+        ready once the first search and report of the default prefix are loaded."""
+        self.kb.indexing.start_watching(warm_prefix=self.kb.episodes_prefix())
 
     def stop_watching(self) -> None:
         self.kb.indexing.stop_watching()

@@ -93,6 +93,17 @@ class TermColumns:
             self._tf.clear()
             self._failed.clear()
 
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Bring the document lengths up to ``conn``'s snapshot now (inside a read
+        transaction), rather than at the first query; nothing without numpy or text."""
+        np = _numpy()
+        if np is None:
+            return
+        with self._lock:
+            nrows, ntokens = bm25.totals(conn)
+            if nrows:
+                self._current(np, conn, nrows, ntokens)
+
     def ranked(
         self,
         conn: sqlite3.Connection,
