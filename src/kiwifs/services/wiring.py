@@ -19,7 +19,6 @@ from kiwifs.config import Config, load_config
 from kiwifs.errors import RootNotFound
 from kiwifs.files.storage import Storage
 from kiwifs.frontmatter.provenance import LIBRARY_ACTOR
-from kiwifs.git import adoption
 from kiwifs.git.repo import Git
 from kiwifs.index.linkparse import valid_fields
 from kiwifs.index.upkeep import IndexKeeper
@@ -158,6 +157,8 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
         or finish an import cut short. ``background``: the import is made by a child process
         while this one goes on, and this root's commits wait for it (a server, so that it
         answers at once: :mod:`kiwifs.git.adoption`)."""
+        from kiwifs.git import adoption  # servers and init only: it loads subprocess
+
         if not self.config.versioning.uses_git or not adoption.pending(self.root):
             return
         git = self.git if self.git is not None else Git(self.root, self.tuning.kept_trees)
