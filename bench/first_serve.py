@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""A server's first minutes on a large root: how soon it is ready, its first report, its first
+searches, and (``--unversioned``) while it imports the root's files into git.
+
+    python bench/first_serve.py ROOT [--base REV] [--rounds R] [--unversioned]
+
+``ROOT`` is a root whose index is current (``kiwifs reindex`` run on it, for instance a
+``bench/corpus.py`` root of a million episodes). Each round starts ``kiwifs serve`` in a fresh
+process, as shipped and then with the ``src`` of ``--base`` (exported with ``git archive``; the
+A/B baseline, default none), and measures:
+
+* ``ready_s``: process start to the first 200 of ``/readyz``;
+* ``first_report_ms``: the first ``GET /api/kiwi/memory/report?limit=100`` after that;
+* ``first30``: the first 30 searches (:data:`QUERIES`, natural-language questions and words)
+  after it, p50 and max in ms, as an agent asking at once would see them;
+* ``import_s`` (``--unversioned``): the root's ``.git`` and import marker are removed before
+  each start, so the server makes the first import; process start to the marker's removal
+  (the import committed), and ``after_import`` the same 30 searches again.
+
+Prints one JSON object. Needs nothing outside the repository; the root is used in place (with
+``--unversioned`` its ``.git`` is deleted: use a root you generated for this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+MARKER = Path(".kiwi") / "state" / "git-import"
+QUERIES = [
+    "what went wrong with the deploy",
+    "rollback canary",
+    "which tool failed during migration",
+    "snapshot pipeline latency",
+    "review token budget",
+    "how did we fix the replica lag",
+    "incident alert dashboard",
+    "schema lint error",
+    "vector embedding cache",
+    "session trace header",
+    "release process traced",
+    "queue worker retry",
+    "frontmatter parser",
+    "lease shard context",
+    "memory report",
+    "search index window",
+    "what did alice change",
+    "config route client",
+    "merged summary",
+    "event request call",
+    "budget",
+    "metric",
+    "graph query heading",
+    "server note store",
+    "why was the build reverted",
+    "checked verified patch",
+    "prompt chunk response",
+    "endpoint observed",
+    "markdown link",
+    "episode page",
+]
+
+
+def export_source(rev: str, target: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "archive", rev, "src"], check=True, capture_output=True, cwd=HERE.parent
+    ).stdout
+    target.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / "src"
+
+
+def searches(client: httpx.Client) -> dict[str, float]:
+    spent = []
+    for q in QUERIES:
+        start = time.perf_counter()
+        r = client.get("/api/kiwi/search", params={"q": q})
+        spent.append((time.perf_counter() - start) * 1000)
+        r.raise_for_status()
+    return {"p50_ms": round(statistics.median(spent), 1), "max_ms": round(max(spent), 1)}
+
+
+def one_start(root: Path, src: Path | None, unversioned: bool) -> dict[str, object]:
+    if unversioned:
+        shutil.rmtree(root / ".git", ignore_errors=True)
+        for name in (".gitattributes",):
+            (root / name).unlink(missing_ok=True)
+        (root / MARKER).unlink(missing_ok=True)
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    cmd = [sys.executable, "-c", "from kiwifs.cli import main; main()", "serve"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [*cmd, "--root", str(root), "--port", "0"], stderr=subprocess.PIPE, env=env
+    )
+    assert proc.stderr is not None
+    base = None
+    while base is None:
+        line = proc.stderr.readline().decode()
+        if not line:
+            raise SystemExit("the server stopped before it listened")
+        m = re.search(r" on (http://[^\s/]+:\d+)", line)
+        base = m.group(1) if m else None
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+    out: dict[str, object] = {}
+    try:
+        with httpx.Client(base_url=base, timeout=900) as client:
+            while True:
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)
+            out["ready_s"] = round(time.perf_counter() - start, 2)
+            began = time.perf_counter()
+            client.get("/api/kiwi/memory/report", params={"limit": 100}).raise_for_status()
+            out["first_report_ms"] = round((time.perf_counter() - began) * 1000, 1)
+            out["first30"] = searches(client)
+            if unversioned:
+                while (root / MARKER).exists() or not (root / ".git").exists():
+                    time.sleep(0.5)
+                out["import_s"] = round(time.perf_counter() - start, 1)
+                out["after_import"] = searches(client)
+    finally:
+        proc.terminate()
+        proc.wait(120)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("root", type=Path)
+    ap.add_argument("--base", help="a git revision to compare with (its src/, exported)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--unversioned", action="store_true", help="delete .git before each start")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kiwifs-first-serve-") as tmp:
+        sides: dict[str, Path | None] = {"checkout": None}
+        if args.base:
+            sides["base"] = export_source(args.base, Path(tmp) / "base")
+        runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
+        for _ in range(args.rounds):
+            for side, src in sides.items():
+                runs[side].append(one_start(args.root.resolve(), src, args.unversioned))
+    print(json.dumps({"root": str(args.root), "base": args.base, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
