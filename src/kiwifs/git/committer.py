@@ -174,7 +174,7 @@ class Committer:
                     done, deadline = self._committed, time.monotonic() + timeout
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise StorageError(f"git commits made no progress in {timeout:g} s")
+                    raise self._stalled(f"git commits made no progress in {timeout:g} s")
                 self._cond.wait(remaining)
 
     @property
@@ -224,13 +224,23 @@ class Committer:
                         left, deadline = now_left, time.monotonic() + timeout
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise StorageError(
+                        raise self._stalled(
                             f"background git commits made no progress in {timeout:g} s"
                             f" ({left} operation(s) pending)"
                         )
                     self._cond.wait(remaining)
             finally:
                 self._flushers -= 1
+
+    def _stalled(self, text: str) -> StorageError:
+        """The error of a wait that saw no commit made: named for what holds the commits when
+        it is the first import of the root's files (:mod:`kiwifs.git.adoption`)."""
+        if self.git.importing:
+            text += (
+                ": the first import of the root's files into git is still running (what was"
+                " written is on disk and journaled, and is committed after it)"
+            )
+        return StorageError(text)
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Commit what is pending (unless git is failing), then stop the thread.
