@@ -117,20 +117,21 @@ def test_a_repository_without_the_marker_is_left_as_it_is(tmp_path: Path) -> Non
 def test_a_write_waiting_on_the_import_is_told_so(tmp_path: Path) -> None:
     """A commit wait that times out while the import runs names the import and what became of
     the write; the write is committed once the import ends."""
-    from kiwifs.server.lifecycle import Serving
+    from kiwifs.git.committer import Committer
+    from kiwifs.git.pendingcommit import PendingCommit
 
     root = tmp_path / "kb"
     root.mkdir()
-    with Knowledge.open(root) as kb:
-        kb.ensure_versioned()
-        assert kb.git is not None and kb.pipeline.committer is None
-        Serving(kb).enable_async_commit(window=0.05)
-        kb.git.begin_import()
-        kb.write("notes/a.md", "# A\n", actor="alice")  # answered: on disk and journaled
-        committer = kb.pipeline.committer
-        assert committer is not None
-        with pytest.raises(StorageError, match="first import of the root's files"):
-            committer.flush(timeout=0.3)
-        kb.git.end_import(None)
-        kb.pipeline.flush()
-        assert _committed(root, "notes/a.md") == "# A\n"
+    repo = Git(root)
+    repo.init()
+    committer = Committer(repo, lambda: None, window=0.05)
+    repo.begin_import()
+    (root / "a.md").write_text("# A\n")  # a write answered: on disk (and journaled)
+    committer.submit(PendingCommit(("a.md",), "alice", "alice: a.md"))
+    with pytest.raises(StorageError, match="first import of the root's files"):
+        committer.flush(timeout=0.3)
+    repo.end_import(None)
+    committer.flush()
+    committer.close()
+    repo.close()
+    assert _committed(root, "a.md") == "# A\n"
