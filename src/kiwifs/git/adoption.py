@@ -10,8 +10,10 @@ repository (``git init``: instant), listens, and hands the import to a child pro
 
 Meanwhile the server's commits wait for the import (:meth:`Git.commit` waits on it): a write
 answered during the import is on disk and in the crash journal at once, and committed after
-the import commit, in order. With asynchronous commits (``serve``'s default) no write waits;
-with synchronous ones a write waits for the import to end.
+the import commit, in order. With asynchronous commits (``--async-commit``) no write waits;
+with synchronous ones (the default) a write waits for its commit, at most the committer's
+bound, then fails with a :class:`StorageError` that names the import (the write stays on disk
+and journaled, and is committed after the import).
 
 A marker (``.kiwi/state/git-import``) is written before the repository is made and removed by
 the child once the import is committed, so an import cut short (the server killed, the child
@@ -63,7 +65,6 @@ class Adoption:
     def __init__(self, git: Git, actor: str) -> None:
         self.git = git
         self.actor = actor
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         _mark(self.git.root)
@@ -75,15 +76,15 @@ class Adoption:
         except OSError as exc:
             self.git.end_import(f"cannot start the import process: {exc}")
             return
-        self._thread = threading.Thread(
+        threading.Thread(
             target=self._wait, args=(proc,), name="kiwifs-git-import", daemon=True
-        )
-        self._thread.start()
+        ).start()
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> None:
         _, err = proc.communicate()
         if proc.returncode == 0:
-            self.git.head_moved()  # HEAD was moved by the child: nothing of ours is kept
+            # the child wrote the git index file too: no reconcile of it here, where one over
+            # every imported path would hold the interpreter lock from the server's requests
             self.git.end_import(None)
             return
         text = err.decode("utf-8", "replace").strip().splitlines()
