@@ -96,8 +96,7 @@ def searches(client: httpx.Client) -> dict[str, float]:
 def one_start(root: Path, src: Path | None, unversioned: bool) -> dict[str, object]:
     if unversioned:
         shutil.rmtree(root / ".git", ignore_errors=True)
-        for name in (".gitattributes",):
-            (root / name).unlink(missing_ok=True)
+        (root / ".gitattributes").unlink(missing_ok=True)  # made with the repository
         (root / MARKER).unlink(missing_ok=True)
     env = dict(os.environ)
     if src is not None:

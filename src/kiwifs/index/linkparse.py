@@ -71,14 +71,16 @@ def file_name(path: str) -> str:
 
 def valid_fields(fields: Iterable[str]) -> tuple[str, ...]:
     """The configured typed fields that are plain frontmatter keys (others are ignored)."""
-    if isinstance(fields, tuple):
-        return _valid_tuple(fields)  # a root's setting, asked once a file: worked out once
+    if isinstance(fields, tuple) and all(isinstance(f, str) for f in fields):
+        return _known_fields(fields)  # a root's setting, asked once a file: worked out once
+    return _field_names(fields)
+
+
+def _field_names(fields: Iterable[Any]) -> tuple[str, ...]:
     return tuple(f for f in fields if isinstance(f, str) and _FIELD_NAME.fullmatch(f))
 
 
-@lru_cache(maxsize=64)
-def _valid_tuple(fields: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(f for f in fields if isinstance(f, str) and _FIELD_NAME.fullmatch(f))
+_known_fields = lru_cache(maxsize=64)(_field_names)
 
 
 def parse_links(
