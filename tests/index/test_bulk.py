@@ -31,6 +31,11 @@ PAGES = {
     "pages/bad.md": "---\nkey: [unclosed\n---\nbroken yaml still searchable\n",
     "pages/old.md": "---\nmemory_status: superseded\n---\nforgotten\n",
     "plain.md": "no frontmatter at all\n",
+    "pages/links.md": (
+        "---\nsuperseded_by: pages/merged\ncontradicts: [[plain]]\n---\n"
+        + " ".join(f"[[episodes/2026/{c}]] [x](../episodes/{c}.md#h)" for c in "abcd")
+        + " [[nowhere#top]] [[Plain|alias]]\n"
+    ),
 }
 TABLES = {
     "files": "SELECT * FROM files ORDER BY id",
@@ -38,6 +43,7 @@ TABLES = {
     "cover_paths": "SELECT target, file_id FROM cover_paths ORDER BY 1, 2",
     "words": "SELECT rowid FROM fts WHERE fts MATCH 'beta OR merged OR searchable' ORDER BY rowid",
     "dirs": "SELECT * FROM dirs ORDER BY key",
+    "links": "SELECT * FROM links ORDER BY file_id, rowid",
     # the load drops indexes and idle triggers and sets FTS5's hash size: all made again
     "schema": "SELECT type, name, sql FROM sqlite_schema ORDER BY type, name",
     "fts_config": "SELECT * FROM fts_config ORDER BY k",
@@ -70,13 +76,33 @@ def built(
 def test_bulk_rebuild_equals_the_row_by_row_one(make_root: Callable[..., Path]) -> None:
     root = make_root(PAGES)
     (root / "episodes" / "link.md").symlink_to("/nonexistent")  # an error record
-    rows = built(root, "rows", bulk=False)
-    bulk = built(root, "bulk", workers=1)
-    assert rows["files"], "the comparison must compare something"
+    rows = built(root, "rows", 10, bulk=False)
+    bulk = built(root, "bulk", 10, workers=1)
+    assert rows["files"] and len(rows["links"]) > 10, "the comparison must compare something"
     assert bulk == rows
     covered = {r[3]: r[18] for r in bulk["files"]}  # path -> covered
     assert covered["episodes/2026/a.md"] == 1
     assert covered["episodes/2026/b.md"] == 0
+
+
+def test_links_loaded_many_a_statement_equal_the_row_by_row_ones(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statements of three link rows and the rest one a statement: the same rows. The text
+    index is left as one segment (an INSERT that may abort half done would have flushed
+    FTS5's pending terms at each statement: a segment each)."""
+    monkeypatch.setattr(bulk, "ROWS_PER_INSERT", 3)
+    monkeypatch.setattr(bulk, "LOAD_BATCH", 2)
+    root = make_root(PAGES)
+    rows = built(root, "rows", 9, bulk=False)
+    many = built(root, "many", 9, workers=1)
+    assert len(rows["links"]) % 3 and many == rows
+    conn = sqlite3.connect(root.parent / "many.db")
+    try:  # the structure record and one segment's rows (its leaves, with no index pages)
+        blocks = conn.execute("SELECT count(*) FROM fts_data WHERE id > 10").fetchone()[0]
+    finally:
+        conn.close()
+    assert blocks == 1
 
 
 def test_forked_parsing_equals_parsing_here(
@@ -221,7 +247,7 @@ def test_reindex_progress_reaches_the_total(make_root: Callable[..., Path]) -> N
         index.rebuild(lambda done, total: seen.append((done, total)))
     finally:
         index.close()
-    assert seen[-1] == (8, 8)
+    assert seen[-1] == (9, 9)
 
 
 def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly(
@@ -278,7 +304,7 @@ def test_a_load_with_vectors_on_queues_every_content_as_rows_do(
         conn = sqlite3.connect(db)
         queued[name] = conn.execute("SELECT etag FROM vec_queue ORDER BY etag").fetchall()
         conn.close()
-    assert len(queued["rows"]) == 8  # every page is readable
+    assert len(queued["rows"]) == 9  # every page is readable
     assert queued["bulk"] == queued["rows"]
 
 

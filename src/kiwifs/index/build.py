@@ -36,7 +36,7 @@ from kiwifs.base.paths import open_regular, read_all
 from kiwifs.index.folders import abs_path
 from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import error_record, key_to_rel, read_record
-from kiwifs.index.rows import COVER_SQL, INSERT_LINK, RowParts, row_parts
+from kiwifs.index.rows import COVER_SQL, LINK_COLUMNS, RowParts, row_parts
 from kiwifs.index.texts import DICT_SAMPLES, Codec, save_dictionary, train
 
 Progress = Callable[[int, int], None]
@@ -49,7 +49,10 @@ IN_FLIGHT = 4  # jobs queued per worker: enough to keep it busy, little memory
 # only while fewer than IN_FLIGHT per worker are unparsed: the parsed rows waiting for the
 # loader stay few, and the loader does not trail the workers by much at the end.
 AHEAD = 16
-LOAD_BATCH = 2000  # rows per executemany
+LOAD_BATCH = 2000  # files per flush of the loaded rows
+# Link rows a statement inserts (:func:`insert_rows`): a file has several, so a batch of 2000
+# files holds some 10,000 at 5 links a page.
+ROWS_PER_INSERT = 50
 # FTS5's hash of pending terms during a load (its default: 1 MiB): see :func:`_fts_hash`.
 FTS_HASH = 64 << 20
 FTS_DEFAULT_HASH = 1 << 20
@@ -395,7 +398,7 @@ class _Batch:
         self.files: list[tuple[object, ...]] = []
         self.idents: list[tuple[str | bytes, int]] = []
         self.targets: list[tuple[bytes, int]] = []
-        self.links: list[tuple[Any, ...]] = []
+        self.links: list[Any] = []  # flat: the values of every link row, one after another
         self.texts: list[tuple[int, str]] = []
         self.packed: list[tuple[int, bytes]] = []
         self.cover_ids: set[str | bytes] = set()
@@ -406,7 +409,9 @@ class _Batch:
         values, idents, targets, text, links, packed = parts
         file_id = self.next_id
         self.next_id += 1
-        self.links.extend((file_id, *link) for link in links)
+        for link in links:
+            self.links.append(file_id)
+            self.links.extend(link)
         self.idents.extend((i, file_id) for i in idents)
         self.targets.extend((t, file_id) for t in targets)
         covered = 0
@@ -437,8 +442,36 @@ class _Batch:
         conn.executemany(INSERT_FILE, self.files)
         conn.executemany("INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", self.idents)
         conn.executemany("INSERT INTO cover_paths (target, file_id) VALUES (?, ?)", self.targets)
-        conn.executemany(INSERT_LINK, self.links)
+        insert_rows(conn, "links", LINK_COLUMNS, self.links)
         conn.executemany("INSERT INTO fts (rowid, body) VALUES (?, ?)", self.texts)
         conn.executemany("INSERT INTO bodies (id, text) VALUES (?, ?)", self.packed)
         self.files, self.idents, self.targets, self.texts, self.packed = [], [], [], [], []
         self.links = []
+
+
+def insert_rows(
+    conn: sqlite3.Connection, table: str, columns: tuple[str, ...], flat: list[Any]
+) -> None:
+    """Insert into the empty ``table`` the rows given as one flat list of their ``columns``'
+    values, :data:`ROWS_PER_INSERT` rows a statement.
+
+    A statement of many rows binds and steps once for all of them: the loader, a rebuild's
+    critical path, inserted 546k link rows (100k pages, 5 links each) in 0.6 s instead of
+    0.9 s with ``executemany`` of one row a statement. ``OR IGNORE``: an INSERT of many rows
+    that may abort half done opens a statement journal, and each one flushes FTS5's pending
+    terms into a new segment (a larger, slower text index). No row is ignored here: the
+    loader numbers the files and each file's links, so no key repeats, and no value it
+    passes is NULL where the schema forbids it (the test of the bulk rebuild against the
+    row-by-row one compares the links too).
+    """
+    width = len(columns)
+    one = "(" + ", ".join("?" * width) + ")"
+    head = f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES "
+    step = ROWS_PER_INSERT * width
+    full = len(flat) - len(flat) % step
+    if full:
+        many = head + ", ".join([one] * ROWS_PER_INSERT)
+        conn.executemany(many, (flat[i : i + step] for i in range(0, full, step)))
+    if full < len(flat):
+        rest = flat[full:]
+        conn.executemany(head + one, (rest[i : i + width] for i in range(0, len(rest), width)))

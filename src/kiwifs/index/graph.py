@@ -27,6 +27,7 @@ from typing import Any
 from kiwifs.frontmatter.reader import split
 from kiwifs.index.links import EPISODIC, _file, _params, _resolve, backlinks, outbound
 from kiwifs.index.record import db_text, py_text
+from kiwifs.index.schema import link_kind
 from kiwifs.index.texts import texts
 from kiwifs.memory.navigation import outline
 
@@ -114,7 +115,7 @@ def graph(conn: sqlite3.Connection, prefix: str = "", limit: int = GRAPH_LIMIT) 
     )
     q = (
         f"WITH nodes AS ({nodes_sql}) SELECT s.path, t.path, e.kind FROM (SELECT DISTINCT"
-        f" l.file_id AS sid, l.kind AS kind, {_resolve(bool(prefix))} AS tid FROM links l"
+        f" l.file_id AS sid, {link_kind()} AS kind, {_resolve(bool(prefix))} AS tid FROM links l"
         " WHERE l.file_id IN nodes) e JOIN files s ON s.id = e.sid JOIN files t ON t.id = e.tid"
         " WHERE e.tid IN nodes AND e.tid != e.sid ORDER BY s.key, t.key, e.kind LIMIT :cap"
     )

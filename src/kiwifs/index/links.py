@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiwifs.index.record import path_key, py_text
-from kiwifs.index.schema import BY_ID, BY_NAME, BY_PATH, LNAME_SQL, key_hash
+from kiwifs.index.schema import (
+    BY_ID,
+    BY_NAME,
+    BY_PATH,
+    LNAME_SQL,
+    key_hash,
+    link_kind,
+    link_target,
+)
 from kiwifs.memory.rules import ID_TYPES
 
 EPISODIC = 1  # rows.ALWAYS: memory_kind episodic (orphans leave episodes out)
@@ -149,10 +157,10 @@ def backlinks(conn: sqlite3.Connection, path: str, prefix: str = "") -> list[Bac
     marks = ", ".join(f":h{i}" for i in range(len(hashes)))
     under = _UNDER.format(t="s") if prefix else ""
     q = (
-        "SELECT s.path, l.kind, count(*), s.superseded FROM links l"
+        f"SELECT s.path, {link_kind()} AS lkind, count(*), s.superseded FROM links l"
         f" JOIN files s ON s.id = l.file_id WHERE l.h IN ({marks}){under}"
         f" AND {_resolve(bool(prefix))} = :tid"
-        " GROUP BY s.key, l.kind ORDER BY s.key, l.kind"
+        " GROUP BY s.key, lkind ORDER BY s.key, lkind"
     )
     params = _params(prefix, tid=tid, **{f"h{i}": h for i, h in enumerate(hashes)})
     return [Backlink(py_text(p), k, n, bool(sup)) for p, k, n, sup in conn.execute(q, params)]
@@ -164,7 +172,7 @@ def outbound(conn: sqlite3.Connection, path: str, prefix: str = "") -> list[OutL
     if source is None:
         return []
     q = (
-        f"SELECT l.kind, l.target, l.heading, (SELECT path FROM files WHERE id ="
+        f"SELECT {link_kind()}, {link_target()}, l.heading, (SELECT path FROM files WHERE id ="
         f" {_resolve(bool(prefix))}) FROM links l WHERE l.file_id = :sid ORDER BY l.rowid"
     )
     rows = conn.execute(q, _params(prefix, sid=source[0]))
@@ -177,7 +185,7 @@ def broken(conn: sqlite3.Connection, prefix: str = "") -> list[BrokenLink]:
     """Every link under ``prefix`` that resolves to no file (under ``prefix``), by source."""
     under = _UNDER.format(t="s") if prefix else ""
     q = (
-        "SELECT s.path, l.target, l.kind, l.heading FROM links l"
+        f"SELECT s.path, {link_target()}, {link_kind()}, l.heading FROM links l"
         f" JOIN files s ON s.id = l.file_id WHERE {_unresolved(bool(prefix))}{under}"
         " ORDER BY s.key, l.rowid"
     )

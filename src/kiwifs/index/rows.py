@@ -170,9 +170,9 @@ FORGET_DIGEST = (
 # the database, so a rebuild can compute it in worker processes.
 RowParts = tuple[tuple[Any, ...], list[str | bytes], list[bytes], str | None, list[tuple[Any, ...]]]
 
+LINK_COLUMNS = ("file_id", "rowid", "code", "key", "how", "h", "written", "heading")
 INSERT_LINK = (
-    "INSERT INTO links (file_id, rowid, code, key, how, h, written, heading)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO links ({', '.join(LINK_COLUMNS)}) VALUES ({', '.join('?' * len(LINK_COLUMNS))})"
 )
 # frontmatter keys that may hold a link besides the typed fields: a file whose frontmatter JSON
 # names none of them (most files) is not parsed from JSON again

@@ -18,7 +18,7 @@ from kiwifs.index.filters import superseded_sql
 from kiwifs.index.texts import LOG_SCHEMA
 from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 # A path's file name, ASCII-lowercased, in SQL: what a link with no folder is resolved by
 # (index/linkparse.py makes the same key in Python). rtrim strips the name's characters from the
@@ -27,15 +27,18 @@ LNAME_SQL = "lower(substr({path}, length(rtrim({path}, replace({path}, '/', ''))
 
 # A link row's encoding (index/rows.py writes it, index/links.py reads it). Most links are
 # wiki links to a page named as its lowercase path: such a row holds the key once and small
-# numbers, the kind and the target as written are derived (virtual columns), and the one index
+# numbers, the kind and the target as written are derived (:func:`link_kind`,
+# :func:`link_target`: expressions in the queries, not generated columns, whose presence makes
+# an INSERT of many rows open a statement journal, and that flushes FTS5's pending terms
+# during a rebuild's load, each flush a segment to merge), and the one index
 # is on a 23-bit hash of the key (the query checks the resolution itself, so a hash shared by
 # two keys costs a row read, never a wrong answer). The rows are clustered by file (WITHOUT
 # ROWID): a file's links need no index of their own.
 KIND_CODES = {"wiki": 0, "merged-from": 1, "markdown": 2, "superseded-by": 3, "derived-from": 4}
 KIND_SQL = (
-    "CASE code "
+    "CASE {t}.code "
     + " ".join(f"WHEN {n} THEN '{k}'" for k, n in KIND_CODES.items())
-    + " ELSE code END"
+    + " ELSE {t}.code END"
 )
 # how & 3: 0 never resolves, 1 by path, 2 by path then file name, 3 by episode id (the key is
 # the merged-from entry's ``type:id``); how >> 2: the target is ``written`` (0), the key less
@@ -43,9 +46,20 @@ KIND_SQL = (
 BY_NONE, BY_PATH, BY_NAME, BY_ID = 0, 1, 2, 3
 WRITTEN, KEY_LESS_MD, KEY_ITSELF = 0, 4, 8
 TARGET_SQL = (
-    "CASE how >> 2 WHEN 0 THEN written WHEN 1 THEN substr(key, 1, length(key) - 3) ELSE key END"
+    "CASE {t}.how >> 2 WHEN 0 THEN {t}.written"
+    " WHEN 1 THEN substr({t}.key, 1, length({t}.key) - 3) ELSE {t}.key END"
 )
 KEY_BITS = 0x7FFFFF
+
+
+def link_kind(t: str = "l") -> str:
+    """The kind of the link row aliased ``t`` (``wiki``, ``typed:<field>``, ...), in SQL."""
+    return "(" + KIND_SQL.format(t=t) + ")"
+
+
+def link_target(t: str = "l") -> str:
+    """The target as written of the link row aliased ``t``, in SQL."""
+    return "(" + TARGET_SQL.format(t=t) + ")"
 
 
 def key_hash(key: str | bytes) -> int:
@@ -113,12 +127,6 @@ CREATE TABLE links (
     h INTEGER,  -- KEY_HASH of key: what a backlink finds the link by
     written,  -- the target as written, NULL when it is the key (less ``.md``)
     heading NOT NULL,
-    kind TEXT GENERATED ALWAYS AS ("""
-    + KIND_SQL
-    + """) VIRTUAL,
-    target GENERATED ALWAYS AS ("""
-    + TARGET_SQL
-    + """) VIRTUAL,
     PRIMARY KEY (file_id, rowid)
 ) WITHOUT ROWID;
 CREATE INDEX links_h ON links(h) WHERE h IS NOT NULL;
