@@ -63,6 +63,10 @@ def answers(kb: Knowledge, **options: object) -> dict:
     slow = kb.memory_report(use_index=False, **options).to_json()  # type: ignore[arg-type]
     assert fast == slow
     assert printed(kb, **options) == json.dumps(fast, indent=2, ensure_ascii=False)
+    # the unmerged alone (what the CLI's text shows): the same report less the list of files
+    for use_index in (True, False):
+        alone = kb.memory_report(use_index=use_index, unmerged_only=True, **options).to_json()  # type: ignore[arg-type]
+        assert alone == {**fast, "episodic_files": []}
     return fast
 
 

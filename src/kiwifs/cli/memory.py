@@ -50,7 +50,9 @@ def memory_report(
             document = kb.memory_report_document(prefix, limit, offset, use_index=use_index)
             unmerged = document.unmerged_count
         else:
-            report = kb.memory_report(prefix, limit, offset, use_index=use_index)
+            report = kb.memory_report(
+                prefix, limit, offset, use_index=use_index, unmerged_only=True
+            )
             unmerged = report.unmerged_count
     if as_json:
         echo_json(document.value)

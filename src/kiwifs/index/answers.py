@@ -56,8 +56,10 @@ class IndexAnswers:
         offset: int,
         claims: Claims | None = None,
         path_prefix: str | None = None,
+        unmerged_only: bool = False,
     ) -> MemoryReport | None:
-        """The report from the index, or ``None`` when the scan is the better answer.
+        """The report from the index, or ``None`` when the scan is the better answer;
+        ``unmerged_only``: ``episodic_files`` left empty (see :func:`indexed_report.report`).
 
         That is when the root cannot hold an index, and when no index exists yet: building one
         reads and indexes every file's full text (tens of seconds at 100k files), while the scan
@@ -74,7 +76,7 @@ class IndexAnswers:
             totals = cached[1] if cached and cached[0] == (id(index), generation) else None
             with index.reader() as conn:
                 result, totals = indexed_report.report(
-                    conn, prefix, limit, offset, totals, claims, path_prefix
+                    conn, prefix, limit, offset, totals, claims, path_prefix, unmerged_only
                 )
             self._totals[asked] = ((id(index), generation), totals)
             return result

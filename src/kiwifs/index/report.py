@@ -141,10 +141,12 @@ def report(
     totals: Totals | None = None,
     claims: Claims | None = None,
     path_prefix: str | None = None,
+    unmerged_only: bool = False,
 ) -> tuple[MemoryReport, Totals]:
     """The memory report of the indexed root for ``prefix`` (already normalised); ``claims``
     (live claims by path) mark the unmerged episodes they hold; ``path_prefix``: only what lies
-    under it (see the module's docstring).
+    under it (see the module's docstring); ``unmerged_only``: the list of every episodic file
+    left empty, only the unmerged ones read (the counts are the same).
 
     ``totals`` computed earlier on the same state of the index (and ``path_prefix``) may be
     passed in to skip the counting; the ones used are returned for the caller to keep.
@@ -155,7 +157,13 @@ def report(
     claims = claims_within(claims or {}, path_prefix)
     with snapshot(conn):
         totals = totals if totals is not None else _totals(conn, lo, hi, within)
-        files, unmerged = _lists(conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within)
+        if unmerged_only:
+            files: list[EpisodicFile] = []
+            unmerged = _unmerged(conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within)
+        else:
+            files, unmerged = _lists(
+                conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within
+            )
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     marked = mark_claimed(unmerged, claims)
     result = totals.report(prefix, limit, offset, tuple(files), marked, claimed)
@@ -230,6 +238,25 @@ def _lists(
         _page(conn, lo, hi, "", limit, offset, columns, make, within),
         _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make, within),
     )
+
+
+def _unmerged(
+    conn: sqlite3.Connection,
+    lo: bytes,
+    hi: bytes,
+    limit: int | None,
+    offset: int,
+    columns: str,
+    make: Callable[..., T],
+    within: Within = None,
+) -> list[T]:
+    """The unmerged list of :func:`_lists` alone (a third of the episodes at a million, read
+    without the others)."""
+    if limit is not None:
+        return _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make, within)
+    sql = _episodes(f"key, {columns}", f" AND {UNMERGED}", within) + " ORDER BY 1"
+    rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
+    return [make(*row[1:]) for row in rows[offset:]]
 
 
 def _page(

@@ -54,16 +54,20 @@ class Consolidation:
         offset: int,
         use_index: bool,
         path_prefix: str | None = None,
+        unmerged_only: bool = False,
     ) -> MemoryReport:
         """Every episode no ``merged-from`` cites yet (one page of them); ``path_prefix``: only
-        what lies under it, coverage still the whole root's (:func:`build_report`)."""
+        what lies under it, coverage still the whole root's (:func:`build_report`);
+        ``unmerged_only``: no list of every episodic file (``episodic_files`` empty)."""
         prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
         within = check_text(path_prefix or "", "path prefix") or None
         if use_index:
-            report = self.indexing.answers.memory_report(prefix, limit, offset, claims, within)
+            answers = self.indexing.answers
+            report = answers.memory_report(prefix, limit, offset, claims, within, unmerged_only)
             if report is not None:
                 return report
-        return self._scanned_report(prefix, limit, offset, claims, within)
+        report = self._scanned_report(prefix, limit, offset, claims, within)
+        return dataclasses.replace(report, episodic_files=()) if unmerged_only else report
 
     def report_document(
         self,
