@@ -60,8 +60,8 @@ def memory_report(
         from kiwifs.memory.render import render_cli
 
         echo(render_cli(report), nl=False)
-        for warning in report.warnings:
-            echo(f"warning: {warning}", err=True)
+        if report.warnings:  # one write: a million episodes can carry tens of thousands
+            echo("".join(f"warning: {w}\n" for w in report.warnings), err=True, nl=False)
     if fail_on_unmerged and unmerged:
         sys.exit(1)
 
