@@ -157,13 +157,9 @@ def report(
     claims = claims_within(claims or {}, path_prefix)
     with snapshot(conn):
         totals = totals if totals is not None else _totals(conn, lo, hi, within)
-        if unmerged_only:
-            files: list[EpisodicFile] = []
-            unmerged = _unmerged(conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within)
-        else:
-            files, unmerged = _lists(
-                conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within
-            )
+        files, unmerged = _lists(
+            conn, lo, hi, limit, offset, EPISODE_COLUMNS, _episodic, within, not unmerged_only
+        )
         claimed = len(unmerged_among(conn, claims, prefix)) if claims else 0
     marked = mark_claimed(unmerged, claims)
     result = totals.report(prefix, limit, offset, tuple(files), marked, claimed)
@@ -224,39 +220,27 @@ def _lists(
     columns: str,
     make: Callable[..., T],
     within: Within = None,
+    files: bool = True,
 ) -> tuple[list[T], list[T]]:
     """The two lists of a report (episodic files, unmerged), paged; ``make`` builds an item from
-    a row's ``columns``. Unpaged, both come from one pass (unmerged is a subset)."""
+    a row's ``columns``. Unpaged, both come from one pass (unmerged is a subset). ``files``
+    False: the first list left empty and the unmerged read alone (a third of the episodes at
+    a million, read without the others)."""
+    if limit is None and not files:
+        sql = _episodes(f"key, {columns}", f" AND {UNMERGED}", within) + " ORDER BY 1"
+        rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
+        return [], [make(*row[1:]) for row in rows[offset:]]
     if limit is None:
         cols = f"key, covered OR superseded, {columns}"
         sql = _episodes(cols, "", within) + " ORDER BY 1"
         rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
-        files = [make(*row[2:]) for row in rows]
-        unmerged = [f for f, row in zip(files, rows, strict=True) if not row[1]]
-        return files[offset:], unmerged[offset:]
+        every = [make(*row[2:]) for row in rows]
+        unmerged = [f for f, row in zip(every, rows, strict=True) if not row[1]]
+        return every[offset:], unmerged[offset:]
     return (
-        _page(conn, lo, hi, "", limit, offset, columns, make, within),
+        _page(conn, lo, hi, "", limit, offset, columns, make, within) if files else [],
         _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make, within),
     )
-
-
-def _unmerged(
-    conn: sqlite3.Connection,
-    lo: bytes,
-    hi: bytes,
-    limit: int | None,
-    offset: int,
-    columns: str,
-    make: Callable[..., T],
-    within: Within = None,
-) -> list[T]:
-    """The unmerged list of :func:`_lists` alone (a third of the episodes at a million, read
-    without the others)."""
-    if limit is not None:
-        return _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make, within)
-    sql = _episodes(f"key, {columns}", f" AND {UNMERGED}", within) + " ORDER BY 1"
-    rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
-    return [make(*row[1:]) for row in rows[offset:]]
 
 
 def _page(
