@@ -13,6 +13,8 @@ A/B baseline, default none), and measures:
 * ``first_report_ms``: the first ``GET /api/kiwi/memory/report?limit=100`` after that;
 * ``first30``: the first 30 searches (:data:`QUERIES`, natural-language questions and words)
   after it, p50 and max in ms, as an agent asking at once would see them;
+* ``later30``: the same 30 searches once more (each word's ranking data made by then), and
+  ``rss_mb``: the server's resident memory after them (Linux; ``None`` elsewhere);
 * ``import_s`` (``--unversioned``): the root's ``.git`` and import marker are removed before
   each start, so the server makes the first import; process start to the marker's removal
   (the import committed), and ``after_import`` the same 30 searches again.
@@ -93,6 +95,16 @@ def searches(client: httpx.Client) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(spent), 1), "max_ms": round(max(spent), 1)}
 
 
+def rss_mb(pid: int) -> float | None:
+    """The resident memory of process ``pid`` in MB, from ``/proc`` (``None`` without it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    return None if m is None else round(int(m.group(1)) / 1024, 1)
+
+
 def one_start(root: Path, src: Path | None, unversioned: bool) -> dict[str, object]:
     if unversioned:
         shutil.rmtree(root / ".git", ignore_errors=True)
@@ -130,6 +142,8 @@ def one_start(root: Path, src: Path | None, unversioned: bool) -> dict[str, obje
             client.get("/api/kiwi/memory/report", params={"limit": 100}).raise_for_status()
             out["first_report_ms"] = round((time.perf_counter() - began) * 1000, 1)
             out["first30"] = searches(client)
+            out["later30"] = searches(client)
+            out["rss_mb"] = rss_mb(proc.pid)
             if unversioned:
                 while (root / MARKER).exists() or not (root / ".git").exists():
                     time.sleep(0.5)
