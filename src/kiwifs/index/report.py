@@ -226,10 +226,10 @@ def _lists(
     a row's ``columns``. Unpaged, both come from one pass (unmerged is a subset). ``files``
     False: the first list left empty and the unmerged read alone (a third of the episodes at
     a million, read without the others)."""
-    if limit is None and not files:
-        sql = _episodes(f"key, {columns}", f" AND {UNMERGED}", within) + " ORDER BY 1"
-        rows = conn.execute(sql, _bounds(lo, hi, within)).fetchall()
-        return [], [make(*row[1:]) for row in rows[offset:]]
+    unmerged_sql = f" AND {UNMERGED}"
+    if not files:  # LIMIT -1: SQLite's "no limit", the offset still applied
+        unpaged = -1 if limit is None else limit
+        return [], _page(conn, lo, hi, unmerged_sql, unpaged, offset, columns, make, within)
     if limit is None:
         cols = f"key, covered OR superseded, {columns}"
         sql = _episodes(cols, "", within) + " ORDER BY 1"
@@ -238,8 +238,8 @@ def _lists(
         unmerged = [f for f, row in zip(every, rows, strict=True) if not row[1]]
         return every[offset:], unmerged[offset:]
     return (
-        _page(conn, lo, hi, "", limit, offset, columns, make, within) if files else [],
-        _page(conn, lo, hi, f" AND {UNMERGED}", limit, offset, columns, make, within),
+        _page(conn, lo, hi, "", limit, offset, columns, make, within),
+        _page(conn, lo, hi, unmerged_sql, limit, offset, columns, make, within),
     )
 
 
@@ -254,6 +254,8 @@ def _page(
     make: Callable[..., T],
     within: Within = None,
 ) -> list[T]:
+    """One page of the episodes matching ``extra``, by key (``limit`` -1: every one past
+    ``offset``)."""
     if limit == 0:
         return []
     sql = _episodes(f"key, {columns}", extra, within) + " ORDER BY 1 LIMIT ? OFFSET ?"
