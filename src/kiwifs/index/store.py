@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from kiwifs.base.forking import usable_cpus
 from kiwifs.base.limits import MAX_READ_BYTES
 from kiwifs.base.paths import open_regular, read_all
 from kiwifs.git.repo import blob_id
@@ -45,12 +46,17 @@ class RowStore(Database):
     ) -> None:
         super().__init__(root, path, busy_timeout, tuning)
         self.real_root = os.path.realpath(self.root)  # what every read is checked against
-        self.columns = TermColumns()  # keyword search's in-memory word counts
+        # keyword search's in-memory word counts, summed by up to one thread a usable CPU
+        self.columns = TermColumns(usable_cpus(self.tuning.workers))
         self._echo: dict[str, str] = {}
         self._order = StoreOrder()  # which paths refreshes stored while a reconcile reads
         # the frontmatter fields read as typed links (``[links] typed_fields``, set by the
         # keeper from the config); a change is seen by the rows stored after it (a reindex)
         self.link_fields: tuple[str, ...] = DEFAULT_TYPED_FIELDS
+
+    def close(self) -> None:
+        self.columns.close()
+        super().close()
 
     def warm_search(self) -> None:
         """Load what keyword search keeps in memory for every query (each document's length):

@@ -146,10 +146,20 @@ def from_columns(
             conn.rollback()
 
 
+# how the columns sum the scores: tables of (count, length) in one slice; the same summed by
+# three threads in slices of 64 documents; the formula per document (no table small enough)
+SUMS = {"tables": (1 << 20, 1, 250_000), "slices": (1 << 20, 3, 64), "formula": (0, 1, 250_000)}
+
+
+@pytest.mark.parametrize("summed", list(SUMS))
 def test_columns_answer_as_fts5_ranks(
-    make_root: Callable[..., Path],
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, summed: str
 ) -> None:
+    table, threads, piece = SUMS[summed]
+    monkeypatch.setattr(termcolumns, "MAX_TABLE", table)
+    monkeypatch.setattr(termcolumns, "SLICE", piece)
     with watched(make_root(corpus(1))) as (kb, index):
+        index.columns._threads = threads
         assert_same(kb, index)
         assert from_columns(kb, index, "fox river", 10) is not None
         assert from_columns(kb, index, "meadow fox", 10) is None  # meadow is rare: FTS5 ranks it

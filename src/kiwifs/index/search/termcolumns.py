@@ -7,9 +7,12 @@ query however few hits are wanted, and pruning (keeping each word's best documen
 stopping early) fails on such words, whose scores are nearly flat. So this process keeps, for
 each common word it was asked about, a column ``tf[doc]`` (numpy, indexed by row id), and for
 every document its length ``dl[doc]``; a query's exact BM25 over all its matches is then a
-handful of vector operations (~1–3 ms; at most :data:`MAX_COLUMNS` columns are kept, the least
-recently used dropped), with FTS5's formula, operations and order
-(:mod:`index.search.bm25`), so the scores are FTS5's own to the last bit.
+handful of vector operations (~1–3 ms at 100k documents, ~6 ms for three words at 1M; at most
+:data:`MAX_COLUMNS` columns are kept, the least recently used dropped), with FTS5's formula,
+operations and order (:mod:`index.search.bm25`), so the scores are FTS5's own to the last bit.
+A word's share of a score depends only on its count and the document's length, so it is read
+from a small table of the (count, length) pairs (:meth:`TermColumns._totals`), and a large
+index is summed in slices by a few threads (numpy lets go of the interpreter lock).
 
 **Making a column** (first query of a word in this process): FTS5 ranks the word once
 (``rowid, bm25``, ~0.1 s at 100k matches); ``tf`` is solved from each score and the score
@@ -47,9 +50,11 @@ numpy is imported on the first such query; without numpy, queries take the plain
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.index import changelog
@@ -63,9 +68,14 @@ if TYPE_CHECKING:
 MIN_DF = 2000  # fewer matches than this: FTS5 ranks them in ~2 ms, no column needed
 MAX_COLUMNS = 256  # columns kept (least recently used dropped): ~27 MB at 100k documents
 FIRST_CUT = 64  # candidates filtered in the first round (×8 while too few pass)
+# the most (count, length) pairs a term's score table may hold (8 MB): see TermColumns._totals
+MAX_TABLE = 1 << 20
+SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more than it saves)
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
 
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
+# an OR-ed term: (its documents or None for a column, counts, document count, top count)
+Term = tuple[Any, Any, int, int]
 
 
 def _numpy() -> Any:
@@ -79,19 +89,37 @@ def _numpy() -> Any:
 class TermColumns:
     """The columns of one index in this process (thread-safe; queries take turns)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1) -> None:
+        """``threads``: how many threads may sum a large index's scores at once."""
         self._lock = threading.Lock()
+        self._threads = max(1, threads)
+        self._pool: ThreadPoolExecutor | None = None
         self._epoch: tuple[int, int] | None = None  # (schema version, last log entry seen)
         self._dl: NDArray[np.int64] | None = None
         self._present: NDArray[np.bool_] | None = None
+        # each document's length as a code: its place in ``_lengths``, the distinct lengths
+        self._codes: NDArray[np.int32] | None = None
+        self._lengths: list[int] = []
+        self._code_of: dict[int, int] = {}
         self._tf: OrderedDict[str, NDArray[Any]] = OrderedDict()  # least recently used first
         self._failed: set[str] = set()  # words FTS5 did not score as expected (until a reload)
+        self._stats: dict[str, tuple[int, int]] = {}  # a column's (document count, top count)
+        self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
 
     def clear(self) -> None:
         with self._lock:
-            self._epoch, self._dl, self._present = None, None, None
+            self._epoch, self._dl, self._present, self._codes = None, None, None, None
+            self._lengths, self._code_of = [], {}
             self._tf.clear()
             self._failed.clear()
+            self._stats.clear()
+
+    def close(self) -> None:
+        """Let the summing threads go (the columns stay usable: a new one starts if asked)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     def load(self, conn: sqlite3.Connection) -> None:
         """Bring the document lengths up to ``conn``'s snapshot now (inside a read
@@ -164,22 +192,22 @@ class TermColumns:
             found = [self._term(np, conn, key, match, nrows, ntokens) for key, match in terms]
             if any(f is None for f in found):
                 return None
-            scores, ids = self._any_scores(np, [f for f in found if f is not None], nrows, ntokens)
-        if scope is not None:
-            keep = _scope_ids(np, conn, scope, condition, extra)
-            inside = np.isin(ids, keep)
-            scores, ids = scores[inside], ids[inside]
-        return _page(np, conn, scores, ids, condition, extra, lim, off)
+            total = self._totals(np, [f for f in found if f is not None], nrows, ntokens)
+        if scope is None:
+            return _page(np, conn, total, None, condition, extra, lim, off)
+        ids = np.flatnonzero(total > 0.0)  # a term a document holds adds more than 0
+        ids = ids[np.isin(ids, _scope_ids(np, conn, scope, condition, extra))]
+        return _page(np, conn, total[ids], ids, condition, extra, lim, off)
 
     def _term(
         self, np: Any, conn: sqlite3.Connection, key: str, match: str, nrows: int, ntokens: int
-    ) -> tuple[Any, Any, int] | None:
-        """One OR-ed term as ``(ids or None, counts, document count)``: ``ids`` is ``None``
-        for a column (counts indexed by row id), else the rare term's documents and counts."""
+    ) -> Term | None:
+        """One OR-ed term as ``(ids or None, counts, document count, top count)``: ``ids`` is
+        ``None`` for a column (counts indexed by row id), else the rare term's documents and
+        counts."""
         if key in self._tf:
             self._tf.move_to_end(key)
-            column = self._tf[key]
-            return None, column, int(np.count_nonzero(column))
+            return None, self._tf[key], *self._column_stats(np, key)
         phrase = key.startswith(PHRASE)
         rows = []
         if not phrase:  # one pass: FTS5 stops at MIN_DF matches (those of a common word)
@@ -188,40 +216,67 @@ class TermColumns:
         if phrase or len(rows) >= MIN_DF:  # a phrase costs its words' matching: keep a column
             if not self._make(np, conn, key, match if phrase else match[1:-1], nrows, ntokens):
                 return None
-            column = self._tf[key]
-            return None, column, int(np.count_nonzero(column))
+            return None, self._tf[key], *self._column_stats(np, key)
         found = np.array(rows, dtype=np.float64).reshape(-1, 2)
         assert self._dl is not None
         ids = found[:, 0].astype(np.int64)
         if len(ids) and ids.max() >= len(self._dl):
             return None
         tf = bm25.solve(np, found[:, 1], self._dl[ids], nrows, len(ids), ntokens)
-        return None if tf is None else (ids, tf, len(ids))
+        return None if tf is None else (ids, tf, len(ids), 0)
 
-    def _any_scores(
-        self, np: Any, found: list[tuple[Any, Any, int]], nrows: int, ntokens: int
-    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-        """Every document holding any term: its score (FTS5's, sign flipped) and its id."""
-        assert self._dl is not None
-        size = len(self._dl)
-        matching = np.zeros(size, dtype=bool)
-        for ids, counts, _ in found:
-            if ids is None:
-                matching |= counts > 0
-            else:
-                matching[ids] = True
-        docs = np.flatnonzero(matching)
+    def _column_stats(self, np: Any, key: str) -> tuple[int, int]:
+        """A column's document count and its highest count, kept until the column changes."""
+        stats = self._stats.get(key)
+        if stats is None:
+            column = self._tf[key]
+            stats = self._stats[key] = (int(np.count_nonzero(column)), int(column.max()))
+        return stats
+
+    def _totals(self, np: Any, found: list[Term], nrows: int, ntokens: int) -> NDArray[np.float64]:
+        """Every document's sum over the terms in their order (FTS5's, sign flipped), by id:
+        ``0.0`` for a document that holds none.
+
+        A term's share of a document's score depends on its count there and the document's
+        length alone, so it is read from a table of every (count, length) pair the term has,
+        computed with FTS5's operations: the same doubles as scoring each document, in two
+        array passes instead of seven (lengths are few: a few hundred distinct ones at 1M
+        documents). A table that would be too big (a count in the thousands) is not made.
+        Each document's sum is its own, so a large index is summed in slices, one a thread."""
+        assert self._dl is not None and self._codes is not None
         avgdl = ntokens / nrows
-        shape = bm25.K1 * (1 - bm25.B + bm25.B * self._dl[docs].astype(np.float64) / avgdl)
-        total = np.zeros(len(docs), dtype=np.float64)
-        for ids, counts, nhit in found:
-            if ids is None:
-                tf = counts[docs].astype(np.float64)
+        lengths = np.array(self._lengths, dtype=np.float64)
+        shape = bm25.K1 * (1 - bm25.B + bm25.B * lengths / avgdl)  # by length code
+        steps: list[tuple[str, Any, Any]] = []
+        for ids, counts, nhit, top in found:
+            weight = bm25.idf(nrows, nhit)
+            if ids is not None:  # a rare term: its few documents alone, in row id order
+                order = np.argsort(ids, kind="stable")
+                tf = counts[order].astype(np.float64)
+                part = weight * ((tf * (bm25.K1 + 1.0)) / (tf + shape[self._codes[ids[order]]]))
+                steps.append(("add", ids[order], part))
+            elif (top + 1) * len(shape) > MAX_TABLE:
+                steps.append(("direct", counts, weight))
             else:
-                tf = np.zeros(len(docs), dtype=np.float64)
-                tf[np.searchsorted(docs, ids)] = counts
-            total += bm25.idf(nrows, nhit) * ((tf * (bm25.K1 + 1.0)) / (tf + shape))
-        return total, docs
+                tfs = np.arange(top + 1, dtype=np.float64)[:, None]
+                table = weight * ((tfs * (bm25.K1 + 1.0)) / (tfs + shape[None, :]))
+                steps.append(("table", counts, table.reshape(-1)))
+        total: NDArray[np.float64] = np.zeros(len(self._dl), dtype=np.float64)
+        size = len(total)
+        pieces = max(1, min(self._threads, size // SLICE))
+        bounds = [size * i // pieces for i in range(pieces + 1)]
+        work = [(total, self._codes, shape, steps, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+        if pieces == 1:
+            _sum_slice(np, *work[0])
+            return total
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(self._threads - 1, "kiwifs-columns")
+        pending = [pool.submit(_sum_slice, np, *args) for args in work[1:]]
+        _sum_slice(np, *work[0])
+        for future in pending:
+            future.result()
+        return total
 
     # -- keeping the columns current ------------------------------------------------------------
 
@@ -244,8 +299,7 @@ class TermColumns:
         return True
 
     def _agrees(self, nrows: int, ntokens: int) -> bool:
-        assert self._dl is not None and self._present is not None
-        return int(self._present.sum()) == nrows and int(self._dl.sum()) == ntokens
+        return self._rows == nrows and self._tokens == ntokens
 
     def _reload(self, np: Any, conn: sqlite3.Connection) -> None:
         """Every document's length from FTS5's own record of it; no word columns yet."""
@@ -257,8 +311,14 @@ class TermColumns:
             ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
             self._dl[ids] = [bm25.varint(sz)[0] for _, sz in rows]
             self._present[ids] = True
+        self._rows, self._tokens = int(self._present.sum()), int(self._dl.sum())
+        lengths, codes = np.unique(self._dl, return_inverse=True)
+        self._codes = codes.astype(np.int32).reshape(-1)
+        self._lengths = [int(n) for n in lengths]
+        self._code_of = {n: i for i, n in enumerate(self._lengths)}
         self._tf.clear()
         self._failed.clear()
+        self._stats.clear()
 
     def _grow(self, np: Any, size: int) -> None:
         assert self._dl is not None and self._present is not None
@@ -268,8 +328,20 @@ class TermColumns:
         grown = len(self._dl)
         self._dl = np.concatenate([self._dl, np.zeros(size - grown, dtype=np.int64)])
         self._present = np.concatenate([self._present, np.zeros(size - grown, dtype=bool)])
+        assert self._codes is not None
+        self._codes = np.concatenate(
+            [self._codes, np.full(size - grown, self._code(0), dtype=np.int32)]
+        )
         for word, column in self._tf.items():
             self._tf[word] = np.concatenate([column, np.zeros(size - grown, dtype=column.dtype)])
+
+    def _code(self, length: int) -> int:
+        """The code of a document length (a new length gets the next one)."""
+        code = self._code_of.get(length)
+        if code is None:
+            code = self._code_of[length] = len(self._lengths)
+            self._lengths.append(length)
+        return code
 
     def _recount(self, np: Any, conn: sqlite3.Connection, docs: list[int]) -> None:
         """Bring the changed documents' lengths and word counts up to the snapshot."""
@@ -282,8 +354,14 @@ class TermColumns:
             int(i): bm25.varint(sz)[0]
             for i, sz in conn.execute(f"SELECT id, sz FROM fts_docsize WHERE id IN ({marks})")
         }
+        assert self._codes is not None
+        self._stats.clear()
         for doc in docs:
-            self._dl[doc] = sizes.get(doc, 0)
+            length = sizes.get(doc, 0)
+            self._rows += (doc in sizes) - bool(self._present[doc])
+            self._tokens += length - int(self._dl[doc])
+            self._dl[doc] = length
+            self._codes[doc] = self._code(length)
             self._present[doc] = doc in sizes
             for column in self._tf.values():
                 column[doc] = 0
@@ -309,12 +387,14 @@ class TermColumns:
         if counted is None:  # FTS5 did not score as expected: remade from FTS5 on demand
             for key in phrases:
                 del self._tf[key]
+                self._stats.pop(key, None)
             return
         for key, found in zip(phrases, counted, strict=True):
             for at, n in found.items():
                 self._store(np, key, docs[at], n)
 
     def _store(self, np: Any, word: str, doc: int, n: int) -> None:
+        self._stats.pop(word, None)
         column = self._tf[word]
         if n > np.iinfo(column.dtype).max:
             column = self._tf[word] = column.astype(np.int32)
@@ -354,8 +434,9 @@ class TermColumns:
         column = np.zeros(len(self._dl), dtype=dtype)
         column[ids] = tf.astype(dtype)
         self._tf[word] = column
+        self._stats.pop(word, None)
         while len(self._tf) > MAX_COLUMNS:
-            self._tf.popitem(last=False)
+            self._stats.pop(self._tf.popitem(last=False)[0], None)
         return True
 
     # -- answering ----------------------------------------------------------------------------
@@ -363,21 +444,43 @@ class TermColumns:
     def _scores(
         self, np: Any, words: list[str], nrows: int, ntokens: int
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-        """Every matching document's score (FTS5's, sign flipped) and its id."""
-        assert self._dl is not None
+        """Every document holding every word: its score (FTS5's, sign flipped) and its id."""
         columns = [self._tf[w] for w in words]
         matching = columns[0] > 0
         for column in columns[1:]:
             matching &= column > 0
+        found: list[Term] = [(None, self._tf[w], *self._column_stats(np, w)) for w in words]
         ids = np.flatnonzero(matching)
-        avgdl = ntokens / nrows
-        shape = bm25.K1 * (1 - bm25.B + bm25.B * self._dl[ids].astype(np.float64) / avgdl)
-        total = np.zeros(len(ids), dtype=np.float64)
-        nhits = {w: int(np.count_nonzero(self._tf[w])) for w in set(words)}
-        for word, column in zip(words, columns, strict=True):
-            tf = column[ids].astype(np.float64)
-            total += bm25.idf(nrows, nhits[word]) * ((tf * (bm25.K1 + 1.0)) / (tf + shape))
-        return total, ids
+        return self._totals(np, found, nrows, ntokens)[ids], ids
+
+
+def _sum_slice(
+    np: Any,
+    total: NDArray[np.float64],
+    codes: NDArray[np.int32],
+    shape: NDArray[np.float64],
+    steps: list[tuple[str, Any, Any]],
+    lo: int,
+    hi: int,
+) -> None:
+    """Add each term's share, in the terms' order, to the documents ``lo`` to ``hi``. A
+    table's index (count × lengths + length code) fits 32 bits (:data:`MAX_TABLE`), and is
+    always in range: ``take`` told so (``wrap``) skips its bounds checks (1.8x as fast)."""
+    part, code = total[lo:hi], codes[lo:hi]
+    shares = np.empty(hi - lo, dtype=np.float64)
+    for how, what, value in steps:
+        if how == "add":
+            first, last = np.searchsorted(what, (lo, hi))
+            part[what[first:last] - lo] += value[first:last]
+        elif how == "direct":
+            tf = what[lo:hi].astype(np.float64)
+            part += value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
+        else:
+            at = what[lo:hi].astype(np.int32)
+            at *= len(shape)
+            at += code
+            np.take(value, at, mode="wrap", out=shares)
+            part += shares
 
 
 def _scope_ids(
@@ -394,7 +497,7 @@ def _page(
     np: Any,
     conn: sqlite3.Connection,
     scores: NDArray[np.float64],
-    ids: NDArray[np.int64],
+    ids: NDArray[np.int64] | None,
     condition: str,
     extra: tuple[Any, ...],
     lim: int,
@@ -402,17 +505,22 @@ def _page(
 ) -> list[Row]:
     """The best ``off + lim`` after the filters: every document scoring at least the cut's
     score is filtered and sorted with its key, so ties at the cut are broken as the plain
-    query breaks them; the cut grows ×8 while too few pass."""
+    query breaks them; the cut grows ×8 while too few pass. ``ids`` are the documents
+    ``scores`` are for; ``None``: ``scores`` is by row id, ``0.0`` where a document does not
+    match (no gathering of the matches into arrays of their own)."""
     wanted = off + lim
     cut = max(FIRST_CUT, 2 * wanted)
+    matched = int(np.count_nonzero(scores)) if ids is None else len(ids)
     while True:
-        if cut >= len(ids):
-            chosen = np.arange(len(ids))
-        else:
-            floor = np.partition(scores, len(ids) - cut)[len(ids) - cut]
+        if cut >= matched:
+            chosen = np.flatnonzero(scores > 0.0) if ids is None else np.arange(len(ids))
+        else:  # the cut's score is above 0.0: only matches reach it
+            floor = np.partition(scores, len(scores) - cut)[len(scores) - cut]
             chosen = np.flatnonzero(scores >= floor)
-        hits = _filtered(conn, {int(ids[i]): float(scores[i]) for i in chosen}, condition, extra)
-        if len(hits) >= wanted or cut >= len(ids):
+        named = chosen if ids is None else ids[chosen]
+        found = dict(zip(named.tolist(), scores[chosen].tolist(), strict=True))
+        hits = _filtered(conn, found, condition, extra)
+        if len(hits) >= wanted or cut >= matched:
             hits.sort(key=lambda h: (-h[0], h[1]))
             return [(path, score, i, mtime) for score, _, path, i, mtime in hits[off:wanted]]
         cut *= 8
