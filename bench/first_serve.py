@@ -13,7 +13,8 @@ A/B baseline, default none), and measures:
 * ``first_report_ms``: the first ``GET /api/kiwi/memory/report?limit=100`` after that;
 * ``first30``: the first 30 searches (:data:`QUERIES`, natural-language questions and words)
   after it, p50 and max in ms, as an agent asking at once would see them;
-* ``later30``: the same 30 searches once more (each word's ranking data made by then), and
+* ``later30``: the same 30 searches once more (each word's ranking data made by then);
+* ``steady``: the same 30 searches :data:`STEADY_ROUNDS` times more, p50 and p99; and
   ``rss_mb``: the server's resident memory after them (Linux; ``None`` elsewhere);
 * ``import_s`` (``--unversioned``): the root's ``.git`` and import marker are removed before
   each start, so the server makes the first import; process start to the marker's removal
@@ -41,6 +42,7 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).resolve().parent
+STEADY_ROUNDS = 4
 MARKER = Path(".kiwi") / "state" / "git-import"
 QUERIES = [
     "what went wrong with the deploy",
@@ -85,14 +87,25 @@ def export_source(rev: str, target: Path) -> Path:
     return target / "src"
 
 
-def searches(client: httpx.Client) -> dict[str, float]:
+def searches(client: httpx.Client, rounds: int = 1, each: bool = False) -> dict[str, object]:
+    """The :data:`QUERIES` asked ``rounds`` times: p50, p99 and max in ms (``each``: and every
+    query's time, in order)."""
     spent = []
-    for q in QUERIES:
-        start = time.perf_counter()
-        r = client.get("/api/kiwi/search", params={"q": q})
-        spent.append((time.perf_counter() - start) * 1000)
-        r.raise_for_status()
-    return {"p50_ms": round(statistics.median(spent), 1), "max_ms": round(max(spent), 1)}
+    for _ in range(rounds):
+        for q in QUERIES:
+            start = time.perf_counter()
+            r = client.get("/api/kiwi/search", params={"q": q})
+            spent.append((time.perf_counter() - start) * 1000)
+            r.raise_for_status()
+    ranked = sorted(spent)
+    out: dict[str, object] = {
+        "p50_ms": round(statistics.median(spent), 1),
+        "p99_ms": round(ranked[min(len(ranked) - 1, len(ranked) * 99 // 100)], 1),
+        "max_ms": round(max(spent), 1),
+    }
+    if each:
+        out["each_ms"] = [round(t, 1) for t in spent]
+    return out
 
 
 def rss_mb(pid: int) -> float | None:
@@ -105,7 +118,9 @@ def rss_mb(pid: int) -> float | None:
     return None if m is None else round(int(m.group(1)) / 1024, 1)
 
 
-def one_start(root: Path, src: Path | None, unversioned: bool) -> dict[str, object]:
+def one_start(
+    root: Path, src: Path | None, unversioned: bool, each: bool = False
+) -> dict[str, object]:
     if unversioned:
         shutil.rmtree(root / ".git", ignore_errors=True)
         (root / ".gitattributes").unlink(missing_ok=True)  # made with the repository
@@ -141,8 +156,9 @@ def one_start(root: Path, src: Path | None, unversioned: bool) -> dict[str, obje
             began = time.perf_counter()
             client.get("/api/kiwi/memory/report", params={"limit": 100}).raise_for_status()
             out["first_report_ms"] = round((time.perf_counter() - began) * 1000, 1)
-            out["first30"] = searches(client)
-            out["later30"] = searches(client)
+            out["first30"] = searches(client, each=each)
+            out["later30"] = searches(client, each=each)
+            out["steady"] = searches(client, rounds=STEADY_ROUNDS)
             out["rss_mb"] = rss_mb(proc.pid)
             if unversioned:
                 while (root / MARKER).exists() or not (root / ".git").exists():
@@ -161,6 +177,7 @@ def main() -> None:
     ap.add_argument("--base", help="a git revision to compare with (its src/, exported)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--unversioned", action="store_true", help="delete .git before each start")
+    ap.add_argument("--each", action="store_true", help="print every search's time too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kiwifs-first-serve-") as tmp:
         sides: dict[str, Path | None] = {"checkout": None}
@@ -169,7 +186,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
         for _ in range(args.rounds):
             for side, src in sides.items():
-                runs[side].append(one_start(args.root.resolve(), src, args.unversioned))
+                runs[side].append(one_start(args.root.resolve(), src, args.unversioned, args.each))
     print(json.dumps({"root": str(args.root), "base": args.base, "runs": runs}, indent=1))
 
 

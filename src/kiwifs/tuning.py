@@ -158,6 +158,12 @@ class Tuning:
     """Natural-language questions are asked again with the distinctive words of their best hits
     (pseudo-relevance feedback), which ranks better on agents' questions. Off: one query."""
 
+    stored_columns: bool = True
+    """A rebuild of a large root (20,000 files or more) counts its most common words as it
+    indexes them and keeps their term columns in the index, which a server reads before it
+    reports ready: its first searches of those words do not make them (over a second a word
+    at a million files). Off: columns are made by the first search of each word."""
+
     cached_candidates: bool = True
     """A server keeps the pages each recall filter lets the vector side rank, caught up from
     the change log. Off: they are queried again for every search."""

@@ -37,6 +37,9 @@ from kiwifs.index.folders import abs_path
 from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import error_record, key_to_rel, read_record
 from kiwifs.index.rows import COVER_SQL, LINK_COLUMNS, RowParts, row_parts
+from kiwifs.index.search.storedcolumns import ColumnBuilder, Counted, counted_rows
+from kiwifs.index.search.storedcolumns import clear as forget_columns
+from kiwifs.index.search.wordcounts import WordCounter, common_words
 from kiwifs.index.texts import DICT_SAMPLES, Codec, save_dictionary, train
 
 Progress = Callable[[int, int], None]
@@ -71,14 +74,41 @@ DEFERRED_INDEXES = (
 # root, its real path, (key, walk error)s, the typed link fields
 Job = tuple[str, str, list[tuple[bytes, str | None]], tuple[str, ...]]
 # a row's parts plus its text compressed (in the worker: compressing is parsing's cost too)
+# and the counts of the words whose columns the rebuild makes (None: no text, or no words)
 Parts = tuple[
-    tuple[Any, ...], list[str | bytes], list[bytes], str | None, list[tuple[Any, ...]], bytes | None
+    tuple[Any, ...],
+    list[str | bytes],
+    list[bytes],
+    str | None,
+    list[tuple[Any, ...]],
+    bytes | None,
+    Counted | None,
 ]
+# The words a rebuild makes term columns of (index/search/storedcolumns.py): those in at least
+# COLUMN_SHARE of the sampled files, the COLUMN_WORDS most common, once the root has
+# COLUMN_FILES files (below that, a server makes a word's column in under ~20 ms).
+COLUMN_FILES = 20_000
+COLUMN_SHARE = 0.1
+COLUMN_WORDS = 160  # a byte a file each: 170 MB while loading a million files
 
 
-def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | None:
-    """A compression dictionary for the texts (:mod:`index.texts`), trained on files spread
-    evenly over ``keys``."""
+class Samples:
+    """Files spread evenly over a root, read once for what a rebuild learns from them."""
+
+    def __init__(self, root: str, real_root: str, keys: list[bytes]) -> None:
+        self.texts = _read_samples(root, real_root, keys)
+
+    def dictionary(self) -> bytes | None:
+        """A compression dictionary for the texts (:mod:`index.texts`)."""
+        return train(self.texts)
+
+    def common_words(self) -> list[str]:
+        """The words to make term columns of (see :data:`COLUMN_SHARE`)."""
+        texts = [t.decode("utf-8", "replace") for t in self.texts]
+        return common_words(texts, COLUMN_SHARE, COLUMN_WORDS)
+
+
+def _read_samples(root: str, real_root: str, keys: list[bytes]) -> list[bytes]:
     step = max(1, len(keys) // DICT_SAMPLES)
     samples: list[bytes] = []
     for key in keys[::step]:
@@ -93,7 +123,7 @@ def sample_dictionary(root: str, real_root: str, keys: list[bytes]) -> bytes | N
             samples.append(read_all(fd, st.st_size))
         except OSError:
             continue
-    return train(samples)
+    return samples
 
 
 def _parts_of(
@@ -103,7 +133,7 @@ def _parts_of(
     error: str | None,
     codec: Codec,
     typed: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
-) -> Parts | None:
+) -> tuple[Any, ...] | None:
     """The row of one walked file; ``None`` when it vanished since the walk."""
     rel = key_to_rel(key)
     if error is not None:
@@ -112,7 +142,7 @@ def _parts_of(
     return None if record is None else _with_packed(row_parts(record, typed), codec)
 
 
-def _with_packed(parts: RowParts, codec: Codec) -> Parts:
+def _with_packed(parts: RowParts, codec: Codec) -> tuple[Any, ...]:
     text = parts[3]
     return (*parts, None if text is None else codec.pack(text))
 
@@ -129,20 +159,33 @@ def _codec_of(dictionary: bytes | None) -> Codec:
     return codec
 
 
-def _parts_of_job(job: Job, codec: Codec) -> list[Parts | None]:
+def _parts_of_job(job: Job, codec: Codec, counter: WordCounter | None) -> list[Parts | None]:
+    """A job's rows, each with its text's word counts when ``counter`` counts them (all of the
+    job's texts at once: a few array operations)."""
     root, real_root, entries, typed = job
-    return [_parts_of(root, real_root, key, error, codec, typed) for key, error in entries]
+    rows = [_parts_of(root, real_root, key, error, codec, typed) for key, error in entries]
+    texts = [row[3] for row in rows if row is not None and row[3] is not None]
+    counted = iter(counted_rows(counter, texts) if counter is not None and texts else ())
+    out: list[Parts | None] = []
+    for row in rows:
+        if row is None:
+            out.append(None)
+        else:
+            out.append((*row, next(counted) if row[3] is not None and counter else None))
+    return out
 
 
 # A worker's codec, made once by :func:`_start_worker` from the dictionary it inherited at the
 # fork: sent with every job, the 64 KiB dictionary was 14 MB of pipe traffic per 100k files.
 _worker_codec: Codec | None = None
+_worker_counter: WordCounter | None = None  # and its counter of the columns' words
 
 
-def _start_worker(parent: int, dictionary: bytes | None) -> None:
-    global _worker_codec
+def _start_worker(parent: int, dictionary: bytes | None, words: tuple[str, ...]) -> None:
+    global _worker_codec, _worker_counter
     exit_with_parent(parent)
     _worker_codec = _codec_of(dictionary)
+    _worker_counter = WordCounter(words) if words else None
 
 
 def _parse_in_worker(job: Job) -> bytes:
@@ -150,7 +193,7 @@ def _parse_in_worker(job: Job) -> bytes:
     :mod:`marshal` reads back four times faster than :mod:`pickle` (1.8 against 7.8 µs a
     file, in the parent, which reads them all). Both ends run the same interpreter (a fork)."""
     assert _worker_codec is not None, "the pool's initializer made it"
-    return marshal.dumps(_parts_of_job(job, _worker_codec))
+    return marshal.dumps(_parts_of_job(job, _worker_codec, _worker_counter))
 
 
 def parsed(
@@ -162,9 +205,11 @@ def parsed(
     threshold: int = PARALLEL_THRESHOLD,
     dictionary: bytes | None = None,
     typed: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
+    words: tuple[str, ...] = (),
 ) -> ParsedRows:
     """The rows of ``keys``, in order, parsed by forked workers when that is safe and pays
-    (``threshold`` files or more), their texts compressed with ``dictionary``.
+    (``threshold`` files or more), their texts compressed with ``dictionary`` and ``words``
+    counted in them (the term columns the load keeps).
 
     The workers start now, before the first row is asked for: a rebuild empties the tables
     meanwhile (see :class:`ParsedRows`)."""
@@ -172,7 +217,7 @@ def parsed(
     jobs = [(root, real_root, entries[i : i + CHUNK], typed) for i in range(0, len(entries), CHUNK)]
     count = usable_cpus() if workers is None else workers
     parallel = count > 1 and len(entries) >= threshold and fork_is_safe()
-    return ParsedRows(jobs, dictionary, count if parallel else 0)
+    return ParsedRows(jobs, dictionary, count if parallel else 0, words)
 
 
 class ParsedRows:
@@ -185,8 +230,12 @@ class ParsedRows:
     parsed in this process when its turn comes.
     """
 
-    def __init__(self, jobs: list[Job], dictionary: bytes | None, workers: int) -> None:
+    def __init__(
+        self, jobs: list[Job], dictionary: bytes | None, workers: int, words: tuple[str, ...] = ()
+    ) -> None:
         self.dictionary = dictionary  # the texts' compression dictionary
+        self.words = words  # the words counted in the texts
+        self._counter: WordCounter | None = None  # this process's, made if a job is parsed here
         self._todo = iter(jobs)
         self._rows: deque[Parts | None] = deque()
         self._pool: ProcessPoolExecutor | None = None
@@ -199,7 +248,7 @@ class ParsedRows:
             gc.freeze()
         try:
             if workers:
-                self._pool = _start_pool(workers, dictionary)
+                self._pool = _start_pool(workers, dictionary, words)
             if self._pool is not None:
                 self._in_flight, self._ahead = workers * IN_FLIGHT, workers * AHEAD
             for job in islice(self._todo, self._ahead):
@@ -259,17 +308,21 @@ class ParsedRows:
                 return parts
         except (BrokenProcessPool, OSError):
             pass
-        return _parts_of_job(job, _codec_of(self.dictionary))
+        if self.words and self._counter is None:
+            self._counter = WordCounter(self.words)
+        return _parts_of_job(job, _codec_of(self.dictionary), self._counter)
 
 
-def _start_pool(workers: int, dictionary: bytes | None) -> ProcessPoolExecutor | None:
+def _start_pool(
+    workers: int, dictionary: bytes | None, words: tuple[str, ...]
+) -> ProcessPoolExecutor | None:
     """Forked workers, each with the dictionary's codec; ``None`` when they cannot start."""
     try:
         return ProcessPoolExecutor(  # a killed reindex leaves no parser behind
             max_workers=workers,
             mp_context=multiprocessing.get_context("fork"),
             initializer=_start_worker,
-            initargs=(os.getpid(), dictionary),
+            initargs=(os.getpid(), dictionary, words),
         )
     except OSError:
         return None
@@ -282,18 +335,20 @@ def load(
     progress: Progress | None = None,
     dictionary: bytes | None = None,
     cover_while_loading: bool = True,
+    words: tuple[str, ...] = (),
 ) -> None:
     """Fill the empty tables from ``rows`` (texts compressed with ``dictionary``) in one
     transaction (see the module docstring). ``cover_while_loading`` (``Tuning``): coverage
     worked out while loading (see :class:`_Batch`); False runs the one UPDATE of every row
-    after the load instead, the plain path."""
+    after the load instead, the plain path. ``words``: the words counted in the rows, whose
+    term columns are kept when every text was counted as FTS5 counted it."""
     conn.execute("PRAGMA synchronous = OFF")  # one commit at the end; a crash rebuilds anyway
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
             save_dictionary(conn, dictionary)
             with _fts_hash(conn, FTS_HASH):
-                _load(conn, rows, total, progress, cover_while_loading)
+                _load(conn, rows, total, progress, cover_while_loading, words)
         except BaseException:
             conn.rollback()
             raise
@@ -351,11 +406,12 @@ def _load(
     total: int,
     progress: Progress | None,
     cover_while_loading: bool,
+    words: tuple[str, ...] = (),
 ) -> None:
     deferred = conn.execute(DEFERRED_INDEXES).fetchall()
     for name, _, _ in deferred:
         conn.execute(f'DROP INDEX "{name}"')
-    batch = _Batch(cover_while_loading)
+    batch = _Batch(cover_while_loading, ColumnBuilder(words, total) if words else None)
     seen = 0
     for parts in rows:
         seen += 1
@@ -366,6 +422,10 @@ def _load(
             if progress:
                 progress(seen, total)
     batch.flush(conn)
+    if batch.columns is not None:
+        batch.columns.save(conn)
+    else:
+        forget_columns(conn)
     if cover_while_loading:
         batch.cover_the_rest(conn)
     for _, sql, table in deferred:  # the cover lookups first: the coverage UPDATE uses them
@@ -392,8 +452,9 @@ class _Batch:
     generated columns from the frontmatter JSON.
     """
 
-    def __init__(self, cover: bool = True) -> None:
+    def __init__(self, cover: bool = True, columns: ColumnBuilder | None = None) -> None:
         self.cover = cover  # coverage worked out here (False: by one UPDATE after the load)
+        self.columns = columns  # the term columns filled as the rows get their ids
         self.next_id = 1
         self.files: list[tuple[object, ...]] = []
         self.idents: list[tuple[str | bytes, int]] = []
@@ -406,7 +467,7 @@ class _Batch:
         self.uncovered: list[tuple[int, str | bytes | None, bytes]] = []
 
     def add(self, parts: Parts) -> None:
-        values, idents, targets, text, links, packed = parts
+        values, idents, targets, text, links, packed, counted = parts
         file_id = self.next_id
         self.next_id += 1
         for link in links:
@@ -427,6 +488,8 @@ class _Batch:
         if text is not None and packed is not None:
             self.texts.append((file_id, text))
             self.packed.append((file_id, packed))
+            if self.columns is not None and counted is not None:
+                self.columns.add(file_id, counted)
 
     def cover_the_rest(self, conn: sqlite3.Connection) -> None:
         """Mark the rows that only a row loaded after them covers (every row is in)."""
@@ -447,6 +510,8 @@ class _Batch:
         conn.executemany("INSERT INTO bodies (id, text) VALUES (?, ?)", self.packed)
         self.files, self.idents, self.targets, self.texts, self.packed = [], [], [], [], []
         self.links = []
+        if self.columns is not None:
+            self.columns.flush()
 
 
 def insert_rows(

@@ -224,12 +224,16 @@ class Index(RowStore):
     ) -> ParsedRows:
         """The rows of ``keys``, parsed from now on by worker processes (:mod:`index.build`)."""
         from kiwifs.index.build import (  # process pools: only bulk needs them
+            COLUMN_FILES,
+            Samples,
             parsed,
-            sample_dictionary,
         )
 
         root = os.fspath(self.root)
-        dictionary = sample_dictionary(root, self.real_root, keys)
+        samples = Samples(root, self.real_root, keys)
+        words: tuple[str, ...] = ()
+        if self.tuning.stored_columns and len(keys) >= COLUMN_FILES:
+            words = tuple(samples.common_words())
         count = usable_cpus(self.tuning.workers) if workers is None else workers
         return parsed(
             root,
@@ -237,15 +241,16 @@ class Index(RowStore):
             keys,
             walked.errors,
             count,
-            dictionary=dictionary,
+            dictionary=samples.dictionary(),
             typed=self.link_fields,
+            words=words,
         )
 
     def _load(self, rows: ParsedRows, total: int, progress: Progress | None) -> None:
         from kiwifs.index.build import load
 
         cover = self.tuning.cover_while_loading
-        load(self._writer, rows, total, progress, rows.dictionary, cover)
+        load(self._writer, rows, total, progress, rows.dictionary, cover, rows.words)
         self.generation += 1
         self.rows_generation += 1
 

@@ -160,6 +160,16 @@ CREATE TABLE IF NOT EXISTS timeline_meta (key TEXT PRIMARY KEY, value TEXT NOT N
 """
 TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
 
+# The term columns a rebuild made, kept for a server's first searches
+# (index/search/storedcolumns.py): derived from the texts, emptied by every rebuild. Statements
+# of their own (``IF NOT EXISTS``), so a rebuild can make them inside its transaction in an
+# index made before they existed.
+COLUMN_TABLES = (
+    "CREATE TABLE IF NOT EXISTS column_words"
+    " (word TEXT PRIMARY KEY, width INTEGER NOT NULL, counts BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS column_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+)
+
 # The last ``memory check`` (index/memory/checkcache.py): its problems, one row each, and when it
 # ran. Derived from the file rows by a background loop, never on a request.
 CHECK_SCHEMA = """
@@ -216,12 +226,16 @@ def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
         "cover_ids",
         "files",
         "fts_log",
+        "column_words",
+        "column_meta",
     )
     for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
     conn.executescript(TIMELINE_SCHEMA)
     conn.executescript(CHECK_SCHEMA)
+    for statement in COLUMN_TABLES:
+        conn.execute(statement)
     tune_merging(conn, merging)
     if conn.execute(VECTORS_ENABLED).fetchone() is not None:  # vectors kept across a rebuild
         add_vector_upkeep(conn)

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from kiwifs.index import build, changelog
 from kiwifs.index.core import Index
-from kiwifs.index.search import bm25, keyword, termcolumns
+from kiwifs.index.search import bm25, keyword, storedcolumns, termcolumns
 from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
 from kiwifs.server.lifecycle import Serving
@@ -273,10 +274,14 @@ def test_a_rolled_back_write_leaves_the_columns_right(
         assert from_columns(kb, index, "fox river", 10) == before
 
 
+@pytest.mark.parametrize("keep", [False, True])
 def test_a_rebuild_starts_the_columns_afresh(
-    make_root: Callable[..., Path],
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, keep: bool
 ) -> None:
-    """A rebuild gives every file a new row id: columns of the old ids must not survive it."""
+    """A rebuild gives every file a new row id: columns of the old ids must not survive it
+    (with ``keep``, the server reads the columns the rebuild kept)."""
+    if keep:
+        monkeypatch.setattr(build, "COLUMN_FILES", 50)
     root = make_root(corpus(7))
     with watched(root) as (kb, index):
         assert from_columns(kb, index, "fox river", 10) is not None
@@ -310,3 +315,92 @@ def test_a_word_fts5_cannot_parse_is_read_as_words(make_root: Callable[..., Path
         kb.search("fox", limit=1)  # the columns are in use from here
         assert kb.search("river\x00", limit=5).results == kb.search("river", limit=5).results
         assert kb.search('"river\x00"', limit=5).results == kb.search("river", limit=5).results
+
+
+@pytest.fixture
+def kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rebuilds of 50 files or more keep the columns of their common words."""
+    monkeypatch.setattr(build, "COLUMN_FILES", 50)
+
+
+def kept_words(index: Index) -> list[str]:
+    with index.reader() as conn:
+        return sorted(w for (w,) in conn.execute("SELECT word FROM column_words"))
+
+
+def test_a_server_starts_with_the_columns_a_rebuild_kept(
+    make_root: Callable[..., Path], kept: None
+) -> None:
+    """The first fill of an empty index is a rebuild: it keeps the columns of the words in a
+    tenth of the files, which the server reads before it is ready, answers from without
+    making them again, and catches up with writes as it does the columns it makes."""
+    pages = corpus(8)
+    pages["b/many.md"] = "fox " * 300 + "river\n"  # over 255: that column takes 4 bytes a count
+    root = make_root(pages)
+    with watched(root) as (kb, index):
+        stored = kept_words(index)
+        assert {"filler", "fox", "releas", "river", "stone"} <= set(stored)
+        assert "meadow" not in stored  # in fewer than a tenth of the files
+        with index.reader() as conn:
+            widths = dict(conn.execute("SELECT word, width FROM column_words"))
+        assert widths["fox"] == 4 and widths["river"] == 1
+        columns = index.columns
+        assert sorted(columns._tf) == stored  # read before the first search
+        restored = {w: id(c) for w, c in columns._tf.items()}
+        assert_same(kb, index)
+        assert {w: id(columns._tf[w]) for w in restored} == restored  # used, not remade
+        for path in sorted(root.glob("a/p02*.md"))[:20]:
+            kb.write(str(path.relative_to(root)), "fox fox river stone stone\n")
+        for path in sorted(root.glob("b/p03*.md"))[:10]:
+            kb.delete(str(path.relative_to(root)))
+        assert_same(kb, index)
+    with watched(root) as (kb, index):  # a new server: the kept columns and the log since
+        assert sorted(index.columns._tf) == stored
+        assert_same(kb, index)
+
+
+def test_kept_columns_the_log_cannot_catch_up_are_not_used(
+    make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(changelog, "KEEP", 3)
+    monkeypatch.setattr(changelog, "TRIM_EVERY", 1)
+    root = make_root(corpus(9))
+    with watched(root) as (kb, index):
+        assert kept_words(index)
+        for path in sorted(root.glob("a/p01*.md"))[:12]:
+            kb.write(str(path.relative_to(root)), "fox river river\n")
+    with watched(root) as (kb, index):
+        assert not index.columns._tf  # the log was cut past them: made on demand instead
+        assert_same(kb, index)
+
+
+def test_columns_whose_lengths_disagree_with_fts5_are_not_kept(
+    make_root: Callable[..., Path], kept: None
+) -> None:
+    """Kept only when every text's number of words is FTS5's: one off, and none is kept."""
+    with watched(make_root(corpus(10))) as (kb, index):
+        with index.reader() as conn:
+            ids = [i for (i,) in conn.execute("SELECT id FROM fts_docsize ORDER BY id")]
+            sizes = [bm25.varint(s)[0] for (s,) in conn.execute("SELECT sz FROM fts_docsize")]
+        for wrong in (False, True):
+            builder = storedcolumns.ColumnBuilder(["fox"], max(ids))
+            for file_id, size in zip(ids, sizes, strict=True):
+                builder.add(file_id, (b"\x01", size + (wrong and file_id == ids[-1]), ()))
+            with index.transaction() as conn:
+                assert builder.save(conn) is not wrong
+                assert bool(conn.execute("SELECT * FROM column_words").fetchall()) is not wrong
+
+
+def test_columns_are_kept_by_rebuilds_of_large_roots_only(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build, "COLUMN_FILES", 401)  # one file more than the root has
+    with watched(make_root(corpus(11))) as (kb, index):
+        assert not kept_words(index) and not index.columns._tf
+        monkeypatch.setattr(build, "COLUMN_FILES", 400)
+        kb.reindex()
+        assert kept_words(index)
+        index.tuning = Tuning(stored_columns=False)
+        kb.reindex()
+        assert not kept_words(index)  # not made, and those of the last rebuild gone
+        index.tuning = Tuning()

@@ -109,6 +109,24 @@ class Tokenizer:
             out[doc] = (out[doc][0], varint(size)[0])
         return out
 
+    def stems(self, forms: Sequence[str]) -> list[str]:
+        """The indexed word of each form (``releases`` → ``releas``). Each form must be one
+        word to FTS5 (a run of ASCII letters and digits is); all go through FTS5 as one text,
+        each word found again by its place in it."""
+        if not forms:
+            return []
+        out: list[str | None] = [None] * len(forms)
+        with self._lock:
+            conn = self._conn
+            conn.execute("INSERT INTO tok (rowid, body) VALUES (1, ?)", (" ".join(forms),))
+            for term, offset in conn.execute("SELECT term, offset FROM tokv"):
+                out[int(offset)] = term
+            conn.execute("INSERT INTO tok (tok) VALUES ('delete-all')")
+            conn.commit()
+        if any(word is None for word in out):
+            raise ValueError("a form that is not one word")
+        return [word for word in out if word is not None]
+
     def phrase_counts(
         self, texts: Sequence[str], phrases: Sequence[str]
     ) -> list[dict[int, int]] | None:

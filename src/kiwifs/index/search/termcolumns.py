@@ -54,14 +54,15 @@ import itertools
 import sqlite3
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.index import changelog
-from kiwifs.index.search import bm25
+from kiwifs.index.search import bm25, storedcolumns
 from kiwifs.index.texts import texts
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     from numpy.typing import NDArray
 
@@ -270,7 +271,9 @@ class TermColumns:
             _sum_slice(np, *work[0])
             return total
         pool = self._pool
-        if pool is None:
+        if pool is None:  # imported here: the memory report from the CLI loads this module
+            from concurrent.futures import ThreadPoolExecutor
+
             pool = self._pool = ThreadPoolExecutor(self._threads - 1, "kiwifs-columns")
         pending = [pool.submit(_sum_slice, np, *args) for args in work[1:]]
         _sum_slice(np, *work[0])
@@ -284,41 +287,57 @@ class TermColumns:
         schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
         last = changelog.last(conn, "fts_log")
         epoch = self._epoch
+        at = epoch[1] if epoch is not None else 0
         if epoch is None or epoch[0] != schema or epoch[1] > last:
-            self._reload(np, conn)
-        elif epoch[1] < last:
-            logged = changelog.since(conn, "fts_log", "doc", epoch[1])
-            if logged is None:
-                self._reload(np, conn)  # the log was cut past our position: start afresh
+            at = self._reload(np, conn, last)
+        if at < last:
+            logged = changelog.since(conn, "fts_log", "doc", at)
+            if logged is None:  # the log was cut past our position: start afresh
+                self._reload(np, conn, last, stored=False)
             else:
                 self._recount(np, conn, [int(d) for d in logged])
         self._epoch = (schema, last)
         if not self._agrees(nrows, ntokens):
-            self._reload(np, conn)  # text indexed without the log: start afresh
+            self._reload(np, conn, last, stored=False)  # text indexed without the log
             return self._agrees(nrows, ntokens)
         return True
 
     def _agrees(self, nrows: int, ntokens: int) -> bool:
         return self._rows == nrows and self._tokens == ntokens
 
-    def _reload(self, np: Any, conn: sqlite3.Connection) -> None:
-        """Every document's length from FTS5's own record of it; no word columns yet."""
-        rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
-        size = max((int(i) for i, _ in rows), default=0) + 1
-        self._dl = np.zeros(size, dtype=np.int64)
-        self._present = np.zeros(size, dtype=bool)
-        if rows:
-            ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
-            self._dl[ids] = [bm25.varint(sz)[0] for _, sz in rows]
-            self._present[ids] = True
-        self._rows, self._tokens = int(self._present.sum()), int(self._dl.sum())
-        lengths, codes = np.unique(self._dl, return_inverse=True)
-        self._codes = codes.astype(np.int32).reshape(-1)
-        self._lengths = [int(n) for n in lengths]
-        self._code_of = {n: i for i, n in enumerate(self._lengths)}
+    def _reload(self, np: Any, conn: sqlite3.Connection, last: int, stored: bool = True) -> int:
+        """Start afresh: the columns a rebuild kept (:mod:`index.search.storedcolumns`) when
+        there are some the log can catch up, else every document's length from FTS5's own
+        record of it and no word columns yet. Returns the log entry they are current at."""
+        kept = storedcolumns.restore(conn) if stored else None
+        if kept is not None and kept.log > last:
+            kept = None  # not made from this text index (the caller catches up the others)
         self._tf.clear()
         self._failed.clear()
         self._stats.clear()
+        if kept is not None:
+            self._set_lengths(np, kept.lengths)
+            for word, column in list(kept.columns.items())[:MAX_COLUMNS]:
+                self._tf[word] = column
+            return kept.log
+        rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
+        size = max((int(i) for i, _ in rows), default=0) + 1
+        lengths = np.full(size, -1, dtype=np.int64)
+        if rows:
+            ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
+            lengths[ids] = [bm25.varint(sz)[0] for _, sz in rows]
+        self._set_lengths(np, lengths)
+        return last
+
+    def _set_lengths(self, np: Any, lengths: NDArray[np.int64]) -> None:
+        """Each document's length (``-1``: not in the text index)."""
+        self._present = lengths >= 0
+        self._dl = np.maximum(lengths, 0)
+        self._rows, self._tokens = int(self._present.sum()), int(self._dl.sum())
+        distinct, codes = np.unique(self._dl, return_inverse=True)
+        self._codes = codes.astype(np.int32).reshape(-1)
+        self._lengths = [int(n) for n in distinct]
+        self._code_of = {n: i for i, n in enumerate(self._lengths)}
 
     def _grow(self, np: Any, size: int) -> None:
         assert self._dl is not None and self._present is not None

@@ -1,0 +1,194 @@
+"""Term columns made by a rebuild and kept in the index, so a server's first searches find
+them made (:mod:`index.search.termcolumns`).
+
+Making a word's column in a server asks FTS5 to rank the word over every document holding it:
+about a microsecond a match, over a second for a common word at a million documents, which an
+agent's first questions after a start would wait for, one new word at a time. A rebuild reads
+every text anyway, so it counts the root's most common words there (:mod:`index.search.wordcounts`,
+a few array operations a batch of texts, in the parsing workers), and keeps the columns, and every
+document's number of words, in two tables:
+
+* ``column_words (word, width, counts)``: a word's count in every document by row id, one byte
+  each (four for a word some document holds over 255 times), compressed (zstd);
+* ``column_meta (key, value)``: ``lengths``, each document's number of words (``-1``: no text),
+  compressed, and ``log``, the text log's last entry when they were made (``fts_log``).
+
+**Checked before kept.** A rebuild keeps them only when its count of words in every document
+equals FTS5's own (``fts_docsize``), so the texts were split as FTS5 split them; each form of a
+word was stemmed by FTS5 itself.
+
+**Current when read.** A server reads them once (before it reports ready) and catches them up
+with the documents logged since (:mod:`index.changelog`), as it does its own columns; when the log
+no longer reaches back to them, or the totals disagree with FTS5's, they are not used and
+columns are made on demand. A rebuild empties both tables first, so no column outlives the
+index it was made from.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kiwifs.index import changelog
+from kiwifs.index.schema import COLUMN_TABLES
+from kiwifs.index.search import bm25
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from kiwifs.index.search.wordcounts import WordCounter
+
+LEVEL = 3  # zstd: columns of small counts compress ~5x at this level, ~1 GB/s to read back
+
+# A counted row: the words' counts in one text (one byte each, 255 at most), its number of
+# words, and the (word index, count) of each word counted more than 255 times in it.
+Counted = tuple[bytes, int, tuple[tuple[int, int], ...]]
+WIDTHS = {1: "uint8", 4: "int32"}  # a kept column's bytes a count: its numpy type
+
+
+@dataclass
+class Stored:
+    """Columns read back: each document's length (``-1``: not in the text index), the log
+    entry they are current at, and the columns by word."""
+
+    lengths: Any  # NDArray[np.int64]
+    log: int
+    columns: dict[str, Any]  # word -> NDArray[np.uint8]
+
+
+class ColumnBuilder:
+    """The columns of a rebuild's load, filled as its rows get their ids."""
+
+    def __init__(self, words: Sequence[str], capacity: int) -> None:
+        import numpy
+
+        self.np = numpy
+        self.words = list(words)
+        self._counts = numpy.zeros((len(self.words), capacity + 1), dtype=numpy.uint8)
+        self._lengths = numpy.full(capacity + 1, -1, dtype=numpy.int64)
+        self._big: dict[int, dict[int, int]] = {}  # word -> file id -> a count over 255
+        self._ids: list[int] = []
+        self._rows: list[bytes] = []
+
+    def add(self, file_id: int, counted: Counted) -> None:
+        row, length, big = counted
+        if file_id >= len(self._lengths):
+            self._grow(file_id + 1)
+        self._ids.append(file_id)
+        self._rows.append(row)
+        self._lengths[file_id] = length
+        for word, count in big:
+            self._big.setdefault(word, {})[file_id] = count
+
+    def flush(self) -> None:
+        """Put the rows added since the last flush into the columns (one array operation)."""
+        if not self._ids:
+            return
+        np = self.np
+        rows = np.frombuffer(b"".join(self._rows), dtype=np.uint8)
+        self._counts[:, self._ids] = rows.reshape(len(self._ids), len(self.words)).T
+        self._ids, self._rows = [], []
+
+    def _grow(self, size: int) -> None:
+        np = self.np
+        size = max(size, len(self._lengths) * 5 // 4)
+        more = size - len(self._lengths)
+        self._counts = np.concatenate(
+            [self._counts, np.zeros((len(self.words), more), dtype=np.uint8)], axis=1
+        )
+        self._lengths = np.concatenate([self._lengths, np.full(more, -1, dtype=np.int64)])
+
+    def save(self, conn: sqlite3.Connection) -> bool:
+        """Keep the columns in the index (inside the load's transaction), if every document's
+        number of words is FTS5's; False: they disagree, nothing kept."""
+        self.flush()
+        clear(conn)
+        if not self._agrees(conn):
+            return False
+        import zstandard
+
+        packer = zstandard.ZstdCompressor(level=LEVEL)
+        np = self.np
+        conn.executemany(
+            "INSERT INTO column_words (word, width, counts) VALUES (?, ?, ?)",
+            (
+                (word, column.itemsize, packer.compress(column.tobytes()))
+                for word, column in ((word, self._column(i)) for i, word in enumerate(self.words))
+            ),
+        )
+        lengths = packer.compress(self._lengths.astype(np.int32).tobytes())
+        log = changelog.last(conn, "fts_log")
+        conn.executemany(
+            "INSERT INTO column_meta (key, value) VALUES (?, ?)",
+            [("lengths", lengths), ("log", str(log).encode())],
+        )
+        return True
+
+    def _column(self, word: int) -> Any:
+        """A word's counts: one byte each, or four when a document holds it over 255 times
+        (a consolidation page citing hundreds of runs)."""
+        np = self.np
+        big = self._big.get(word)
+        if big is None:
+            return self._counts[word]
+        column = self._counts[word].astype(np.int32)
+        column[list(big)] = list(big.values())
+        return column
+
+    def _agrees(self, conn: sqlite3.Connection) -> bool:
+        np = self.np
+        fts = np.full(len(self._lengths), -1, dtype=np.int64)
+        rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
+        if rows and max(int(i) for i, _ in rows) >= len(fts):
+            return False
+        for doc, size in rows:
+            fts[doc] = bm25.varint(size)[0]
+        return bool(np.array_equal(fts, self._lengths))
+
+
+def restore(conn: sqlite3.Connection) -> Stored | None:
+    """The columns a rebuild kept, as made (not yet caught up); ``None`` when there are none
+    (a root too small, an index made before they were kept)."""
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM column_meta"))
+        if "lengths" not in meta or "log" not in meta:
+            return None
+        words = conn.execute("SELECT word, width, counts FROM column_words").fetchall()
+    except sqlite3.OperationalError:  # an index made before these tables existed
+        return None
+    import numpy as np
+    import zstandard
+
+    unpacker = zstandard.ZstdDecompressor()
+    lengths = np.frombuffer(unpacker.decompress(meta["lengths"]), dtype=np.int32)
+    columns: dict[str, NDArray[np.uint8] | NDArray[np.int32]] = {}
+    for word, width, blob in words:
+        column = np.frombuffer(unpacker.decompress(blob), dtype=WIDTHS[width])
+        if len(column) != len(lengths):
+            return None
+        columns[str(word)] = column.copy()  # writable: writes are counted into it
+    return Stored(lengths.astype(np.int64), int(meta["log"]), columns)
+
+
+def clear(conn: sqlite3.Connection) -> None:
+    """Forget the kept columns, making their tables if the index predates them (inside the
+    caller's transaction)."""
+    for statement in COLUMN_TABLES:
+        conn.execute(statement)
+    conn.execute("DELETE FROM column_words")
+    conn.execute("DELETE FROM column_meta")
+
+
+def counted_rows(counter: WordCounter, texts: Sequence[str]) -> list[Counted]:
+    """Each text's counts of the counter's words, as a rebuild's worker sends them."""
+    import numpy as np
+
+    counts, lengths = counter.count(texts)
+    small = np.minimum(counts, 255).astype(np.uint8)
+    big: dict[int, list[tuple[int, int]]] = {}
+    for row, word in np.argwhere(counts > 255).tolist():
+        big.setdefault(row, []).append((word, int(counts[row, word])))
+    return [(small[i].tobytes(), int(lengths[i]), tuple(big.get(i, ()))) for i in range(len(texts))]
