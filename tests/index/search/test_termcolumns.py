@@ -233,6 +233,16 @@ def test_writes_are_caught_up(
             kb.delete(str(path.relative_to(root)))
         assert_same(kb, index)
         assert {w: id(c) for w, c in columns._tf.items()} == made  # caught up, not remade
+        # pages superseded and back: the columns' mask of them follows (the best page first)
+        best = "fox fox fox fox fox river river stone stone\n"
+        kb.write("c/best.md", "---\nmemory_status: superseded\n---\n" + best)
+        for path in sorted(root.glob("a/p0[0-9][0-9]1.md"))[:30:3]:
+            kb.write(str(path.relative_to(root)), "---\nmemory_status: superseded\n---\nfox\n")
+        for path in sorted(root.glob("*/p0[0-9][0-9]0.md"))[:8]:  # i % 11 == 0 among them
+            kb.write(str(path.relative_to(root)), "fox river stone\n")
+        assert_same(kb, index)
+        kb.write("c/best.md", best)
+        assert_same(kb, index)
 
 
 def test_text_indexed_without_the_log_starts_afresh(

@@ -109,6 +109,9 @@ PICK_SQL = (
 )
 # NOT INDEXED: look the ids up by row id; with ``superseded = 0`` in the filters the planner
 # otherwise scans the ``files_recall`` index, which those columns happen to lead
+# A search's filters: the SQL condition over ``files f`` and its parameters, the scope, and
+# whether superseded pages are left out (the condition says so too; the term columns use it)
+Sifted = tuple[str, tuple[Any, ...], str | None, bool]
 FIRST_WINDOW = 64  # matches ranked by the first top-k round (grown ×8 while the cut is unsure)
 MAX_WINDOW = 4096  # beyond this the filters are too selective: the full query answers
 
@@ -167,17 +170,20 @@ def search(
     window = (recency_window(lim, off), 0) if weight else (lim, off)
     scope = where.scope if where is not None else None
     fast = columns if tuned.term_columns and not weight else None
+    # superseded pages left out: the columns drop them before their cut, by a mask they keep
+    live = where is not None and not where.include_superseded
+    sifted = (condition, extra, scope, live)
     rows = None
     if parsed.syntax is not None:
-        rows = _syntax_rows(conn, parsed.syntax, condition, extra, scope, fast, window, top_k)
+        rows = _syntax_rows(conn, parsed.syntax, sifted, fast, window, top_k)
     terms = query_terms(text) if rows is not None else list(parsed.words)
     if rows is None:
         if not parsed.terms:
             return SearchResults(query, lim, off, [])
         if tuned.feedback and not weight and len(parsed.terms) >= feedback.MIN_TERMS:
-            rows = _with_feedback(conn, parsed, condition, extra, scope, fast, (lim, off), top_k)
+            rows = _with_feedback(conn, parsed, sifted, fast, (lim, off), top_k)
         else:
-            rows = _any_rows(conn, parsed, condition, extra, scope, fast, window, top_k)
+            rows = _any_rows(conn, parsed, sifted, fast, window, top_k)
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     if not snippets:
@@ -192,9 +198,7 @@ def search(
 def _syntax_rows(
     conn: sqlite3.Connection,
     syntax: str,
-    condition: str,
-    extra: tuple[Any, ...],
-    scope: str | None,
+    sifted: Sifted,
     columns: TermColumns | None,
     window: tuple[int, int],
     top_k: bool,
@@ -202,9 +206,10 @@ def _syntax_rows(
     """The page for a query of FTS5 syntax as written, or ``None`` when FTS5 rejects it (the
     caller then reads it as natural language)."""
     keys = syntax_phrases(syntax) if columns is not None else None
+    condition, extra, _, _ = sifted
     rows = None
     try:
-        rows = _from_columns(conn, keys, condition, extra, scope, columns, *window)
+        rows = _from_columns(conn, keys, sifted, columns, *window)
     except sqlite3.OperationalError:
         rows = None  # a phrase FTS5 cannot read: the plain query below says so
     try:
@@ -220,9 +225,7 @@ def _syntax_rows(
 def _any_rows(
     conn: sqlite3.Connection,
     parsed: Query,
-    condition: str,
-    extra: tuple[Any, ...],
-    scope: str | None,
+    sifted: Sifted,
     columns: TermColumns | None,
     window: tuple[int, int],
     top_k: bool,
@@ -231,11 +234,12 @@ def _any_rows(
     server keeps them, else from FTS5; the terms are FTS5 strings of words, which FTS5 never
     rejects."""
     terms = [(t.key, t.match) for t in parsed.terms]
+    condition, extra, scope, live = sifted
     rows = None
     if columns is not None:
         conn.execute("BEGIN")
         try:
-            rows = columns.ranked_any(conn, terms, condition, extra, scope, *window)
+            rows = columns.ranked_any(conn, terms, condition, extra, scope, *window, live)
         finally:
             conn.rollback()
     if rows is not None:
@@ -249,9 +253,7 @@ def _any_rows(
 def _with_feedback(
     conn: sqlite3.Connection,
     parsed: Query,
-    condition: str,
-    extra: tuple[Any, ...],
-    scope: str | None,
+    sifted: Sifted,
     columns: TermColumns | None,
     page: tuple[int, int],
     top_k: bool,
@@ -262,8 +264,9 @@ def _with_feedback(
     feedback words'."""
     lim, off = page
     window = (max(feedback.POOL, off + lim), 0)
-    rows = _any_rows(conn, parsed, condition, extra, scope, columns, window, top_k)
+    rows = _any_rows(conn, parsed, sifted, columns, window, top_k)
     keys = frozenset(t.key for t in parsed.terms if not t.key.startswith(PHRASE))
+    condition, extra, _, _ = sifted
     return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]
 
 
@@ -317,9 +320,7 @@ def syntax_phrases(text: str) -> list[tuple[str, str]] | None:
 def _from_columns(
     conn: sqlite3.Connection,
     words: list[tuple[str, str]] | None,
-    condition: str,
-    extra: tuple[Any, ...],
-    scope: str | None,
+    sifted: Sifted,
     columns: TermColumns | None,
     lim: int,
     off: int,
@@ -327,9 +328,10 @@ def _from_columns(
     """The page from the term columns, read in one snapshot; ``None``: the plain query."""
     if columns is None or words is None:
         return None
+    condition, extra, scope, live = sifted
     conn.execute("BEGIN")
     try:
-        return columns.ranked(conn, words, condition, extra, scope, lim, off)
+        return columns.ranked(conn, words, condition, extra, scope, lim, off, live)
     finally:
         conn.rollback()
 

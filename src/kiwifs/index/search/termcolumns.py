@@ -100,6 +100,7 @@ class TermColumns:
         self._present: NDArray[np.bool_] | None = None
         # each document's length as a code: its place in ``_lengths``, the distinct lengths
         self._codes: NDArray[np.int32] | None = None
+        self._superseded: NDArray[np.bool_] | None = None  # superseded pages, by row id
         self._lengths: list[int] = []
         self._code_of: dict[int, int] = {}
         self._tf: OrderedDict[str, NDArray[Any]] = OrderedDict()  # least recently used first
@@ -142,12 +143,17 @@ class TermColumns:
         scope: str | None,
         lim: int,
         off: int,
+        live: bool = False,
     ) -> list[Row] | None:
         """Hits ``off`` to ``off + lim`` in (BM25, key) order, as the plain query gives them,
         or ``None`` (a rare word, no numpy, a column that could not be made). ``words`` are
         ``(key, token)``: an indexed word and its token as written, or :data:`PHRASE` + an
-        FTS5 phrase and that phrase. Call inside a read transaction: the log, the totals and
-        the rows must come from one snapshot."""
+        FTS5 phrase and that phrase. ``condition`` (SQL over ``files f``, with ``extra``) and
+        ``scope`` filter the hits; ``live``: the condition leaves out superseded pages, which
+        are then dropped before the cut (by a mask kept here, as the lengths are), so that
+        pages matching best but superseded do not make the filter look at thousands of rows.
+        Call inside a read transaction: the log, the totals and the rows must come from one
+        snapshot."""
         np = _numpy()
         if np is None or len(dict(words)) > MAX_COLUMNS:
             return None
@@ -161,6 +167,10 @@ class TermColumns:
                 elif not self._make(np, conn, word, token, nrows, ntokens):
                     return None
             scores, ids = self._scores(np, [word for word, _ in words], nrows, ntokens)
+            if live:
+                assert self._superseded is not None
+                kept = ~self._superseded[ids]
+                scores, ids = scores[kept], ids[kept]
         if scope is not None:
             keep = _scope_ids(np, conn, scope, condition, extra)
             inside = np.isin(ids, keep)
@@ -176,6 +186,7 @@ class TermColumns:
         scope: str | None,
         lim: int,
         off: int,
+        live: bool = False,
     ) -> list[Row] | None:
         """Like :meth:`ranked`, for the terms OR-ed (``(key, FTS5 string)`` each, as
         :mod:`index.search.query` makes them): every document holding any term, scored with FTS5's
@@ -194,6 +205,8 @@ class TermColumns:
             if any(f is None for f in found):
                 return None
             total = self._totals(np, [f for f in found if f is not None], nrows, ntokens)
+            if live:
+                total[self._superseded] = 0.0  # as if they held none of the terms
         if scope is None:
             return _page(np, conn, total, None, condition, extra, lim, off)
         ids = np.flatnonzero(total > 0.0)  # a term a document holds adds more than 0
@@ -316,7 +329,7 @@ class TermColumns:
         self._failed.clear()
         self._stats.clear()
         if kept is not None:
-            self._set_lengths(np, kept.lengths)
+            self._set_lengths(np, conn, kept.lengths)
             for word, column in list(kept.columns.items())[:MAX_COLUMNS]:
                 self._tf[word] = column
             return kept.log
@@ -326,11 +339,16 @@ class TermColumns:
         if rows:
             ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
             lengths[ids] = [bm25.varint(sz)[0] for _, sz in rows]
-        self._set_lengths(np, lengths)
+        self._set_lengths(np, conn, lengths)
         return last
 
-    def _set_lengths(self, np: Any, lengths: NDArray[np.int64]) -> None:
-        """Each document's length (``-1``: not in the text index)."""
+    def _set_lengths(self, np: Any, conn: sqlite3.Connection, lengths: NDArray[np.int64]) -> None:
+        """Each document's length (``-1``: not in the text index), and which are superseded
+        (a page's frontmatter is in its text: it changes only with a logged text change)."""
+        superseded = np.zeros(len(lengths), dtype=bool)
+        found = [i for (i,) in conn.execute("SELECT id FROM files WHERE superseded = 1")]
+        superseded[[i for i in found if i < len(lengths)]] = True
+        self._superseded = superseded
         self._present = lengths >= 0
         self._dl = np.maximum(lengths, 0)
         self._rows, self._tokens = int(self._present.sum()), int(self._dl.sum())
@@ -347,7 +365,9 @@ class TermColumns:
         grown = len(self._dl)
         self._dl = np.concatenate([self._dl, np.zeros(size - grown, dtype=np.int64)])
         self._present = np.concatenate([self._present, np.zeros(size - grown, dtype=bool)])
-        assert self._codes is not None
+        assert self._codes is not None and self._superseded is not None
+        more = np.zeros(size - grown, dtype=bool)
+        self._superseded = np.concatenate([self._superseded, more])
         self._codes = np.concatenate(
             [self._codes, np.full(size - grown, self._code(0), dtype=np.int32)]
         )
@@ -373,6 +393,11 @@ class TermColumns:
             int(i): bm25.varint(sz)[0]
             for i, sz in conn.execute(f"SELECT id, sz FROM fts_docsize WHERE id IN ({marks})")
         }
+        assert self._superseded is not None
+        self._superseded[docs] = False
+        dead = f"SELECT id FROM files WHERE superseded = 1 AND id IN ({marks})"
+        for (doc,) in conn.execute(dead):
+            self._superseded[doc] = True
         assert self._codes is not None
         self._stats.clear()
         for doc in docs:
