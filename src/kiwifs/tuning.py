@@ -124,6 +124,12 @@ class Tuning:
     doubles from 5 s up to this (``5`` keeps a fixed period). Walking a 100k-file root every
     5 s kept an idle server at ~7 % of a core."""
 
+    reconcile_share: float = 0.05
+    """The share of the time the periodic reconciles may take at most: the wait after one is at
+    least its duration over this (``0``: no such floor). Walking a million files takes ~5 s of a
+    core, which every 5 s (the first waits) slowed the searches answered meanwhile 1.5-2x;
+    at 5 % the next walk of such a root comes ~100 s later."""
+
     # -- the timeline ---------------------------------------------------------------------------
 
     timeline_known: bool = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,24 @@ def test_a_server_is_ready_with_its_first_report_counted(tmp_path: Path) -> None
             serving.stop_watching()
         assert warmed.to_json() == kb.memory_report(limit=0, use_index=False).to_json()
         assert warmed.unmerged_count == 5
+
+
+def test_the_periodic_reconcile_takes_at_most_its_share_of_the_time(tmp_path: Path) -> None:
+    """A reconcile of 0.1 s may take 20 % of the time here: the next waits at least 0.5 s,
+    from the start's own one on, whatever the period and the doubling say."""
+    took = [0.1]
+
+    def reconcile() -> ReconcileStats:
+        time.sleep(took[0])
+        return ReconcileStats(0, 0, 0, 0.0)
+
+    tuning = Tuning(reconcile_max=0.4, reconcile_share=0.2)
+    watcher = Watcher(tmp_path, lambda rels: None, reconcile, period=0.05, tuning=tuning)
+    watcher.start()
+    try:
+        assert watcher.wait_ready()
+        assert wait_for(lambda: watcher.interval >= 0.5)
+        took[0] = 0.0  # quick again: back to the doubling's waits, capped
+        assert wait_for(lambda: watcher.interval == 0.4)
+    finally:
+        watcher.stop()

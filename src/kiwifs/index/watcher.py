@@ -91,6 +91,8 @@ class Watcher:
         self._per_folder = tuned.watch_folders
         self._new_alone = tuned.walk_new_folders  # folders that came walked alone, not the root
         self.max_period = tuned.reconcile_max  # the longest wait while events miss nothing
+        self._duty = tuned.reconcile_share  # the share of the time reconciles may take at most
+        self._took = 0.0  # how long the last reconcile took
 
     def start(self) -> None:
         if self._thread is not None:
@@ -128,6 +130,7 @@ class Watcher:
             return
         self._reconciled()
         self._first_pass.set()
+        self.interval = self._at_least_its_share(self.interval)
         last = time.monotonic()
         owed = False  # a batch of events was lost: a reconcile must find what it held
         recovered = -RECOVER_GAP  # when the last such reconcile ran
@@ -174,11 +177,14 @@ class Watcher:
 
         True when it found changes whose events were lost, or failed (or cannot tell: no
         stats)."""
+        began = time.monotonic()
         try:
             stats = self._reconcile()
         except Exception:
             log.exception("index update failed")
             return True
+        finally:
+            self._took = time.monotonic() - began
         if not self.ready.is_set() and self._on_ready is not None:
             try:
                 self._on_ready()
@@ -191,8 +197,16 @@ class Watcher:
         """The wait after a periodic reconcile: back to ``period`` when it found what the events
         missed, else twice the last one, up to :attr:`max_period`."""
         if missed:
-            return self.period
-        return max(self.period, min(self.interval * 2, self.max_period))
+            return self._at_least_its_share(self.period)
+        return self._at_least_its_share(max(self.period, min(self.interval * 2, self.max_period)))
+
+    def _at_least_its_share(self, wait: float) -> float:
+        """``wait``, made long enough that the last reconcile took at most its share of the
+        time (:attr:`Tuning.reconcile_share`): walking a million files takes seconds of a
+        core, and a search answered meanwhile waits for the interpreter lock."""
+        if self._duty <= 0:
+            return wait
+        return max(wait, self._took / self._duty)
 
     def _listen(self) -> Generator[set[tuple[watchfiles.Change, str]], None, None] | None:
         """File events from here on, or ``None`` when they cannot be had (periodic only).
