@@ -130,6 +130,13 @@ class Tuning:
     core, which every 5 s (the first waits) slowed the searches answered meanwhile 1.5-2x;
     at 5 % the next walk of such a root comes ~100 s later."""
 
+    check_settle: float = 60.0
+    """Seconds a server waits after it is ready before the first background ``memory check`` of
+    a root of 100,000 files or more (``0``: none). At a million files the check takes a core for
+    ~20 s and 1 GB in its worker process, which slowed the first searches 1.5-2x; until it has
+    run, the dashboard shows the check as not yet run and ``memory check`` computes it when
+    asked."""
+
     # -- the timeline ---------------------------------------------------------------------------
 
     timeline_known: bool = True

@@ -470,6 +470,7 @@ class IndexKeeper:
                 if self._check_worker is None:
                     self._check_worker = checkcache.CheckWorker(self.tuning.workers)
                 self._checker.quiet = quiet
+                self._checker.settle = self.tuning.check_settle
                 self._checker.start()
 
     def stop_checking(self) -> None:

@@ -27,6 +27,7 @@ import pytest
 from filetree import write_files
 from gitrepo import git
 from kiwifs.index.connections import INDEX_FILE, STATE_DIR
+from kiwifs.index.memory import checkcache
 from kiwifs.index.memory.checkcache import CheckWorker
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
@@ -43,6 +44,7 @@ from kiwifs.memory.problems import (
 from kiwifs.rest.app import create_app
 from kiwifs.rest.web.routes import templates
 from kiwifs.server.lifecycle import Serving
+from kiwifs.tuning import Tuning
 from kiwifs.writes.events import CHECK_STORED, Event, is_file_change
 from partskit import index_keeper
 from realserver import KIWIFS, serving
@@ -299,6 +301,7 @@ def test_the_worker_process_finds_what_memory_check_finds(files_root: Path) -> N
 
 KILLED_WITH_A_WORKER = """
 import glob, os, signal, sys
+from kiwifs.index.memory import checkcache
 from kiwifs.index.memory.checkcache import CheckWorker
 worker = CheckWorker()
 worker.enabled = True
@@ -434,3 +437,22 @@ def test_the_dashboard_hears_check_results_and_the_api_stream_does_not(served: S
     finally:
         ui.close()
         api.close()
+
+
+def test_a_large_root_is_checked_first_once_the_server_has_settled(
+    files_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large root's check takes a core for seconds: it waits until the server has been ready
+    ``check_settle`` seconds, leaving the first questions of agents the whole machine."""
+    monkeypatch.setattr(checkcache, "SETTLE_FILES", 1)  # this root counts as large
+    with Knowledge.open(files_root, tuning=Tuning(check_settle=0.8)) as kb:
+        Serving(kb).start_watching()
+        while not kb.ready():
+            time.sleep(0.05)
+        ready = time.monotonic()
+        with kb.subscribe() as sub:
+            Serving(kb).start_checking(quiet=0.2)
+            wait_for_check(kb, sub)
+        assert time.monotonic() - ready >= 0.8
+        state = kb.overview().problems
+        assert state is not None and state.total == 6 and state.current

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 SHOWN = 100  # problems a dashboard lists (the count covers them all)
 QUIET_SECONDS = 1.0  # after a wake-up: a burst of writes ends before the check runs
+# A root of this many files or more is checked first only ``settle`` seconds after the server
+# is ready: its check takes a core for seconds (20 s at a million files), which the agents
+# asking their first questions of a new server would otherwise share.
+SETTLE_FILES = 100_000
 PERIOD = 5.0  # a look at the rows even without a wake-up
 
 
@@ -188,9 +192,26 @@ class CheckKeeper(BackgroundLoop):
         self._announce = announce
         self.period = period
         self.quiet = QUIET_SECONDS
+        self.settle = 0.0  # seconds a large root's first check waits after ready
         self._done: tuple[int, int] | None = None  # the rows' stamp the stored result is for
         self.last_seconds = 0.0
         super().__init__()
+
+    def _settle(self) -> None:
+        """Wait, before the first check of a large root (:data:`SETTLE_FILES`), until the server
+        has been ready for :attr:`settle` seconds."""
+        if self.settle <= 0:
+            return
+        while not self._ready():
+            if self._stop.wait(0.2):
+                return
+        try:
+            with self._index().reader() as conn:
+                files = int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
+        except Exception:  # noqa: BLE001 - the check itself reports what is wrong
+            return
+        if files >= SETTLE_FILES:
+            self._stop.wait(self.settle)
 
     def _stamp(self) -> tuple[int, int]:
         index = self._index()
@@ -222,6 +243,7 @@ class CheckKeeper(BackgroundLoop):
         return True
 
     def _run(self) -> None:
+        self._settle()
         while not self._stop.is_set():
             try:
                 self.run_once()
