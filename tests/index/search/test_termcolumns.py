@@ -148,17 +148,25 @@ def from_columns(
 
 
 # how the columns sum the scores: tables of (count, length) in one slice; the same summed by
-# three threads in slices of 64 documents; the formula per document (no table small enough)
-SUMS = {"tables": (1 << 20, 1, 250_000), "slices": (1 << 20, 3, 64), "formula": (0, 1, 250_000)}
+# three threads in slices of 64 documents; the formula per document (no table small enough);
+# and how the page is cut: a partition of every score, or bounded from a sample of 16 first
+SUMS = {
+    "tables": (1 << 20, 1, 250_000, 65_536),
+    "slices": (1 << 20, 3, 64, 65_536),
+    "formula": (0, 1, 250_000, 65_536),
+    "sampled": (1 << 20, 3, 64, 64),
+}
 
 
 @pytest.mark.parametrize("summed", list(SUMS))
 def test_columns_answer_as_fts5_ranks(
     make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, summed: str
 ) -> None:
-    table, threads, piece = SUMS[summed]
+    table, threads, piece, sampled = SUMS[summed]
     monkeypatch.setattr(termcolumns, "MAX_TABLE", table)
     monkeypatch.setattr(termcolumns, "SLICE", piece)
+    monkeypatch.setattr(termcolumns, "SAMPLED", sampled)
+    monkeypatch.setattr(termcolumns, "SAMPLES", min(sampled, 16))
     with watched(make_root(corpus(1))) as (kb, index):
         index.columns._threads = threads
         assert_same(kb, index)
@@ -414,3 +422,33 @@ def test_columns_are_kept_by_rebuilds_of_large_roots_only(
         kb.reindex()
         assert not kept_words(index)  # not made, and those of the last rebuild gone
         index.tuning = Tuning()
+
+
+@pytest.mark.parametrize("sampled", [64, 1 << 30])
+def test_the_cut_takes_every_tie_and_enough(monkeypatch: pytest.MonkeyPatch, sampled: int) -> None:
+    """What a page is cut from: at least ``cut`` scores (or every match), and a clean cut, every
+    score left out below every score taken (ties included: the key breaks them later); from a
+    sample's bound or from a partition of them all."""
+    import numpy as np
+
+    monkeypatch.setattr(termcolumns, "SAMPLED", sampled)
+    monkeypatch.setattr(termcolumns, "SAMPLES", 16)
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        size = int(rng.integers(1, 3000))
+        scores = rng.integers(0, int(rng.integers(2, 40)), size).astype(np.float64) / 7
+        cut = int(rng.integers(1, 400))
+        for by_id in (True, False):
+            values = scores if by_id else scores[scores > 0]
+            if not len(values):
+                continue
+            chosen, every = termcolumns._best(np, values, cut, by_id)
+            taken = np.zeros(len(values), dtype=bool)
+            taken[chosen] = True
+            matches = values > 0 if by_id else np.ones(len(values), dtype=bool)
+            assert not taken[~matches].any()  # never a document that does not match
+            assert taken.sum() >= min(cut, matches.sum())
+            if (~taken & matches).any():
+                assert values[~taken & matches].max() < values[taken].min()
+            if every:
+                assert taken[matches].all()

@@ -71,6 +71,7 @@ MAX_COLUMNS = 256  # columns kept (least recently used dropped): ~27 MB at 100k 
 FIRST_CUT = 64  # candidates filtered in the first round (×8 while too few pass)
 # the most (count, length) pairs a term's score table may hold (8 MB): see TermColumns._totals
 MAX_TABLE = 1 << 20
+SAMPLED, SAMPLES = 65_536, 16_384  # scores cut from a sample of 16k: arrays of 64k or more
 SPARSE = 4  # matches fewer than 1 in this many documents: the page is cut from them alone
 SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more than it saves)
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
@@ -276,7 +277,7 @@ class TermColumns:
                 tfs = np.arange(top + 1, dtype=np.float64)[:, None]
                 table = weight * ((tfs * (bm25.K1 + 1.0)) / (tfs + shape[None, :]))
                 steps.append(("table", counts, table.reshape(-1)))
-        total: NDArray[np.float64] = np.zeros(len(self._dl), dtype=np.float64)
+        total: NDArray[np.float64] = np.empty(len(self._dl), dtype=np.float64)
         size = len(total)
         pieces = max(1, min(self._threads, size // SLICE))
         bounds = [size * i // pieces for i in range(pieces + 1)]
@@ -513,19 +514,29 @@ def _sum_slice(
     always in range: ``take`` told so (``wrap``) skips its bounds checks (1.8x as fast)."""
     part, code = total[lo:hi], codes[lo:hi]
     shares = np.empty(hi - lo, dtype=np.float64)
-    for how, what, value in steps:
+    fresh = True  # ``part`` holds nothing yet: the first column's shares are written, not added
+    for how, what, value in steps:  # (FTS5 starts from 0.0, and 0.0 + x is x to the bit)
         if how == "add":
+            if fresh:
+                part.fill(0.0)
             first, last = np.searchsorted(what, (lo, hi))
             part[what[first:last] - lo] += value[first:last]
         elif how == "direct":
             tf = what[lo:hi].astype(np.float64)
-            part += value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
+            if fresh:
+                part[:] = 0.0 + value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
+            else:
+                part += value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
         else:
             at = what[lo:hi].astype(np.int32)
             at *= len(shape)
             at += code
-            np.take(value, at, mode="wrap", out=shares)
-            part += shares
+            np.take(value, at, mode="wrap", out=part if fresh else shares)
+            if not fresh:
+                part += shares
+        fresh = False
+    if fresh:
+        part.fill(0.0)
 
 
 def _scope_ids(
@@ -555,25 +566,52 @@ def _page(
     match (no gathering of the matches into arrays of their own)."""
     wanted = off + lim
     cut = max(FIRST_CUT, 2 * wanted)
-    matched = int(np.count_nonzero(scores)) if ids is None else len(ids)
-    if ids is None and matched * SPARSE < len(scores):
+    if ids is None and np.count_nonzero(scores) * SPARSE < len(scores):
         # few matches: gathered first (numpy's partition of an array of mostly equal values,
         # the zeros of the documents that do not match, took 26 ms at 1M documents)
         ids = np.flatnonzero(scores)
         scores = scores[ids]
     while True:
-        if cut >= matched:
-            chosen = np.flatnonzero(scores > 0.0) if ids is None else np.arange(len(ids))
-        else:  # the cut's score is above 0.0: only matches reach it
-            floor = np.partition(scores, len(scores) - cut)[len(scores) - cut]
-            chosen = np.flatnonzero(scores >= floor)
+        chosen, every = _best(np, scores, cut, ids is None)
         named = chosen if ids is None else ids[chosen]
         found = dict(zip(named.tolist(), scores[chosen].tolist(), strict=True))
         hits = _filtered(conn, found, condition, extra)
-        if len(hits) >= wanted or cut >= matched:
+        if len(hits) >= wanted or every:
             hits.sort(key=lambda h: (-h[0], h[1]))
             return [(path, score, i, mtime) for score, _, path, i, mtime in hits[off:wanted]]
         cut *= 8
+
+
+def _best(np: Any, scores: Any, cut: int, by_id: bool) -> tuple[Any, bool]:
+    """The indexes of every score at least the ``cut``-th best (ties included: they are broken
+    by key later), or of a few more than that; and whether that is every match (with ``by_id``,
+    the positive scores; else all of them). Any set holding every score at least some ``t``
+    serves: a score left out is below every score taken.
+
+    On a large array the cut's score is first bounded from a sample (a partition of 16k values
+    instead of a million, and no count of the matches): every score at least the sample's
+    bound is taken, then narrowed to the exact cut when that is many more."""
+    size = len(scores)
+    if size >= SAMPLED:
+        step = size // SAMPLES
+        sample = scores[::step]
+        rank = cut // step + 2  # a little above the cut's place, to take enough at once
+        if rank < len(sample):
+            bound = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+            chosen = np.flatnonzero(scores >= bound) if bound > 0.0 or not by_id else None
+            if chosen is not None and len(chosen) >= cut:
+                if len(chosen) > 4 * cut:
+                    values = scores[chosen]
+                    floor = np.partition(values, len(values) - cut)[len(values) - cut]
+                    chosen = chosen[values >= floor]
+                return chosen, False
+    if by_id:
+        if cut >= np.count_nonzero(scores):
+            return np.flatnonzero(scores > 0.0), True
+    elif cut >= size:
+        return np.arange(size), True
+    floor = np.partition(scores, size - cut)[size - cut]
+    return np.flatnonzero(scores >= floor), False
 
 
 def _filtered(
