@@ -166,7 +166,7 @@ TIMELINE_TABLES = ("timeline", "timeline_added", "timeline_meta")
 # index made before they existed.
 COLUMN_TABLES = (
     "CREATE TABLE IF NOT EXISTS column_words"
-    " (word TEXT PRIMARY KEY, width INTEGER NOT NULL, counts BLOB NOT NULL)",
+    " (word TEXT PRIMARY KEY, counts BLOB NOT NULL, over BLOB)",
     "CREATE TABLE IF NOT EXISTS column_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
 )
 

@@ -8,8 +8,9 @@ every text anyway, so it counts the root's most common words there (:mod:`index.
 a few array operations a batch of texts, in the parsing workers), and keeps the columns, and every
 document's number of words, in two tables:
 
-* ``column_words (word, width, counts)``: a word's count in every document by row id, one byte
-  each (four for a word some document holds over 255 times), compressed (zstd);
+* ``column_words (word, counts, over)``: a word's count in every document by row id, one byte
+  each (255 at most), compressed (zstd); ``over``, the documents holding it more than 255 times
+  (a consolidation page citing hundreds of runs) with their counts, or NULL;
 * ``column_meta (key, value)``: ``lengths``, each document's number of words (``-1``: no text),
   compressed, and ``log``, the text log's last entry when they were made (``fts_log``).
 
@@ -41,12 +42,13 @@ if TYPE_CHECKING:
 
     from kiwifs.index.search.wordcounts import WordCounter
 
-LEVEL = 3  # zstd: columns of small counts compress ~5x at this level, ~1 GB/s to read back
+# zstd: a column of small counts compresses ~2.2x at level 1, 10 % better than at the default
+# level 3 (whose matcher finds nothing to gain in such noise), and reads back at ~1 GB/s
+LEVEL = 1
 
 # A counted row: the words' counts in one text (one byte each, 255 at most), its number of
 # words, and the (word index, count) of each word counted more than 255 times in it.
 Counted = tuple[bytes, int, tuple[tuple[int, int], ...]]
-WIDTHS = {1: "uint8", 4: "int32"}  # a kept column's bytes a count: its numpy type
 
 
 @dataclass
@@ -113,10 +115,10 @@ class ColumnBuilder:
         packer = zstandard.ZstdCompressor(level=LEVEL)
         np = self.np
         conn.executemany(
-            "INSERT INTO column_words (word, width, counts) VALUES (?, ?, ?)",
+            "INSERT INTO column_words (word, counts, over) VALUES (?, ?, ?)",
             (
-                (word, column.itemsize, packer.compress(column.tobytes()))
-                for word, column in ((word, self._column(i)) for i, word in enumerate(self.words))
+                (word, packer.compress(self._counts[i].tobytes()), self._over(packer, i))
+                for i, word in enumerate(self.words)
             ),
         )
         lengths = packer.compress(self._lengths.astype(np.int32).tobytes())
@@ -127,16 +129,14 @@ class ColumnBuilder:
         )
         return True
 
-    def _column(self, word: int) -> Any:
-        """A word's counts: one byte each, or four when a document holds it over 255 times
-        (a consolidation page citing hundreds of runs)."""
-        np = self.np
+    def _over(self, packer: Any, word: int) -> bytes | None:
+        """The documents holding ``word`` over 255 times and their counts (int32 pairs,
+        compressed), or ``None``."""
         big = self._big.get(word)
-        if big is None:
-            return self._counts[word]
-        column = self._counts[word].astype(np.int32)
-        column[list(big)] = list(big.values())
-        return column
+        if not big:
+            return None
+        pairs = self.np.array(sorted(big.items()), dtype=self.np.int32)
+        return bytes(packer.compress(pairs.tobytes()))
 
     def _agrees(self, conn: sqlite3.Connection) -> bool:
         np = self.np
@@ -156,7 +156,7 @@ def restore(conn: sqlite3.Connection) -> Stored | None:
         meta = dict(conn.execute("SELECT key, value FROM column_meta"))
         if "lengths" not in meta or "log" not in meta:
             return None
-        words = conn.execute("SELECT word, width, counts FROM column_words").fetchall()
+        words = conn.execute("SELECT word, counts, over FROM column_words").fetchall()
     except sqlite3.OperationalError:  # an index made before these tables existed
         return None
     import numpy as np
@@ -165,11 +165,18 @@ def restore(conn: sqlite3.Connection) -> Stored | None:
     unpacker = zstandard.ZstdDecompressor()
     lengths = np.frombuffer(unpacker.decompress(meta["lengths"]), dtype=np.int32)
     columns: dict[str, NDArray[np.uint8] | NDArray[np.int32]] = {}
-    for word, width, blob in words:
-        column = np.frombuffer(unpacker.decompress(blob), dtype=WIDTHS[width])
+    for word, blob, over in words:
+        column: NDArray[np.uint8] | NDArray[np.int32]
+        column = np.frombuffer(unpacker.decompress(blob), dtype=np.uint8)
         if len(column) != len(lengths):
             return None
-        columns[str(word)] = column.copy()  # writable: writes are counted into it
+        if over is None:
+            column = column.copy()  # writable: writes are counted into it
+        else:
+            pairs = np.frombuffer(unpacker.decompress(over), dtype=np.int32).reshape(-1, 2)
+            column = column.astype(np.int32)
+            column[pairs[:, 0]] = pairs[:, 1]
+        columns[str(word)] = column
     return Stored(lengths.astype(np.int64), int(meta["log"]), columns)
 
 
