@@ -149,12 +149,14 @@ def from_columns(
 
 # how the columns sum the scores: tables of (count, length) in one slice; the same summed by
 # three threads in slices of 64 documents; the formula per document (no table small enough);
-# and how the page is cut: a partition of every score, or bounded from a sample of 16 first
+# and how the page is cut: a partition of every score, or bounded from a sample of 16 first;
+# and tables that stop at a count of 2
 SUMS = {
     "tables": (1 << 20, 1, 250_000, 65_536),
     "slices": (1 << 20, 3, 64, 65_536),
     "formula": (0, 1, 250_000, 65_536),
     "sampled": (1 << 20, 3, 64, 64),
+    "capped": (1 << 20, 3, 64, 65_536),  # tables stop at 2: higher counts scored alone
 }
 
 
@@ -167,6 +169,8 @@ def test_columns_answer_as_fts5_ranks(
     monkeypatch.setattr(termcolumns, "SLICE", piece)
     monkeypatch.setattr(termcolumns, "SAMPLED", sampled)
     monkeypatch.setattr(termcolumns, "SAMPLES", min(sampled, 16))
+    if summed == "capped":
+        monkeypatch.setattr(termcolumns, "CAP", 2)
     with watched(make_root(corpus(1))) as (kb, index):
         index.columns._threads = threads
         assert_same(kb, index)

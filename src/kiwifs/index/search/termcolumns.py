@@ -71,14 +71,18 @@ MAX_COLUMNS = 256  # columns kept (least recently used dropped): ~27 MB at 100k 
 FIRST_CUT = 64  # candidates filtered in the first round (×8 while too few pass)
 # the most (count, length) pairs a term's score table may hold (8 MB): see TermColumns._totals
 MAX_TABLE = 1 << 20
+# A table stops at this count (a few hundred kB at 1,500 lengths: it stays in the CPU's cache,
+# where a table of a count of 400 took 2 ms a query to read); higher counts are scored alone.
+CAP = 31
+TABLE_BYTES = 64 << 20  # the tables kept for the next queries (least recently used dropped)
 SAMPLED, SAMPLES = 65_536, 16_384  # scores cut from a sample of 16k: arrays of 64k or more
 SPARSE = 4  # matches fewer than 1 in this many documents: the page is cut from them alone
 SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more than it saves)
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
 
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
-# an OR-ed term: (its documents or None for a column, counts, document count, top count)
-Term = tuple[Any, Any, int, int]
+# an OR-ed term: (its key, its documents or None for a column, counts, document count, top count)
+Term = tuple[str, Any, Any, int, int]
 
 
 def _numpy() -> Any:
@@ -108,6 +112,9 @@ class TermColumns:
         self._tf: OrderedDict[str, NDArray[Any]] = OrderedDict()  # least recently used first
         self._failed: set[str] = set()  # words FTS5 did not score as expected (until a reload)
         self._stats: dict[str, tuple[int, int]] = {}  # a column's (document count, top count)
+        self._tables: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # see _table
+        self._overs: dict[str, Any] = {}  # see _over_cap
+        self._table_bytes = 0
         self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
 
     def clear(self) -> None:
@@ -117,6 +124,7 @@ class TermColumns:
             self._tf.clear()
             self._failed.clear()
             self._stats.clear()
+            self._overs.clear()
 
     def close(self) -> None:
         """Let the summing threads go (the columns stay usable: a new one starts if asked)."""
@@ -223,7 +231,7 @@ class TermColumns:
         counts."""
         if key in self._tf:
             self._tf.move_to_end(key)
-            return None, self._tf[key], *self._column_stats(np, key)
+            return key, None, self._tf[key], *self._column_stats(np, key)
         phrase = key.startswith(PHRASE)
         rows = []
         if not phrase:  # one pass: FTS5 stops at MIN_DF matches (those of a common word)
@@ -232,14 +240,41 @@ class TermColumns:
         if phrase or len(rows) >= MIN_DF:  # a phrase costs its words' matching: keep a column
             if not self._make(np, conn, key, match if phrase else match[1:-1], nrows, ntokens):
                 return None
-            return None, self._tf[key], *self._column_stats(np, key)
+            return key, None, self._tf[key], *self._column_stats(np, key)
         found = np.array(rows, dtype=np.float64).reshape(-1, 2)
         assert self._dl is not None
         ids = found[:, 0].astype(np.int64)
         if len(ids) and ids.max() >= len(self._dl):
             return None
         tf = bm25.solve(np, found[:, 1], self._dl[ids], nrows, len(ids), ntokens)
-        return None if tf is None else (ids, tf, len(ids), 0)
+        return None if tf is None else (key, ids, tf, len(ids), 0)
+
+    def _table(
+        self, np: Any, key: str, weight: float, top: int, shape: Any, nrows: int, ntokens: int
+    ) -> Any:
+        """A term's table of shares by (count, length code), kept while the text index stands
+        still (its totals, the term's document count and top count, the lengths known): a
+        word counted hundreds of times in a page has a table of ~600k shares, 2 ms to make."""
+        stamp = (key, weight, top, len(shape), nrows, ntokens)
+        table = self._tables.get(stamp)
+        if table is not None:
+            self._tables.move_to_end(stamp)
+            return table
+        tfs = np.arange(top + 1, dtype=np.float64)[:, None]
+        table = (weight * ((tfs * (bm25.K1 + 1.0)) / (tfs + shape[None, :]))).reshape(-1)
+        self._tables[stamp] = table
+        self._table_bytes += table.nbytes
+        while self._table_bytes > TABLE_BYTES and len(self._tables) > 1:
+            self._table_bytes -= self._tables.popitem(last=False)[1].nbytes
+        return table
+
+    def _over_cap(self, np: Any, key: str) -> Any:
+        """The documents holding ``key`` more than :data:`CAP` times (in row id order), kept
+        until the column changes."""
+        over = self._overs.get(key)
+        if over is None:
+            over = self._overs[key] = np.flatnonzero(self._tf[key] > CAP)
+        return over
 
     def _column_stats(self, np: Any, key: str) -> tuple[int, int]:
         """A column's document count and its highest count, kept until the column changes."""
@@ -264,19 +299,24 @@ class TermColumns:
         lengths = np.array(self._lengths, dtype=np.float64)
         shape = bm25.K1 * (1 - bm25.B + bm25.B * lengths / avgdl)  # by length code
         steps: list[tuple[str, Any, Any]] = []
-        for ids, counts, nhit, top in found:
+        for key, ids, counts, nhit, top in found:
             weight = bm25.idf(nrows, nhit)
             if ids is not None:  # a rare term: its few documents alone, in row id order
                 order = np.argsort(ids, kind="stable")
                 tf = counts[order].astype(np.float64)
                 part = weight * ((tf * (bm25.K1 + 1.0)) / (tf + shape[self._codes[ids[order]]]))
                 steps.append(("add", ids[order], part))
-            elif (top + 1) * len(shape) > MAX_TABLE:
+            elif (min(top, CAP) + 1) * len(shape) > MAX_TABLE:
                 steps.append(("direct", counts, weight))
-            else:
-                tfs = np.arange(top + 1, dtype=np.float64)[:, None]
-                table = weight * ((tfs * (bm25.K1 + 1.0)) / (tfs + shape[None, :]))
-                steps.append(("table", counts, table.reshape(-1)))
+            elif top <= CAP:
+                table = self._table(np, key, weight, top, shape, nrows, ntokens)
+                steps.append(("table", counts, table))
+            else:  # counts past CAP: the table stops there, those few documents scored alone
+                table = self._table(np, key, weight, CAP, shape, nrows, ntokens)
+                over = self._over_cap(np, key)
+                tf = counts[over].astype(np.float64)
+                exact = weight * ((tf * (bm25.K1 + 1.0)) / (tf + shape[self._codes[over]]))
+                steps.append(("capped", counts, (table, over, exact)))
         total: NDArray[np.float64] = np.empty(len(self._dl), dtype=np.float64)
         size = len(total)
         pieces = max(1, min(self._threads, size // SLICE))
@@ -330,6 +370,7 @@ class TermColumns:
         self._tf.clear()
         self._failed.clear()
         self._stats.clear()
+        self._overs.clear()
         if kept is not None:
             self._set_lengths(np, conn, kept.lengths)
             for word, column in list(kept.columns.items())[:MAX_COLUMNS]:
@@ -402,6 +443,7 @@ class TermColumns:
             self._superseded[doc] = True
         assert self._codes is not None
         self._stats.clear()
+        self._overs.clear()
         for doc in docs:
             length = sizes.get(doc, 0)
             self._rows += (doc in sizes) - bool(self._present[doc])
@@ -434,6 +476,7 @@ class TermColumns:
             for key in phrases:
                 del self._tf[key]
                 self._stats.pop(key, None)
+                self._overs.pop(key, None)
             return
         for key, found in zip(phrases, counted, strict=True):
             for at, n in found.items():
@@ -441,6 +484,7 @@ class TermColumns:
 
     def _store(self, np: Any, word: str, doc: int, n: int) -> None:
         self._stats.pop(word, None)
+        self._overs.pop(word, None)
         column = self._tf[word]
         if n > np.iinfo(column.dtype).max:
             column = self._tf[word] = column.astype(np.int32)
@@ -481,8 +525,11 @@ class TermColumns:
         column[ids] = tf.astype(dtype)
         self._tf[word] = column
         self._stats.pop(word, None)
+        self._overs.pop(word, None)
         while len(self._tf) > MAX_COLUMNS:
-            self._stats.pop(self._tf.popitem(last=False)[0], None)
+            dropped = self._tf.popitem(last=False)[0]
+            self._stats.pop(dropped, None)
+            self._overs.pop(dropped, None)
         return True
 
     # -- answering ----------------------------------------------------------------------------
@@ -495,7 +542,7 @@ class TermColumns:
         matching = columns[0] > 0
         for column in columns[1:]:
             matching &= column > 0
-        found: list[Term] = [(None, self._tf[w], *self._column_stats(np, w)) for w in words]
+        found: list[Term] = [(w, None, self._tf[w], *self._column_stats(np, w)) for w in words]
         ids = np.flatnonzero(matching)
         return self._totals(np, found, nrows, ntokens)[ids], ids
 
@@ -527,13 +574,25 @@ def _sum_slice(
                 part[:] = 0.0 + value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
             else:
                 part += value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
-        else:
+        elif how == "table":
             at = what[lo:hi].astype(np.int32)
             at *= len(shape)
             at += code
             np.take(value, at, mode="wrap", out=part if fresh else shares)
             if not fresh:
                 part += shares
+        else:  # "capped": as "table" with the counts past CAP cut to it, then those documents
+            table, over, exact = value  # given the sum so far plus their exact share
+            first, last = np.searchsorted(over, (lo, hi))
+            mine = over[first:last] - lo
+            before = np.zeros(len(mine)) if fresh else part[mine]
+            at = np.minimum(what[lo:hi], CAP).astype(np.int32)
+            at *= len(shape)
+            at += code
+            np.take(table, at, mode="wrap", out=part if fresh else shares)
+            if not fresh:
+                part += shares
+            part[mine] = before + exact[first:last]
         fresh = False
     if fresh:
         part.fill(0.0)
