@@ -39,6 +39,7 @@ from kiwifs.index.record import error_record, key_to_rel, read_record
 from kiwifs.index.rows import COVER_SQL, LINK_COLUMNS, RowParts, row_parts
 from kiwifs.index.search.storedcolumns import ColumnBuilder, Counted, counted_rows
 from kiwifs.index.search.storedcolumns import clear as forget_columns
+from kiwifs.index.search.storedcolumns import stamp as stamp_columns
 from kiwifs.index.search.wordcounts import WordCounter, common_words
 from kiwifs.index.texts import DICT_SAMPLES, Codec, save_dictionary, train
 
@@ -436,6 +437,8 @@ def _load(
     for _, sql, table in deferred:
         if table == "files":
             conn.execute(sql)
+    if batch.columns is not None:
+        stamp_columns(conn)  # the schema as the load leaves it: see storedcolumns.stamp
     if progress:
         progress(total, total)
 

@@ -457,3 +457,27 @@ def test_the_cut_takes_every_tie_and_enough(monkeypatch: pytest.MonkeyPatch, sam
                 assert values[~taken & matches].max() < values[taken].min()
             if every:
                 assert taken[matches].all()
+
+
+@pytest.mark.parametrize("harm", ["schema", "blob", "over"])
+def test_kept_columns_not_as_the_rebuild_left_them_are_not_used(
+    make_root: Callable[..., Path], kept: None, harm: str
+) -> None:
+    """The schema changed since the rebuild (another version rebuilt the index, leaving these
+    tables it does not know), or a column does not read back whole: the columns are made on
+    demand instead, and every answer stays FTS5's."""
+    pages = corpus(12)
+    pages["b/many.md"] = "fox " * 300 + "river\n"
+    root = make_root(pages)
+    with watched(root) as (kb, index):
+        assert index.columns._tf
+        with index.transaction() as conn:
+            if harm == "schema":
+                conn.execute("CREATE TABLE elsewhere (x)")
+            elif harm == "blob":
+                conn.execute("UPDATE column_words SET counts = x'00ff' WHERE word = 'river'")
+            else:
+                conn.execute("UPDATE column_words SET over = x'28b52ffd' WHERE over IS NOT NULL")
+    with watched(root) as (kb, index):
+        assert not index.columns._tf
+        assert_same(kb, index)

@@ -149,31 +149,62 @@ class ColumnBuilder:
         return bool(np.array_equal(fts, self._lengths))
 
 
+def stamp(conn: sqlite3.Connection) -> None:
+    """Note the schema the rebuild leaves (SQLite's ``schema_version``, once its last index is
+    made): any later change of the schema (a rebuild by any version of kiwifs, even one that
+    does not know these tables and leaves them) makes :func:`restore` refuse the columns."""
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute(
+        "INSERT OR REPLACE INTO column_meta (key, value) VALUES ('schema', ?)",
+        (str(version).encode(),),
+    )
+
+
 def restore(conn: sqlite3.Connection) -> Stored | None:
     """The columns a rebuild kept, as made (not yet caught up); ``None`` when there are none
-    (a root too small, an index made before they were kept)."""
+    (a root too small, an index made before they were kept), when the schema changed since
+    (:func:`stamp`), or when they do not read back whole."""
     try:
         meta = dict(conn.execute("SELECT key, value FROM column_meta"))
-        if "lengths" not in meta or "log" not in meta:
+        if not {"lengths", "log", "schema"} <= meta.keys():
+            return None
+        if int(meta["schema"]) != int(conn.execute("PRAGMA schema_version").fetchone()[0]):
             return None
         words = conn.execute("SELECT word, counts, over FROM column_words").fetchall()
-    except sqlite3.OperationalError:  # an index made before these tables existed
+    except (sqlite3.OperationalError, ValueError):  # an index made before these tables
         return None
+    try:
+        return _unpacked(meta, words)
+    except (ValueError, TypeError):  # a blob that does not read back: made on demand instead
+        return None
+
+
+def _unpacked(meta: dict[str, Any], words: list[tuple[Any, ...]]) -> Stored | None:
     import numpy as np
     import zstandard
 
     unpacker = zstandard.ZstdDecompressor()
-    lengths = np.frombuffer(unpacker.decompress(meta["lengths"]), dtype=np.int32)
+    try:
+        lengths = np.frombuffer(unpacker.decompress(meta["lengths"]), dtype=np.int32)
+    except zstandard.ZstdError:
+        return None
     columns: dict[str, NDArray[np.uint8] | NDArray[np.int32]] = {}
     for word, blob, over in words:
         column: NDArray[np.uint8] | NDArray[np.int32]
-        column = np.frombuffer(unpacker.decompress(blob), dtype=np.uint8)
+        try:
+            column = np.frombuffer(unpacker.decompress(blob), dtype=np.uint8)
+            pairs = None
+            if over is not None:
+                pairs = np.frombuffer(unpacker.decompress(over), dtype=np.int32).reshape(-1, 2)
+        except zstandard.ZstdError:
+            return None
         if len(column) != len(lengths):
             return None
-        if over is None:
+        if pairs is None:
             column = column.copy()  # writable: writes are counted into it
         else:
-            pairs = np.frombuffer(unpacker.decompress(over), dtype=np.int32).reshape(-1, 2)
+            if len(pairs) and (pairs.min() < 0 or pairs[:, 0].max() >= len(column)):
+                return None
             column = column.astype(np.int32)
             column[pairs[:, 0]] = pairs[:, 1]
         columns[str(word)] = column
