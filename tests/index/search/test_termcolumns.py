@@ -367,6 +367,7 @@ def test_a_server_starts_with_the_columns_a_rebuild_kept(
             over = dict(conn.execute("SELECT word, over IS NOT NULL FROM column_words"))
         assert over["fox"] and not over["river"]
         assert index.columns._tf["fox"].max() == 300
+        assert index.columns._tf["fox"].dtype.itemsize == 2  # the narrowest type holding 300
         columns = index.columns
         assert sorted(columns._tf) == stored  # read before the first search
         restored = {w: id(c) for w, c in columns._tf.items()}

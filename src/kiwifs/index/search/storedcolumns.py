@@ -37,7 +37,6 @@ from kiwifs.index.schema import COLUMN_TABLES
 from kiwifs.index.search import bm25
 
 if TYPE_CHECKING:
-    import numpy as np
     from numpy.typing import NDArray
 
     from kiwifs.index.search.wordcounts import WordCounter
@@ -188,9 +187,9 @@ def _unpacked(meta: dict[str, Any], words: list[tuple[Any, ...]]) -> Stored | No
         lengths = np.frombuffer(unpacker.decompress(meta["lengths"]), dtype=np.int32)
     except zstandard.ZstdError:
         return None
-    columns: dict[str, NDArray[np.uint8] | NDArray[np.int32]] = {}
+    columns: dict[str, NDArray[Any]] = {}
     for word, blob, over in words:
-        column: NDArray[np.uint8] | NDArray[np.int32]
+        column: NDArray[Any]
         try:
             column = np.frombuffer(unpacker.decompress(blob), dtype=np.uint8)
             pairs = None
@@ -205,7 +204,8 @@ def _unpacked(meta: dict[str, Any], words: list[tuple[Any, ...]]) -> Stored | No
         else:
             if len(pairs) and (pairs.min() < 0 or pairs[:, 0].max() >= len(column)):
                 return None
-            column = column.astype(np.int32)
+            top = int(pairs[:, 1].max()) if len(pairs) else 0
+            column = column.astype(np.int16 if top <= 32767 else np.int32)
             column[pairs[:, 0]] = pairs[:, 1]
         columns[str(word)] = column
     return Stored(lengths.astype(np.int64), int(meta["log"]), columns)
