@@ -7,15 +7,17 @@ typical page; this counts them with a few array operations over a whole batch of
 
 **The same words as FTS5.** The index's tokenizer (``unicode61``, then ``porter``) splits ASCII
 text into runs of letters and digits, folds them to lower case and stems them. An ASCII text is
-split here the same way (one table lookup a byte), and each distinct lower-cased run is stemmed
-by FTS5 itself (:data:`bm25.TOKENIZER`) once, then remembered: the stems are FTS5's, never a copy
-of its rules. A text with any other character is counted by FTS5 alone. Each text's number of
-words comes back too, so the caller can hold it against FTS5's own (``fts_docsize``) and throw
-away any column that disagrees anywhere.
+split here the same way (a few comparisons a byte), and each new lower-cased run that the
+stemmer could change is stemmed by FTS5 itself (:data:`bm25.TOKENIZER`) once, then remembered:
+the stems are FTS5's, never a copy of its rules. The one rule taken from the stemmer is which
+last letters its suffixes end in (:data:`STEMMED_ENDINGS`): a run ending otherwise (most ids and
+numbers) is its own stem, and a test holds that against FTS5. A text with any other character is
+counted by FTS5 alone. Each text's number of words comes back too, so the caller can hold it
+against FTS5's own (``fts_docsize``) and throw away columns that disagree anywhere.
 
 **Runs as numbers.** A run of up to 16 letters is read as two 64-bit numbers (its bytes, lower
-case, zero-padded), an exact key: the forms of the chosen words are looked up by it with a
-binary search. A longer run (rare) goes through a dictionary.
+case, zero-padded), an exact key: the forms of the chosen words are looked up by it in a hash
+table, all runs of a batch at once. A longer run (rare) goes through a dictionary.
 """
 
 from __future__ import annotations
