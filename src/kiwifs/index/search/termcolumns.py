@@ -134,15 +134,21 @@ class TermColumns:
             pool.shutdown(wait=False)
 
     def load(self, conn: sqlite3.Connection) -> None:
-        """Bring the document lengths up to ``conn``'s snapshot now (inside a read
-        transaction), rather than at the first query; nothing without numpy or text."""
+        """Bring the document lengths, and the columns a rebuild kept, up to ``conn``'s
+        snapshot now (inside a read transaction), rather than at the first query; and count
+        what a query needs of each column (its documents, its top count, those past
+        :data:`CAP`: two passes over a million documents a column). Nothing without numpy or
+        text."""
         np = _numpy()
         if np is None:
             return
         with self._lock:
             nrows, ntokens = bm25.totals(conn)
-            if nrows:
-                self._current(np, conn, nrows, ntokens)
+            if nrows and self._current(np, conn, nrows, ntokens):
+                for key in self._tf:
+                    _, top = self._column_stats(np, key)
+                    if top > CAP:
+                        self._over_cap(np, key)
 
     def ranked(
         self,
