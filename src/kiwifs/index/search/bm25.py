@@ -30,6 +30,31 @@ def term_score(tf: float, dl: float, avgdl: float) -> float:
     return (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * dl / avgdl))
 
 
+def shape(dl: Any, avgdl: float) -> Any:
+    """The length part of a phrase's factor, ``k1·(1 − b + b·dl/avgdl)``, for a length or an
+    array of them (as doubles), with FTS5's operations in FTS5's order."""
+    return K1 * (1 - B + B * dl / avgdl)
+
+
+def share(weight: Any, tf: Any, length_shape: Any) -> Any:
+    """One phrase's part of a score, ``idf · f·(k1+1) / (f + shape)``, for numbers or arrays
+    (``tf`` as doubles), with FTS5's operations in FTS5's order: every place that scores a
+    document outside FTS5 computes it here, so all of them agree with FTS5 to the bit."""
+    return weight * ((tf * (K1 + 1.0)) / (tf + length_shape))
+
+
+def document_lengths(np: Any, conn: sqlite3.Connection) -> Any:
+    """Every document's number of words as FTS5 recorded it (``fts_docsize``), by row id;
+    ``-1`` where there is no document."""
+    rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
+    size = max((int(i) for i, _ in rows), default=0) + 1
+    lengths = np.full(size, -1, dtype=np.int64)
+    if rows:
+        ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
+        lengths[ids] = [varint(sz)[0] for _, sz in rows]
+    return lengths
+
+
 def idf(nrows: int, nhit: int) -> float:
     value = math.log((nrows - nhit + 0.5) / (nhit + 0.5))
     return value if value > 0.0 else 1e-6
@@ -55,10 +80,10 @@ def solve(np: Any, fts: Any, dl: Any, nrows: int, nhit: int, ntokens: int) -> An
     ``None`` unless the frequencies, scored again, give back every score to the last bit."""
     weight = idf(nrows, nhit)
     avgdl = ntokens / nrows
-    shape = K1 * (1 - B + B * dl.astype(np.float64) / avgdl)
+    factor = shape(dl.astype(np.float64), avgdl)
     score = -fts
-    tf = np.rint(score * shape / ((K1 + 1.0) * weight - score))
-    again = -1.0 * (0.0 + weight * ((tf * (K1 + 1.0)) / (tf + shape)))
+    tf = np.rint(score * factor / ((K1 + 1.0) * weight - score))
+    again = -1.0 * (0.0 + share(weight, tf, factor))
     if len(fts) and (tf.min() < 1 or not np.array_equal(again, fts)):
         return None
     return tf

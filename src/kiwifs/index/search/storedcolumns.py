@@ -138,14 +138,12 @@ class ColumnBuilder:
         return bytes(packer.compress(pairs.tobytes()))
 
     def _agrees(self, conn: sqlite3.Connection) -> bool:
-        np = self.np
-        fts = np.full(len(self._lengths), -1, dtype=np.int64)
-        rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
-        if rows and max(int(i) for i, _ in rows) >= len(fts):
+        """Whether every document's number of words, as counted, is FTS5's."""
+        fts = bm25.document_lengths(self.np, conn)
+        if len(fts) > len(self._lengths):
             return False
-        for doc, size in rows:
-            fts[doc] = bm25.varint(size)[0]
-        return bool(np.array_equal(fts, self._lengths))
+        beyond = self._lengths[len(fts) :]  # past FTS5's last document: none counted either
+        return bool(self.np.array_equal(fts, self._lengths[: len(fts)]) and (beyond < 0).all())
 
 
 def stamp(conn: sqlite3.Connection) -> None:

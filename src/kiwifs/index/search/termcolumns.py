@@ -267,7 +267,7 @@ class TermColumns:
             self._tables.move_to_end(stamp)
             return table
         tfs = np.arange(top + 1, dtype=np.float64)[:, None]
-        table = (weight * ((tfs * (bm25.K1 + 1.0)) / (tfs + shape[None, :]))).reshape(-1)
+        table = bm25.share(weight, tfs, shape[None, :]).reshape(-1)
         self._tables[stamp] = table
         self._table_bytes += table.nbytes
         while self._table_bytes > TABLE_BYTES and len(self._tables) > 1:
@@ -303,14 +303,14 @@ class TermColumns:
         assert self._dl is not None and self._codes is not None
         avgdl = ntokens / nrows
         lengths = np.array(self._lengths, dtype=np.float64)
-        shape = bm25.K1 * (1 - bm25.B + bm25.B * lengths / avgdl)  # by length code
+        shape = bm25.shape(lengths, avgdl)  # by length code
         steps: list[tuple[str, Any, Any]] = []
         for key, ids, counts, nhit, top in found:
             weight = bm25.idf(nrows, nhit)
             if ids is not None:  # a rare term: its few documents alone, in row id order
                 order = np.argsort(ids, kind="stable")
                 tf = counts[order].astype(np.float64)
-                part = weight * ((tf * (bm25.K1 + 1.0)) / (tf + shape[self._codes[ids[order]]]))
+                part = bm25.share(weight, tf, shape[self._codes[ids[order]]])
                 steps.append(("add", ids[order], part))
             elif (min(top, CAP) + 1) * len(shape) > MAX_TABLE:
                 steps.append(("direct", counts, weight))
@@ -321,7 +321,7 @@ class TermColumns:
                 table = self._table(np, key, weight, CAP, shape, nrows, ntokens)
                 over = self._over_cap(np, key)
                 tf = counts[over].astype(np.float64)
-                exact = weight * ((tf * (bm25.K1 + 1.0)) / (tf + shape[self._codes[over]]))
+                exact = bm25.share(weight, tf, shape[self._codes[over]])
                 steps.append(("capped", counts, (table, over, exact)))
         total: NDArray[np.float64] = np.empty(len(self._dl), dtype=np.float64)
         size = len(total)
@@ -382,13 +382,7 @@ class TermColumns:
             for word, column in list(kept.columns.items())[:MAX_COLUMNS]:
                 self._tf[word] = column
             return kept.log
-        rows = conn.execute("SELECT id, sz FROM fts_docsize").fetchall()
-        size = max((int(i) for i, _ in rows), default=0) + 1
-        lengths = np.full(size, -1, dtype=np.int64)
-        if rows:
-            ids = np.fromiter((int(i) for i, _ in rows), dtype=np.int64, count=len(rows))
-            lengths[ids] = [bm25.varint(sz)[0] for _, sz in rows]
-        self._set_lengths(np, conn, lengths)
+        self._set_lengths(np, conn, bm25.document_lengths(np, conn))
         return last
 
     def _set_lengths(self, np: Any, conn: sqlite3.Connection, lengths: NDArray[np.int64]) -> None:
@@ -585,9 +579,9 @@ def _sum_slice(
         elif how == "direct":
             tf = what[lo:hi].astype(np.float64)
             if fresh:
-                part[:] = 0.0 + value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
+                part[:] = 0.0 + bm25.share(value, tf, shape[code])
             else:
-                part += value * ((tf * (bm25.K1 + 1.0)) / (tf + shape[code]))
+                part += bm25.share(value, tf, shape[code])
         elif how == "table":
             at = what[lo:hi].astype(np.int32)
             at *= len(shape)
