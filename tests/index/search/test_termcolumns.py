@@ -370,7 +370,7 @@ def test_a_server_starts_with_the_columns_a_rebuild_kept(
         assert index.columns._tf["fox"].dtype.itemsize == 2  # the narrowest type holding 300
         columns = index.columns
         assert sorted(columns._tf) == stored  # read before the first search
-        assert sorted(columns._stats) == stored  # and what queries need of each counted
+        assert sorted(columns._facts) == stored  # and what queries need of each counted
         restored = {w: id(c) for w, c in columns._tf.items()}
         assert_same(kb, index)
         assert {w: id(columns._tf[w]) for w in restored} == restored  # used, not remade

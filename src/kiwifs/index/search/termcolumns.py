@@ -83,6 +83,7 @@ PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written,
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
 # an OR-ed term: (its key, its documents or None for a column, counts, document count, top count)
 Term = tuple[str, Any, Any, int, int]
+Facts = tuple[int, int, Any]  # a column's document count, top count, documents past CAP
 
 
 def _numpy() -> Any:
@@ -111,20 +112,20 @@ class TermColumns:
         self._code_of: dict[int, int] = {}
         self._tf: OrderedDict[str, NDArray[Any]] = OrderedDict()  # least recently used first
         self._failed: set[str] = set()  # words FTS5 did not score as expected (until a reload)
-        self._stats: dict[str, tuple[int, int]] = {}  # a column's (document count, top count)
+        self._facts: dict[str, Facts] = {}  # what queries need of each column: see _facts_of
         self._tables: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # see _table
-        self._overs: dict[str, Any] = {}  # see _over_cap
         self._table_bytes = 0
         self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
 
     def clear(self) -> None:
         with self._lock:
             self._epoch, self._dl, self._present, self._codes = None, None, None, None
-            self._lengths, self._code_of = [], {}
+            self._superseded, self._lengths, self._code_of = None, [], {}
             self._tf.clear()
             self._failed.clear()
-            self._stats.clear()
-            self._overs.clear()
+            self._facts.clear()
+            self._tables.clear()
+            self._table_bytes = 0
 
     def close(self) -> None:
         """Let the summing threads go (the columns stay usable: a new one starts if asked)."""
@@ -146,9 +147,7 @@ class TermColumns:
             nrows, ntokens = bm25.totals(conn)
             if nrows and self._current(np, conn, nrows, ntokens):
                 for key in self._tf:
-                    _, top = self._column_stats(np, key)
-                    if top > CAP:
-                        self._over_cap(np, key)
+                    self._facts_of(np, key)
 
     def ranked(
         self,
@@ -237,7 +236,7 @@ class TermColumns:
         counts."""
         if key in self._tf:
             self._tf.move_to_end(key)
-            return key, None, self._tf[key], *self._column_stats(np, key)
+            return key, None, self._tf[key], *self._facts_of(np, key)[:2]
         phrase = key.startswith(PHRASE)
         rows = []
         if not phrase:  # one pass: FTS5 stops at MIN_DF matches (those of a common word)
@@ -246,7 +245,7 @@ class TermColumns:
         if phrase or len(rows) >= MIN_DF:  # a phrase costs its words' matching: keep a column
             if not self._make(np, conn, key, match if phrase else match[1:-1], nrows, ntokens):
                 return None
-            return key, None, self._tf[key], *self._column_stats(np, key)
+            return key, None, self._tf[key], *self._facts_of(np, key)[:2]
         found = np.array(rows, dtype=np.float64).reshape(-1, 2)
         assert self._dl is not None
         ids = found[:, 0].astype(np.int64)
@@ -274,21 +273,17 @@ class TermColumns:
             self._table_bytes -= self._tables.popitem(last=False)[1].nbytes
         return table
 
-    def _over_cap(self, np: Any, key: str) -> Any:
-        """The documents holding ``key`` more than :data:`CAP` times (in row id order), kept
-        until the column changes."""
-        over = self._overs.get(key)
-        if over is None:
-            over = self._overs[key] = np.flatnonzero(self._tf[key] > CAP)
-        return over
-
-    def _column_stats(self, np: Any, key: str) -> tuple[int, int]:
-        """A column's document count and its highest count, kept until the column changes."""
-        stats = self._stats.get(key)
-        if stats is None:
+    def _facts_of(self, np: Any, key: str) -> Facts:
+        """What queries need of ``key``'s column, counted once and kept until it changes: its
+        document count, its top count, and the documents holding it more than :data:`CAP`
+        times (in row id order; ``None`` when none can)."""
+        facts = self._facts.get(key)
+        if facts is None:
             column = self._tf[key]
-            stats = self._stats[key] = (int(np.count_nonzero(column)), int(column.max()))
-        return stats
+            top = int(column.max())
+            over = np.flatnonzero(column > CAP) if top > CAP else None
+            facts = self._facts[key] = (int(np.count_nonzero(column)), top, over)
+        return facts
 
     def _totals(self, np: Any, found: list[Term], nrows: int, ntokens: int) -> NDArray[np.float64]:
         """Every document's sum over the terms in their order (FTS5's, sign flipped), by id:
@@ -319,7 +314,7 @@ class TermColumns:
                 steps.append(("table", counts, table))
             else:  # counts past CAP: the table stops there, those few documents scored alone
                 table = self._table(np, key, weight, CAP, shape, nrows, ntokens)
-                over = self._over_cap(np, key)
+                over = self._facts_of(np, key)[2]
                 tf = counts[over].astype(np.float64)
                 exact = bm25.share(weight, tf, shape[self._codes[over]])
                 steps.append(("capped", counts, (table, over, exact)))
@@ -375,8 +370,7 @@ class TermColumns:
             kept = None  # not made from this text index (the caller catches up the others)
         self._tf.clear()
         self._failed.clear()
-        self._stats.clear()
-        self._overs.clear()
+        self._facts.clear()
         if kept is not None:
             self._set_lengths(np, conn, kept.lengths)
             for word, column in list(kept.columns.items())[:MAX_COLUMNS]:
@@ -442,8 +436,7 @@ class TermColumns:
         for (doc,) in conn.execute(dead):
             self._superseded[doc] = True
         assert self._codes is not None
-        self._stats.clear()
-        self._overs.clear()
+        self._facts.clear()
         for doc in docs:
             length = sizes.get(doc, 0)
             self._rows += (doc in sizes) - bool(self._present[doc])
@@ -475,16 +468,14 @@ class TermColumns:
         if counted is None:  # FTS5 did not score as expected: remade from FTS5 on demand
             for key in phrases:
                 del self._tf[key]
-                self._stats.pop(key, None)
-                self._overs.pop(key, None)
+                self._facts.pop(key, None)
             return
         for key, found in zip(phrases, counted, strict=True):
             for at, n in found.items():
                 self._store(np, key, docs[at], n)
 
     def _store(self, np: Any, word: str, doc: int, n: int) -> None:
-        self._stats.pop(word, None)
-        self._overs.pop(word, None)
+        self._facts.pop(word, None)
         column = self._tf[word]
         if n > np.iinfo(column.dtype).max:
             column = self._tf[word] = column.astype(_wide(np, n))
@@ -524,12 +515,9 @@ class TermColumns:
         column = np.zeros(len(self._dl), dtype=dtype)
         column[ids] = tf.astype(dtype)
         self._tf[word] = column
-        self._stats.pop(word, None)
-        self._overs.pop(word, None)
+        self._facts.pop(word, None)
         while len(self._tf) > MAX_COLUMNS:
-            dropped = self._tf.popitem(last=False)[0]
-            self._stats.pop(dropped, None)
-            self._overs.pop(dropped, None)
+            self._facts.pop(self._tf.popitem(last=False)[0], None)
         return True
 
     # -- answering ----------------------------------------------------------------------------
@@ -542,7 +530,7 @@ class TermColumns:
         matching = columns[0] > 0
         for column in columns[1:]:
             matching &= column > 0
-        found: list[Term] = [(w, None, self._tf[w], *self._column_stats(np, w)) for w in words]
+        found: list[Term] = [(w, None, self._tf[w], *self._facts_of(np, w)[:2]) for w in words]
         ids = np.flatnonzero(matching)
         return self._totals(np, found, nrows, ntokens)[ids], ids
 
@@ -583,27 +571,30 @@ def _sum_slice(
             else:
                 part += bm25.share(value, tf, shape[code])
         elif how == "table":
-            at = what[lo:hi].astype(np.int32)
-            at *= len(shape)
-            at += code
-            np.take(value, at, mode="wrap", out=part if fresh else shares)
-            if not fresh:
-                part += shares
+            _look_up(np, value, what[lo:hi], code, len(shape), part, shares, fresh)
         else:  # "capped": as "table" with the counts past CAP cut to it, then those documents
             table, over, exact = value  # given the sum so far plus their exact share
             first, last = np.searchsorted(over, (lo, hi))
             mine = over[first:last] - lo
             before = np.zeros(len(mine)) if fresh else part[mine]
-            at = np.minimum(what[lo:hi], CAP).astype(np.int32)
-            at *= len(shape)
-            at += code
-            np.take(table, at, mode="wrap", out=part if fresh else shares)
-            if not fresh:
-                part += shares
+            _look_up(np, table, np.minimum(what[lo:hi], CAP), code, len(shape), part, shares, fresh)
             part[mine] = before + exact[first:last]
         fresh = False
     if fresh:
         part.fill(0.0)
+
+
+def _look_up(
+    np: Any, table: Any, counts: Any, code: Any, width: int, part: Any, shares: Any, fresh: bool
+) -> None:
+    """Each document's share from ``table`` (by count × ``width`` + length code), written into
+    ``part`` when it holds nothing yet (``fresh``), else added to it (through ``shares``)."""
+    at = counts.astype(np.int32)
+    at *= width
+    at += code
+    np.take(table, at, mode="wrap", out=part if fresh else shares)
+    if not fresh:
+        part += shares
 
 
 def _scope_ids(
