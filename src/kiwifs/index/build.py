@@ -97,16 +97,20 @@ class Samples:
     """Files spread evenly over a root, read once for what a rebuild learns from them."""
 
     def __init__(self, root: str, real_root: str, keys: list[bytes]) -> None:
+        self.files = len(keys)
         self.texts = _read_samples(root, real_root, keys)
 
     def dictionary(self) -> bytes | None:
         """A compression dictionary for the texts (:mod:`index.texts`)."""
         return train(self.texts)
 
-    def common_words(self) -> list[str]:
-        """The words to make term columns of (see :data:`COLUMN_SHARE`)."""
+    def column_words(self) -> tuple[str, ...]:
+        """The words to make term columns of (see :data:`COLUMN_SHARE`); none below
+        :data:`COLUMN_FILES` files."""
+        if self.files < COLUMN_FILES:
+            return ()
         texts = [t.decode("utf-8", "replace") for t in self.texts]
-        return common_words(texts, COLUMN_SHARE, COLUMN_WORDS)
+        return tuple(common_words(texts, COLUMN_SHARE, COLUMN_WORDS))
 
 
 def _read_samples(root: str, real_root: str, keys: list[bytes]) -> list[bytes]:

@@ -224,16 +224,13 @@ class Index(RowStore):
     ) -> ParsedRows:
         """The rows of ``keys``, parsed from now on by worker processes (:mod:`index.build`)."""
         from kiwifs.index.build import (  # process pools: only bulk needs them
-            COLUMN_FILES,
             Samples,
             parsed,
         )
 
         root = os.fspath(self.root)
         samples = Samples(root, self.real_root, keys)
-        words: tuple[str, ...] = ()
-        if self.tuning.stored_columns and len(keys) >= COLUMN_FILES:
-            words = tuple(samples.common_words())
+        words = samples.column_words() if self.tuning.stored_columns else ()
         count = usable_cpus(self.tuning.workers) if workers is None else workers
         return parsed(
             root,
