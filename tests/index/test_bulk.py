@@ -54,6 +54,10 @@ def tables(db: Path) -> dict[str, list[object]]:
     conn = sqlite3.connect(db)
     try:
         found = {name: conn.execute(sql).fetchall() for name, sql in TABLES.items()}
+        # the frontmatter as JSON: its compressed bytes depend on the dictionary
+        found["files"] = [
+            (*r[:8], texts.frontmatter_text(conn, r[8]), *r[9:]) for r in found["files"]
+        ]
         ids = [r[0] for r in conn.execute("SELECT id FROM bodies ORDER BY id")]
         found["bodies"] = sorted(texts.texts(conn, ids).items())  # the texts, not the bytes
         return found
@@ -176,7 +180,8 @@ def build(name, **kw):
     finally:
         index.close()
     conn = sqlite3.connect(root.parent / name)
-    rows = conn.execute("SELECT * FROM files ORDER BY key").fetchall()
+    rows = [(*r[:8], bodies.frontmatter_text(conn, r[8]), *r[9:])
+            for r in conn.execute("SELECT * FROM files ORDER BY key")]
     words = conn.execute("SELECT rowid FROM fts WHERE fts MATCH 'run' ORDER BY 1").fetchall()
     ids = [r[0] for r in conn.execute("SELECT id FROM bodies ORDER BY id")]
     texts = sorted(bodies.texts(conn, ids).values())

@@ -339,6 +339,40 @@ def test_meta_or_group_sort_order_paging(pages_kb: Knowledge) -> None:
     ]
 
 
+def test_meta_counts_every_match_on_every_page(pages_kb: Knowledge) -> None:
+    """The count comes with the page in one pass; a page past the end, or of no rows, still
+    says how many match."""
+    everything = pages_kb.meta(limit=200)
+    assert everything.count == len(everything.results) >= 4
+    for limit, offset in [(1, 0), (2, 1), (0, 0), (5, 100), (0, 3)]:
+        page = pages_kb.meta(limit=limit, offset=offset)
+        assert page.count == everything.count, (limit, offset)
+        assert paths(page) == paths(everything)[offset : offset + limit]
+    assert pages_kb.meta(["$.status=nothing-has-this"], offset=2).count == 0
+
+
+def test_long_frontmatter_is_stored_compressed_and_reads_back(pages_kb: Knowledge) -> None:
+    """A long frontmatter is kept compressed in the index; meta, its filters and its sort
+    read it as the file's frontmatter."""
+    tags = [f"tag-{i}" for i in range(40)]
+    head = "---\ntitle: Long\nrank: 7\ntags: [" + ", ".join(tags) + "]\n---\nbody\n"
+    pages_kb.write("notes/long.md", head)
+    pages_kb.write("notes/short.md", "---\nrank: 3\n---\nbody\n")
+    (hit,) = pages_kb.meta(["$.tags[*]=tag-39"]).results
+    assert hit.path == "notes/long.md"
+    assert hit.frontmatter == {"title": "Long", "rank": 7, "tags": tags}
+    assert paths(pages_kb.meta(["$.rank>0"], sort="$.rank")) == ["notes/short.md", "notes/long.md"]
+    conn = sqlite3.connect(pages_kb.root / ".kiwi" / "state" / "index.db")
+    try:
+        query = "SELECT path, frontmatter FROM files WHERE path LIKE 'notes/%o%.md'"
+        stored = dict(conn.execute(query).fetchall())
+    finally:
+        conn.close()
+    assert isinstance(stored["notes/long.md"], bytes)
+    assert len(stored["notes/long.md"]) < len(json.dumps(hit.frontmatter)) / 2
+    assert stored["notes/short.md"] == '{"rank":3}'  # short JSON stays text
+
+
 @pytest.mark.parametrize(
     ("where", "sort", "message"),
     [

@@ -17,6 +17,7 @@ from kiwifs.index import report as indexed_report
 from kiwifs.index.core import Index
 from kiwifs.index.record import path_key, read_record
 from kiwifs.index.storeorder import StoreOrder
+from kiwifs.index.texts import frontmatter_sql
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.rules import build_report
@@ -51,7 +52,7 @@ def _assert_rows_match_files(kb: Knowledge, index: Index, rel: str, word: str) -
     assert record is not None
     with index.reader() as conn:
         row = conn.execute(
-            "SELECT etag, frontmatter, unreadable FROM files WHERE key = ?", (key,)
+            f"SELECT etag, {frontmatter_sql()}, unreadable FROM files WHERE key = ?", (key,)
         ).fetchone()
         hits = conn.execute(
             "SELECT f.path FROM fts JOIN files f ON f.id = fts.rowid WHERE fts MATCH ?", (word,)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kiwifs.index.schema import SCHEMA_VERSION, recreate, tune_merging
+from kiwifs.index.texts import register
 from kiwifs.tuning import Tuning
 
 STATE_DIR = ".kiwi/state"
@@ -101,6 +102,7 @@ class Database:
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        register(conn)
         return conn
 
     def _open_writer(self) -> sqlite3.Connection:

@@ -5,9 +5,10 @@ top k: a query scoped to ten pages among thousands returns those ten, never the 
 happened to survive a cut made over everything. The condition holds:
 
 * the superseded rule — ``memory_status: superseded`` is left out unless
-  ``include_superseded`` (the same rule as :func:`kiwifs.memory.status.is_superseded`);
-* ``scope`` — exact equality with the frontmatter's ``scope`` string (the generated column
-  ``files.scope``);
+  ``include_superseded`` (the column ``files.superseded``, set by
+  :func:`kiwifs.memory.status.is_superseded` when the row is written);
+* ``scope`` — exact equality with the frontmatter's ``scope`` string (the column ``files.scope``,
+  set from the frontmatter by :mod:`kiwifs.index.rows`);
 * ``path_prefix`` — paths starting with it (case-sensitive, a leading ``/`` ignored);
 * ``modified_after`` — files whose modification time is later (RFC 3339 on the wire).
 """
@@ -20,24 +21,9 @@ from typing import Any
 
 from kiwifs.base.text import check_text
 from kiwifs.errors import InvalidQuery, UsageError
-from kiwifs.memory.status import MEMORY_STATUS, SUPERSEDED
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _NS_LIMIT = 2**63 - 1
-SUPERSEDED_SQL = (
-    f"coalesce(instr({{fm}}, '\"{MEMORY_STATUS}\"') > 0 AND "
-    f"json_type({{fm}}, '$.{MEMORY_STATUS}') = 'text' AND "
-    f"lower(trim(json_extract({{fm}}, '$.{MEMORY_STATUS}'), ' ')) = '{SUPERSEDED}', 0)"
-)  # the instr() guard spares parsing the JSON of the many pages that have no memory_status
-
-
-def superseded_sql(frontmatter: str = "frontmatter") -> str:
-    """The superseded test over a frontmatter JSON column: 1 for a forgotten page, else 0.
-
-    The index stores it per row, as the generated column ``files.superseded`` (indexed with
-    the ETag, so the candidates of a recall query come from one index scan).
-    """
-    return SUPERSEDED_SQL.format(fm=frontmatter)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from kiwifs.frontmatter.reader import split
 from kiwifs.index.links import EPISODIC, _file, _params, _resolve, backlinks, outbound
 from kiwifs.index.record import db_text, py_text
 from kiwifs.index.schema import link_kind
-from kiwifs.index.texts import texts
+from kiwifs.index.texts import frontmatter_sql, texts
 from kiwifs.memory.navigation import outline
 
 GRAPH_LIMIT = 500  # nodes of a graph when no limit is asked
@@ -50,6 +50,7 @@ _CONTRADICTS = "typed:contradicts"
 _SOURCE_OF_TRUTH = "source-of-truth"
 
 _PAGE = "lower({t}.path) LIKE '%.md' AND {t}.unreadable = 0"
+_FM = frontmatter_sql("f.frontmatter")  # a row's frontmatter as JSON text
 _UNDER = " AND substr({t}.path, 1, length(:prefix)) = :prefix"
 
 
@@ -99,7 +100,7 @@ def graph(conn: sqlite3.Connection, prefix: str = "", limit: int = GRAPH_LIMIT) 
     (one edge a source, target and kind; self-links left out)."""
     limit = max(1, min(limit, GRAPH_MAX))
     q = (
-        f"SELECT id, path, frontmatter, superseded FROM files f WHERE {_PAGE.format(t='f')}"
+        f"SELECT id, path, {_FM}, superseded FROM files f WHERE {_PAGE.format(t='f')}"
         f"{_under('f', prefix)} ORDER BY key LIMIT :limit"
     )
     rows = conn.execute(q, _params(prefix, limit=limit + 1)).fetchall()
@@ -227,14 +228,14 @@ def _siblings(
         (py_text(p), "sibling_dir", "")
         for (p,) in conn.execute(q, _params(prefix, pid=pid, cap=SIBLINGS_MAX))
     ]
-    (fm,) = conn.execute("SELECT frontmatter FROM files WHERE id = ?", (pid,)).fetchone()
+    (fm,) = conn.execute(f"SELECT {_FM} FROM files f WHERE id = ?", (pid,)).fetchone()
     tags = {t.lower(): t for t in _tags(fm)}
     room = SIBLINGS_MAX - len(found)
     if tags and room > 0:
         marks = ",".join(f":t{i}" for i in range(len(tags)))
         q = (
             "SELECT f.path, lower(j.value) FROM files f,"
-            " json_each(f.frontmatter, CASE WHEN json_type(f.frontmatter, '$.tags') IS NOT NULL"
+            f" json_each({_FM}, CASE WHEN json_type({_FM}, '$.tags') IS NOT NULL"
             " THEN '$.tags' ELSE '$.labels' END) j"
             f" WHERE {_PAGE.format(t='f')}{_under('f', prefix)} AND f.id != :pid"
             f" AND j.type = 'text' AND lower(j.value) IN ({marks})"
@@ -366,7 +367,7 @@ def health(conn: sqlite3.Connection, path: str, prefix: str = "") -> Health | No
         return None
     pid = page[0]
     here, fm_text, mtime_ns, superseded, kind_class = conn.execute(
-        "SELECT path, frontmatter, mtime_ns, superseded, kind_class FROM files WHERE id = ?",
+        f"SELECT path, {_FM}, mtime_ns, superseded, kind_class FROM files f WHERE id = ?",
         (pid,),
     ).fetchone()
     here = py_text(here)
@@ -445,25 +446,22 @@ def _duplicates(conn: sqlite3.Connection, pid: int, title: str, prefix: str) -> 
     version keeps its replacement's title by design). Other pages are compared by their
     frontmatter title only: the index keeps no headings.
 
-    The index keeps frontmatter as compact JSON, so an ASCII title is first looked for as the
+    The index reads frontmatter as compact JSON, so an ASCII title is first looked for as the
     text ``"title":"<title>"`` (LIKE ignores ASCII case), which spares parsing the JSON of every
     page; another title, by its length."""
     if not title:
         return []
     if title.isascii():
-        near = "f.frontmatter LIKE :like ESCAPE '\\'"
+        near = f"{_FM} LIKE :like ESCAPE '\\'"
         like = _like('"title":' + json.dumps(title, ensure_ascii=False))
     else:
-        near = (
-            "f.frontmatter LIKE '%\"title\"%'"
-            " AND length(json_extract(f.frontmatter, '$.title')) = :n"
-        )
+        near = f"{_FM} LIKE '%\"title\"%' AND length(json_extract({_FM}, '$.title')) = :n"
         like = ""
     q = (
-        f"SELECT f.path, json_extract(f.frontmatter, '$.title') FROM files f"
+        f"SELECT f.path, json_extract({_FM}, '$.title') FROM files f"
         f" WHERE {_PAGE.format(t='f')}{_under('f', prefix)} AND f.id != :pid"
         f" AND f.superseded = 0 AND {near}"
-        " AND json_type(f.frontmatter, '$.title') = 'text' ORDER BY f.key"
+        f" AND json_type({_FM}, '$.title') = 'text' ORDER BY f.key"
     )
     found: list[str] = []
     for path, other in conn.execute(q, _params(prefix, pid=pid, n=len(title), like=like)):
@@ -485,10 +483,10 @@ def _contradictions(
     mine = [t.lower() for t in _tags(json.dumps(fm))]
     if fm.get(_SOURCE_OF_TRUTH) is True and mine:
         q = (
-            f"SELECT f.path, f.frontmatter FROM files f"
+            f"SELECT f.path, {_FM} FROM files f"
             f" WHERE {_PAGE.format(t='f')}{_under('f', prefix)} AND f.id != :pid"
-            f" AND f.frontmatter LIKE '%\"{_SOURCE_OF_TRUTH}\":true%'"
-            f" AND json_type(f.frontmatter, '$.\"{_SOURCE_OF_TRUTH}\"') = 'true'"
+            f" AND {_FM} LIKE '%\"{_SOURCE_OF_TRUTH}\":true%'"
+            f" AND json_type({_FM}, '$.\"{_SOURCE_OF_TRUTH}\"') = 'true'"
             " ORDER BY f.key"
         )
         claims = 0

@@ -2,7 +2,8 @@
 
 A file is one ``files`` row (stat signature, ETag, frontmatter JSON, memory facts and, when the
 query cannot write it from the row, its report entry as printed (:func:`report.stored_entry`);
-whether it was forgotten is the generated column ``superseded``), its words in
+whether it was forgotten, ``superseded``, and its ``scope``, both read from the frontmatter
+here, by the rule of :mod:`kiwifs.memory.status`), its words in
 ``fts``, its text in ``bodies`` (:mod:`index.texts`), and its ``merged-from`` keys in
 ``cover_ids`` (episode ids) and ``cover_paths`` (paths), and its links in ``links``
 (:mod:`index.linkparse`: the links are replaced with the file's other rows, in the same
@@ -33,8 +34,9 @@ from kiwifs.index.schema import (
     KIND_CODES,
     key_hash,
 )
-from kiwifs.index.texts import TextChanges
+from kiwifs.index.texts import Codec, TextChanges, pack_frontmatter, text_codec
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
+from kiwifs.memory.status import MEMORY_STATUS, is_superseded
 
 FULL_COVER_UPDATE = 2000  # touched ids and paths above which all of ``covered`` is recomputed
 
@@ -145,15 +147,16 @@ def delete_row(conn: sqlite3.Connection, key: bytes, touched: Touched) -> None:
 
 UPSERT = (
     "INSERT INTO files (key, parent, path, sig, size, mtime_ns, etag, frontmatter, memory_kind,"
-    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable, entry, created)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " kind_class, episode_id, eid, refs, id_keys, path_keys, warnings, unreadable, entry, created,"
+    " superseded, scope)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (key) DO UPDATE SET path = excluded.path, sig = excluded.sig,"
     " size = excluded.size, mtime_ns = excluded.mtime_ns, etag = excluded.etag,"
     " frontmatter = excluded.frontmatter, memory_kind = excluded.memory_kind,"
     " kind_class = excluded.kind_class, episode_id = excluded.episode_id, eid = excluded.eid,"
     " refs = excluded.refs, id_keys = excluded.id_keys, path_keys = excluded.path_keys,"
     " warnings = excluded.warnings, unreadable = excluded.unreadable, entry = excluded.entry,"
-    " created = excluded.created"
+    " created = excluded.created, superseded = excluded.superseded, scope = excluded.scope"
     " RETURNING id"
 )
 
@@ -206,11 +209,34 @@ def row_parts(record: FileRecord, typed_fields: tuple[str, ...] = DEFAULT_TYPED_
         int(f.unreadable),
         entry,
         record.created,
+        *status_columns(record.frontmatter),
     )
     idents = sorted({db_text(i) for i in cover_idents(f.id_keys)}, key=_sort_text)
     targets = sorted({t for p in f.path_keys if (t := path_key(p)) is not None})
     text = None if f.unreadable else record.text
     return values, idents, targets, text, link_rows(record, typed_fields)
+
+
+# frontmatter keys the row's columns read: a JSON naming neither (most) is not parsed again
+_STATUS_KEYS = (f'"{MEMORY_STATUS}"', '"scope"')
+
+
+def status_columns(frontmatter: str) -> tuple[int, str | bytes | None]:
+    """``files.superseded`` and ``files.scope`` of the frontmatter JSON ``frontmatter``: whether
+    the page was forgotten, and its scope when that is a string (what a recall filter's scope
+    is compared with)."""
+    if not any(k in frontmatter for k in _STATUS_KEYS):
+        return 0, None
+    data = json.loads(frontmatter)
+    if not isinstance(data, dict):
+        return 0, None
+    scope = data.get("scope")
+    return int(is_superseded(data)), db_text(scope) if isinstance(scope, str) else None
+
+
+def packed_values(values: tuple[Any, ...], codec: Codec) -> tuple[Any, ...]:
+    """A file row's values (:func:`row_parts`) with the frontmatter as stored (compressed)."""
+    return (*values[:7], pack_frontmatter(codec, values[7]), *values[8:])
 
 
 def link_rows(record: FileRecord, typed_fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
@@ -283,7 +309,7 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
             touched.forget_text(conn, row[0])
     values, idents, targets, text, links = row_parts(record, touched.typed_fields)
     ident = values[11]
-    file_id = conn.execute(UPSERT, values).fetchone()[0]
+    file_id = conn.execute(UPSERT, packed_values(values, text_codec(conn))).fetchone()[0]
     conn.execute(FORGET_DIGEST, (values[1],))
     conn.executemany(
         "INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", ((i, file_id) for i in idents)

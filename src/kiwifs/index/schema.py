@@ -14,11 +14,10 @@ from __future__ import annotations
 import sqlite3
 import zlib
 
-from kiwifs.index.filters import superseded_sql
 from kiwifs.index.texts import LOG_SCHEMA
 from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 # A path's file name, ASCII-lowercased, in SQL: what a link with no folder is resolved by
 # (index/linkparse.py makes the same key in Python). rtrim strips the name's characters from the
@@ -80,7 +79,7 @@ CREATE TABLE files (
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     etag TEXT NOT NULL,
-    frontmatter TEXT NOT NULL,
+    frontmatter NOT NULL,  -- JSON, compressed from 64 bytes (index/texts.py: FRONTMATTER_SQL)
     memory_kind TEXT NOT NULL,
     kind_class INTEGER NOT NULL,
     episode_id TEXT NOT NULL,
@@ -93,10 +92,8 @@ CREATE TABLE files (
     covered INTEGER NOT NULL DEFAULT 0,
     entry TEXT,
     created REAL,
-    superseded INTEGER GENERATED ALWAYS AS ("""
-    + superseded_sql("frontmatter")
-    + """) STORED,
-    scope GENERATED ALWAYS AS (json_extract(frontmatter, '$.scope')) STORED
+    superseded INTEGER NOT NULL DEFAULT 0,  -- memory_status: superseded (index/rows.py)
+    scope TEXT  -- the frontmatter's scope when it is a string
 );
 CREATE INDEX files_class ON files(kind_class, key, covered, superseded);
 CREATE INDEX files_parent ON files(parent, sig);

@@ -3,8 +3,7 @@
 ``memory_status: superseded`` (set when a page is forgotten) takes the page out of recall —
 keyword, semantic and hybrid search and the brief leave it out unless asked to include it —
 while reading it by path still works. The rule lives here once, as a pure predicate over parsed
-frontmatter; :data:`kiwifs.index.filters.SUPERSEDED_SQL` is the same test over the index's stored
-frontmatter JSON, and a test holds the two equal.
+frontmatter, which the index also applies when it writes a row (its column ``files.superseded``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from kiwifs.config import ChunkConfig, EmbedderConfig
 from kiwifs.errors import Unavailable, UsageError
 from kiwifs.index.core import Index
-from kiwifs.index.filters import parse_modified_after, superseded_sql
+from kiwifs.index.filters import parse_modified_after
+from kiwifs.index.rows import status_columns
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.index.vectors.chunking import chunk_text
 from kiwifs.index.vectors.embedders import make_embedder
@@ -147,16 +148,28 @@ FRONTMATTERS: list[dict[str, Any]] = [
 ]
 
 
-def test_the_superseded_rule_is_the_same_in_sql_and_python() -> None:
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE files (id INTEGER PRIMARY KEY, frontmatter TEXT)")
-    conn.executemany(
-        "INSERT INTO files (id, frontmatter) VALUES (?, ?)",
-        [(i, json.dumps(fm)) for i, fm in enumerate(FRONTMATTERS)],
-    )
-    in_sql = [r[0] for r in conn.execute(f"SELECT {superseded_sql()} FROM files ORDER BY id")]
-    assert in_sql == [int(is_superseded(fm)) for fm in FRONTMATTERS]
-    assert in_sql == [0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+def test_the_superseded_rule_is_the_same_in_the_index_and_python() -> None:
+    in_rows = [status_columns(json.dumps(fm))[0] for fm in FRONTMATTERS]
+    assert in_rows == [int(is_superseded(fm)) for fm in FRONTMATTERS]
+    assert in_rows == [0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "scope"),
+    [
+        ({}, None),
+        ({"scope": "team-a"}, "team-a"),
+        ({"scope": ""}, ""),
+        ({"scope": 5}, None),
+        ({"scope": ["team-a"]}, None),
+        ({"nested": {"scope": "team-a"}}, None),
+        ({"title": "scope", "memory_status": "superseded"}, None),
+    ],
+)
+def test_the_scope_column_holds_a_string_scope_only(
+    frontmatter: dict[str, Any], scope: str | None
+) -> None:
+    assert status_columns(json.dumps(frontmatter))[1] == scope
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,13 @@ from kiwifs.base.walk import walk
 from kiwifs.index.record import path_key, py_text, read_record
 from kiwifs.index.report import _EPISODES as EPISODES
 from kiwifs.index.report import prefix_range, snapshot
+from kiwifs.index.texts import frontmatter_sql
 from kiwifs.memory.check import EpisodeRow, PageRow
 from kiwifs.memory.rules import MERGED_FROM, is_episodic
 
 EPISODE_COLS = "key, path, episode_id, created, mtime_ns, superseded"
 PAGES = (
-    f"SELECT path, json_extract(frontmatter, '$.\"{MERGED_FROM}\"') FROM files"
+    f"SELECT path, json_extract({frontmatter_sql()}, '$.\"{MERGED_FROM}\"') FROM files"
     " WHERE refs > 0 ORDER BY key"
 )
 

@@ -91,9 +91,11 @@ Compute = Callable[[], "tuple[str, list[Problem]]"]  # -> (episodes prefix, prob
 def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
     """The problems read from the index database at ``index_path`` (in the worker process)."""
     from kiwifs.index.memory.check import check_rows
+    from kiwifs.index.texts import register
     from kiwifs.memory.problems import problems_in
 
     conn = sqlite3.connect(index_path, timeout=BUSY_TIMEOUT)
+    register(conn)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         return problems_in(prefix, *check_rows(conn, prefix))

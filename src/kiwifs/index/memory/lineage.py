@@ -16,6 +16,7 @@ from kiwifs.errors import NotFound
 from kiwifs.index.record import db_text, path_key, py_text
 from kiwifs.index.report import prefix_range, snapshot
 from kiwifs.index.rows import ALWAYS, BY_PREFIX
+from kiwifs.index.texts import frontmatter_sql
 from kiwifs.memory.lineage import Lineage, Lookups, build_lineage, citations
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from kiwifs.memory.rules import MergeEntry
 
 CITING = (
-    "SELECT f.key, f.path, f.frontmatter FROM files f WHERE f.id IN ("
+    f"SELECT f.key, f.path, {frontmatter_sql('f.frontmatter')} FROM files f WHERE f.id IN ("
     "SELECT file_id FROM cover_ids WHERE ident = ? UNION SELECT file_id FROM cover_paths"
     " WHERE target = ?) ORDER BY f.key"
 )
@@ -55,7 +56,8 @@ def lineage(conn: sqlite3.Connection, rel: str, prefix: str) -> Lineage:
         row = None
         if key is not None:
             row = conn.execute(
-                "SELECT frontmatter, kind_class, episode_id, eid FROM files WHERE key = ?", (key,)
+                f"SELECT {frontmatter_sql()}, kind_class, episode_id, eid FROM files WHERE key = ?",
+                (key,),
             ).fetchone()
         if row is None or key is None:
             raise NotFound(f"file not found: {rel}")

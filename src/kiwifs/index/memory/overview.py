@@ -139,7 +139,7 @@ def _older(best: Candidate | None, other: Candidate) -> Candidate:
 
 
 def superseded_count(conn: sqlite3.Connection, prefix: str) -> int:
-    """Episodes that were forgotten (``memory_status: superseded``): the generated column
+    """Episodes that were forgotten (``memory_status: superseded``): the column
     ``files.superseded``, the same rule as the memory report's ``superseded_count``."""
     lo, hi = prefix_range(prefix)
     sql = EPISODES.format(cols="total(superseded)", extra="")

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kiwifs.index.record import py_text
+from kiwifs.index.texts import frontmatter_sql
 
 TODO = (
-    "SELECT path, json_extract(frontmatter, '$.title'), json_extract(frontmatter, '$.priority')"
-    " FROM files WHERE unreadable = 0"
-    " AND lower(trim(json_extract(frontmatter, '$.status'))) = 'todo'"
+    "SELECT path, json_extract(fm, '$.title'), json_extract(fm, '$.priority')"
+    f" FROM (SELECT path, key, unreadable, {frontmatter_sql()} AS fm FROM files)"
+    " WHERE unreadable = 0 AND lower(trim(json_extract(fm, '$.status'))) = 'todo'"
     " AND substr(path, 1, ?) = ? ORDER BY key"
 )
 

@@ -28,6 +28,7 @@ from kiwifs.base.text import check_text
 from kiwifs.errors import InvalidQuery
 from kiwifs.index.record import db_text, py_text
 from kiwifs.index.search.keyword import check_limits
+from kiwifs.index.texts import frontmatter_sql
 
 OPERATORS = ("!=", "<=", ">=", "<>", "=", "<", ">")
 _FIELD = re.compile(r"^\$\.[\w\-.\[\]*]+$")
@@ -229,6 +230,18 @@ def order_clause(sort: str | None, order: str | None) -> tuple[str, dict[str, An
     return f"ORDER BY json_extract(frontmatter, :sort) {direction}, path ASC", {"sort": sort}
 
 
+# the file rows with their frontmatter as JSON text (stored compressed: index/texts.py); the
+# filters and the ordering name ``frontmatter``, and every mention reads the row's JSON
+_FILES = f"(SELECT id, path, unreadable, superseded, {frontmatter_sql()} AS frontmatter FROM files)"
+
+
+def _frontmatter_of(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    """The frontmatter JSON of the rows ``ids`` (a page: at most a few hundred)."""
+    marks = ", ".join("?" * len(ids))
+    sql = f"SELECT id, {frontmatter_sql()} FROM files WHERE id IN ({marks})"
+    return dict(conn.execute(sql, ids).fetchall()) if ids else {}
+
+
 def query(
     conn: sqlite3.Connection,
     where: Sequence[str | Filter] = (),
@@ -249,23 +262,32 @@ def query(
     cond, params = where_clause(where, or_)
     ordering, sort_params = order_clause(sort, order)
     params.update(sort_params)
+    cheap = "unreadable = 0"  # the row's own columns, tested before its frontmatter is read
     if paths is not None:
         names = [f"path{i}" for i in range(len(paths))]
         params.update({n: db_text(p.lstrip("/")) for n, p in zip(names, paths, strict=True)})
-        cond += " AND path IN (" + ", ".join(":" + n for n in names) + ")" if names else " AND 0"
+        cheap += " AND path IN (" + ", ".join(":" + n for n in names) + ")" if names else " AND 0"
     if prefix:
-        cond += " AND substr(path, 1, length(:prefix)) = :prefix"
+        cheap += " AND substr(path, 1, length(:prefix)) = :prefix"
         params["prefix"] = prefix
     if not include_superseded:
-        cond += " AND superseded = 0"  # the generated column: the one superseded rule
-    base = f"FROM files WHERE unreadable = 0 AND {cond}"
+        cheap += " AND superseded = 0"  # the column the index computes by the one rule
+    base = f"FROM {_FILES} WHERE {cheap} AND {cond}"
+    params.update({"lim": lim, "off": off})
     try:
-        count = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
-        params.update({"lim": lim, "off": off})
-        rows = conn.execute(
-            f"SELECT path, frontmatter {base} {ordering} LIMIT :lim OFFSET :off", params
+        # one pass counts the matches and cuts the page (each row's frontmatter decompressed
+        # once; a count, then the page, read every row twice); the page's JSON read after
+        page = conn.execute(
+            f"SELECT id, path, count(*) OVER () {base} {ordering} LIMIT :lim OFFSET :off", params
         ).fetchall()
+        if page:
+            count = page[0][2]
+        elif off or not lim:  # past the end, or no page: the count is not in the page
+            count = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
+        else:
+            count = 0
+        found = _frontmatter_of(conn, [row[0] for row in page])
     except sqlite3.OperationalError as exc:
         raise InvalidQuery(f"invalid meta query: {exc}") from exc
-    hits = [MetaHit(py_text(p), json.loads(fm)) for p, fm in rows]
+    hits = [MetaHit(py_text(path), json.loads(found[i])) for i, path, _ in page]
     return MetaResults(count, lim, off, hits)
