@@ -117,12 +117,23 @@ def _new_decompressor(conn: sqlite3.Connection, dict_id: int) -> zstandard.ZstdD
     return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(data))
 
 
+_frame_reader: Callable[[bytes], Any] | None = None
+
+
+def _frame_parameters() -> Callable[[bytes], Any]:
+    """zstd's frame header reader, imported once (an import statement costs per call)."""
+    global _frame_reader
+    if _frame_reader is None:
+        import zstandard
+
+        _frame_reader = zstandard.get_frame_parameters
+    return _frame_reader
+
+
 def unpack(conn: sqlite3.Connection, blob: bytes | None) -> str | None:
     if blob is None:
         return None
-    import zstandard
-
-    dict_id = zstandard.get_frame_parameters(blob).dict_id
+    dict_id = _frame_parameters()(blob).dict_id
     return _decompressor(conn, dict_id).decompress(blob).decode("utf-8", "surrogatepass")
 
 
@@ -145,19 +156,6 @@ def frontmatter_sql(column: str = "frontmatter") -> str:
     return f"{FRONTMATTER_SQL}({column})"
 
 
-_frame_reader: Callable[[bytes], Any] | None = None
-
-
-def _frame_parameters() -> Callable[[bytes], Any]:
-    """zstd's frame header reader, imported once (an import statement costs per call)."""
-    global _frame_reader
-    if _frame_reader is None:
-        import zstandard
-
-        _frame_reader = zstandard.get_frame_parameters
-    return _frame_reader
-
-
 def register(conn: sqlite3.Connection) -> None:
     """Give ``conn`` the SQL function :data:`FRONTMATTER_SQL`.
 
@@ -168,20 +166,19 @@ def register(conn: sqlite3.Connection) -> None:
     once). It holds ``conn`` (to read a dictionary it has not seen yet), a cycle the garbage
     collector breaks; connections are closed explicitly anyway."""
     decoders: dict[int, Callable[[bytes], bytes]] = {}
-    last: list[Any] = [b"", "{}"]
+    last_stored, last_text = b"", "{}"
 
     def frontmatter(stored: str | bytes | None) -> str:
+        nonlocal last_stored, last_text
         if type(stored) is not bytes:
-            return "{}" if stored is None else str(stored)
-        if stored == last[0]:
-            return str(last[1])
-        dict_id = _frame_parameters()(stored).dict_id
-        decode = decoders.get(dict_id)
-        if decode is None:
-            decode = decoders[dict_id] = _new_decompressor(conn, dict_id).decompress
-        text = decode(stored).decode("utf-8", "surrogatepass")
-        last[0], last[1] = stored, text
-        return text
+            return frontmatter_text(conn, stored)  # text or none: nothing to decompress
+        if stored != last_stored:
+            dict_id = _frame_parameters()(stored).dict_id
+            decode = decoders.get(dict_id)
+            if decode is None:
+                decode = decoders[dict_id] = _new_decompressor(conn, dict_id).decompress
+            last_stored, last_text = stored, decode(stored).decode("utf-8", "surrogatepass")
+        return last_text
 
     conn.create_function(FRONTMATTER_SQL, 1, frontmatter, deterministic=True)
 
