@@ -171,6 +171,11 @@ class Tuning:
     """Natural-language questions are asked again with the distinctive words of their best hits
     (pseudo-relevance feedback), which ranks better on agents' questions. Off: one query."""
 
+    search_cache: int = 256
+    """A server keeps the answers of this many recent keyword searches until the index changes
+    (any commit drops them all): a question asked again is answered without ranking. 0: none
+    kept, every search ranks."""
+
     stored_columns: bool = True
     """A rebuild of a large root (20,000 files or more) counts its most common words as it
     indexes them and keeps their term columns in the index, which a server reads before it

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kiwifs.base.forking import fork_is_safe, usable_cpus
+from kiwifs.base.forking import BACKGROUND_NICENESS, fork_is_safe, usable_cpus
 from kiwifs.tuning import Tuning
 from waiting import running, wait_for
 
@@ -100,3 +100,18 @@ def test_workers_leave_when_the_process_that_forked_them_is_killed(
     workers = [int(pid) for pid in out.read_text().split()]
     assert len(workers) == 2
     assert wait_for(lambda: not any(running(pid) for pid in workers), timeout=60)
+
+
+def test_a_background_worker_runs_at_a_lower_priority() -> None:
+    """yield_the_cpu lowers the calling process's priority (in a child: a test process keeps its
+    own), as the memory check's worker and the first import into git do."""
+    code = (
+        "import os\n"
+        "from kiwifs.base.forking import yield_the_cpu\n"
+        "before = os.nice(0)\n"
+        "yield_the_cpu()\n"
+        "print(before, os.nice(0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = map(int, out.stdout.split())
+    assert after == min(19, before + BACKGROUND_NICENESS)

@@ -58,3 +58,16 @@ def exit_with_parent(parent: int) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="kiwifs-parent-watch", daemon=True).start()
+
+
+BACKGROUND_NICENESS = 10  # how far a background worker's priority is lowered
+
+
+def yield_the_cpu() -> None:
+    """Lower this process's priority (:data:`BACKGROUND_NICENESS`): a background worker (the
+    memory check, the first import into git) then takes only what a server's requests leave of
+    the CPU, so on a machine of two cores its work cannot make the first searches wait."""
+    try:
+        os.nice(BACKGROUND_NICENESS)
+    except OSError:  # not allowed here: the worker then simply competes as an equal
+        pass

@@ -11,6 +11,7 @@ part rather than a mixin, so what a lookup may touch of the keeper is written on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 # search, /meta and vectors are imported by the methods that answer them: a one-shot command
@@ -53,18 +54,27 @@ class IndexLookups:
 
         def run(index: Index) -> SearchResults:
             with index.reader() as conn:
-                return search.search(
-                    conn,
-                    query,
-                    limit,
-                    offset,
-                    path_prefix,
-                    where,
-                    recency_weight,
-                    self._columns(index),
-                    snippets,
-                    index.tuning,
-                )
+                columns = self._columns(index)
+
+                def answer() -> SearchResults:
+                    return search.search(
+                        conn,
+                        query,
+                        limit,
+                        offset,
+                        path_prefix,
+                        where,
+                        recency_weight,
+                        columns,
+                        snippets,
+                        index.tuning,
+                    )
+
+                if columns is None or recency_weight:  # a one-shot command; the clock
+                    return answer()
+                key = (query, limit, offset, path_prefix, where, snippets)
+                kept = index.answers.answer(conn, key, answer)
+                return replace(kept, results=list(kept.results))  # the caller's own list
 
         return self._keeper.guarded(run)
 

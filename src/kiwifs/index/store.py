@@ -16,6 +16,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kiwifs.base.forking import usable_cpus
 from kiwifs.base.limits import MAX_READ_BYTES
@@ -26,9 +27,13 @@ from kiwifs.index.folders import abs_path, probe
 from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
 from kiwifs.index.rows import Touched, delete_row, upsert_row
+from kiwifs.index.search.answers import AnswerCache
 from kiwifs.index.search.termcolumns import TermColumns
 from kiwifs.index.storeorder import StoreOrder
 from kiwifs.tuning import Tuning
+
+if TYPE_CHECKING:
+    from kiwifs.index.search.keyword import SearchResults
 
 ECHO_MEMORY = 4096  # recently indexed paths whose blob id the watcher can check without SQL
 CONTENT_CHUNK = 500  # keys per lookup when comparing records with their rows
@@ -48,6 +53,8 @@ class RowStore(Database):
         self.real_root = os.path.realpath(self.root)  # what every read is checked against
         # keyword search's in-memory word counts, summed by up to one thread a usable CPU
         self.columns = TermColumns(usable_cpus(self.tuning.workers))
+        # a server's recent keyword search answers, dropped at any change of the index
+        self.answers: AnswerCache[SearchResults] = AnswerCache(self.tuning.search_cache)
         self._echo: dict[str, str] = {}
         self._order = StoreOrder()  # which paths refreshes stored while a reconcile reads
         # the frontmatter fields read as typed links (``[links] typed_fields``, set by the
@@ -56,6 +63,7 @@ class RowStore(Database):
 
     def close(self) -> None:
         self.columns.close()
+        self.answers.clear()
         super().close()
 
     def warm_search(self) -> None:
@@ -71,6 +79,7 @@ class RowStore(Database):
     def _forget(self) -> None:
         self._echo.clear()
         self.columns.clear()  # a new file: its row ids mean other documents
+        self.answers.clear()
 
     # -- storing rows -----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from kiwifs.base.forking import exit_with_parent, usable_cpus
+from kiwifs.base.forking import exit_with_parent, usable_cpus, yield_the_cpu
 from kiwifs.index.background import BackgroundLoop
 from kiwifs.index.connections import BUSY_TIMEOUT
 from kiwifs.index.core import Index
@@ -103,24 +103,12 @@ def problems_from_file(index_path: str, prefix: str) -> list[Problem]:
         conn.close()
 
 
-WORKER_NICENESS = 10
-
-
 def _start_worker(server: int) -> None:
     """The worker process's initializer: lower its priority and tie its life to ``server``'s
     (the pid is the server's own, passed in: a server killed while the worker was still starting
     has already left it to another parent)."""
-    _yield_the_cpu()
+    yield_the_cpu()
     exit_with_parent(server)
-
-
-def _yield_the_cpu() -> None:
-    """The worker process runs at a lower priority than the server: on a busy machine the CPU
-    goes to requests first, and the check (whose result may wait a few seconds) takes the rest."""
-    try:
-        os.nice(WORKER_NICENESS)
-    except OSError:  # not allowed here: the check then simply competes as an equal
-        pass
 
 
 class CheckWorker:
