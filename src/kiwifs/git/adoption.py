@@ -103,8 +103,8 @@ def _mark(root: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The child: import the root's files, write the git index file, remove the marker.
 
-    It runs at a lower priority: on a machine of two cores an import at full speed took a
-    core from the server and made a first search at a million files wait 630 ms."""
+    It runs at a lower priority, so the server's requests get the CPU first: on a machine of
+    two cores the import of a million files takes one core for ten minutes."""
     root, actor = argv if argv is not None else sys.argv[1:3]
     if argv is None:  # the child process, not a test calling it in its own
         yield_the_cpu()
