@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from kiwifs.index.vectors.store import VectorStatus
 
 T = TypeVar("T")
+# Longer queries are answered but not kept: 256 kept answers then hold at most ~0.5 MB of keys.
+KEPT_QUERY_CHARS = 2048
 
 
 class IndexLookups:
@@ -70,8 +72,8 @@ class IndexLookups:
                         index.tuning,
                     )
 
-                if columns is None or recency_weight:  # a one-shot command; the clock
-                    return answer()
+                if columns is None or recency_weight or len(query) > KEPT_QUERY_CHARS:
+                    return answer()  # a one-shot command; the clock; a query kept too dear
                 key = (query, limit, offset, path_prefix, where, snippets)
                 kept = index.answers.answer(conn, key, answer)
                 return replace(kept, results=list(kept.results))  # the caller's own list

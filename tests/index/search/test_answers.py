@@ -161,3 +161,17 @@ def test_a_caller_changing_its_hits_does_not_change_the_next_answer(
     first = kept.search("fox")
     first.results.clear()
     assert kept.search("fox").results
+
+
+def test_a_very_long_query_is_answered_but_not_kept(served: tuple[Knowledge, Knowledge]) -> None:
+    kept, _ = served
+
+    def kept_answers() -> int:
+        return kept.indexing.guarded(lambda index: len(index.answers))
+
+    found = [h.path for h in kept.search("fox").results]
+    assert kept_answers() == 1
+    assert [h.path for h in kept.search("fox " + "x" * 3000).results] == found
+    assert kept_answers() == 1
+    kept.search("dog")
+    assert kept_answers() == 2

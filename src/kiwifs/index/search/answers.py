@@ -12,7 +12,7 @@ since it last asked (``PRAGMA data_version``; read connections never write), so 
 asks its connection: a change seen on any connection clears the cache, and an answer computed
 while a clear happened is not kept (the *epoch* it started in is gone). A connection the cache
 has not met yet counts as a change. A search blended with recency (it depends on the clock) is
-never kept.
+never kept, nor one of a query longer than 2,048 characters (the keys stay small).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ class AnswerCache(Generic[T]):
         self._answers: OrderedDict[Hashable, T] = OrderedDict()
         self._versions: dict[sqlite3.Connection, int] = {}  # each connection's data_version
         self._epoch = 0  # counts the clears: an answer is kept only in the epoch it began in
+
+    def __len__(self) -> int:
+        return len(self._answers)
 
     def answer(self, conn: sqlite3.Connection, key: Hashable, compute: Callable[[], T]) -> T:
         """The kept answer for ``key``, or ``compute()`` (read through ``conn``) kept."""
