@@ -77,13 +77,15 @@ def test_a_change_seen_on_one_connection_drops_what_another_kept(
 def test_an_answer_computed_across_a_clear_is_not_kept(
     db: Callable[[], sqlite3.Connection],
 ) -> None:
-    reader = db()
+    reader, other = db(), db()
     cache: AnswerCache[int] = AnswerCache(8)
     calls: list[int] = []
 
     def cleared_meanwhile() -> int:
         calls.append(1)
-        cache.clear()  # as a lookup on another connection would, having seen a commit
+        # a lookup on a connection the cache has not met clears it, as one that saw a commit
+        # would; ``reader`` saw no change, so only the epoch can tell this answer is stale
+        cache.answer(other, "other", lambda: 0)
         return 7
 
     assert cache.answer(reader, "q", cleared_meanwhile) == 7
