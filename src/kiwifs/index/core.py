@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,10 +37,11 @@ from kiwifs.index.report import snapshot
 from kiwifs.index.rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
 from kiwifs.index.schema import recreate
 from kiwifs.index.store import RowStore, content_changes, stored_etags
-from kiwifs.index.walk import FolderWalk, PendingWalk, start_walk
+from kiwifs.index.walk import FolderJobs, FolderWalk, PendingWalk, folder_key, start_walk
 
 if TYPE_CHECKING:
     from kiwifs.index.build import ParsedRows
+    from kiwifs.index.monitor import Changes
 
 BATCH = 1000
 
@@ -51,6 +53,12 @@ AfterRead = Callable[[list[bytes]], None]
 T = TypeVar("T")
 
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
+# The change monitor's epoch and position the rows are current at (index/monitor.py); made when
+# first stored (an index made before the monitor has none), dropped by a rebuild
+POSITION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS monitor_position (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    " WITHOUT ROWID"
+)
 RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
 
 
@@ -91,6 +99,8 @@ class Index(RowStore):
         """
         # the walk split between worker processes by the folder sizes the last walk stored
         sizes = self._folder_sizes()
+        # a monitor's position before the walk: what changes during the rebuild it tells later
+        answer = self._ask_monitor(sum(sizes.values()))
         walked = start_walk(self.root, sizes=sizes, cap=self.tuning.workers).result()
         keys = sorted(walked.state.sigs)
         # the workers parse while the old tables are dropped
@@ -111,10 +121,19 @@ class Index(RowStore):
         if not bulk:
             self._fill(keys, walked.state, progress, full=True, fresh=True)
         self._store_digests(walked, ())
+        if answer is not None:
+            self._store_position(answer)
+        elif self._monitored(walked.files):
+            # a first rebuild of a large root: start its monitor, and walk once more after
+            # its position, so the next command can ask it (a few seconds of a long rebuild)
+            self.reconcile_then(lambda: None)
         return len(keys)
 
     def reconcile(
-        self, progress: Progress | None = None, after_read: AfterRead | None = None
+        self,
+        progress: Progress | None = None,
+        after_read: AfterRead | None = None,
+        monitored: bool = False,
     ) -> ReconcileStats:
         """Compare the index with a stat walk; re-read only what changed, drop what vanished.
 
@@ -126,8 +145,16 @@ class Index(RowStore):
         content was found here although it is old enough to trust (its stat is outside the
         racy window): a change that recent may still have its event on the way to a watcher,
         an older one had its event lost.
+
+        ``monitored``: the walk of a one-shot command, narrowed by the root's change monitor
+        when it can vouch for the rest (see :meth:`reconcile_then`).
         """
-        return self._apply_walk(self._start_walk(), progress, after_read=after_read)
+        if not monitored:
+            return self._apply_walk(self._start_walk(), progress, after_read=after_read)
+        answer = self._ask_monitor(sum(self._folder_sizes().values()))
+        stats = self._apply_walk(self._start_walk(answer), progress, after_read=after_read)
+        self._store_position(answer)
+        return stats
 
     def reconcile_then(self, action: Callable[[], T]) -> T:
         """``action()`` on the index once reconciled with the files.
@@ -136,11 +163,18 @@ class Index(RowStore):
         was, and runs again only if the reconcile changed a row: the usual one-shot command
         finds nothing changed and pays for the walk and the answer at once, not one after the
         other.
+
+        On a large root (``Tuning.monitor_files``) the root's change monitor is asked first
+        (:mod:`index.monitor`, started here when none answers): when it can vouch for the
+        folders that did not change since the position stored with the rows, only the others
+        are walked, and its new position is stored once the rows hold what they hold.
         """
         started = time.perf_counter()
-        pending = self._start_walk()
+        answer = self._ask_monitor(sum(self._folder_sizes().values()))
+        pending = self._start_walk(answer)
         if not pending.forked:
             self._apply_walk(pending, None, started)
+            self._store_position(answer)
             return action()
         try:
             early = action()
@@ -148,6 +182,7 @@ class Index(RowStore):
             pending.cancel()
             raise
         stats = self._apply_walk(pending, None, started)
+        self._store_position(answer)
         return action() if stats.updated or stats.removed else early
 
     def _folder_sizes(self) -> dict[bytes, int]:
@@ -160,23 +195,73 @@ class Index(RowStore):
             return {}
         return {key: entries for key, entries in rows if entries}
 
-    def _start_walk(self) -> PendingWalk:
+    def _start_walk(self, answer: Changes | None = None) -> PendingWalk | FolderJobs:
+        """The walk to reconcile with: of the whole root, or, after a change monitor's
+        ``answer`` that is not ``full``, of the folders it named alone."""
         with self.reader() as conn:
             stored = conn.execute("SELECT key, digest, entries FROM dirs").fetchall()
         expected = {key: digest for key, digest, _ in stored}
         sizes = {key: entries for key, _, entries in stored if entries}
+        if answer is not None and not answer.full:
+            flat = [folder_key(rel) for rel in answer.flat]
+            trees = [folder_key(rel) for rel in answer.trees]
+            return FolderJobs(self.root, flat, trees, expected, sizes, self.tuning.workers)
         return start_walk(self.root, expected, sizes, cap=self.tuning.workers)
+
+    # -- the change monitor (index/monitor.py) ----------------------------------------------
+
+    def _monitored(self, files: int) -> bool:
+        """Whether a root of ``files`` files gets a change monitor (``Tuning.monitor_files``)."""
+        wanted = self.tuning.monitor_files
+        return 0 < wanted <= files and sys.platform.startswith("linux")
+
+    def _ask_monitor(self, files: int) -> Changes | None:
+        """The root's monitor's answer since the stored position, a monitor started first when
+        none answers; ``None`` for a small root or when no monitor can run."""
+        if not self._monitored(files):
+            return None
+        # imported here: its sockets and processes are for large roots only
+        from kiwifs.index import monitor
+
+        epoch, position = self.monitor_position()
+        answer = monitor.sync(self.root, epoch, position)
+        if answer is None and monitor.start(self.root):
+            answer = monitor.sync(self.root, None, None)
+        return answer
+
+    def monitor_position(self) -> tuple[str | None, int | None]:
+        """The change monitor's epoch and position the rows were last brought up to (``None``:
+        none stored, the next monitored walk is a full one)."""
+        try:
+            with self.reader() as conn:
+                found = dict(conn.execute("SELECT key, value FROM monitor_position"))
+        except sqlite3.OperationalError:  # no such table: an index made before the monitor
+            return None, None
+        position = found.get("position")
+        return found.get("epoch"), int(position) if position is not None else None
+
+    def _store_position(self, answer: Changes | None) -> None:
+        """Record that the rows hold every change the monitor had heard of at its answer (called
+        once the walk that followed it is applied)."""
+        if answer is None:
+            return
+        with self._transaction(rows=False) as conn:
+            conn.execute(POSITION_TABLE)
+            conn.executemany(
+                "INSERT OR REPLACE INTO monitor_position (key, value) VALUES (?, ?)",
+                (("epoch", answer.epoch), ("position", str(answer.position))),
+            )
 
     def _apply_walk(
         self,
-        pending: PendingWalk,
+        pending: PendingWalk | FolderJobs,
         progress: Progress | None,
         started: float | None = None,
         after_read: AfterRead | None = None,
     ) -> ReconcileStats:
         start = time.perf_counter() if started is None else started
-        expected = pending.expected
         walked = pending.result()
+        expected = pending.expected  # after the result: a narrowed walk may have widened
         gone = [k for k in expected if k not in walked.digests]
         known: dict[bytes, int | None] = {}
         if walked.changed or gone:

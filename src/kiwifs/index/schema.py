@@ -225,6 +225,8 @@ def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
         "fts_log",
         "column_words",
         "column_meta",
+        "monitor_position",
+        "printed_reports",
     )
     for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")

@@ -17,6 +17,7 @@ import contextlib
 import os
 import pickle
 import signal
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,3 +304,99 @@ def _unpickle(data: bytes, status: int, count: int) -> list[Any] | None:
     except Exception:
         return None
     return outputs if isinstance(outputs, list) and len(outputs) == count else None
+
+
+class FolderJobs:
+    """A walk of only some folders (those a change monitor says changed, :mod:`index.monitor`),
+    with the full walk's rules and result, for :meth:`Index.reconcile`.
+
+    ``flat`` folders have their own entries signed (not their sub-folders); ``trees`` are walked
+    whole. ``expected`` is narrowed to those folders (and, for a tree, every stored folder under
+    it), so a folder expected but not found is gone and its rows go. A folder named that cannot
+    be listed, or whose path now passes through a symlink or a hidden folder, makes this the full
+    walk after all: only that walk gives its parent the error entry or drops what it held.
+    """
+
+    forked = False
+
+    def __init__(
+        self,
+        base: str | os.PathLike[str],
+        flat: list[bytes],
+        trees: list[bytes],
+        expected: Mapping[bytes, bytes | None],
+        sizes: Mapping[bytes, int],
+        cap: int | None = None,
+    ) -> None:
+        self.root = base
+        self.base = os.fsencode(os.fspath(base))
+        self.real_root = os.path.realpath(self.base)
+        self.trees = sorted(set(trees))
+        self.trees = [t for t in self.trees if not any(_under(t, o) for o in self.trees if o != t)]
+        self.flat = sorted({f for f in flat if not any(_under(f, t) for t in self.trees)})
+        named = set(self.flat)
+        self.expected: Mapping[bytes, bytes | None] = {
+            key: digest
+            for key, digest in expected.items()
+            if key in named or any(_under(key, t) for t in self.trees)
+        }
+        self._all, self._sizes, self._cap = expected, sizes, cap
+        self.full = False  # True once it fell back to the full walk
+
+    def result(self) -> FolderWalk:
+        found = FolderWalk()
+        for key in self.trees:
+            path = self._path(key)
+            if path is None:
+                continue  # gone, or no longer part of the walk: its rows go
+            results: list[FolderResult] = []
+            if walk_tree(Folder(key, path), self.real_root, self.expected, results) is not None:
+                return self._fall_back()
+            for result in results:
+                _add(found, result)
+        for key in self.flat:
+            path = self._path(key)
+            if path is None:
+                continue
+            folder = Folder(key, path)
+            try:
+                list_folder(folder)
+            except OSError:
+                return self._fall_back()
+            folder.names.sort()
+            sigs, errors = sign_names(folder, self.real_root, folder.names)
+            _add(found, folder_result(folder, folder.names, sigs, errors, self.expected))
+        return found
+
+    def cancel(self) -> None:
+        """Nothing runs in the background."""
+
+    def _path(self, key: bytes) -> bytes | None:
+        """The folder's path when the walk enters it: every folder on the way a real one (not a
+        symlink) with a name that is not hidden; ``None`` otherwise."""
+        path = self.base
+        for name in key.split(b"\0") if key else []:
+            if name.startswith(b"."):
+                return None
+            path = path + b"/" + name
+            try:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    return None
+            except OSError:
+                return None
+        return path
+
+    def _fall_back(self) -> FolderWalk:
+        self.full = True
+        self.expected = self._all
+        return start_walk(self.root, self._all, self._sizes, cap=self._cap).result()
+
+
+def folder_key(rel: str) -> bytes:
+    """The sort key of the folder at relative path ``rel`` (``""``: the root)."""
+    return os.fsencode(rel).replace(b"/", b"\0") if rel else b""
+
+
+def _under(key: bytes, top: bytes) -> bool:
+    """Whether folder ``key`` is ``top`` or lies under it."""
+    return not top or key == top or key.startswith(top + b"\0")
