@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from kiwifs.memory.lineage import Lineage
     from kiwifs.memory.overview import Overview, QueuePage
     from kiwifs.memory.queue import ClaimBatch
-    from kiwifs.memory.rules import MemoryReport, MergeEntry, ReportDocument
+    from kiwifs.memory.rules import MemoryReport, MergeEntry, ReportDocument, ReportText
     from kiwifs.writes.events import Subscription
     from kiwifs.writes.pipeline import WriteResult
 
@@ -226,6 +226,20 @@ class Knowledge(NavigationReads, Wiring):
         lists the index's stored text rather than one object per episode."""
         return self.consolidation.report_document(prefix, limit, offset, use_index, path_prefix)
 
+    def memory_report_text(
+        self,
+        prefix: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        use_index: bool = True,
+        *,
+        path_prefix: str | None = None,
+    ) -> ReportText:
+        """:meth:`memory_report` as ``kiwifs memory report`` prints it: the text, the warnings
+        (for stderr) and the unmerged count. The whole report's text and JSON are kept in the
+        index until a file row changes, so asking again costs a read, not a report."""
+        return self.consolidation.report_text(prefix, limit, offset, use_index, path_prefix)
+
     # -- search and frontmatter queries -----------------------------------------------------
 
     # The search family (search, semantic_search, hybrid_search, brief) takes the query
@@ -348,7 +362,9 @@ class Knowledge(NavigationReads, Wiring):
         """What ``kiwifs reindex`` does: :meth:`reindex`, or, while a server (``kiwifs serve``,
         ``kiwifs mcp``) keeps this root's index current, a full :meth:`reconcile` in place of
         the rebuild, which would drop the tables under the server."""
-        return self.indexing.reindex_or_reconcile(progress)
+        done = self.indexing.reindex_or_reconcile(progress)
+        self.consolidation.keep_reports()
+        return done
 
     def reindex_vectors(self, progress: Callable[[int, int], None] | None = None) -> EmbedRound:
         """Throw the stored vectors away and embed every page again."""

@@ -33,11 +33,22 @@ class RawJSON:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class Printed:
+    """A whole value already printed by :func:`dumps` (UTF-8 bytes), written as it is: a memory
+    report kept in the index, 195 MB at a million episodes, is not copied on its way out."""
+
+    data: bytes
+
+
 def dumps(value: Any, errors: str = "strict") -> bytes:
-    """``json.dumps(value, indent=2, ensure_ascii=False)`` as UTF-8 (``RawJSON`` as its text).
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` as UTF-8 (``RawJSON`` as its text,
+    :class:`Printed` as its bytes).
 
     ``errors`` encodes lone surrogates, as a text stream's error handler would.
     """
+    if isinstance(value, Printed):
+        return value.data
     try:
         return orjson.dumps(_prepared(value), option=orjson.OPT_INDENT_2)
     except orjson.JSONEncodeError:

@@ -50,18 +50,14 @@ def memory_report(
             document = kb.memory_report_document(prefix, limit, offset, use_index=use_index)
             unmerged = document.unmerged_count
         else:
-            report = kb.memory_report(
-                prefix, limit, offset, use_index=use_index, unmerged_only=True
-            )
-            unmerged = report.unmerged_count
+            printed = kb.memory_report_text(prefix, limit, offset, use_index=use_index)
+            unmerged = printed.unmerged_count
     if as_json:
         echo_json(document.value)
     else:
-        from kiwifs.memory.render import render_cli
-
-        echo(render_cli(report), nl=False)
-        if report.warnings:  # one write: a million episodes can carry tens of thousands
-            echo("".join(f"warning: {w}\n" for w in report.warnings), err=True, nl=False)
+        echo(printed.text, nl=False)
+        if printed.warnings:  # one write: a million episodes can carry tens of thousands
+            echo(printed.warnings, err=True, nl=False)
     if fail_on_unmerged and unmerged:
         sys.exit(1)
 

@@ -11,13 +11,23 @@ written once, typed, and visible here; this module holds only what every answer 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kiwifs.base.printed_json import Printed
+from kiwifs.base.printed_json import dumps as printed_json
 from kiwifs.index import report as indexed_report
-from kiwifs.index.memory import checkcache
-from kiwifs.memory.rules import Claims, EpisodicFile, MemoryReport, ReportDocument, build_report
+from kiwifs.index.memory import checkcache, printed
+from kiwifs.memory.rules import (
+    Claims,
+    EpisodicFile,
+    MemoryReport,
+    ReportDocument,
+    ReportText,
+    build_report,
+)
 
 # The modules of these answers (lineage, the dashboard, the timeline, the check, the tasks) are
 # imported by the methods that give them: the memory report from the CLI needs none of them.
@@ -103,13 +113,63 @@ class IndexAnswers:
         if not self._keeper.answers_reports():
             return None
 
+        whole = _whole(limit, offset, claims, path_prefix)
+
         def run(index: Index) -> ReportDocument:
+            kept_here = whole and index.tuning.kept_reports
             with index.reader() as conn:
+                kept = printed.read(conn, prefix, printed.JSON) if kept_here else None
+                if kept is not None:
+                    return ReportDocument(Printed(kept[0]), kept[2])
+                seen = printed.version(conn)
                 in_sql = index.tuning.report_in_sql
-                document = indexed_report.report_document(
+                value, unmerged = indexed_report.report_document(
                     conn, prefix, limit, offset, claims, in_sql, path_prefix
                 )
-            return ReportDocument(*document)
+                body = _printed_json(value) if kept_here else None
+                if body is not None:
+                    printed.keep(index, conn, seen, prefix, printed.JSON, (body, b"", unmerged))
+            return ReportDocument(value, unmerged)
+
+        return self._keeper.guarded(run)
+
+    def keeps_reports(self) -> bool:
+        """Whether the whole report is kept once printed: the index answers reports and no
+        watcher keeps it (a server makes its pages; only one-shot commands print it whole)."""
+        return self._keeper.answers_reports() and not self._keeper.watching
+
+    def memory_report_text(
+        self,
+        prefix: str,
+        limit: int | None,
+        offset: int,
+        claims: Claims | None = None,
+        path_prefix: str | None = None,
+    ) -> ReportText | None:
+        """The report as the CLI prints it (its warnings apart), or ``None``: use the scan.
+        The whole report's text is kept until a file row changes, like its JSON."""
+        if not self._keeper.answers_reports():
+            return None
+        whole = _whole(limit, offset, claims, path_prefix)
+
+        def run(index: Index) -> ReportText:
+            kept_here = whole and index.tuning.kept_reports
+            with index.reader() as conn:
+                kept = printed.read(conn, prefix, printed.TEXT) if kept_here else None
+                if kept is not None:
+                    return ReportText(kept[0].decode("utf-8"), kept[1].decode("utf-8"), kept[2])
+                from kiwifs.memory.render import report_text  # the text form's rendering
+
+                seen = printed.version(conn)
+                report, _ = indexed_report.report(
+                    conn, prefix, limit, offset, None, claims, path_prefix, unmerged_only=True
+                )
+                text = report_text(report)
+                if kept_here:
+                    body = (text.text.encode(), text.warnings.encode(), text.unmerged_count)
+                    with contextlib.suppress(UnicodeEncodeError):  # a name that is not UTF-8
+                        printed.keep(index, conn, seen, prefix, printed.TEXT, body)
+            return text
 
         return self._keeper.guarded(run)
 
@@ -285,3 +345,20 @@ class IndexAnswers:
                 return indexed_tasks.todo_files(conn, path_prefix)
 
         return self._keeper.guarded(run)
+
+
+def _whole(limit: int | None, offset: int, claims: Claims | None, path_prefix: str | None) -> bool:
+    """Whether a report is the whole one, which is kept once printed (a page, a path prefix or a
+    live claim makes its own)."""
+    return limit is None and offset == 0 and not claims and not path_prefix
+
+
+def _printed_json(value: object) -> bytes | None:
+    """``value`` as printed, when that is UTF-8 through and through (a name that is not UTF-8
+    is printed by the caller's rule instead, and such a report is not kept)."""
+    try:
+        body = printed_json(value)
+        body.decode("utf-8")
+    except (UnicodeError, ValueError):
+        return None
+    return body

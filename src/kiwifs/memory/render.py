@@ -16,7 +16,7 @@ from kiwifs.memory.check import Coverage, MemoryCheck
 from kiwifs.memory.leases import Claim
 from kiwifs.memory.lineage import Entry, Lineage
 from kiwifs.memory.queue import ClaimBatch, Released
-from kiwifs.memory.rules import EpisodicFile, MemoryReport
+from kiwifs.memory.rules import EpisodicFile, MemoryReport, ReportText
 
 ALL_MERGED_CLI = "all episodic files are referenced by at least one merged-from list"
 ALL_MERGED_MCP = "All episodic files are referenced by at least one merged-from list."
@@ -43,6 +43,13 @@ def render_cli(report: MemoryReport) -> str:
         suffix = f"(episode_id={e.episode_id})" if e.episode_id else "(set episode_id)"
         lines.append(f"  - {e.path}  {suffix}{_claimed(e)}")
     return "\n".join(lines) + "\n"
+
+
+def report_text(report: MemoryReport) -> ReportText:
+    """The report as ``kiwifs memory report`` prints it: :func:`render_cli`, and the warnings
+    for stderr (a million episodes can carry tens of thousands: one text, written at once)."""
+    warnings = "".join(f"warning: {w}\n" for w in report.warnings)
+    return ReportText(render_cli(report), warnings, report.unmerged_count)
 
 
 def render_mcp(report: MemoryReport) -> str:

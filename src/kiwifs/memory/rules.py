@@ -254,7 +254,17 @@ class ReportDocument:
     """A report as the JSON value to print (its lists possibly stored text, a
     ``printed_json.RawJSON``), with the one number a caller still needs for its exit status."""
 
-    value: dict[str, Any]
+    value: dict[str, Any] | Any  # a dict, or the whole document as printed (printed_json.Printed)
+    unmerged_count: int
+
+
+@dataclass(frozen=True)
+class ReportText:
+    """A report as the CLI prints it: the text for stdout, the warnings for stderr (one line
+    each, ``warning: `` first), and the unmerged count for the exit status."""
+
+    text: str
+    warnings: str
     unmerged_count: int
 
 

@@ -18,7 +18,14 @@ from kiwifs.base.text import check_text
 from kiwifs.claims.desk import ClaimsDesk
 from kiwifs.errors import UsageError
 from kiwifs.index.upkeep import IndexKeeper
-from kiwifs.memory.rules import Claims, MemoryReport, ReportDocument, build_report, check_paging
+from kiwifs.memory.rules import (
+    Claims,
+    MemoryReport,
+    ReportDocument,
+    ReportText,
+    build_report,
+    check_paging,
+)
 from kiwifs.services.integrity import EpisodesPrefix, Integrity
 from kiwifs.writes.pipeline import Pipeline
 
@@ -88,6 +95,39 @@ class Consolidation:
                 return document
         report = self._scanned_report(prefix, limit, offset, claims, within)
         return ReportDocument(report.to_json(), report.unmerged_count)
+
+    def report_text(
+        self,
+        prefix: str | None,
+        limit: int | None,
+        offset: int,
+        use_index: bool,
+        path_prefix: str | None = None,
+    ) -> ReportText:
+        """:meth:`report` as ``kiwifs memory report`` prints it (the whole report's text is kept
+        in the index until a file row changes)."""
+        prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
+        within = check_text(path_prefix or "", "path prefix") or None
+        if use_index:
+            answers = self.indexing.answers
+            text = answers.memory_report_text(prefix, limit, offset, claims, within)
+            if text is not None:
+                return text
+        from kiwifs.memory.render import report_text
+
+        report = self._scanned_report(prefix, limit, offset, claims, within)
+        return report_text(dataclasses.replace(report, episodic_files=()))
+
+    def keep_reports(self) -> None:
+        """Make and keep the whole report, as JSON and as text, for the configured prefix (after
+        a rebuild: the next ``kiwifs memory report`` then reads it instead of making it). Not
+        while a live claim marks the report: such a report is made each time anyway."""
+        if not self.indexing.tuning.kept_reports or self.claims.marks():
+            return
+        if not self.indexing.answers.keeps_reports():
+            return
+        self.report_document(None, None, 0, use_index=True)
+        self.report_text(None, None, 0, use_index=True)
 
     def queue(self, path_prefix: str, limit: int, offset: int, prefix: str | None) -> QueuePage:
         """One page of the unmerged episodes whose path starts with ``path_prefix``."""

@@ -1,0 +1,102 @@
+"""The whole memory report as last printed, kept in the index until a file row changes.
+
+A one-shot ``kiwifs memory report`` on a root of a million episodes prints 195 MB of JSON (every
+episodic file, then the unmerged ones) or 20 MB of text, and making either from the rows takes
+SQLite 1.4–2 s however few files changed: most of the command once the change monitor spares it
+the walk (:mod:`index.monitor`). The printed bytes of the whole report (no page, no path prefix,
+no live claim: those are made each time) are kept here, compressed, per episodes prefix and form
+(``json``; ``text`` with its warnings beside it), and read back in a fraction of that. A report
+of under a megabyte (:data:`MIN_BYTES`) is not kept: made again in milliseconds.
+
+**Never stale.** Triggers on ``files`` delete every kept report in the same transaction as any
+row inserted, changed or deleted, so no writer (this process, a server, an older kiwifs) can
+leave one behind. A report made from a snapshot is kept only if no other connection committed
+since that snapshot began (``PRAGMA data_version`` on the connection it was read on, checked
+under the write lock, which the keeping transaction holds until it commits).
+
+The tables and triggers are made the first time a report is kept (an index made before them
+has none) and go with ``files`` when a rebuild drops it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kiwifs.index.core import Index
+
+JSON, TEXT = "json", "text"
+LEVEL = 1  # zstd: the report's text is repetitive (~10x at level 1), and reads back at ~1 GB/s
+# A report printed in fewer bytes is not kept: it is made again in milliseconds, and a one-shot
+# command on a small root then loads no compressor (zstandard: 11 ms of its start)
+MIN_BYTES = 1 << 20
+
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS printed_reports (prefix TEXT NOT NULL, form TEXT NOT NULL,"
+    " body BLOB NOT NULL, aside BLOB NOT NULL, unmerged INTEGER NOT NULL,"
+    " PRIMARY KEY (prefix, form)) WITHOUT ROWID",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS printed_reports_{event.lower()} AFTER {event} ON files"
+        " BEGIN DELETE FROM printed_reports; END"
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ),
+)
+
+
+def version(conn: sqlite3.Connection) -> int:
+    """What ``conn`` knows of the commits of other connections (read before a snapshot)."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def read(conn: sqlite3.Connection, prefix: str, form: str) -> tuple[bytes, bytes, int] | None:
+    """The kept report's printed body, its aside (the text form's warnings) and its unmerged
+    count; ``None`` when none is kept (or the table does not exist yet)."""
+    try:
+        row = conn.execute(
+            "SELECT body, aside, unmerged FROM printed_reports WHERE prefix = ? AND form = ?",
+            (prefix, form),
+        ).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if row is None:
+        return None
+    body, aside, unmerged = row
+    import zstandard  # a kept report exists: a large root (see MIN_BYTES)
+
+    unpack = zstandard.ZstdDecompressor()
+    return unpack.decompress(body), unpack.decompress(aside), int(unmerged)
+
+
+def keep(
+    index: Index,
+    conn: sqlite3.Connection,
+    seen: int,
+    prefix: str,
+    form: str,
+    printed: tuple[bytes, bytes, int],
+) -> bool:
+    """Keep ``printed`` (body, aside, unmerged count), made from a snapshot of ``conn`` begun
+    when its data version was ``seen``, unless another connection committed since, or it is
+    smaller than :data:`MIN_BYTES`; True when kept."""
+    body, aside, unmerged = printed
+    if len(body) + len(aside) < MIN_BYTES:
+        return False
+    import zstandard
+
+    pack = zstandard.ZstdCompressor(level=LEVEL)
+    packed = (pack.compress(body), pack.compress(aside))
+    try:
+        with index.transaction() as writer:
+            if version(conn) != seen:
+                return False  # a commit since the snapshot: the report may be older than it
+            for statement in TABLES:
+                writer.execute(statement)
+            writer.execute(
+                "INSERT OR REPLACE INTO printed_reports (prefix, form, body, aside, unmerged)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (prefix, form, *packed, unmerged),
+            )
+    except sqlite3.OperationalError:  # busy, or read-only: the next report makes it again
+        return False
+    return True
