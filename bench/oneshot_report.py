@@ -50,9 +50,15 @@ def run(side: str, root: Path, form: list[str], out: Path) -> float:
 
 
 def edited(root: Path) -> Path:
-    """An episode of the root (the first in walk order), to edit in place."""
+    """An episode of the root (the first visible one, by path), to edit in place: not a
+    hidden file (no knowledge file) nor a page citing thousands of episodes (whose edit
+    recomputes every episode's coverage)."""
     for path in sorted((root / "episodes").rglob("*.md")):
-        return path
+        parts = path.relative_to(root).parts
+        if not any(p.startswith((".", "_")) for p in parts) and "memory_kind: episodic" in (
+            path.read_text(errors="replace")
+        ):
+            return path
     raise SystemExit(f"no episode under {root / 'episodes'}")
 
 

@@ -79,7 +79,7 @@ def test_any_row_change_drops_the_kept_reports(root: Path) -> None:
         assert both(kb) == both(kb, use_index=False) != after_write
     # a row changed by another connection (another process, an older kiwifs) drops them too
     with sqlite3.connect(root / ".kiwi" / "state" / "index.db") as conn:
-        conn.execute("UPDATE files SET mtime_ns = mtime_ns + 1 WHERE path = 'page.md'")
+        conn.execute("UPDATE files SET covered = covered WHERE path = 'page.md'")
     assert kept(root) == []
 
 
@@ -138,3 +138,17 @@ def test_a_small_report_is_not_kept(root: Path, monkeypatch: pytest.MonkeyPatch)
     with Knowledge.open(root, tuning=PLAIN) as kb:
         assert both(kb) == both(kb, use_index=False)
     assert kept(root) == []
+
+
+def test_a_row_whose_stat_alone_changed_keeps_the_report(root: Path) -> None:
+    """A reconcile that finds a file holding its row's bytes stores only its new stat."""
+    with Knowledge.open(root, tuning=PLAIN) as kb:
+        made = both(kb)
+    with sqlite3.connect(root / ".kiwi" / "state" / "index.db") as conn:
+        conn.execute("UPDATE files SET sig = sig + 1, mtime_ns = mtime_ns + 1")
+    assert kept(root) != []
+    with sqlite3.connect(root / ".kiwi" / "state" / "index.db") as conn:
+        conn.execute("UPDATE files SET sig = sig + 1, covered = covered WHERE path = 'page.md'")
+    assert kept(root) == []  # any other column named: dropped
+    with Knowledge.open(root, tuning=PLAIN) as kb:
+        assert both(kb) == made

@@ -129,6 +129,7 @@ class IndexAnswers:
                 body = _printed_json(value) if kept_here else None
                 if body is not None:
                     printed.keep(index, conn, seen, prefix, printed.JSON, (body, b"", unmerged))
+                    return ReportDocument(Printed(body), unmerged)  # printed once, not twice
             return ReportDocument(value, unmerged)
 
         return self._keeper.guarded(run)
@@ -354,11 +355,10 @@ def _whole(limit: int | None, offset: int, claims: Claims | None, path_prefix: s
 
 
 def _printed_json(value: object) -> bytes | None:
-    """``value`` as printed, when that is UTF-8 through and through (a name that is not UTF-8
-    is printed by the caller's rule instead, and such a report is not kept)."""
+    """``value`` as printed, or ``None`` when it holds a name that is not UTF-8: the strict
+    encoding refuses it (orjson's output is UTF-8 or an error), and the caller's rule prints
+    such a report, which is not kept."""
     try:
-        body = printed_json(value)
-        body.decode("utf-8")
+        return printed_json(value)
     except (UnicodeError, ValueError):
         return None
-    return body

@@ -9,10 +9,11 @@ no live claim: those are made each time) are kept here, compressed, per episodes
 of under a megabyte (:data:`MIN_BYTES`) is not kept: made again in milliseconds.
 
 **Never stale.** Triggers on ``files`` delete every kept report in the same transaction as any
-row inserted, changed or deleted, so no writer (this process, a server, an older kiwifs) can
-leave one behind. A report made from a snapshot is kept only if no other connection committed
-since that snapshot began (``PRAGMA data_version`` on the connection it was read on, checked
-under the write lock, which the keeping transaction holds until it commits).
+row inserted, changed (but for its stat alone, no part of a report) or deleted, so no writer
+(this process, a server, an older kiwifs) can leave one behind. A report made from a snapshot
+is kept only if no other connection committed since that snapshot began (``PRAGMA
+data_version`` on the connection it was read on, checked under the write lock, which the
+keeping transaction holds until it commits).
 
 The tables and triggers are made the first time a report is kept (an index made before them
 has none) and go with ``files`` when a rebuild drops it.
@@ -32,16 +33,31 @@ LEVEL = 1  # zstd: the report's text is repetitive (~10x at level 1), and reads 
 # command on a small root then loads no compressor (zstandard: 11 ms of its start)
 MIN_BYTES = 1 << 20
 
-TABLES = (
+TABLE = (
     "CREATE TABLE IF NOT EXISTS printed_reports (prefix TEXT NOT NULL, form TEXT NOT NULL,"
     " body BLOB NOT NULL, aside BLOB NOT NULL, unmerged INTEGER NOT NULL,"
-    " PRIMARY KEY (prefix, form)) WITHOUT ROWID",
-    *(
-        f"CREATE TRIGGER IF NOT EXISTS printed_reports_{event.lower()} AFTER {event} ON files"
-        " BEGIN DELETE FROM printed_reports; END"
-        for event in ("INSERT", "UPDATE", "DELETE")
-    ),
+    " PRIMARY KEY (prefix, form)) WITHOUT ROWID"
 )
+TRIGGER = (
+    "CREATE TRIGGER IF NOT EXISTS printed_reports_{name} AFTER {event} ON files"
+    " BEGIN DELETE FROM printed_reports; END"
+)
+# A row's stat alone (a reconcile that found a file holding its row's bytes, ``Index._restat``)
+# is no part of the report: updating only these leaves a kept report kept.
+STAT_ONLY = frozenset({"sig", "mtime_ns"})
+
+
+def _statements(conn: sqlite3.Connection) -> list[str]:
+    """The table, and the triggers that empty it: any row inserted or deleted, any column of a
+    row updated but its stat."""
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(files)")]
+    watched = ", ".join(c for c in columns if c not in STAT_ONLY)
+    return [
+        TABLE,
+        TRIGGER.format(name="insert", event="INSERT"),
+        TRIGGER.format(name="delete", event="DELETE"),
+        TRIGGER.format(name="update", event=f"UPDATE OF {watched}"),
+    ]
 
 
 def version(conn: sqlite3.Connection) -> int:
@@ -90,7 +106,7 @@ def keep(
         with index.transaction() as writer:
             if version(conn) != seen:
                 return False  # a commit since the snapshot: the report may be older than it
-            for statement in TABLES:
+            for statement in _statements(writer):
                 writer.execute(statement)
             writer.execute(
                 "INSERT OR REPLACE INTO printed_reports (prefix, form, body, aside, unmerged)"
