@@ -4,6 +4,7 @@ monitor process, real files)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -225,3 +226,22 @@ def test_a_stranger_request_is_closed_without_an_answer(root: Path) -> None:
         conn.sendall(b"not json\n")
         assert conn.recv(100) == b""
     assert monitor.sync(root, None, None) is not None  # still answering
+
+
+def test_a_folder_it_could_not_watch_makes_every_answer_full(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel refuses a watch past the user's limit (ENOSPC): that folder's changes would go
+    unheard, so the monitor vouches for nothing."""
+    watcher = monitor.Monitor(str(root))
+    add = watcher.inotify.add
+
+    def limited(path: bytes, mask: int) -> int:
+        if path.endswith(b"/pages"):
+            raise OSError(errno.ENOSPC, "no space left on device", path)
+        return add(path, mask)
+
+    monkeypatch.setattr(watcher.inotify, "add", limited)
+    watcher.watch_all()
+    start = asked(watcher, {"epoch": None, "since": None})
+    assert asked(watcher, {"epoch": start["epoch"], "since": start["position"]})["full"] is True

@@ -243,8 +243,8 @@ class Index(RowStore):
     def _store_position(self, answer: Changes | None) -> None:
         """Record that the rows hold every change the monitor had heard of at its answer (called
         once the walk that followed it is applied)."""
-        if answer is None:
-            return
+        if answer is None or self.monitor_position() == (answer.epoch, answer.position):
+            return  # nothing new: no transaction for the usual command on a quiet root
         with self._transaction(rows=False) as conn:
             conn.execute(POSITION_TABLE)
             conn.executemany(

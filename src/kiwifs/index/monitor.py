@@ -24,8 +24,9 @@ stores the position only after its index holds what the folders hold.
 
 **When it cannot vouch** it says ``full`` and the command walks everything, as without a monitor:
 another epoch (the monitor restarted), a position it never gave, a lost event (the kernel's queue
-overflowed: a new epoch starts), more than :data:`MAX_FOLDERS` folders changed, or a symbolic link
-to a knowledge file anywhere (its target may change without an event where the link is). A
+overflowed: a new epoch starts), more than :data:`MAX_FOLDERS` folders changed, a folder that
+could not be watched (the user's inotify watch limit), or a symbolic link to a knowledge file
+anywhere (its target may change without an event where the link is). A
 change the kernel does not report — a network filesystem written from another machine, a file
 edited through a hard link from outside the root — is not seen: ``KIWIFS_MONITOR=off`` (or
 ``Tuning.monitor_files = 0``) keeps every command on the full walk.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -239,8 +241,8 @@ class _Inotify:
     def add(self, path: bytes, mask: int) -> int:
         wd = int(self._add(self.fd, path, mask))
         if wd < 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, os.strerror(errno), path)
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), path)
         return wd
 
     def remove(self, wd: int) -> None:
@@ -274,6 +276,7 @@ class Monitor:
         self.position = 0
         self.epoch = secrets.token_hex(8)
         self.links = False  # a symlinked knowledge file seen: no answer but ``full``
+        self.blind = False  # a folder that could not be watched: no answer but ``full``
         self.gone = False  # the root went: exit
         self.cookie_wd = -1
         self.cookies = 0
@@ -299,7 +302,9 @@ class Monitor:
             path = self._abs(rel)
             try:
                 wd = self.inotify.add(path, FOLDER_MASK)
-            except OSError:
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    self.blind = True  # a folder not watched (the watch limit?): vouch for none
                 continue  # gone again, or not a folder now: its parent's event said so
             self.folders[wd] = rel
             self.watched[rel] = wd
@@ -408,6 +413,7 @@ class Monitor:
         answer: dict[str, object] = {"epoch": self.epoch, "position": self.position}
         if (
             self.links
+            or self.blind
             or request.get("epoch") != self.epoch
             or not isinstance(since, int)
             or not 0 <= since <= self.position
