@@ -34,7 +34,7 @@ from kiwifs.base.forking import usable_cpus
 from kiwifs.index.folders import WalkState, abs_path
 from kiwifs.index.record import FileRecord, raw_sig, same_bytes_stat
 from kiwifs.index.report import snapshot
-from kiwifs.index.rows import COVER_SQL, FULL_COVER_UPDATE, Touched, delete_row, upsert_row
+from kiwifs.index.rows import COVER_SQL, Touched, delete_row, full_cover, upsert_row
 from kiwifs.index.schema import recreate
 from kiwifs.index.store import RowStore, content_changes, stored_etags
 from kiwifs.index.walk import FolderJobs, FolderWalk, PendingWalk, folder_key, start_walk
@@ -277,7 +277,8 @@ class Index(RowStore):
         if changed:
             changed.sort()
             if known or expected or not self._bulk_into_empty(changed, walked.state, progress):
-                full = len(changed) > FULL_COVER_UPDATE
+                with self.reader() as conn:
+                    full = full_cover(conn, len(changed))
                 with self._order.reading() as mark:  # before the first file is read
                     missed += self._fill(
                         changed, walked.state, progress, full, mark=mark, after_read=after_read
