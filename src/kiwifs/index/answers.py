@@ -127,8 +127,9 @@ class IndexAnswers:
                     conn, prefix, limit, offset, claims, in_sql, path_prefix
                 )
                 body = _printed_json(value) if kept_here else None
-                made = (body, b"", unmerged)
-                if body is not None and printed.keep(index, conn, seen, prefix, printed.JSON, made):
+                if body is not None and printed.keep(
+                    index, conn, seen, prefix, printed.JSON, (body, b"", unmerged)
+                ):
                     return ReportDocument(Printed(body), unmerged)  # printed once, not twice
             return ReportDocument(value, unmerged)
 

@@ -37,6 +37,7 @@ from kiwifs.index.folders import abs_path
 from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import error_record, key_to_rel, read_record, record_of_bytes
 from kiwifs.index.rows import COVER_SQL, LINK_COLUMNS, RowParts, packed_values, row_parts
+from kiwifs.index.schema import printed_schema
 from kiwifs.index.search.storedcolumns import ColumnBuilder, Counted, counted_rows
 from kiwifs.index.search.storedcolumns import clear as forget_columns
 from kiwifs.index.search.storedcolumns import stamp as stamp_columns
@@ -448,6 +449,8 @@ def _load(
     for _, sql, table in deferred:
         if table == "files":
             conn.execute(sql)
+    for statement in printed_schema(conn):  # after the rows: see schema.printed_schema
+        conn.execute(statement)
     if batch.columns is not None:
         stamp_columns(conn)  # the schema as the load leaves it: see storedcolumns.stamp
     if progress:

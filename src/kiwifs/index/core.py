@@ -35,7 +35,8 @@ from kiwifs.index.folders import WalkState, abs_path
 from kiwifs.index.record import FileRecord, raw_sig, same_bytes_stat
 from kiwifs.index.report import snapshot
 from kiwifs.index.rows import COVER_SQL, Touched, delete_row, full_cover, upsert_row
-from kiwifs.index.schema import recreate
+from kiwifs.index.schema import POSITION_TABLE, printed_schema, recreate
+from kiwifs.index.search.storedcolumns import keeping_stamp
 from kiwifs.index.store import RowStore, content_changes, stored_etags
 from kiwifs.index.walk import FolderJobs, FolderWalk, PendingWalk, folder_key, start_walk
 
@@ -53,12 +54,6 @@ AfterRead = Callable[[list[bytes]], None]
 T = TypeVar("T")
 
 FOLDER_ROWS = "SELECT key, sig FROM files WHERE parent = ?"
-# The change monitor's epoch and position the rows are current at (index/monitor.py); made when
-# first stored (an index made before the monitor has none), dropped by a rebuild
-POSITION_TABLE = (
-    "CREATE TABLE IF NOT EXISTS monitor_position (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-    " WITHOUT ROWID"
-)
 RACY_ROW = "SELECT 1 FROM files WHERE parent = ? AND sig IS NULL LIMIT 1"
 
 
@@ -120,6 +115,9 @@ class Index(RowStore):
                 rows.close()
         if not bulk:
             self._fill(keys, walked.state, progress, full=True, fresh=True)
+            with self._transaction(rows=False) as conn, keeping_stamp(conn):
+                for statement in printed_schema(conn):  # after the rows, as a load makes them
+                    conn.execute(statement)
         self._store_digests(walked, ())
         if answer is not None:
             self._store_position(answer)
@@ -246,7 +244,8 @@ class Index(RowStore):
         if answer is None or self.monitor_position() == (answer.epoch, answer.position):
             return  # nothing new: no transaction for the usual command on a quiet root
         with self._transaction(rows=False) as conn:
-            conn.execute(POSITION_TABLE)
+            with keeping_stamp(conn):  # an index made before the table: made now
+                conn.execute(POSITION_TABLE)
             conn.executemany(
                 "INSERT OR REPLACE INTO monitor_position (key, value) VALUES (?, ?)",
                 (("epoch", answer.epoch), ("position", str(answer.position))),

@@ -167,6 +167,47 @@ COLUMN_TABLES = (
     "CREATE TABLE IF NOT EXISTS column_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
 )
 
+# The change monitor's epoch and position the file rows are current at (index/monitor.py,
+# Index.monitor_position), and the whole memory report as last printed (index/memory/printed.py),
+# which triggers on ``files`` delete in the transaction of any row change but a stat-only one.
+# Made with the rest by ``recreate`` (an index made before them gets them when first used:
+# see storedcolumns.keeping_stamp); both go with ``files`` when a rebuild drops it.
+POSITION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS monitor_position (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    " WITHOUT ROWID"
+)
+PRINTED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS printed_reports (prefix TEXT NOT NULL, form TEXT NOT NULL,"
+    " body BLOB NOT NULL, aside BLOB NOT NULL, unmerged INTEGER NOT NULL,"
+    " PRIMARY KEY (prefix, form)) WITHOUT ROWID"
+)
+_PRINTED_TRIGGER = (
+    "CREATE TRIGGER IF NOT EXISTS printed_reports_{name} AFTER {event} ON files"
+    " BEGIN DELETE FROM printed_reports; END"
+)
+# A row's stat alone (a reconcile that found a file holding its row's bytes, ``Index._restat``)
+# is no part of the report: updating only these leaves a kept report kept.
+STAT_ONLY = frozenset({"sig", "mtime_ns"})
+
+
+def printed_schema(conn: sqlite3.Connection) -> list[str]:
+    """The kept reports' table, and the triggers that empty it: any row inserted or deleted,
+    any column of a row updated but its stat.
+
+    ``recreate`` makes the table alone: a trigger on ``files`` during a rebuild's load would
+    make each of its multi-row INSERTs one that may abort half done, and FTS5 then writes its
+    pending words out as a segment at each. A load makes them at its end (``build.load``); a
+    report is never kept before they exist (``printed.keep`` makes them first)."""
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(files)")]
+    watched = ", ".join(c for c in columns if c not in STAT_ONLY)
+    return [
+        PRINTED_TABLE,
+        _PRINTED_TRIGGER.format(name="insert", event="INSERT"),
+        _PRINTED_TRIGGER.format(name="delete", event="DELETE"),
+        _PRINTED_TRIGGER.format(name="update", event=f"UPDATE OF {watched}"),
+    ]
+
+
 # The last ``memory check`` (index/memory/checkcache.py): its problems, one row each, and when it
 # ran. Derived from the file rows by a background loop, never on a request.
 CHECK_SCHEMA = """
@@ -231,6 +272,8 @@ def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
     for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.executescript(SCHEMA)
+    conn.execute(POSITION_TABLE)
+    conn.execute(PRINTED_TABLE)
     conn.executescript(TIMELINE_SCHEMA)
     conn.executescript(CHECK_SCHEMA)
     for statement in COLUMN_TABLES:

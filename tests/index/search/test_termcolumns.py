@@ -483,3 +483,54 @@ def test_kept_columns_not_as_the_rebuild_left_them_are_not_used(
     with watched(root) as (kb, index):
         assert not index.columns._tf
         assert_same(kb, index)
+
+
+def test_kept_columns_outlive_the_tables_kiwifs_makes_later(
+    make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index made before the kept report's and the change monitor's tables gets them when
+    first used: a schema change of kiwifs's own, which leaves the texts alone and so keeps the
+    columns current (a server's first searches still find them made)."""
+    from kiwifs.index.memory import printed
+
+    monkeypatch.setattr(printed, "MIN_BYTES", 0)
+    root = make_root(corpus(13))
+    with watched(root) as (kb, index):
+        stored = kept_words(index)
+        assert stored
+        with index.transaction() as conn:  # as an index made before them was left
+            for name in ("insert", "delete", "update"):
+                conn.execute(f"DROP TRIGGER printed_reports_{name}")
+            conn.execute("DROP TABLE printed_reports")
+            conn.execute("DROP TABLE monitor_position")
+            storedcolumns.stamp(conn)
+    with Knowledge.open(root, tuning=Tuning(monitor_files=0)) as kb:
+        kb.memory_report_document()  # a report kept: its table and triggers made now
+    with watched(root) as (kb, index):
+        with index.reader() as conn:
+            assert conn.execute("SELECT count(*) FROM printed_reports").fetchone()[0] == 1
+        assert sorted(index.columns._tf) == stored  # restored, not made on demand
+        assert_same(kb, index)
+
+
+def test_a_rebuild_that_keeps_reports_and_a_position_keeps_its_columns(
+    make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kiwifs reindex`` on a large root starts the change monitor, stores its position and
+    keeps the report: none of it may leave the columns looking stale."""
+    from kiwifs.index import monitor
+    from kiwifs.index.memory import printed
+
+    monkeypatch.setattr(printed, "MIN_BYTES", 0)
+    root = make_root(corpus(14))
+    try:
+        with Knowledge.open(root, tuning=Tuning(monitor_files=1)) as kb:
+            kb.reindex_or_reconcile()
+            kb.memory_report_document()
+        with watched(root) as (kb, index):
+            with index.reader() as conn:
+                assert conn.execute("SELECT count(*) FROM monitor_position").fetchone()[0] == 2
+                assert conn.execute("SELECT count(*) FROM printed_reports").fetchone()[0] == 2
+            assert sorted(index.columns._tf) == kept_words(index) != []
+    finally:
+        monitor.stop(root)

@@ -15,14 +15,17 @@ is kept only if no other connection committed since that snapshot began (``PRAGM
 data_version`` on the connection it was read on, checked under the write lock, which the
 keeping transaction holds until it commits).
 
-The tables and triggers are made the first time a report is kept (an index made before them
-has none) and go with ``files`` when a rebuild drops it.
+The table and triggers are made with the schema (:mod:`index.schema`), or, in an index made
+before them, the first time a report is kept; they go with ``files`` when a rebuild drops it.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from typing import TYPE_CHECKING
+
+from kiwifs.index.schema import printed_schema
+from kiwifs.index.search.storedcolumns import keeping_stamp
 
 if TYPE_CHECKING:
     from kiwifs.index.core import Index
@@ -32,32 +35,6 @@ LEVEL = 1  # zstd: the report's text is repetitive (~10x at level 1), and reads 
 # A report printed in fewer bytes is not kept: it is made again in milliseconds, and a one-shot
 # command on a small root then loads no compressor (zstandard: 11 ms of its start)
 MIN_BYTES = 1 << 20
-
-TABLE = (
-    "CREATE TABLE IF NOT EXISTS printed_reports (prefix TEXT NOT NULL, form TEXT NOT NULL,"
-    " body BLOB NOT NULL, aside BLOB NOT NULL, unmerged INTEGER NOT NULL,"
-    " PRIMARY KEY (prefix, form)) WITHOUT ROWID"
-)
-TRIGGER = (
-    "CREATE TRIGGER IF NOT EXISTS printed_reports_{name} AFTER {event} ON files"
-    " BEGIN DELETE FROM printed_reports; END"
-)
-# A row's stat alone (a reconcile that found a file holding its row's bytes, ``Index._restat``)
-# is no part of the report: updating only these leaves a kept report kept.
-STAT_ONLY = frozenset({"sig", "mtime_ns"})
-
-
-def _statements(conn: sqlite3.Connection) -> list[str]:
-    """The table, and the triggers that empty it: any row inserted or deleted, any column of a
-    row updated but its stat."""
-    columns = [row[1] for row in conn.execute("PRAGMA table_info(files)")]
-    watched = ", ".join(c for c in columns if c not in STAT_ONLY)
-    return [
-        TABLE,
-        TRIGGER.format(name="insert", event="INSERT"),
-        TRIGGER.format(name="delete", event="DELETE"),
-        TRIGGER.format(name="update", event=f"UPDATE OF {watched}"),
-    ]
 
 
 def version(conn: sqlite3.Connection) -> int:
@@ -106,8 +83,9 @@ def keep(
         with index.transaction() as writer:
             if version(conn) != seen:
                 return False  # a commit since the snapshot: the report may be older than it
-            for statement in _statements(writer):
-                writer.execute(statement)
+            with keeping_stamp(writer):  # an index made before the table: made now
+                for statement in printed_schema(writer):
+                    writer.execute(statement)
             writer.execute(
                 "INSERT OR REPLACE INTO printed_reports (prefix, form, body, aside, unmerged)"
                 " VALUES (?, ?, ?, ?, ?)",

@@ -27,8 +27,9 @@ index it was made from.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +156,24 @@ def stamp(conn: sqlite3.Connection) -> None:
         "INSERT OR REPLACE INTO column_meta (key, value) VALUES ('schema', ?)",
         (str(version).encode(),),
     )
+
+
+@contextlib.contextmanager
+def keeping_stamp(conn: sqlite3.Connection) -> Iterator[None]:
+    """Run schema statements of kiwifs's own that leave the texts alone (a table made for an
+    index built before it existed) without making the kept columns look stale: when the stamp
+    was current before them, it is moved to the schema they leave. Inside the caller's write
+    transaction. A statement that changes nothing (``IF NOT EXISTS``) moves nothing."""
+    before = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    yield
+    after = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    if after == before:
+        return
+    with contextlib.suppress(sqlite3.OperationalError):  # no column tables: nothing to keep
+        conn.execute(
+            "UPDATE column_meta SET value = ? WHERE key = 'schema' AND CAST(value AS TEXT) = ?",
+            (str(after).encode(), str(before)),
+        )
 
 
 def restore(conn: sqlite3.Connection) -> Stored | None:
