@@ -11,10 +11,10 @@ written once, typed, and visible here; this module holds only what every answer 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from kiwifs.base.printed_json import Printed
 from kiwifs.base.printed_json import dumps as printed_json
@@ -28,6 +28,9 @@ from kiwifs.memory.rules import (
     ReportText,
     build_report,
 )
+
+T = TypeVar("T")
+Printable = tuple[bytes, bytes, int] | None  # a report as printed: body, aside, unmerged count
 
 # The modules of these answers (lineage, the dashboard, the timeline, the check, the tasks) are
 # imported by the methods that give them: the memory report from the CLI needs none of them.
@@ -109,31 +112,21 @@ class IndexAnswers:
         claims: Claims | None = None,
         path_prefix: str | None = None,
     ) -> ReportDocument | None:
-        """:meth:`memory_report` as a printable document (``None``: use the scan)."""
-        if not self._keeper.answers_reports():
-            return None
+        """:meth:`memory_report` as a printable document (``None``: use the scan). The whole
+        report is kept as printed until a file row changes (:mod:`index.memory.printed`)."""
+
+        def make(conn: sqlite3.Connection, index: Index, keep: bool) -> tuple[Any, Printable]:
+            value, unmerged = indexed_report.report_document(
+                conn, prefix, limit, offset, claims, index.tuning.report_in_sql, path_prefix
+            )
+            body = _printed_json(value) if keep else None
+            return ReportDocument(value, unmerged), (body, b"", unmerged) if body else None
+
+        def read(kept: tuple[bytes, bytes, int]) -> ReportDocument:
+            return ReportDocument(Printed(kept[0]), kept[2])  # printed once, not twice
 
         whole = _whole(limit, offset, claims, path_prefix)
-
-        def run(index: Index) -> ReportDocument:
-            kept_here = whole and index.tuning.kept_reports
-            with index.reader() as conn:
-                kept = printed.read(conn, prefix, printed.JSON) if kept_here else None
-                if kept is not None:
-                    return ReportDocument(Printed(kept[0]), kept[2])
-                seen = printed.version(conn)
-                in_sql = index.tuning.report_in_sql
-                value, unmerged = indexed_report.report_document(
-                    conn, prefix, limit, offset, claims, in_sql, path_prefix
-                )
-                body = _printed_json(value) if kept_here else None
-                if body is not None and printed.keep(
-                    index, conn, seen, prefix, printed.JSON, (body, b"", unmerged)
-                ):
-                    return ReportDocument(Printed(body), unmerged)  # printed once, not twice
-            return ReportDocument(value, unmerged)
-
-        return self._keeper.guarded(run)
+        return self._printed(prefix, printed.JSON, whole, make, read)
 
     def keeps_reports(self) -> bool:
         """Whether the whole report is kept once printed: the index answers reports and no
@@ -150,28 +143,56 @@ class IndexAnswers:
     ) -> ReportText | None:
         """The report as the CLI prints it (its warnings apart), or ``None``: use the scan.
         The whole report's text is kept until a file row changes, like its JSON."""
+
+        def make(conn: sqlite3.Connection, index: Index, keep: bool) -> tuple[Any, Printable]:
+            from kiwifs.memory.render import report_text  # the text form's rendering
+
+            report, _ = indexed_report.report(
+                conn, prefix, limit, offset, None, claims, path_prefix, unmerged_only=True
+            )
+            text = report_text(report)
+            if not keep:
+                return text, None
+            try:  # a name that is not UTF-8 cannot be kept
+                return text, (text.text.encode(), text.warnings.encode(), text.unmerged_count)
+            except UnicodeEncodeError:
+                return text, None
+
+        def read(kept: tuple[bytes, bytes, int]) -> ReportText:
+            return ReportText(kept[0].decode("utf-8"), kept[1].decode("utf-8"), kept[2])
+
+        whole = _whole(limit, offset, claims, path_prefix)
+        return self._printed(prefix, printed.TEXT, whole, make, read)
+
+    def _printed(
+        self,
+        prefix: str,
+        form: str,
+        whole: bool,
+        make: Callable[[sqlite3.Connection, Index, bool], tuple[Any, Printable]],
+        read: Callable[[tuple[bytes, bytes, int]], T],
+    ) -> T | None:
+        """A report in ``form``: the kept one (``read`` from its bytes) when ``whole`` and one is
+        kept, else ``make``-d from the rows (told whether it may be kept) and kept when it
+        was printed (``make``'s second part). ``None``: the scan is the better answer."""
         if not self._keeper.answers_reports():
             return None
-        whole = _whole(limit, offset, claims, path_prefix)
 
-        def run(index: Index) -> ReportText:
-            kept_here = whole and index.tuning.kept_reports
+        def run(index: Index) -> T:
+            keep = whole and index.tuning.kept_reports
             with index.reader() as conn:
-                kept = printed.read(conn, prefix, printed.TEXT) if kept_here else None
+                kept = printed.read(conn, prefix, form) if keep else None
                 if kept is not None:
-                    return ReportText(kept[0].decode("utf-8"), kept[1].decode("utf-8"), kept[2])
-                from kiwifs.memory.render import report_text  # the text form's rendering
-
+                    return read(kept)
                 seen = printed.version(conn)
-                report, _ = indexed_report.report(
-                    conn, prefix, limit, offset, None, claims, path_prefix, unmerged_only=True
-                )
-                text = report_text(report)
-                if kept_here:
-                    body = (text.text.encode(), text.warnings.encode(), text.unmerged_count)
-                    with contextlib.suppress(UnicodeEncodeError):  # a name that is not UTF-8
-                        printed.keep(index, conn, seen, prefix, printed.TEXT, body)
-            return text
+                answer, body = make(conn, index, keep)
+                if (
+                    keep
+                    and body is not None
+                    and printed.keep(index, conn, seen, prefix, form, body)
+                ):
+                    return read(body)
+            return cast(T, answer)
 
         return self._keeper.guarded(run)
 

@@ -66,8 +66,9 @@ class Consolidation:
         """Every episode no ``merged-from`` cites yet (one page of them); ``path_prefix``: only
         what lies under it, coverage still the whole root's (:func:`build_report`);
         ``unmerged_only``: no list of every episodic file (``episodic_files`` empty)."""
-        prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
-        within = check_text(path_prefix or "", "path prefix") or None
+        prefix, limit, offset, claims, within = self._report_args(
+            prefix, limit, offset, path_prefix
+        )
         if use_index:
             answers = self.indexing.answers
             report = answers.memory_report(prefix, limit, offset, claims, within, unmerged_only)
@@ -86,8 +87,9 @@ class Consolidation:
     ) -> ReportDocument:
         """:meth:`report` as the JSON document to print (from the index, the episode lists are
         the entries' stored text rather than one object per episode)."""
-        prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
-        within = check_text(path_prefix or "", "path prefix") or None
+        prefix, limit, offset, claims, within = self._report_args(
+            prefix, limit, offset, path_prefix
+        )
         if use_index:
             answers = self.indexing.answers
             document = answers.memory_report_document(prefix, limit, offset, claims, within)
@@ -106,8 +108,9 @@ class Consolidation:
     ) -> ReportText:
         """:meth:`report` as ``kiwifs memory report`` prints it (the whole report's text is kept
         in the index until a file row changes)."""
-        prefix, limit, offset, claims = self._report_args(prefix, limit, offset)
-        within = check_text(path_prefix or "", "path prefix") or None
+        prefix, limit, offset, claims, within = self._report_args(
+            prefix, limit, offset, path_prefix
+        )
         if use_index:
             answers = self.indexing.answers
             text = answers.memory_report_text(prefix, limit, offset, claims, within)
@@ -173,11 +176,13 @@ class Consolidation:
         self.indexing.start_timeline(lambda: self.episodes_prefix(None))
 
     def _report_args(
-        self, prefix: str | None, limit: int | None, offset: int
-    ) -> tuple[str, int | None, int, Claims]:
-        """A report's checked paging, its prefix in force and the live claims it marks."""
+        self, prefix: str | None, limit: int | None, offset: int, path_prefix: str | None
+    ) -> tuple[str, int | None, int, Claims, str | None]:
+        """A report's checked paging, its prefix in force, the live claims it marks and its
+        checked path prefix (``None``: the whole root)."""
         limit, offset = check_paging(limit, offset)
-        return self.episodes_prefix(prefix), limit, offset, self.claims.marks()
+        within = check_text(path_prefix or "", "path prefix") or None
+        return self.episodes_prefix(prefix), limit, offset, self.claims.marks(), within
 
     def _scanned_report(
         self, prefix: str, limit: int | None, offset: int, claims: Claims, within: str | None
