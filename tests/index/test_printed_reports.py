@@ -61,7 +61,7 @@ def both(kb: Knowledge, use_index: bool = True) -> tuple[bytes, str, str]:
 def test_a_kept_report_is_the_report_made_again(root: Path) -> None:
     with Knowledge.open(root, tuning=PLAIN) as kb:
         first = both(kb)
-        assert kept(root) == [("episodes/", "json", 5), ("episodes/", "text", 5)]
+        assert kept(root) == [("episodes/", "json/1", 5), ("episodes/", "text/1", 5)]
         assert isinstance(kb.memory_report_document().value, Printed)  # read back, not made
         assert both(kb) == first == both(kb, use_index=False)
         assert "warning: missing episode_id in episodes/no-id.md" in first[2]
@@ -108,13 +108,13 @@ def test_a_report_older_than_a_commit_is_not_kept(root: Path) -> None:
             assert printed.keep(index, conn, printed.version(conn), "x/", printed.JSON, made)
     finally:
         index.close()
-    assert kept(root) == [("x/", "json", 0)]
+    assert kept(root) == [("x/", "json/1", 0)]
 
 
 def test_a_rebuild_keeps_the_report_for_the_next_command(root: Path) -> None:
     with Knowledge.open(root, tuning=PLAIN) as kb:
         kb.reindex_or_reconcile()
-    assert kept(root) == [("episodes/", "json", 5), ("episodes/", "text", 5)]
+    assert kept(root) == [("episodes/", "json/1", 5), ("episodes/", "text/1", 5)]
     command = [sys.executable, "-m", "kiwifs", "memory", "report", "--root", str(root)]
     for extra in ([], ["--json"]):
         kept_run = subprocess.run([*command, *extra], capture_output=True, check=True)

@@ -30,7 +30,9 @@ from kiwifs.index.search.storedcolumns import keeping_stamp
 if TYPE_CHECKING:
     from kiwifs.index.core import Index
 
-JSON, TEXT = "json", "text"
+# The forms kept, each with the version of how kiwifs prints it: a release that prints the report
+# otherwise moves its number, and a report an older kiwifs kept is then never read back.
+JSON, TEXT = "json/1", "text/1"
 LEVEL = 1  # zstd: the report's text is repetitive (~10x at level 1), and reads back at ~1 GB/s
 # A report printed in fewer bytes is not kept: it is made again in milliseconds, and a one-shot
 # command on a small root then loads no compressor (zstandard: 11 ms of its start)
