@@ -198,6 +198,22 @@ class Probe:
     error: str | None = None
 
 
+def entered_folder(base: bytes, names: list[bytes]) -> bytes | None:
+    """The path of the folder ``names`` leads to from ``base`` when the walk enters it: every
+    name on the way not hidden and a real folder (not a symlink, not missing); else ``None``."""
+    path = base
+    for name in names:
+        if name.startswith(b"."):
+            return None
+        path = path + b"/" + name
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return None
+        except OSError:
+            return None
+    return path
+
+
 def probe(root: str | os.PathLike[str], rel: str) -> Probe | None:
     """The walk's view of canonical ``rel`` without walking; ``None`` when it is no knowledge file.
 
@@ -209,15 +225,9 @@ def probe(root: str | os.PathLike[str], rel: str) -> Probe | None:
     if key is None or not rel.endswith(".md") or any(s.startswith(".") for s in segments):
         return None
     base = os.fsencode(os.fspath(root))
-    current = base
-    for seg in segments[:-1]:
-        current = current + b"/" + os.fsencode(seg)
-        try:
-            st = os.lstat(current)
-        except OSError:
-            return Probe(key, rel, False)
-        if not stat.S_ISDIR(st.st_mode):
-            return Probe(key, rel, False)
+    current = entered_folder(base, [os.fsencode(seg) for seg in segments[:-1]])
+    if current is None:
+        return Probe(key, rel, False)
     path = current + b"/" + os.fsencode(segments[-1])
     try:
         st = os.lstat(path)

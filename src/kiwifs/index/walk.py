@@ -17,7 +17,6 @@ import contextlib
 import os
 import pickle
 import signal
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ from kiwifs.index.folders import (
     Folder,
     FolderResult,
     WalkState,
+    entered_folder,
     entry_key,
     folder_result,
     list_folder,
@@ -341,12 +341,11 @@ class FolderJobs:
             if key in named or any(_under(key, t) for t in self.trees)
         }
         self._all, self._sizes, self._cap = expected, sizes, cap
-        self.full = False  # True once it fell back to the full walk
 
     def result(self) -> FolderWalk:
         found = FolderWalk()
         for key in self.trees:
-            path = self._path(key)
+            path = entered_folder(self.base, key.split(b"\0") if key else [])
             if path is None:
                 continue  # gone, or no longer part of the walk: its rows go
             results: list[FolderResult] = []
@@ -355,7 +354,7 @@ class FolderJobs:
             for result in results:
                 _add(found, result)
         for key in self.flat:
-            path = self._path(key)
+            path = entered_folder(self.base, key.split(b"\0") if key else [])
             if path is None:
                 continue
             folder = Folder(key, path)
@@ -371,23 +370,7 @@ class FolderJobs:
     def cancel(self) -> None:
         """Nothing runs in the background."""
 
-    def _path(self, key: bytes) -> bytes | None:
-        """The folder's path when the walk enters it: every folder on the way a real one (not a
-        symlink) with a name that is not hidden; ``None`` otherwise."""
-        path = self.base
-        for name in key.split(b"\0") if key else []:
-            if name.startswith(b"."):
-                return None
-            path = path + b"/" + name
-            try:
-                if not stat.S_ISDIR(os.lstat(path).st_mode):
-                    return None
-            except OSError:
-                return None
-        return path
-
     def _fall_back(self) -> FolderWalk:
-        self.full = True
         self.expected = self._all
         return start_walk(self.root, self._all, self._sizes, cap=self._cap).result()
 
