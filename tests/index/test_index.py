@@ -472,7 +472,7 @@ def digests(kb: Knowledge) -> dict[bytes, bytes | None]:
 
 
 def moved_folders(keeper: IndexKeeper) -> list[bytes]:
-    return keeper._open()._start_walk().result().changed
+    return keeper._open()._walk_after(monitored=False)[0].result().changed
 
 
 @pytest.mark.usefixtures("settled")

@@ -147,10 +147,8 @@ class Index(RowStore):
         ``monitored``: the walk of a one-shot command, narrowed by the root's change monitor
         when it can vouch for the rest (see :meth:`reconcile_then`).
         """
-        if not monitored:
-            return self._apply_walk(self._start_walk(), progress, after_read=after_read)
-        answer = self._ask_monitor(sum(self._folder_sizes().values()))
-        stats = self._apply_walk(self._start_walk(answer), progress, after_read=after_read)
+        pending, answer = self._walk_after(monitored)
+        stats = self._apply_walk(pending, progress, after_read=after_read)
         self._store_position(answer)
         return stats
 
@@ -168,8 +166,7 @@ class Index(RowStore):
         are walked, and its new position is stored once the rows hold what they hold.
         """
         started = time.perf_counter()
-        answer = self._ask_monitor(sum(self._folder_sizes().values()))
-        pending = self._start_walk(answer)
+        pending, answer = self._walk_after(monitored=True)
         if not pending.forked:
             self._apply_walk(pending, None, started)
             self._store_position(answer)
@@ -193,18 +190,22 @@ class Index(RowStore):
             return {}
         return {key: entries for key, entries in rows if entries}
 
-    def _start_walk(self, answer: Changes | None = None) -> PendingWalk | FolderJobs:
-        """The walk to reconcile with: of the whole root, or, after a change monitor's
-        ``answer`` that is not ``full``, of the folders it named alone."""
+    def _walk_after(self, monitored: bool) -> tuple[PendingWalk | FolderJobs, Changes | None]:
+        """The walk to reconcile with, and the change monitor's answer it follows
+        (``monitored``: asked, for a large root): of the whole root, or, after an answer that
+        is not ``full``, of the folders it named alone. The stored folders are read once, for
+        the root's size, the walk's split and the digests it compares."""
         with self.reader() as conn:
             stored = conn.execute("SELECT key, digest, entries FROM dirs").fetchall()
         expected = {key: digest for key, digest, _ in stored}
         sizes = {key: entries for key, _, entries in stored if entries}
+        answer = self._ask_monitor(sum(sizes.values())) if monitored else None
         if answer is not None and not answer.full:
             flat = [folder_key(rel) for rel in answer.flat]
             trees = [folder_key(rel) for rel in answer.trees]
-            return FolderJobs(self.root, flat, trees, expected, sizes, self.tuning.workers)
-        return start_walk(self.root, expected, sizes, cap=self.tuning.workers)
+            jobs = FolderJobs(self.root, flat, trees, expected, sizes, self.tuning.workers)
+            return jobs, answer
+        return start_walk(self.root, expected, sizes, cap=self.tuning.workers), answer
 
     # -- the change monitor (index/monitor.py) ----------------------------------------------
 
