@@ -118,8 +118,7 @@ class Consolidation:
                 return text
         from kiwifs.memory.render import report_text
 
-        report = self._scanned_report(prefix, limit, offset, claims, within)
-        return report_text(dataclasses.replace(report, episodic_files=()))
+        return report_text(self._scanned_report(prefix, limit, offset, claims, within))
 
     def keep_reports(self) -> None:
         """Make and keep the whole report, as JSON and as text, for the configured prefix (after

@@ -166,14 +166,12 @@ def keeping_stamp(conn: sqlite3.Connection) -> Iterator[None]:
     transaction. A statement that changes nothing (``IF NOT EXISTS``) moves nothing."""
     before = int(conn.execute("PRAGMA schema_version").fetchone()[0])
     yield
-    after = int(conn.execute("PRAGMA schema_version").fetchone()[0])
-    if after == before:
+    if int(conn.execute("PRAGMA schema_version").fetchone()[0]) == before:
         return
     with contextlib.suppress(sqlite3.OperationalError):  # no column tables: nothing to keep
-        conn.execute(
-            "UPDATE column_meta SET value = ? WHERE key = 'schema' AND CAST(value AS TEXT) = ?",
-            (str(after).encode(), str(before)),
-        )
+        found = conn.execute("SELECT value FROM column_meta WHERE key = 'schema'").fetchone()
+        if found is not None and int(found[0]) == before:
+            stamp(conn)
 
 
 def restore(conn: sqlite3.Connection) -> Stored | None:
