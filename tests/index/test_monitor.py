@@ -245,3 +245,21 @@ def test_a_folder_it_could_not_watch_makes_every_answer_full(
     watcher.watch_all()
     start = asked(watcher, {"epoch": None, "since": None})
     assert asked(watcher, {"epoch": start["epoch"], "since": start["position"]})["full"] is True
+
+
+def test_a_server_reconciles_through_the_monitor(root: Path) -> None:
+    """A watcher's reconciles (its first, before ready, included) ask the monitor: what changed
+    while no server ran is found by walking its folder alone, and the position moves on."""
+    report(root, MONITORED)
+    before = position(root)
+    episode(root, "episodes/2026/02/run-5.md", "e-while-down")  # no server, no watcher
+    with Knowledge.open(root, tuning=MONITORED) as kb:
+        kb.indexing.start_watching()
+        try:
+            assert kb.search("e-while-down").results  # answered once the first reconcile ran
+            after = position(root)
+            assert after[0] == before[0] and after[1] is not None and before[1] is not None
+            assert after[1] > before[1]  # the reconcile followed the monitor's answer
+        finally:
+            kb.indexing.stop_watching()
+    assert report(root, MONITORED) == report(root, PLAIN)

@@ -144,8 +144,11 @@ class Index(RowStore):
         racy window): a change that recent may still have its event on the way to a watcher,
         an older one had its event lost.
 
-        ``monitored``: the walk of a one-shot command, narrowed by the root's change monitor
-        when it can vouch for the rest (see :meth:`reconcile_then`).
+        ``monitored``: on a large root, the walk narrowed by the root's change monitor when it
+        can vouch for the rest (see :meth:`reconcile_then`). A server's watcher reconciles so:
+        its first reconcile, before it reports ready, then stats only what changed since the
+        index was last brought up to date instead of every file (at a million files, most of
+        the time to ready), and a periodic one finds a lost event by the monitor's account.
         """
         pending, answer = self._walk_after(monitored)
         stats = self._apply_walk(pending, progress, after_read=after_read)

@@ -349,7 +349,12 @@ class IndexKeeper:
             if self._in_root:  # waits while another process rebuilds the index
                 self._watch_lock = rebuildlock.hold_shared(self.root)
             recall = self.recall() if self.vector.enabled else None
-            refresh, reconcile = index.refresh_if_changed, index.reconcile
+            refresh = index.refresh_if_changed
+            # on a large root the change monitor narrows each reconcile to the folders it saw
+            # change (the first one, before ready, included): see Index.reconcile
+            reconcile: Callable[[], ReconcileStats] = functools.partial(
+                index.reconcile, monitored=True
+            )
             if recall is not None:
                 refresh, reconcile = recall.waking(refresh), recall.waking(reconcile)
                 recall.start_worker()
