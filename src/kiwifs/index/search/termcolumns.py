@@ -117,12 +117,13 @@ class TermColumns:
         self._tables: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # see _table
         self._table_bytes = 0
         self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
+        self._scratch: tuple[Any, Any, Any] | None = None  # see _buffers
 
     def clear(self) -> None:
         with self._lock:
             self._epoch, self._dl, self._present, self._codes = None, None, None, None
             self._superseded, self._lengths, self._code_of = None, [], {}
-            self._dropped = None
+            self._dropped = self._scratch = None
             self._tf.clear()
             self._failed.clear()
             self._facts.clear()
@@ -226,11 +227,12 @@ class TermColumns:
                 total[self._superseded_ids(np)] = 0.0  # as if they held none of the terms
             # at most this many documents hold any term: when few, the page is cut from them
             bound = sum(term[3] for term in found if term is not None)
-        if scope is None:
-            return _page(np, conn, total, None, condition, extra, lim, off, bound)
-        ids = np.flatnonzero(total > 0.0)  # a term a document holds adds more than 0
-        ids = ids[np.isin(ids, _scope_ids(np, conn, scope, condition, extra))]
-        return _page(np, conn, total[ids], ids, condition, extra, lim, off)
+            if scope is None:  # (under the lock: ``total`` is the next query's buffer too)
+                return _page(np, conn, total, None, condition, extra, lim, off, bound)
+            ids = np.flatnonzero(total > 0.0)  # a term a document holds adds more than 0
+            scores = total[ids]
+        inside = np.isin(ids, _scope_ids(np, conn, scope, condition, extra))
+        return _page(np, conn, scores[inside], ids[inside], condition, extra, lim, off)
 
     def _superseded_ids(self, np: Any) -> NDArray[np.intp]:
         """The superseded pages' row ids, kept until the mask changes: setting a million
@@ -330,11 +332,15 @@ class TermColumns:
                 tf = counts[over].astype(np.float64)
                 exact = bm25.share(weight, tf, shape[self._codes[over]])
                 steps.append(("capped", counts, (table, over, exact)))
-        total: NDArray[np.float64] = np.empty(len(self._dl), dtype=np.float64)
+        total: NDArray[np.float64]
+        total, shares, at = self._buffers(np, len(self._dl))
         size = len(total)
         pieces = max(1, min(self._threads, size // SLICE))
         bounds = [size * i // pieces for i in range(pieces + 1)]
-        work = [(total, self._codes, shape, steps, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+        work = [
+            (total, self._codes, shape, steps, lo, hi, shares, at)
+            for lo, hi in itertools.pairwise(bounds)
+        ]
         if pieces == 1:
             _sum_slice(np, *work[0])
             return total
@@ -348,6 +354,22 @@ class TermColumns:
         for future in pending:
             future.result()
         return total
+
+    def _buffers(self, np: Any, size: int) -> tuple[Any, Any, Any]:
+        """The arrays a query's sums are made in, kept for the next query (only one sums at a
+        time: the lock): every document's total, a term's shares, and their table indexes.
+
+        Made anew for each query, arrays of a million documents were memory the allocator
+        mapped and the kernel zeroed page by page each time: in a server, whose threads keep the
+        allocator from reusing it, that was a third of a first query's time at 1M documents."""
+        kept = self._scratch
+        if kept is None or len(kept[0]) != size:
+            kept = self._scratch = (
+                np.empty(size, dtype=np.float64),
+                np.empty(size, dtype=np.float64),
+                np.empty(size, dtype=np.intp),
+            )
+        return kept
 
     # -- keeping the columns current ------------------------------------------------------------
 
@@ -564,12 +586,15 @@ def _sum_slice(
     steps: list[tuple[str, Any, Any]],
     lo: int,
     hi: int,
+    shares_of: NDArray[np.float64],
+    at_of: NDArray[np.intp],
 ) -> None:
-    """Add each term's share, in the terms' order, to the documents ``lo`` to ``hi``. A
-    table's index (count × lengths + length code) fits 32 bits (:data:`MAX_TABLE`), and is
-    always in range: ``take`` told so (``wrap``) skips its bounds checks (1.8x as fast)."""
+    """Add each term's share, in the terms' order, to the documents ``lo`` to ``hi``
+    (``shares_of`` and ``at_of``: room for a term's shares and table indexes, by document). A
+    table's index (count × lengths + length code) is always in range: ``take`` told so
+    (``wrap``) skips its bounds checks (1.8x as fast)."""
     part, code = total[lo:hi], codes[lo:hi]
-    shares = np.empty(hi - lo, dtype=np.float64)
+    shares, at = shares_of[lo:hi], at_of[lo:hi]
     fresh = True  # ``part`` holds nothing yet: the first column's shares are written, not added
     for how, what, value in steps:  # (FTS5 starts from 0.0, and 0.0 + x is x to the bit)
         if how == "add":
@@ -584,13 +609,14 @@ def _sum_slice(
             else:
                 part += bm25.share(value, tf, shape[code])
         elif how == "table":
-            _look_up(np, value, what[lo:hi], code, len(shape), part, shares, fresh)
+            _look_up(np, value, what[lo:hi], code, len(shape), part, shares, at, fresh)
         else:  # "capped": as "table" with the counts past CAP cut to it, then those documents
             table, over, exact = value  # given the sum so far plus their exact share
             first, last = np.searchsorted(over, (lo, hi))
             mine = over[first:last] - lo
             before = np.zeros(len(mine)) if fresh else part[mine]
-            _look_up(np, table, np.minimum(what[lo:hi], CAP), code, len(shape), part, shares, fresh)
+            capped = np.minimum(what[lo:hi], CAP)
+            _look_up(np, table, capped, code, len(shape), part, shares, at, fresh)
             part[mine] = before + exact[first:last]
         fresh = False
     if fresh:
@@ -598,11 +624,21 @@ def _sum_slice(
 
 
 def _look_up(
-    np: Any, table: Any, counts: Any, code: Any, width: int, part: Any, shares: Any, fresh: bool
+    np: Any,
+    table: Any,
+    counts: Any,
+    code: Any,
+    width: int,
+    part: Any,
+    shares: Any,
+    at: Any,
+    fresh: bool,
 ) -> None:
     """Each document's share from ``table`` (by count × ``width`` + length code), written into
-    ``part`` when it holds nothing yet (``fresh``), else added to it (through ``shares``)."""
-    at = counts.astype(np.int32)
+    ``part`` when it holds nothing yet (``fresh``), else added to it (through ``shares``).
+    ``at`` (room for the indexes) is of the platform's index type, which ``take`` would
+    otherwise convert them to first."""
+    at[...] = counts
     at *= width
     at += code
     np.take(table, at, mode="wrap", out=part if fresh else shares)
