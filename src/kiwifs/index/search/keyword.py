@@ -47,6 +47,8 @@ MAX_LIMIT = 200
 SNIPPET_BYTES = 160
 _OPERATORS = {"AND", "OR", "NOT", "NEAR"}
 _WORD = re.compile(r"\w+")
+# What ``str.splitlines`` ends a line at ("\r\n" is its "\r" then its "\n")
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 _MARKED = re.compile(r"<mark>(.*?)</mark>", re.DOTALL)
 # one FTS5 phrase: a string ("" is a quote inside it) or a bareword (ASCII letters, digits,
 # "_", U+001A and every non-ASCII character), either one perhaps a prefix (*)
@@ -403,12 +405,36 @@ def marked_parts(snippet: str) -> list[tuple[str, bool]]:
 
 def snippet(body: str, terms: list[str]) -> str:
     """First line holding a term (else the first line), trimmed, ≤160 bytes, terms marked."""
-    lines = body.splitlines() or [""]
-    chosen = next((ln for ln in lines if any(t in ln.lower() for t in terms)), lines[0]).strip()
+    chosen = first_line_holding(body, terms).strip()
     raw = chosen.encode("utf-8", "replace")
     if len(raw) > SNIPPET_BYTES:
         chosen = raw[:SNIPPET_BYTES].decode("utf-8", "ignore") + "\u2026"
     return _mark(chosen, terms)
+
+
+def first_line_holding(body: str, terms: list[str]) -> str:
+    """The first of ``body.splitlines()`` whose lower case holds one of ``terms``, else the first
+    line (``""`` for an empty body).
+
+    Found from the earliest match in the whole body lowered once, then the line breaks around
+    it: a page's 50 snippets took ~2 ms a search (a 1M root) splitting and lowering every line
+    before the match. A body whose lower case is not as long as itself (``İ`` lowers to two
+    characters), or a term holding a line break, takes the plain way, line by line (a test holds
+    the two equal).
+    """
+    low = body.lower()
+    if len(low) != len(body) or any(c in t for t in terms for c in LINE_BREAKS):
+        return _first_line_plainly(body, terms)
+    found = [at for at in (low.find(t) for t in terms) if at >= 0]
+    at = min(found) if found else 0
+    start = max(body.rfind(c, 0, at) for c in LINE_BREAKS) + 1
+    ends = [end for end in (body.find(c, at) for c in LINE_BREAKS) if end >= 0]
+    return body[start : min(ends)] if ends else body[start:]
+
+
+def _first_line_plainly(body: str, terms: list[str]) -> str:
+    lines = body.splitlines() or [""]
+    return next((ln for ln in lines if any(t in ln.lower() for t in terms)), lines[0])
 
 
 def _mark(text: str, terms: list[str]) -> str:
