@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from kiwifs.index.schema import SCHEMA_VERSION, recreate, tune_merging
+from kiwifs.index.schema import INSTANCES, SCHEMA_VERSION, recreate, tune_merging
 from kiwifs.index.texts import register
 from kiwifs.tuning import Tuning
 
@@ -162,6 +162,7 @@ class Database:
             conn = self._pool.pop() if self._pool else None
         if conn is None:
             conn = self._connect()
+            conn.execute(INSTANCES)  # (temporary: made before the connection is read-only)
             conn.execute("PRAGMA query_only = 1")
             with self._pool_lock:
                 self._all_readers.append(conn)

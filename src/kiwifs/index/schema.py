@@ -283,3 +283,12 @@ def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
         add_vector_upkeep(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.commit()
+
+
+# Every instance of every token in the text index, by (token, document), for a reader: made in
+# each read connection's temporary schema (nothing is stored), queried by the term columns to
+# count a word's instances per document (index/search/termcolumns.py, TermColumns._counted)
+INSTANCE_TABLE = "kiwi_instances"
+INSTANCES = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{INSTANCE_TABLE} USING fts5vocab(main, fts, instance)"
+)

@@ -51,12 +51,14 @@ numpy is imported on the first such query; without numpy, queries take the plain
 from __future__ import annotations
 
 import itertools
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.index import changelog
+from kiwifs.index.schema import INSTANCE_TABLE
 from kiwifs.index.search import bm25, storedcolumns
 from kiwifs.index.texts import texts
 
@@ -79,6 +81,7 @@ SAMPLED, SAMPLES = 65_536, 16_384  # scores cut from a sample of 16k: arrays of 
 SPARSE = 4  # matches fewer than 1 in this many documents: the page is cut from them alone
 SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more than it saves)
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
+_TOKEN = re.compile(r"[^\W_]+")  # a token the index stores as it is (no phrase, no separator)
 
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
 # an OR-ed term: (its key, its documents or None for a column, counts, document count, top count)
@@ -525,6 +528,10 @@ class TermColumns:
         if word in self._failed:
             return False
         phrase = word.startswith(PHRASE)
+        if not phrase:
+            counted = self._counted(np, conn, word)
+            if counted is not None:
+                return counted
         match = token if phrase else '"' + token.replace('"', '""') + '"'
         nhit = None
         if not phrase:
@@ -549,11 +556,40 @@ class TermColumns:
         dtype = _wide(np, int(tf.max()) if len(ids) else 0)
         column = np.zeros(len(self._dl), dtype=dtype)
         column[ids] = tf.astype(dtype)
+        self._keep(word, column)
+        return True
+
+    def _counted(self, np: Any, conn: sqlite3.Connection, word: str) -> bool | None:
+        """The column of the indexed token ``word`` from its instances in FTS5's index (the
+        ``fts5vocab`` table of :data:`~kiwifs.index.schema.INSTANCES`): each document's count
+        is its number of rows, which is what FTS5's BM25 counts. Reading them costs a third of
+        ranking the word (at 1M documents, 90–150 ms instead of 350–500 for a word in 13–16 %
+        of them). False: a rare word; ``None``: not one token, or no such table on this
+        connection (FTS5's BM25 of the word then makes the column)."""
+        if not _TOKEN.fullmatch(word):
+            return None
+        try:  # the table every read connection has (a connection of its own may not)
+            rows = conn.execute(f"SELECT doc FROM temp.{INSTANCE_TABLE} WHERE term = ?", (word,))
+            docs = np.fromiter((row[0] for row in rows), dtype=np.int64)
+        except sqlite3.OperationalError:
+            return None
+        ids, counts = np.unique(docs, return_counts=True)
+        assert self._dl is not None
+        if len(ids) < MIN_DF:
+            return False
+        if ids[0] < 0 or ids[-1] >= len(self._dl):
+            return None
+        dtype = _wide(np, int(counts.max()))
+        column = np.zeros(len(self._dl), dtype=dtype)
+        column[ids] = counts.astype(dtype)
+        self._keep(word, column)
+        return True
+
+    def _keep(self, word: str, column: Any) -> None:
         self._tf[word] = column
         self._facts.pop(word, None)
         while len(self._tf) > MAX_COLUMNS:
             self._facts.pop(self._tf.popitem(last=False)[0], None)
-        return True
 
     # -- answering ----------------------------------------------------------------------------
 
