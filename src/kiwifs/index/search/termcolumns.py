@@ -60,6 +60,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.index import changelog
+from kiwifs.index.filters import RecallFilter
 from kiwifs.index.schema import INSTANCE_TABLE
 from kiwifs.index.search import bm25, storedcolumns
 from kiwifs.index.texts import texts
@@ -83,6 +84,8 @@ SAMPLED, SAMPLES = 65_536, 16_384  # scores cut from a sample of 16k: arrays of 
 SPARSE = 4  # matches fewer than 1 in this many documents: the page is cut from them alone
 SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more than it saves)
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
+# The conditions that pass every live page (none, or the superseded rule alone): see _page
+_NO_FILTER = ("", RecallFilter().sql("f")[0])
 _TOKEN = re.compile(r"[^\W_]+")  # a token the index stores as it is (no phrase, no separator)
 
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
@@ -711,9 +714,14 @@ def _page(
     ``scores`` are for; ``None``: ``scores`` is by row id, ``0.0`` where a document does not
     match (no gathering of the matches into arrays of their own). ``bound``: at least as many
     documents as match (the terms' document counts summed), which spares counting them when
-    it already tells whether they are few."""
+    it already tells whether they are few.
+
+    A ``condition`` that can only leave out superseded pages, which a caller ranking live
+    pages set to 0.0 already, passes every candidate: the first cut is then the page itself
+    (and its ties), not twice it (each candidate filtered is a row read, ~10 µs at 1M files)."""
     wanted = off + lim
-    cut = max(FIRST_CUT, 2 * wanted)
+    passes_all = condition in _NO_FILTER and not extra
+    cut = wanted if passes_all else max(FIRST_CUT, 2 * wanted)
     if bound is not None and bound * SPARSE >= len(scores):
         few = False  # (a count would only tell whether the terms overlap a lot)
     else:
@@ -742,7 +750,8 @@ def _best(np: Any, scores: Any, cut: int, by_id: bool) -> tuple[Any, bool]:
 
     On a large array the cut's score is first bounded from a sample (a partition of 16k values
     instead of a million, and no count of the matches): every score at least the sample's
-    bound is taken, then narrowed to the exact cut when that is many more."""
+    bound is taken, then narrowed to the exact cut when that is more (a partition of a few
+    hundred values; each one kept is a row the filter reads)."""
     size = len(scores)
     if size >= SAMPLED:
         step = size // SAMPLES
@@ -752,7 +761,7 @@ def _best(np: Any, scores: Any, cut: int, by_id: bool) -> tuple[Any, bool]:
             bound = np.partition(sample, len(sample) - rank)[len(sample) - rank]
             chosen = np.flatnonzero(scores >= bound) if bound > 0.0 or not by_id else None
             if chosen is not None and len(chosen) >= cut:
-                if len(chosen) > 4 * cut:
+                if len(chosen) > cut:
                     values = scores[chosen]
                     floor = np.partition(values, len(values) - cut)[len(values) - cut]
                     chosen = chosen[values >= floor]
