@@ -114,7 +114,7 @@ class TermColumns:
         self._dl: NDArray[np.int64] | None = None
         self._present: NDArray[np.bool_] | None = None
         # each document's length as a code: its place in ``_lengths``, the distinct lengths
-        self._codes: NDArray[np.int32] | None = None
+        self._codes: NDArray[np.intp] | None = None  # (the index type: see _look_up)
         self._superseded: NDArray[np.bool_] | None = None  # superseded pages, by row id
         self._dropped: NDArray[np.intp] | None = None  # their row ids (see _superseded_ids)
         self._lengths: list[int] = []
@@ -432,7 +432,7 @@ class TermColumns:
         self._dl = np.maximum(lengths, 0)
         self._rows, self._tokens = int(self._present.sum()), int(self._dl.sum())
         distinct, codes = np.unique(self._dl, return_inverse=True)
-        self._codes = codes.astype(np.int32).reshape(-1)
+        self._codes = codes.astype(np.intp).reshape(-1)
         self._lengths = [int(n) for n in distinct]
         self._code_of = {n: i for i, n in enumerate(self._lengths)}
 
@@ -448,7 +448,7 @@ class TermColumns:
         more = np.zeros(size - grown, dtype=bool)
         self._superseded = np.concatenate([self._superseded, more])  # the same ids
         self._codes = np.concatenate(
-            [self._codes, np.full(size - grown, self._code(0), dtype=np.int32)]
+            [self._codes, np.full(size - grown, self._code(0), dtype=np.intp)]
         )
         for word, column in self._tf.items():
             self._tf[word] = np.concatenate([column, np.zeros(size - grown, dtype=column.dtype)])
@@ -622,7 +622,7 @@ def _wide(np: Any, top: int) -> Any:
 def _sum_slice(
     np: Any,
     total: NDArray[np.float64],
-    codes: NDArray[np.int32],
+    codes: NDArray[np.intp],
     shape: NDArray[np.float64],
     steps: list[tuple[str, Any, Any]],
     lo: int,
@@ -631,9 +631,8 @@ def _sum_slice(
     at_of: NDArray[np.intp],
 ) -> None:
     """Add each term's share, in the terms' order, to the documents ``lo`` to ``hi``
-    (``shares_of`` and ``at_of``: room for a term's shares and table indexes, by document). A
-    table's index (count × lengths + length code) is always in range: ``take`` told so
-    (``wrap``) skips its bounds checks (1.8x as fast)."""
+    (``shares_of`` and ``at_of``: room for a term's shares and table indexes, by document;
+    see :func:`_look_up`)."""
     part, code = total[lo:hi], codes[lo:hi]
     shares, at = shares_of[lo:hi], at_of[lo:hi]
     fresh = True  # ``part`` holds nothing yet: the first column's shares are written, not added
@@ -677,12 +676,14 @@ def _look_up(
 ) -> None:
     """Each document's share from ``table`` (by count × ``width`` + length code), written into
     ``part`` when it holds nothing yet (``fresh``), else added to it (through ``shares``).
-    ``at`` (room for the indexes) is of the platform's index type, which ``take`` would
-    otherwise convert them to first."""
-    at[...] = counts
-    at *= width
-    at += code
-    np.take(table, at, mode="wrap", out=part if fresh else shares)
+    ``at`` (room for the indexes) and ``code`` are of the platform's index type, which ``take``
+    would otherwise convert them to first (and adding codes of another type costs a
+    conversion too). The indexes are always in range, so ``clip`` changes none of them: of
+    ``take``'s modes it is the fastest (1.2 ns a document here; ``wrap`` 1.65, ``raise``
+    more)."""
+    np.multiply(counts, width, out=at, dtype=np.intp)
+    np.add(at, code, out=at)
+    np.take(table, at, mode="clip", out=part if fresh else shares)
     if not fresh:
         part += shares
 
