@@ -118,6 +118,12 @@ class Tuning:
     """A rebuild works out which episodes each page covers while it loads the rows. Off: in
     one pass over every row after the load."""
 
+    fts_optimize: bool = True
+    """A rebuild's load leaves its text index as one segment (FTS5's ``optimize``): each word
+    a query looks up is then found in one b-tree, not in each of the load's segments (13 at
+    a million files: a count 0.12 → 0.05 ms, a server's first searches ~20 % faster, for 14 s
+    more of that rebuild). Off: the segments the load wrote."""
+
     # -- the watcher ----------------------------------------------------------------------------
 
     watch_folders: bool = True

@@ -323,7 +323,7 @@ def test_the_load_writes_its_words_in_fewer_segments_and_leaves_fts5s_default(
 
     def segments(name: str) -> tuple[int, list[int], list[tuple[object, ...]]]:
         db = root.parent / f"{name}.db"
-        index = Index(root, db)
+        index = Index(root, db, tuning=Tuning(fts_optimize=False))  # the segments as written
         try:
             index.rebuild(workers=1)
         finally:
@@ -371,3 +371,34 @@ def test_the_loads_wal_is_emptied_and_a_reader_on_an_old_snapshot_keeps_its_rows
             reader.close()
     finally:
         index.close()
+
+
+def test_the_load_leaves_one_segment_and_the_same_answers(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Tuning.fts_optimize``: the rebuild's text index is merged into one segment before its
+    commit; every query answers as from the segments the load wrote (FTS5's own hash size
+    here, so that it writes several)."""
+    monkeypatch.setattr(bulk, "FTS_HASH", bulk.FTS_DEFAULT_HASH)
+    words = " ".join(f"w{i}" for i in range(2000))
+    root = make_root({f"e/{i:03}.md": f"{i} {words} x{i % 7}\n" for i in range(300)})
+
+    def rebuilt(optimize: bool) -> tuple[int, list[list[tuple[int, float]]]]:
+        db = root.parent / f"opt-{optimize}.db"
+        index = Index(root, db, tuning=Tuning(fts_optimize=optimize))
+        try:
+            index.rebuild(workers=1)
+        finally:
+            index.close()
+        conn = sqlite3.connect(db)
+        try:
+            count = conn.execute("SELECT count(DISTINCT segid) FROM fts_idx").fetchone()[0]
+            sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY 2, 1"
+            ranked = [conn.execute(sql, (q,)).fetchall() for q in ("w7", "x3 OR w9", "w1*")]
+        finally:
+            conn.close()
+        return count, ranked
+
+    merged, written = rebuilt(True), rebuilt(False)
+    assert merged[0] == 1 < written[0]
+    assert merged[1] == written[1] and all(merged[1])

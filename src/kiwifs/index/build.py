@@ -349,12 +349,14 @@ def load(
     dictionary: bytes | None = None,
     cover_while_loading: bool = True,
     words: tuple[str, ...] = (),
+    optimize: bool = True,
 ) -> None:
     """Fill the empty tables from ``rows`` (texts compressed with ``dictionary``) in one
     transaction (see the module docstring). ``cover_while_loading`` (``Tuning``): coverage
     worked out while loading (see :class:`_Batch`); False runs the one UPDATE of every row
     after the load instead, the plain path. ``words``: the words counted in the rows, whose
-    term columns are kept when every text was counted as FTS5 counted it."""
+    term columns are kept when every text was counted as FTS5 counted it. ``optimize``
+    (``Tuning.fts_optimize``): the text index merged into one segment before the commit."""
     conn.execute("PRAGMA synchronous = OFF")  # one commit at the end; a crash rebuilds anyway
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -362,6 +364,8 @@ def load(
             save_dictionary(conn, dictionary)
             with _fts_hash(conn, FTS_HASH):
                 _load(conn, rows, total, progress, cover_while_loading, words)
+            if optimize:
+                conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
         except BaseException:
             conn.rollback()
             raise

@@ -335,8 +335,8 @@ class Index(RowStore):
     def _load(self, rows: ParsedRows, total: int, progress: Progress | None) -> None:
         from kiwifs.index.build import load
 
-        cover = self.tuning.cover_while_loading
-        load(self._writer, rows, total, progress, rows.dictionary, cover, rows.words)
+        cover, optimize = self.tuning.cover_while_loading, self.tuning.fts_optimize
+        load(self._writer, rows, total, progress, rows.dictionary, cover, rows.words, optimize)
         self.generation += 1
         self.rows_generation += 1
 
