@@ -2,7 +2,7 @@
 """A server's first minutes on a large root: how soon it is ready, its first report, its first
 searches, and (``--unversioned``) while it imports the root's files into git.
 
-    python bench/first_serve.py ROOT [--base REV] [--rounds R] [--unversioned]
+    python bench/first_serve.py ROOT [--base REV] [--rounds R] [--unversioned [--no-import-wait]]
 
 ``ROOT`` is a root whose index is current (``kiwifs reindex`` run on it, for instance a
 ``bench/corpus.py`` root of a million episodes). Each round starts ``kiwifs serve`` in a fresh
@@ -18,7 +18,9 @@ A/B baseline, default none), and measures:
   ``rss_mb``: the server's resident memory after them (Linux; ``None`` elsewhere);
 * ``import_s`` (``--unversioned``): the root's ``.git`` and import marker are removed before
   each start, so the server makes the first import; process start to the marker's removal
-  (the import committed), and ``after_import`` the same 30 searches again.
+  (the import committed), and ``after_import`` the same 30 searches again
+  (``--no-import-wait``: neither; once the searches are done the server is stopped and its
+  import, a process of its own that would go on, is stopped too, with its ``git`` children).
 
 Prints one JSON object. Needs nothing outside the repository; the root is used in place (with
 ``--unversioned`` its ``.git`` is deleted: use a root you generated for this).
@@ -31,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -118,8 +121,31 @@ def rss_mb(pid: int) -> float | None:
     return None if m is None else round(int(m.group(1)) / 1024, 1)
 
 
+def stop_import(root: Path) -> None:
+    """Stop the first import into git of ``root`` left running by a server (Linux: found in
+    ``/proc``), and the processes it started, so that the next start begins afresh."""
+    found: dict[int, tuple[int, str]] = {}  # pid -> (parent pid, command line)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        found[int(entry.name)] = (parent, cmdline)
+    doomed = {pid for pid, (_, cmd) in found.items() if f"kiwifs.git.adoption {root}" in cmd}
+    doomed |= {pid for pid, (parent, _) in found.items() if parent in doomed}
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.5 if doomed else 0)
+
+
 def one_start(
-    root: Path, src: Path | None, unversioned: bool, each: bool = False
+    root: Path, src: Path | None, unversioned: bool, each: bool = False, wait_import: bool = True
 ) -> dict[str, object]:
     if unversioned:
         shutil.rmtree(root / ".git", ignore_errors=True)
@@ -160,7 +186,7 @@ def one_start(
             out["later30"] = searches(client, each=each)
             out["steady"] = searches(client, rounds=STEADY_ROUNDS)
             out["rss_mb"] = rss_mb(proc.pid)
-            if unversioned:
+            if unversioned and wait_import:
                 while (root / MARKER).exists() or not (root / ".git").exists():
                     time.sleep(0.5)
                 out["import_s"] = round(time.perf_counter() - start, 1)
@@ -168,6 +194,8 @@ def one_start(
     finally:
         proc.terminate()
         proc.wait(120)
+        if unversioned and not wait_import:
+            stop_import(root)
     return out
 
 
@@ -178,6 +206,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--unversioned", action="store_true", help="delete .git before each start")
     ap.add_argument("--each", action="store_true", help="print every search's time too")
+    ap.add_argument(
+        "--no-import-wait",
+        action="store_true",
+        help="with --unversioned: stop the server without waiting for the first import",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kiwifs-first-serve-") as tmp:
         sides: dict[str, Path | None] = {"checkout": None}
@@ -186,7 +219,15 @@ def main() -> None:
         runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
         for _ in range(args.rounds):
             for side, src in sides.items():
-                runs[side].append(one_start(args.root.resolve(), src, args.unversioned, args.each))
+                runs[side].append(
+                    one_start(
+                        args.root.resolve(),
+                        src,
+                        args.unversioned,
+                        args.each,
+                        not args.no_import_wait,
+                    )
+                )
     print(json.dumps({"root": str(args.root), "base": args.base, "runs": runs}, indent=1))
 
 
