@@ -20,6 +20,7 @@ from kiwifs.base.printed_json import dumps
 from kiwifs.index import monitor
 from kiwifs.index.core import Index
 from kiwifs.knowledge import Knowledge
+from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
@@ -254,12 +255,13 @@ def test_a_server_reconciles_through_the_monitor(root: Path) -> None:
     before = position(root)
     episode(root, "episodes/2026/02/run-5.md", "e-while-down")  # no server, no watcher
     with Knowledge.open(root, tuning=MONITORED) as kb:
-        kb.indexing.start_watching()
+        serving = Serving(kb)
+        serving.start_watching()
         try:
             assert kb.search("e-while-down").results  # answered once the first reconcile ran
             after = position(root)
             assert after[0] == before[0] and after[1] is not None and before[1] is not None
             assert after[1] > before[1]  # the reconcile followed the monitor's answer
         finally:
-            kb.indexing.stop_watching()
+            serving.stop_watching()
     assert report(root, MONITORED) == report(root, PLAIN)
