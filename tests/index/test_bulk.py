@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -322,20 +323,11 @@ def test_the_load_writes_its_words_in_fewer_segments_and_leaves_fts5s_default(
     root = make_root({f"e/{i:03}.md": f"{i} {words}\n" for i in range(300)})
 
     def segments(name: str) -> tuple[int, list[int], list[tuple[object, ...]]]:
-        db = root.parent / f"{name}.db"
-        index = Index(root, db, tuning=Tuning(fts_optimize=False))  # the segments as written
-        try:
-            index.rebuild(workers=1)
-        finally:
-            index.close()
-        conn = sqlite3.connect(db)
-        try:
-            count = conn.execute("SELECT count(DISTINCT segid) FROM fts_idx").fetchone()[0]
+        # the segments as written
+        with contextlib.closing(rebuilt_db(root, name, Tuning(fts_optimize=False))) as conn:
             hits = [r[0] for r in conn.execute("SELECT rowid FROM fts WHERE fts MATCH 'w7'")]
             config = conn.execute("SELECT * FROM fts_config ORDER BY k").fetchall()
-        finally:
-            conn.close()
-        return count, hits, config
+            return conn.execute(SEGMENTS).fetchone()[0], hits, config
 
     big = segments("big")
     monkeypatch.setattr(bulk, "FTS_HASH", bulk.FTS_DEFAULT_HASH)
@@ -384,21 +376,26 @@ def test_the_load_leaves_one_segment_and_the_same_answers(
     root = make_root({f"e/{i:03}.md": f"{i} {words} x{i % 7}\n" for i in range(300)})
 
     def rebuilt(optimize: bool) -> tuple[int, list[list[tuple[int, float]]]]:
-        db = root.parent / f"opt-{optimize}.db"
-        index = Index(root, db, tuning=Tuning(fts_optimize=optimize))
-        try:
-            index.rebuild(workers=1)
-        finally:
-            index.close()
-        conn = sqlite3.connect(db)
-        try:
-            count = conn.execute("SELECT count(DISTINCT segid) FROM fts_idx").fetchone()[0]
+        tuning = Tuning(fts_optimize=optimize)
+        with contextlib.closing(rebuilt_db(root, f"opt-{optimize}", tuning)) as conn:
             sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY 2, 1"
             ranked = [conn.execute(sql, (q,)).fetchall() for q in ("w7", "x3 OR w9", "w1*")]
-        finally:
-            conn.close()
-        return count, ranked
+            return conn.execute(SEGMENTS).fetchone()[0], ranked
 
     merged, written = rebuilt(True), rebuilt(False)
     assert merged[0] == 1 < written[0]
     assert merged[1] == written[1] and all(merged[1])
+
+
+SEGMENTS = "SELECT count(DISTINCT segid) FROM fts_idx"  # the text index's segments
+
+
+def rebuilt_db(root: Path, name: str, tuning: Tuning) -> sqlite3.Connection:
+    """``root`` rebuilt in this process into ``<name>.db`` beside it, opened."""
+    db = root.parent / f"{name}.db"
+    index = Index(root, db, tuning=tuning)
+    try:
+        index.rebuild(workers=1)
+    finally:
+        index.close()
+    return sqlite3.connect(db)
