@@ -43,10 +43,9 @@ class Tuning:
     # -- user knobs (from the environment) ----------------------------------------------------
 
     workers: int | None = None
-    """Worker processes at most (``KIWIFS_WORKERS``); ``None``: one per usable CPU (a rebuild's
-    parsers one more, whose reads from the disk the others' parsing overlaps). The large stat
-    walk, a rebuild's parsers, the full scan and the background check fork or spawn workers;
-    ``1`` keeps everything in one process, to leave the other CPUs alone."""
+    """Worker processes at most (``KIWIFS_WORKERS``); ``None``: one per usable CPU. The large
+    stat walk, a rebuild's parsers, the full scan and the background check fork or spawn
+    workers; ``1`` keeps everything in one process, to leave the other CPUs alone."""
 
     strict_fsync: bool = False
     """``KIWIFS_FSYNC=strict``: the crash journal, the file and its folder fsynced under the

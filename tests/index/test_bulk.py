@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from kiwifs.base.forking import usable_cpus
 from kiwifs.index import build as bulk
 from kiwifs.index import texts
 from kiwifs.index.build import parsed
@@ -400,19 +399,3 @@ def rebuilt_db(root: Path, name: str, tuning: Tuning) -> sqlite3.Connection:
     finally:
         index.close()
     return sqlite3.connect(db)
-
-
-def test_a_rebuild_parses_with_one_worker_more_than_the_cpus(tmp_path: Path) -> None:
-    """The extra parser fills the others' waits on the disk; a cap the user set (or a single
-    CPU) is kept as it is."""
-    cpus = usable_cpus()
-    plain = Index(tmp_path, tmp_path / "a.db")
-    capped = Index(tmp_path, tmp_path / "b.db", tuning=Tuning(workers=1))
-    two = Index(tmp_path, tmp_path / "c.db", tuning=Tuning(workers=2))
-    try:
-        assert plain._parsers() == (cpus + 1 if cpus > 1 else 1)
-        assert capped._parsers() == 1
-        assert two._parsers() == min(cpus, 2)
-    finally:
-        for index in (plain, capped, two):
-            index.close()

@@ -320,7 +320,7 @@ class Index(RowStore):
         root = os.fspath(self.root)
         samples = Samples(root, self.real_root, keys)
         words = samples.column_words() if self.tuning.stored_columns else ()
-        count = self._parsers() if workers is None else workers
+        count = usable_cpus(self.tuning.workers) if workers is None else workers
         return parsed(
             root,
             self.real_root,
@@ -331,15 +331,6 @@ class Index(RowStore):
             typed=self.link_fields,
             words=words,
         )
-
-    def _parsers(self) -> int:
-        """How many worker processes parse a rebuild: one more than the usable CPUs, unless the
-        user capped them (``KIWIFS_WORKERS``) or there is one CPU. A parser spends much of its
-        time waiting for its files to come from the disk (a large root is seldom all in the page
-        cache), and the extra one parses meanwhile: at a million files, 11-20 % less time for
-        the same CPU time (docs/benchmarks.md)."""
-        cpus = usable_cpus(self.tuning.workers)
-        return cpus + 1 if self.tuning.workers is None and cpus > 1 else cpus
 
     def _load(self, rows: ParsedRows, total: int, progress: Progress | None) -> None:
         from kiwifs.index.build import load
