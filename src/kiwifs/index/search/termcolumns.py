@@ -558,10 +558,7 @@ class TermColumns:
         if tf is None:
             self._failed.add(word)
             return False  # FTS5 did not score as expected: never guess
-        dtype = _wide(np, int(tf.max()) if len(ids) else 0)
-        column = np.zeros(len(self._dl), dtype=dtype)
-        column[ids] = tf.astype(dtype)
-        self._keep(word, column)
+        self._keep(np, word, ids, tf)
         return True
 
     def _counted(self, np: Any, conn: sqlite3.Connection, word: str) -> bool | None:
@@ -584,13 +581,17 @@ class TermColumns:
             return False
         if ids[0] < 0 or ids[-1] >= len(self._dl):
             return None
-        dtype = _wide(np, int(counts.max()))
-        column = np.zeros(len(self._dl), dtype=dtype)
-        column[ids] = counts.astype(dtype)
-        self._keep(word, column)
+        self._keep(np, word, ids, counts)
         return True
 
-    def _keep(self, word: str, column: Any) -> None:
+    def _keep(self, np: Any, word: str, ids: Any, counts: Any) -> None:
+        """Keep ``word``'s column: ``counts`` at the documents ``ids``, 0 elsewhere, in the
+        narrowest type that holds them (the least recently used column goes past
+        :data:`MAX_COLUMNS`)."""
+        assert self._dl is not None
+        dtype = _wide(np, int(counts.max()) if len(ids) else 0)
+        column = np.zeros(len(self._dl), dtype=dtype)
+        column[ids] = counts.astype(dtype)
         self._tf[word] = column
         self._facts.pop(word, None)
         while len(self._tf) > MAX_COLUMNS:
