@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kiwifs.base.text import check_text
 from kiwifs.claims.desk import ClaimsDesk
 from kiwifs.errors import UsageError
+from kiwifs.index.answers import IndexAnswers
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.memory.rules import (
     Claims,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # the dashboard's types: the queue and the overview import th
     from kiwifs.memory.overview import Overview, QueuePage
 
 QUEUE_MAX = 1000  # the most episodes one queue page lists
+T = TypeVar("T")
 
 
 class Consolidation:
@@ -66,16 +69,21 @@ class Consolidation:
         """Every episode no ``merged-from`` cites yet (one page of them); ``path_prefix``: only
         what lies under it, coverage still the whole root's (:func:`build_report`);
         ``unmerged_only``: no list of every episodic file (``episodic_files`` empty)."""
-        prefix, limit, offset, claims, within = self._report_args(
-            prefix, limit, offset, path_prefix
-        )
-        if use_index:
-            answers = self.indexing.answers
-            report = answers.memory_report(prefix, limit, offset, claims, within, unmerged_only)
-            if report is not None:
-                return report
-        report = self._scanned_report(prefix, limit, offset, claims, within)
-        return dataclasses.replace(report, episodic_files=()) if unmerged_only else report
+
+        def indexed(
+            answers: IndexAnswers,
+            prefix: str,
+            limit: int | None,
+            offset: int,
+            claims: Claims,
+            within: str | None,
+        ) -> MemoryReport | None:
+            return answers.memory_report(prefix, limit, offset, claims, within, unmerged_only)
+
+        def scanned(report: MemoryReport) -> MemoryReport:
+            return dataclasses.replace(report, episodic_files=()) if unmerged_only else report
+
+        return self._answered(prefix, limit, offset, use_index, path_prefix, indexed, scanned)
 
     def report_document(
         self,
@@ -87,16 +95,12 @@ class Consolidation:
     ) -> ReportDocument:
         """:meth:`report` as the JSON document to print (from the index, the episode lists are
         the entries' stored text rather than one object per episode)."""
-        prefix, limit, offset, claims, within = self._report_args(
-            prefix, limit, offset, path_prefix
-        )
-        if use_index:
-            answers = self.indexing.answers
-            document = answers.memory_report_document(prefix, limit, offset, claims, within)
-            if document is not None:
-                return document
-        report = self._scanned_report(prefix, limit, offset, claims, within)
-        return ReportDocument(report.to_json(), report.unmerged_count)
+
+        def scanned(report: MemoryReport) -> ReportDocument:
+            return ReportDocument(report.to_json(), report.unmerged_count)
+
+        indexed = IndexAnswers.memory_report_document
+        return self._answered(prefix, limit, offset, use_index, path_prefix, indexed, scanned)
 
     def report_text(
         self,
@@ -108,17 +112,10 @@ class Consolidation:
     ) -> ReportText:
         """:meth:`report` as ``kiwifs memory report`` prints it (the whole report's text is kept
         in the index until a file row changes)."""
-        prefix, limit, offset, claims, within = self._report_args(
-            prefix, limit, offset, path_prefix
-        )
-        if use_index:
-            answers = self.indexing.answers
-            text = answers.memory_report_text(prefix, limit, offset, claims, within)
-            if text is not None:
-                return text
         from kiwifs.memory.render import report_text
 
-        return report_text(self._scanned_report(prefix, limit, offset, claims, within))
+        indexed = IndexAnswers.memory_report_text
+        return self._answered(prefix, limit, offset, use_index, path_prefix, indexed, report_text)
 
     def keep_reports(self) -> None:
         """Make and keep the whole report, as JSON and as text, for the configured prefix (after
@@ -173,6 +170,28 @@ class Consolidation:
         """Replay the history behind :meth:`overview` in the background (a server), for the
         configured prefix as it is at each round."""
         self.indexing.start_timeline(lambda: self.episodes_prefix(None))
+
+    def _answered(
+        self,
+        prefix: str | None,
+        limit: int | None,
+        offset: int,
+        use_index: bool,
+        path_prefix: str | None,
+        indexed: Callable[[IndexAnswers, str, int | None, int, Claims, str | None], T | None],
+        scanned: Callable[[MemoryReport], T],
+    ) -> T:
+        """The report in one form: the index's (``indexed``, given the checked arguments) unless
+        ``use_index`` is off or the index cannot answer, else ``scanned`` of the report made by
+        reading every file."""
+        prefix, limit, offset, claims, within = self._report_args(
+            prefix, limit, offset, path_prefix
+        )
+        if use_index:
+            found = indexed(self.indexing.answers, prefix, limit, offset, claims, within)
+            if found is not None:
+                return found
+        return scanned(self._scanned_report(prefix, limit, offset, claims, within))
 
     def _report_args(
         self, prefix: str | None, limit: int | None, offset: int, path_prefix: str | None
