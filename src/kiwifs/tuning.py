@@ -187,6 +187,11 @@ class Tuning:
     """A server ranks natural-language queries (and AND-ed phrases and prefixes) from its
     in-memory word counts instead of having FTS5 score every match."""
 
+    term_pruning: bool = True
+    """On a large index (200,000 documents or more) a natural-language query is scored only for
+    the documents whose counts could bring them onto the page, bounded exactly; the answer is
+    the same to the bit. Off: every document holding a term is scored."""
+
     feedback: bool = True
     """Natural-language questions are asked again with the distinctive words of their best hits
     (pseudo-relevance feedback), which ranks better on agents' questions. Off: one query."""

@@ -157,6 +157,8 @@ SUMS = {
     "formula": (0, 1, 250_000, 65_536),
     "sampled": (1 << 20, 3, 64, 64),
     "capped": (1 << 20, 3, 64, 65_536),  # tables stop at 2: higher counts scored alone
+    "pruned": (1 << 20, 1, 250_000, 65_536),  # only the documents that can reach the page
+    "pruned-capped": (1 << 20, 1, 250_000, 64),  # the same, tables stopping at 2, sampled cut
 }
 
 
@@ -169,8 +171,12 @@ def test_columns_answer_as_fts5_ranks(
     monkeypatch.setattr(termcolumns, "SLICE", piece)
     monkeypatch.setattr(termcolumns, "SAMPLED", sampled)
     monkeypatch.setattr(termcolumns, "SAMPLES", min(sampled, 16))
-    if summed == "capped":
+    if summed.endswith("capped"):
         monkeypatch.setattr(termcolumns, "CAP", 2)
+    if summed.startswith("pruned"):  # however many candidates; a first level often too high
+        monkeypatch.setattr(termcolumns, "PRUNE_FROM", 0)
+        monkeypatch.setattr(termcolumns, "PRUNE_MOST", 1)
+        monkeypatch.setattr(termcolumns, "PRUNE_SHARE", 0.02 if summed == "pruned" else 0.3)
     with watched(make_root(corpus(1))) as (kb, index):
         index.columns._threads = threads
         assert_same(kb, index)
@@ -211,6 +217,49 @@ def test_phrase_columns_score_as_fts5(make_root: Callable[..., Path]) -> None:
             exact = dict(plain.fetchall())
         assert mine and len(mine) == len(exact)
         assert all(score == exact[i] for _, score, i, _ in mine)
+
+
+def test_pruning_answers_only_what_its_bound_vouches_for(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages holding ``alpha`` four times are the first candidates (the highest counts), but
+    pages holding ``alpha`` and ``beta`` twice each score more: the candidates' bound says so,
+    and the page comes from a lower level or from every sum, never from the first candidates.
+    ``alpha`` alone is answered from its candidates, bounded."""
+    monkeypatch.setattr(termcolumns, "PRUNE_FROM", 0)
+    monkeypatch.setattr(termcolumns, "PRUNE_MOST", 1)
+    pages = {f"four/p{i:03}.md": "alpha alpha alpha alpha filler filler\n" for i in range(30)}
+    pages |= {f"both/p{i:03}.md": "alpha beta alpha beta filler filler\n" for i in range(30)}
+    pages |= {f"rest/p{i:03}.md": f"filler gamma filler {i}\n" for i in range(140)}
+    with watched(make_root(pages)) as (kb, index):
+        for query in ["alpha beta", "beta alpha", "alpha"]:
+            fast, plain = both_ways(kb, index, query=query, limit=10)
+            assert fast == plain
+            if query == "alpha beta":
+                assert all(h["path"].startswith("both/") for h in plain["results"])
+        np = termcolumns._numpy()
+        alpha, beta = ("alpha", '"alpha"'), ("beta", '"beta"')
+        with index.reader() as conn:
+            conn.execute("BEGIN")
+            try:
+                for terms in ([alpha], [alpha, beta]):
+                    pruned, plain = (
+                        index.columns.ranked_any(conn, terms, "", (), None, 10, 0, prune=prune)
+                        for prune in (True, False)
+                    )
+                    assert pruned == plain
+                nrows, ntokens = bm25.totals(conn)
+                found = [index.columns._term(np, conn, *term, nrows, ntokens) for term in terms]
+                first = index.columns._term(np, conn, *alpha, nrows, ntokens)
+            finally:
+                conn.rollback()
+        columns = index.columns
+        # alpha alone: answered by the pages holding it four times, which its bound vouches for
+        picked = columns._pruned(np, [first], nrows, ntokens, 10, False)
+        assert picked is not None and len(picked[1]) == 30
+        # both: the first candidates (the same pages) do not vouch; the next level takes all 60
+        picked = columns._pruned(np, found, nrows, ntokens, 10, False)
+        assert picked is not None and len(picked[1]) == 60
 
 
 def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> None:

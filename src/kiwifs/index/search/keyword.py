@@ -182,10 +182,11 @@ def search(
     if rows is None:
         if not parsed.terms:
             return SearchResults(query, lim, off, [])
+        how = (top_k, tuned.term_pruning)
         if tuned.feedback and not weight and len(parsed.terms) >= feedback.MIN_TERMS:
-            rows = _with_feedback(conn, parsed, sifted, fast, (lim, off), top_k)
+            rows = _with_feedback(conn, parsed, sifted, fast, (lim, off), how)
         else:
-            rows = _any_rows(conn, parsed, sifted, fast, window, top_k)
+            rows = _any_rows(conn, parsed, sifted, fast, window, how)
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     if not snippets:
@@ -230,18 +231,21 @@ def _any_rows(
     sifted: Sifted,
     columns: TermColumns | None,
     window: tuple[int, int],
-    top_k: bool,
+    how: tuple[bool, bool],
 ) -> list[tuple[Any, float, int, int]]:
     """The page for the natural reading (any of its terms), from the term columns when a
     server keeps them, else from FTS5; the terms are FTS5 strings of words, which FTS5 never
-    rejects."""
+    rejects. ``how``: the tuning's ``search_top_k`` and ``term_pruning``."""
     terms = [(t.key, t.match) for t in parsed.terms]
     condition, extra, scope, live = sifted
+    top_k, prune = how
     rows = None
     if columns is not None:
         conn.execute("BEGIN")
         try:
-            rows = columns.ranked_any(conn, terms, condition, extra, scope, *window, live)
+            rows = columns.ranked_any(
+                conn, terms, condition, extra, scope, *window, live=live, prune=prune
+            )
         finally:
             conn.rollback()
     if rows is not None:
@@ -258,7 +262,7 @@ def _with_feedback(
     sifted: Sifted,
     columns: TermColumns | None,
     page: tuple[int, int],
-    top_k: bool,
+    how: tuple[bool, bool],
 ) -> list[tuple[Any, float, int, int]]:
     """The ``page`` (limit, offset) for the natural reading re-ranked with pseudo-relevance
     feedback (:mod:`index.search.feedback`): the first :data:`~kiwifs.index.search.feedback.POOL`
@@ -266,7 +270,7 @@ def _with_feedback(
     feedback words'."""
     lim, off = page
     window = (max(feedback.POOL, off + lim), 0)
-    rows = _any_rows(conn, parsed, sifted, columns, window, top_k)
+    rows = _any_rows(conn, parsed, sifted, columns, window, how)
     keys = frozenset(t.key for t in parsed.terms if not t.key.startswith(PHRASE))
     condition, extra, _, _ = sifted
     return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]

@@ -47,6 +47,11 @@ than :data:`MIN_DF` documents) from FTS5's ranking of it alone, in one pass that
 column whatever its count. So an OR of common words costs vector arithmetic, not FTS5 scoring
 nearly every document.
 
+**Pruning** (:meth:`TermColumns._pruned`, a large index, no filter but the superseded rule):
+only the documents whose counts could bring them onto the page are scored, and every other one
+is held under an exact bound (their largest possible sum, added in the terms' order); when the
+page's last candidate scores more than that, the page is theirs, else every document is summed.
+
 numpy is imported on the first such query; without numpy, queries take the plain path.
 """
 
@@ -83,6 +88,13 @@ TABLE_BYTES = 64 << 20  # the tables kept for the next queries (least recently u
 SAMPLED, SAMPLES = 65_536, 16_384  # scores cut from a sample of 16k: arrays of 64k or more
 SPARSE = 4  # matches fewer than 1 in this many documents: the page is cut from them alone
 SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more than it saves)
+# Pruning (see TermColumns._pruned): from this many documents (fewer: every sum is cheap), a
+# first level meant to take this share of them, and a term whose largest share is under the
+# heaviest's over this factor is light (bounded whole, its documents not candidates)
+PRUNE_FROM = 200_000
+PRUNE_SHARE = 0.05
+PRUNE_MOST = 4  # more candidates than 1 document in this many: every sum costs less
+LIGHT = 16.0
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
 # The conditions that pass every live page (none, or the superseded rule alone): see _page
 _NO_FILTER = ("", RecallFilter().sql("f")[0])
@@ -92,6 +104,7 @@ Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
 # an OR-ed term: (its key, its documents or None for a column, counts, document count, top count)
 Term = tuple[str, Any, Any, int, int]
 Facts = tuple[int, int, Any]  # a column's document count, top count, documents past CAP
+Step = tuple[str, Any, Any]  # how a term's share is added: see _sum_slice
 
 
 def _numpy() -> Any:
@@ -126,12 +139,13 @@ class TermColumns:
         self._table_bytes = 0
         self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
         self._scratch: tuple[Any, Any, Any] | None = None  # see _buffers
+        self._prune_scratch: tuple[Any, Any, Any] | None = None  # see _prune_buffers
 
     def clear(self) -> None:
         with self._lock:
             self._epoch, self._dl, self._present, self._codes = None, None, None, None
             self._superseded, self._lengths, self._code_of = None, [], {}
-            self._dropped = self._scratch = None
+            self._dropped = self._scratch = self._prune_scratch = None
             self._tf.clear()
             self._failed.clear()
             self._facts.clear()
@@ -213,13 +227,16 @@ class TermColumns:
         lim: int,
         off: int,
         live: bool = False,
+        prune: bool = True,
     ) -> list[Row] | None:
         """Like :meth:`ranked`, for the terms OR-ed (``(key, FTS5 string)`` each, as
         :mod:`index.search.query` makes them): every document holding any term, scored with FTS5's
         sum over the terms in their order (a term a document lacks adds FTS5's ``0.0``). A common
         term is read from its column; a rare one (fewer than :data:`MIN_DF` documents, no
         column) from FTS5's ranking of it alone, solved for its counts and checked to the last
-        bit like a column's making. ``None``: no numpy, or a score that did not solve."""
+        bit like a column's making. ``None``: no numpy, or a score that did not solve. ``prune``:
+        with no filter but the superseded rule, a large index scores only the documents that
+        can reach the page (:meth:`_pruned`; off: every document, the plain sums)."""
         np = _numpy()
         if np is None or not terms or len(terms) > MAX_COLUMNS:
             return None
@@ -230,17 +247,138 @@ class TermColumns:
             found = [self._term(np, conn, key, match, nrows, ntokens) for key, match in terms]
             if any(f is None for f in found):
                 return None
-            total = self._totals(np, [f for f in found if f is not None], nrows, ntokens)
-            if live:
-                total[self._superseded_ids(np)] = 0.0  # as if they held none of the terms
-            # at most this many documents hold any term: when few, the page is cut from them
-            bound = sum(term[3] for term in found if term is not None)
-            if scope is None:  # (under the lock: ``total`` is the next query's buffer too)
-                return _page(np, conn, total, None, condition, extra, lim, off, bound)
-            ids = np.flatnonzero(total > 0.0)  # a term a document holds adds more than 0
-            scores = total[ids]
-        inside = np.isin(ids, _scope_ids(np, conn, scope, condition, extra))
-        return _page(np, conn, scores[inside], ids[inside], condition, extra, lim, off)
+            known = [f for f in found if f is not None]
+            picked = None
+            if prune and scope is None and condition in _NO_FILTER and not extra:
+                picked = self._pruned(np, known, nrows, ntokens, off + lim, live)
+            if picked is None:
+                total = self._totals(np, known, nrows, ntokens)
+                if live:
+                    total[self._superseded_ids(np)] = 0.0  # as if they held none of the terms
+                if scope is None:  # (under the lock: ``total`` is the next query's buffer too)
+                    # at most this many documents hold any term: when few, the page is cut
+                    # from them
+                    bound = sum(term[3] for term in known)
+                    return _page(np, conn, total, None, condition, extra, lim, off, bound)
+                ids = np.flatnonzero(total > 0.0)  # a term a document holds adds more than 0
+                picked = total[ids], ids
+        scores, ids = picked  # arrays of this query's own
+        if scope is not None:
+            inside = np.isin(ids, _scope_ids(np, conn, scope, condition, extra))
+            scores, ids = scores[inside], ids[inside]
+        return _page(np, conn, scores, ids, condition, extra, lim, off)
+
+    def _pruned(
+        self, np: Any, found: list[Term], nrows: int, ntokens: int, wanted: int, live: bool
+    ) -> tuple[NDArray[np.float64], NDArray[np.intp]] | None:
+        """The scores of only the documents that can be among the ``wanted`` best, and their
+        ids; ``None``: every document's sum answers (a small index, a term scored by formula,
+        or too many candidates).
+
+        A term's share of a score grows with its count and shrinks with the document's length,
+        the same way for every term. So for a level ``λ`` each length has a least count whose
+        share reaches it; a document below that count for every *essential* term (the query's
+        weighty ones) scores at most the sum of each term's largest share under those counts
+        (and, for the light terms, of their largest share at all): the bound ``B``, summed in
+        the terms' order as a score is, so no rounding can carry a score past it. The
+        documents at or above the count for some essential term, and every document of a
+        rare term, are the candidates; they are scored exactly, as every document would be. When
+        the ``wanted``-th best of them scores more than ``B``, no other document can reach the
+        page, ties included, and the page is cut from them alone. ``λ`` is first chosen to take
+        about :data:`PRUNE_SHARE` of the documents (from a sample), then, when that was too
+        high, lowered once to what the candidates' ``wanted``-th score allows."""
+        assert self._dl is not None and self._codes is not None
+        if len(self._dl) < PRUNE_FROM:
+            return None
+        shape, steps = self._steps(np, found, nrows, ntokens)
+        if any(how == "direct" for how, _, _ in steps):
+            return None
+        width = len(shape)
+        tops = [_largest(np, how, value) for how, _, value in steps]
+        heaviest = max(tops)
+        # a rare term's documents are all candidates (it bounds nothing); a light term is bounded
+        # by its largest share (its documents are not candidates for it)
+        essential = [
+            how != "add" and top * LIGHT >= heaviest
+            for (how, _, _), top in zip(steps, tops, strict=True)
+        ]
+        if not any(essential):
+            return None
+        weight = light = 0.0  # the essential terms' idf and the light ones' largest shares
+        for term, (how, _, _), top, keep in zip(found, steps, tops, essential, strict=True):
+            weight += bm25.idf(nrows, term[3]) if keep else 0.0
+            light += top if how != "add" and not keep else 0.0
+        kept = [what for (_, what, _), keep in zip(steps, essential, strict=True) if keep]
+        most = self._most(np, kept)
+        factor = bm25.share(1.0, np.arange(CAP + 2, dtype=np.float64)[:, None], shape[None, :])
+        level = _first_level(np, factor, most, self._codes)
+        for _ in range(2):
+            least = _least_counts(np, factor, level)
+            bound = 0.0  # summed in the terms' order, as a score is
+            for (how, _, value), top, keep in zip(steps, tops, essential, strict=True):
+                if how != "add":
+                    bound += _largest_under(np, how, value, least, width) if keep else top
+            ids = self._candidates(np, most, least, steps, live)
+            if ids is None:
+                return None
+            scores = _scored_at(np, ids, self._codes[ids], width, steps)
+            if len(scores) < wanted:  # fewer than a page: every document of a weighty term
+                level = float(factor[1].min())
+                continue
+            floor = float(np.partition(scores, len(scores) - wanted)[len(scores) - wanted])
+            if floor > bound:
+                return scores, ids
+            # the level whose bound the candidates' ``wanted``-th score would pass
+            level = (floor - light) / weight * (1.0 - 1e-9)
+            if level <= 0.0:
+                return None
+        return None
+
+    def _most(self, np: Any, counts: list[Any]) -> Any:
+        """Each document's largest count of the essential terms (a kept buffer when they are
+        bytes, as nearly all columns are)."""
+        if len(counts) == 1:
+            return counts[0]
+        if all(c.dtype == np.uint8 for c in counts):
+            most = self._prune_buffers(np)[0]
+            np.maximum(counts[0], counts[1], out=most)
+        else:
+            most = np.maximum(counts[0], counts[1])
+        for column in counts[2:]:
+            np.maximum(most, column, out=most)
+        return most
+
+    def _candidates(
+        self, np: Any, most: Any, least: Any, steps: list[Step], live: bool
+    ) -> NDArray[np.intp] | None:
+        """The documents holding an essential term at least ``least`` (by length code) times,
+        or a rare term; not the superseded ones when ``live``. ``None``: more than one in
+        :data:`PRUNE_MOST` (summing every document then costs less)."""
+        assert self._codes is not None
+        _, needed, mask = self._prune_buffers(np)
+        np.take(least, self._codes, out=needed, mode="clip")  # (codes are all in range)
+        np.greater_equal(most, needed, out=mask)
+        for how, what, _ in steps:
+            if how == "add":
+                mask[what] = True
+        if live:
+            mask[self._superseded_ids(np)] = False
+        ids: NDArray[np.intp] = np.flatnonzero(mask)
+        return ids if len(ids) * PRUNE_MOST <= len(mask) else None
+
+    def _prune_buffers(self, np: Any) -> tuple[Any, Any, Any]:
+        """Kept arrays (see :meth:`_buffers`): the largest counts, the least counts by
+        document, and the candidates' mask."""
+        assert self._dl is not None
+        size = len(self._dl)
+        kept = self._prune_scratch
+        if kept is None or len(kept[0]) != size:
+            kept = self._prune_scratch = (
+                np.empty(size, dtype=np.uint8),
+                np.empty(size, dtype=np.uint8),
+                np.empty(size, dtype=bool),
+            )
+        return kept
 
     def _superseded_ids(self, np: Any) -> NDArray[np.intp]:
         """The superseded pages' row ids, kept until the mask changes: setting a million
@@ -318,28 +456,7 @@ class TermColumns:
         documents). A table that would be too big (a count in the thousands) is not made.
         Each document's sum is its own, so a large index is summed in slices, one a thread."""
         assert self._dl is not None and self._codes is not None
-        avgdl = ntokens / nrows
-        lengths = np.array(self._lengths, dtype=np.float64)
-        shape = bm25.shape(lengths, avgdl)  # by length code
-        steps: list[tuple[str, Any, Any]] = []
-        for key, ids, counts, nhit, top in found:
-            weight = bm25.idf(nrows, nhit)
-            if ids is not None:  # a rare term: its few documents alone, in row id order
-                order = np.argsort(ids, kind="stable")
-                tf = counts[order].astype(np.float64)
-                part = bm25.share(weight, tf, shape[self._codes[ids[order]]])
-                steps.append(("add", ids[order], part))
-            elif (min(top, CAP) + 1) * len(shape) > MAX_TABLE:
-                steps.append(("direct", counts, weight))
-            elif top <= CAP:
-                table = self._table(np, key, weight, top, shape, nrows, ntokens)
-                steps.append(("table", counts, table))
-            else:  # counts past CAP: the table stops there, those few documents scored alone
-                table = self._table(np, key, weight, CAP, shape, nrows, ntokens)
-                over = self._facts_of(np, key)[2]
-                tf = counts[over].astype(np.float64)
-                exact = bm25.share(weight, tf, shape[self._codes[over]])
-                steps.append(("capped", counts, (table, over, exact)))
+        shape, steps = self._steps(np, found, nrows, ntokens)
         total: NDArray[np.float64]
         total, shares, at = self._buffers(np, len(self._dl))
         size = len(total)
@@ -362,6 +479,36 @@ class TermColumns:
         for future in pending:
             future.result()
         return total
+
+    def _steps(
+        self, np: Any, found: list[Term], nrows: int, ntokens: int
+    ) -> tuple[Any, list[Step]]:
+        """How each term's share is added (see :func:`_sum_slice`), in the terms' order, and
+        the length part of the formula by length code."""
+        assert self._codes is not None
+        avgdl = ntokens / nrows
+        lengths = np.array(self._lengths, dtype=np.float64)
+        shape = bm25.shape(lengths, avgdl)  # by length code
+        steps: list[Step] = []
+        for key, ids, counts, nhit, top in found:
+            weight = bm25.idf(nrows, nhit)
+            if ids is not None:  # a rare term: its few documents alone, in row id order
+                order = np.argsort(ids, kind="stable")
+                tf = counts[order].astype(np.float64)
+                part = bm25.share(weight, tf, shape[self._codes[ids[order]]])
+                steps.append(("add", ids[order], part))
+            elif (min(top, CAP) + 1) * len(shape) > MAX_TABLE:
+                steps.append(("direct", counts, weight))
+            elif top <= CAP:
+                table = self._table(np, key, weight, top, shape, nrows, ntokens)
+                steps.append(("table", counts, table))
+            else:  # counts past CAP: the table stops there, those few documents scored alone
+                table = self._table(np, key, weight, CAP, shape, nrows, ntokens)
+                over = self._facts_of(np, key)[2]
+                tf = counts[over].astype(np.float64)
+                exact = bm25.share(weight, tf, shape[self._codes[over]])
+                steps.append(("capped", counts, (table, over, exact)))
+        return shape, steps
 
     def _buffers(self, np: Any, size: int) -> tuple[Any, Any, Any]:
         """The arrays a query's sums are made in, kept for the next query (only one sums at a
@@ -625,7 +772,7 @@ def _sum_slice(
     total: NDArray[np.float64],
     codes: NDArray[np.intp],
     shape: NDArray[np.float64],
-    steps: list[tuple[str, Any, Any]],
+    steps: list[Step],
     lo: int,
     hi: int,
     shares_of: NDArray[np.float64],
@@ -687,6 +834,78 @@ def _look_up(
     np.take(table, at, mode="clip", out=part if fresh else shares)
     if not fresh:
         part += shares
+
+
+def _largest(np: Any, how: str, value: Any) -> float:
+    """A term's largest share of any document's score (a rare term's: of its documents)."""
+    if how == "add":
+        return float(value.max()) if len(value) else 0.0
+    if how == "table":
+        return float(value.max())
+    table, _, exact = value  # "capped"
+    return max(float(table.max()), float(exact.max()) if len(exact) else 0.0)
+
+
+def _largest_under(np: Any, how: str, value: Any, least: Any, width: int) -> float:
+    """A term's largest share in a document holding it fewer than ``least`` (by length code)
+    times: the table's cells under those counts (counts past :data:`CAP` are never under)."""
+    table = value if how == "table" else value[0]
+    rows = len(table) // width
+    under = np.arange(rows)[:, None] < least[None, :]  # row 0 (a count of 0) always
+    return float(table.reshape(rows, width)[under].max())
+
+
+def _first_level(np: Any, factor: Any, most: Any, codes: Any) -> float:
+    """A level about :data:`PRUNE_SHARE` of the documents reach with their largest count
+    (from a sample of :data:`SAMPLES`); the least positive one when fewer hold a term."""
+    step = max(1, len(most) // SAMPLES)
+    sample = factor[np.minimum(most[::step], CAP + 1), codes[::step]]
+    rank = max(1, int(len(sample) * PRUNE_SHARE))
+    level = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
+    return level if level > 0.0 else float(factor[1].min())
+
+
+def _least_counts(np: Any, factor: Any, level: float) -> Any:
+    """By length code, the least count whose factor reaches ``level`` (:data:`CAP` + 1 when
+    none up to it does: only counts past the tables' then make a candidate)."""
+    reaches = factor >= level
+    reaches[-1, :] = True
+    return reaches.argmax(axis=0).astype(np.uint8)
+
+
+def _scored_at(np: Any, ids: Any, code: Any, width: int, steps: list[Step]) -> Any:
+    """The documents ``ids``' (in row id order) scores, with the very operations of
+    :func:`_sum_slice` in the same order, so each is its sum over every document to the bit."""
+    total = np.zeros(len(ids), dtype=np.float64)
+    fresh = True
+    for how, what, value in steps:
+        if how == "add":
+            at, inside = _places(np, ids, what)
+            total[at[inside]] += value[inside]
+        elif how == "table":
+            _look_up(np, value, what[ids], code, width, total, *_room(np, len(ids)), fresh)
+        else:  # "capped" (no "direct": see _pruned)
+            table, over, exact = value
+            at, inside = _places(np, ids, over)
+            mine = at[inside]
+            before = np.zeros(len(mine)) if fresh else total[mine]
+            capped = np.minimum(what[ids], CAP)
+            _look_up(np, table, capped, code, width, total, *_room(np, len(ids)), fresh)
+            total[mine] = before + exact[inside]
+        fresh = False
+    return total
+
+
+def _places(np: Any, ids: Any, docs: Any) -> tuple[Any, Any]:
+    """Where each of ``docs`` (in row id order) is in ``ids``, and which are there."""
+    at = np.searchsorted(ids, docs)
+    inside = at < len(ids)
+    inside[inside] = ids[at[inside]] == docs[inside]
+    return np.minimum(at, max(len(ids) - 1, 0)), inside
+
+
+def _room(np: Any, size: int) -> tuple[Any, Any]:
+    return np.empty(size, dtype=np.float64), np.empty(size, dtype=np.intp)
 
 
 def _scope_ids(
