@@ -61,6 +61,13 @@ class KiwiJSONResponse(JSONResponse):
         return json_bytes(content)
 
 
+def json_reply(content: Any) -> KiwiJSONResponse:
+    """``content`` (JSON types only: dicts, lists, strings, numbers) as the response as it is.
+    A route returning a plain value has FastAPI walk and copy all of it first
+    (``jsonable_encoder``): 1.4 ms for a page of 50 search hits, ten times their encoding."""
+    return KiwiJSONResponse(content)
+
+
 def error_response(status: int, message: str) -> JSONResponse:
     return KiwiJSONResponse({"error": message}, status_code=status)
 

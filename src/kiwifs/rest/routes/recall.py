@@ -17,12 +17,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from kiwifs.base.limits import BRIEF_BUDGET, BRIEF_MAX_PAGES, SEARCH_LIMIT
 from kiwifs.errors import UsageError
 from kiwifs.knowledge import Knowledge
-from kiwifs.rest.http import grant_of, read_json, run
+from kiwifs.rest.http import grant_of, json_reply, read_json, run
 from kiwifs.rest.openapi import NOT_BLANK, ORDER_PATTERN, errors, json_body_schema, query
 from kiwifs.server.access import answer_prefix, listing_prefix, refuse_prefixed
 
@@ -56,7 +56,7 @@ def recall_routes(api: APIRouter, kb: Knowledge) -> None:
 def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
     """Keyword search, frontmatter queries and the brief, answered by the index."""
 
-    @api.get("/search", responses=errors(400))
+    @api.get("/search", responses=errors(400), response_model=dict[str, Any])
     async def search(
         request: Request,
         q: str = Query(..., json_schema_extra={"pattern": NOT_BLANK}),
@@ -69,7 +69,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
         modified_after: str | None = None,
         modifiedAfter: str | None = None,  # noqa: N803
         include_superseded: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Response:
         if not q.strip():
             raise UsageError("q is required")
         within = listing_prefix(grant_of(request), path_prefix or pathPrefix)
@@ -86,7 +86,7 @@ def _keyword_routes(api: APIRouter, kb: Knowledge) -> None:
             include_superseded=include_superseded,
             recency_weight=recency_weight,
         )
-        return result.to_json()
+        return json_reply(result.to_json())
 
     @api.get("/meta", responses=errors(400))
     async def meta(
