@@ -153,3 +153,22 @@ def test_a_short_commit_id_is_a_valid_since(knowledge_kb: Knowledge) -> None:
     start = git_line(knowledge_kb.root, "rev-parse", "HEAD")
     knowledge_kb.write("s.md", "s")
     assert [c.path for c in knowledge_kb.changes(start[:7])] == ["s.md"]
+
+
+@pytest.mark.parametrize(
+    ("holder", "author"), [(">\u00a6:\u00e9", "\u00a6:\u00e9"), ("<>", "kiwifs")]
+)
+def test_a_claim_by_a_holder_git_cannot_sign_with_is_committed(
+    knowledge_kb: Knowledge, holder: str, author: str
+) -> None:
+    """A claim's commit is signed with its holder as every actor is (no angle brackets: libgit2
+    refused them, and the commit failed on every retry, holding every later write), while the
+    claim keeps the holder as given."""
+    knowledge_kb.write("t/odd.md", "odd")
+    claim = knowledge_kb.claim("t/odd.md", holder)
+    assert claim.holder == holder
+    knowledge_kb.write("t/after.md", "after", actor="ann")
+    assert git_line(knowledge_kb.root, "log", "-1", "--format=%an", "--", "t/odd.md") == author
+    assert git_line(knowledge_kb.root, "log", "-1", "--format=%an", "--", "t/after.md") == "ann"
+    knowledge_kb.release("t/odd.md", holder)
+    assert "claimed-by" not in (knowledge_kb.root / "t" / "odd.md").read_text()

@@ -25,6 +25,7 @@ from kiwifs.claims.store import ClaimStore
 from kiwifs.errors import Conflict, NotFound, UsageError
 from kiwifs.files.storage import Storage
 from kiwifs.frontmatter.edit import edit_frontmatter, scalar
+from kiwifs.frontmatter.provenance import library_actor
 from kiwifs.frontmatter.reader import read_frontmatter, split
 from kiwifs.git.repo import blob_id
 from kiwifs.index.record import path_key
@@ -255,7 +256,8 @@ class ClaimsDesk:
             guard.row = Claim(rel, who, FILE, ident, taken, guard.now + seconds)
             return edit_frontmatter(current, lambda doc: _set_claim_keys(doc, guard.row))
 
-        self.pipeline.edit(rel, change, who, message=f"{who}: claim {rel}", guard=guard)
+        author = library_actor(who)  # the holder as a commit can name it (no "<", ">")
+        self.pipeline.edit(rel, change, author, message=f"{who}: claim {rel}", guard=guard)
         assert guard.row is not None
         return guard.row
 
@@ -283,7 +285,8 @@ class ClaimsDesk:
             return _without_claim_keys(current)
 
         if self.storage.exists(rel):
-            self.pipeline.edit(rel, change, who, message=f"{who}: release {rel}", guard=guard)
+            author = library_actor(who)
+            self.pipeline.edit(rel, change, author, message=f"{who}: release {rel}", guard=guard)
         else:
             with guard:
                 change(None)
