@@ -321,7 +321,7 @@ class TermColumns:
             ids = self._candidates(np, most, least, steps, live)
             if ids is None:
                 return None
-            scores = _scored_at(np, ids, self._codes[ids], width, steps)
+            scores = _scored_at(np, ids, self._codes.take(ids), width, steps)
             if len(scores) < wanted:  # fewer than a page: every document of a weighty term
                 level = float(factor[1].min())
                 continue
@@ -859,7 +859,9 @@ def _first_level(np: Any, factor: Any, most: Any, codes: Any) -> float:
     """A level about :data:`PRUNE_SHARE` of the documents reach with their largest count
     (from a sample of :data:`SAMPLES`); the least positive one when fewer hold a term."""
     step = max(1, len(most) // SAMPLES)
-    sample = factor[np.minimum(most[::step], CAP + 1), codes[::step]]
+    width = factor.shape[1]
+    at = np.minimum(most[::step], CAP + 1).astype(np.intp) * width + codes[::step]
+    sample = factor.reshape(-1).take(at)
     rank = max(1, int(len(sample) * PRUNE_SHARE))
     level = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
     return level if level > 0.0 else float(factor[1].min())
@@ -883,13 +885,13 @@ def _scored_at(np: Any, ids: Any, code: Any, width: int, steps: list[Step]) -> A
             at, inside = _places(np, ids, what)
             total[at[inside]] += value[inside]
         elif how == "table":
-            _look_up(np, value, what[ids], code, width, total, *_room(np, len(ids)), fresh)
+            _look_up(np, value, what.take(ids), code, width, total, *_room(np, len(ids)), fresh)
         else:  # "capped" (no "direct": see _pruned)
             table, over, exact = value
             at, inside = _places(np, ids, over)
             mine = at[inside]
             before = np.zeros(len(mine)) if fresh else total[mine]
-            capped = np.minimum(what[ids], CAP)
+            capped = np.minimum(what.take(ids), CAP)
             _look_up(np, table, capped, code, width, total, *_room(np, len(ids)), fresh)
             total[mine] = before + exact[inside]
         fresh = False
