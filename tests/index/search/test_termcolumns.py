@@ -15,11 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy
 import pytest
 
 from kiwifs.index import build, changelog
 from kiwifs.index.core import Index
+from kiwifs.index.filters import RecallFilter
 from kiwifs.index.search import bm25, keyword, storedcolumns, termcolumns
+from kiwifs.index.search.query import parse
 from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
 from kiwifs.server.lifecycle import Serving
@@ -158,7 +161,7 @@ SUMS = {
     "sampled": (1 << 20, 3, 64, 64),
     "capped": (1 << 20, 3, 64, 65_536),  # tables stop at 2: higher counts scored alone
     "pruned": (1 << 20, 1, 250_000, 65_536),  # only the documents that can reach the page
-    "pruned-capped": (1 << 20, 1, 250_000, 64),  # the same, tables stopping at 2, sampled cut
+    "pruned-capped": (1 << 20, 3, 64, 64),  # the same in slices, tables stopping at 2, sampled
 }
 
 
@@ -187,6 +190,39 @@ def test_columns_answer_as_fts5_ranks(
         assert words == ["filler", "fox", "releas", "river", "stone"]  # meadow is rare
         phrases = {k[1:] for k in made if k.startswith(termcolumns.PHRASE)}
         assert {'"fox river"', "riv*", "mead*", "rele*"} <= phrases  # mead* is rare: a column
+        if summed.startswith("pruned"):  # the first ranking itself (feedback may hide a miss)
+            assert_pruned_as_summed(index)
+
+
+def assert_pruned_as_summed(index: Index) -> None:
+    """Every natural-language query's first ranking, pruned and every document summed: the
+    same rows, page by page (superseded pages left out, as a search does by default)."""
+    condition = RecallFilter().sql("f")[0]
+    pruned = 0
+    for query in QUERIES:
+        terms = [(t.key, t.match) for t in parse(query).terms]
+        for limit, offset in PAGES:
+            with index.reader() as conn:
+                conn.execute("BEGIN")
+                try:
+                    ranked = [
+                        index.columns.ranked_any(
+                            conn, terms, condition, (), None, limit, offset, True, prune
+                        )
+                        for prune in (True, False)
+                    ]
+                    nrows, ntokens = bm25.totals(conn)
+                    found = [index.columns._term(numpy, conn, *t, nrows, ntokens) for t in terms]
+                finally:
+                    conn.rollback()
+            assert ranked[0] == ranked[1], (query, limit, offset)
+            if None not in found:
+                known = [f for f in found if f is not None]
+                wanted = limit + offset
+                pruned += (
+                    index.columns._pruned(numpy, known, nrows, ntokens, wanted, True) is not None
+                )
+    assert pruned > len(QUERIES) * len(PAGES) // 3  # the pruned path answered many of them
 
 
 def test_syntax_that_is_not_and_ed_phrases_is_left_to_fts5() -> None:
@@ -260,6 +296,36 @@ def test_pruning_answers_only_what_its_bound_vouches_for(
         # both: the first candidates (the same pages) do not vouch; the next level takes all 60
         picked = columns._pruned(np, found, nrows, ntokens, 10, False)
         assert picked is not None and len(picked[1]) == 60
+
+
+def test_a_light_terms_pages_are_held_under_its_largest_share(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``beta`` is light (its largest share is under a sixteenth of ``alpha``'s), so its pages
+    are not candidates; but a short page holding it twice outscores the very long pages
+    holding ``alpha`` once, which are the best candidates after three: the bound counts ``beta``'s
+    largest share, and the page is not cut from the candidates."""
+    monkeypatch.setattr(termcolumns, "PRUNE_FROM", 0)
+    monkeypatch.setattr(termcolumns, "PRUNE_MOST", 1)
+    pages = {f"short/p{i}.md": "alpha alpha alpha\n" for i in range(3)}
+    pages |= {f"long/p{i:02}.md": "alpha " + "filler " * 5000 + "\n" for i in range(20)}
+    pages |= {f"beta/p{i:03}.md": "beta beta x\n" for i in range(458)}
+    pages |= {f"rest/p{i:03}.md": "gamma x y\n" for i in range(519)}
+    terms = [("alpha", '"alpha"'), ("beta", '"beta"')]
+    with watched(make_root(pages)) as (kb, index):
+        kb.search("alpha", limit=1)
+        with index.reader() as conn:
+            conn.execute("BEGIN")
+            try:
+                ranked = [
+                    index.columns.ranked_any(conn, terms, "", (), None, 6, 0, prune=prune)
+                    for prune in (True, False)
+                ]
+            finally:
+                conn.rollback()
+    assert ranked[0] == ranked[1]
+    assert ranked[1] is not None
+    assert [path.split("/")[0] for path, *_ in ranked[1]] == ["short"] * 3 + ["beta"] * 3
 
 
 def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> None:

@@ -62,6 +62,7 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.index import changelog
@@ -354,17 +355,23 @@ class TermColumns:
         """The documents holding an essential term at least ``least`` (by length code) times,
         or a rare term; not the superseded ones when ``live``. ``None``: more than one in
         :data:`PRUNE_MOST` (summing every document then costs less)."""
-        assert self._codes is not None
+        codes = self._codes
+        assert codes is not None
         _, needed, mask = self._prune_buffers(np)
-        np.take(least, self._codes, out=needed, mode="clip")  # (codes are all in range)
-        np.greater_equal(most, needed, out=mask)
-        for how, what, _ in steps:
-            if how == "add":
-                mask[what] = True
-        if live:
-            mask[self._superseded_ids(np)] = False
-        ids: NDArray[np.intp] = np.flatnonzero(mask)
-        return ids if len(ids) * PRUNE_MOST <= len(mask) else None
+        forced = [what for how, what, _ in steps if how == "add"]
+        dropped = self._superseded_ids(np) if live else None
+
+        def part(lo: int, hi: int) -> Any:
+            np.take(least, codes[lo:hi], out=needed[lo:hi], mode="clip")  # codes are in range
+            np.greater_equal(most[lo:hi], needed[lo:hi], out=mask[lo:hi])
+            for ids in forced:  # (in row id order: a rare term's, the superseded pages)
+                mask[ids[np.searchsorted(ids, lo) : np.searchsorted(ids, hi)]] = True
+            if dropped is not None:
+                mask[dropped[np.searchsorted(dropped, lo) : np.searchsorted(dropped, hi)]] = False
+            return np.flatnonzero(mask[lo:hi]) + lo
+
+        found: NDArray[np.intp] = np.concatenate(self._in_slices(len(mask), part))
+        return found if len(found) * PRUNE_MOST <= len(mask) else None
 
     def _prune_buffers(self, np: Any) -> tuple[Any, Any, Any]:
         """Kept arrays (see :meth:`_buffers`): the largest counts, the least counts by
@@ -459,26 +466,30 @@ class TermColumns:
         shape, steps = self._steps(np, found, nrows, ntokens)
         total: NDArray[np.float64]
         total, shares, at = self._buffers(np, len(self._dl))
-        size = len(total)
+        codes = self._codes
+        self._in_slices(
+            len(total),
+            lambda lo, hi: _sum_slice(np, total, codes, shape, steps, lo, hi, shares, at),
+        )
+        return total
+
+    def _in_slices(self, size: int, work: Callable[[int, int], object]) -> list[object]:
+        """``work(lo, hi)`` over ``0`` to ``size`` in slices, one a thread (numpy lets go of the
+        interpreter lock), when the slices are large enough to pay for a thread; the results in
+        slice order."""
         pieces = max(1, min(self._threads, size // SLICE))
         bounds = [size * i // pieces for i in range(pieces + 1)]
-        work = [
-            (total, self._codes, shape, steps, lo, hi, shares, at)
-            for lo, hi in itertools.pairwise(bounds)
-        ]
+        slices = list(itertools.pairwise(bounds))
         if pieces == 1:
-            _sum_slice(np, *work[0])
-            return total
+            return [work(*slices[0])]
         pool = self._pool
         if pool is None:  # imported here: the memory report from the CLI loads this module
             from concurrent.futures import ThreadPoolExecutor
 
             pool = self._pool = ThreadPoolExecutor(self._threads - 1, "kiwifs-columns")
-        pending = [pool.submit(_sum_slice, np, *args) for args in work[1:]]
-        _sum_slice(np, *work[0])
-        for future in pending:
-            future.result()
-        return total
+        pending = [pool.submit(work, lo, hi) for lo, hi in slices[1:]]
+        first = work(*slices[0])
+        return [first, *(future.result() for future in pending)]
 
     def _steps(
         self, np: Any, found: list[Term], nrows: int, ntokens: int
