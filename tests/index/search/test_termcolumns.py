@@ -180,6 +180,7 @@ def test_columns_answer_as_fts5_ranks(
         monkeypatch.setattr(termcolumns, "PRUNE_FROM", 0)
         monkeypatch.setattr(termcolumns, "PRUNE_MOST", 1)
         monkeypatch.setattr(termcolumns, "PRUNE_SHARE", 0.02 if summed == "pruned" else 0.3)
+        monkeypatch.setattr(termcolumns, "LEVEL_SAMPLES", 1 << 20 if summed == "pruned" else 16)
     with watched(make_root(corpus(1))) as (kb, index):
         index.columns._threads = threads
         assert_same(kb, index)

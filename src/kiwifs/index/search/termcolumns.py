@@ -94,6 +94,7 @@ SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more 
 # heaviest's over this factor is light (bounded whole, its documents not candidates)
 PRUNE_FROM = 200_000
 PRUNE_SHARE = 0.05
+LEVEL_SAMPLES = 4096  # documents the first level is chosen from (each one read is a cache miss)
 PRUNE_MOST = 4  # more candidates than 1 document in this many: every sum costs less
 LIGHT = 16.0
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
@@ -868,8 +869,8 @@ def _largest_under(np: Any, how: str, value: Any, least: Any, width: int) -> flo
 
 def _first_level(np: Any, factor: Any, most: Any, codes: Any) -> float:
     """A level about :data:`PRUNE_SHARE` of the documents reach with their largest count
-    (from a sample of :data:`SAMPLES`); the least positive one when fewer hold a term."""
-    step = max(1, len(most) // SAMPLES)
+    (from a sample of :data:`LEVEL_SAMPLES`); the least positive one when fewer hold a term."""
+    step = max(1, len(most) // LEVEL_SAMPLES)
     width = factor.shape[1]
     at = np.minimum(most[::step], CAP + 1).astype(np.intp) * width + codes[::step]
     sample = factor.reshape(-1).take(at)
