@@ -27,6 +27,7 @@ from kiwifs.index.folders import abs_path, probe
 from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
 from kiwifs.index.rows import Touched, delete_row, upsert_row
+from kiwifs.index.search import feedback
 from kiwifs.index.search.answers import AnswerCache
 from kiwifs.index.search.termcolumns import TermColumns
 from kiwifs.index.storeorder import StoreOrder
@@ -67,12 +68,15 @@ class RowStore(Database):
         super().close()
 
     def warm_search(self) -> None:
-        """Load what keyword search keeps in memory for every query (each document's length):
-        done by a server before it reports ready, so its first search does not pay it."""
+        """Load what keyword search keeps in memory for every query (each document's length,
+        the columns a rebuild kept), and give the feedback the document counts of the column
+        words: done by a server before it reports ready, so its first searches do not pay it
+        (a question's feedback counted a third of its words' documents anew, the common words
+        of its best pages)."""
         with self.reader() as conn:
             conn.execute("BEGIN")  # one snapshot: the log, the totals and the lengths agree
             try:
-                self.columns.load(conn)
+                feedback.note_counts(conn, self.columns.load(conn))
             finally:
                 conn.rollback()
 

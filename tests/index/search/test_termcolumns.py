@@ -21,7 +21,7 @@ import pytest
 from kiwifs.index import build, changelog
 from kiwifs.index.core import Index
 from kiwifs.index.filters import RecallFilter
-from kiwifs.index.search import bm25, keyword, storedcolumns, termcolumns
+from kiwifs.index.search import bm25, feedback, keyword, storedcolumns, termcolumns
 from kiwifs.index.search.query import parse
 from kiwifs.index.texts import Codec
 from kiwifs.knowledge import Knowledge
@@ -327,6 +327,23 @@ def test_a_light_terms_pages_are_held_under_its_largest_share(
     assert ranked[0] == ranked[1]
     assert ranked[1] is not None
     assert [path.split("/")[0] for path, *_ in ranked[1]] == ["short"] * 3 + ["beta"] * 3
+
+
+def test_the_feedback_is_given_the_column_words_counts_as_it_counts_them(
+    make_root: Callable[..., Path],
+) -> None:
+    """Warming the search (a server does it before it is ready) gives the feedback each column
+    word's number of documents in that state of the index, as its own count gives it."""
+    with watched(make_root(corpus(4))) as (kb, index):
+        kb.search("fox river stone", limit=5)  # columns made
+        index.warm_search()
+        with index.reader() as conn:
+            nrows, _ = bm25.totals(conn)
+            cap = min(int(nrows * feedback.MAX_SHARE), feedback.MAX_DF)
+            known = dict(feedback.known_counts(conn, nrows, cap))
+            words = [w for w in index.columns._tf if not w.startswith(termcolumns.PHRASE)]
+            assert {"fox", "river", "stone"} <= set(words) <= set(known)
+            assert all(known[w] == feedback.document_count(conn, w, cap) for w in words)
 
 
 def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> None:

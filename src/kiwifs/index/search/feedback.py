@@ -125,6 +125,20 @@ def known_counts(conn: sqlite3.Connection, nrows: int, cap: int) -> dict[str, in
         return known
 
 
+def note_counts(conn: sqlite3.Connection, counts: dict[str, int]) -> None:
+    """Keep ``counts`` (words' numbers of documents, in ``conn``'s snapshot: call inside the
+    read transaction they were made in) as the counts of this state of the database, as
+    :func:`document_count` would have counted them."""
+    nrows, _ = bm25.totals(conn)
+    if not nrows or not counts:
+        return
+    cap = min(int(nrows * MAX_SHARE), MAX_DF)
+    known = known_counts(conn, nrows, cap)
+    with _counts_lock:
+        for word, count in counts.items():
+            known.setdefault(word, min(count, cap + 1))
+
+
 def document_count(conn: sqlite3.Connection, word: str, cap: int) -> int:
     """How many pages hold ``word``, counted up to ``cap + 1`` (enough to refuse it)."""
     if not _INDEXED.fullmatch(word):

@@ -161,20 +161,22 @@ class TermColumns:
         if pool is not None:
             pool.shutdown(wait=False)
 
-    def load(self, conn: sqlite3.Connection) -> None:
+    def load(self, conn: sqlite3.Connection) -> dict[str, int]:
         """Bring the document lengths, and the columns a rebuild kept, up to ``conn``'s
         snapshot now (inside a read transaction), rather than at the first query; and count
         what a query needs of each column (its documents, its top count, those past
-        :data:`CAP`: two passes over a million documents a column). Nothing without numpy or
-        text."""
+        :data:`CAP`: two passes over a million documents a column). Returns each word column's
+        number of documents in that snapshot (none without numpy or text)."""
         np = _numpy()
         if np is None:
-            return
+            return {}
         with self._lock:
             nrows, ntokens = bm25.totals(conn)
-            if nrows and self._current(np, conn, nrows, ntokens):
-                for key in self._tf:
-                    self._facts_of(np, key)
+            if not nrows or not self._current(np, conn, nrows, ntokens):
+                return {}
+            return {
+                key: self._facts_of(np, key)[0] for key in self._tf if not key.startswith(PHRASE)
+            }
 
     def ranked(
         self,
