@@ -360,9 +360,13 @@ def test_scores_are_fts5s_to_the_last_bit(make_root: Callable[..., Path]) -> Non
         assert all(score == exact[i] for _, score, i, _ in mine)
 
 
+@pytest.mark.parametrize("pruned", [False, True])
 def test_writes_are_caught_up(
-    make_root: Callable[..., Path],
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, pruned: bool
 ) -> None:
+    if pruned:  # the pruned first rankings follow the writes too
+        monkeypatch.setattr(termcolumns, "PRUNE_FROM", 0)
+        monkeypatch.setattr(termcolumns, "PRUNE_MOST", 1)
     root = make_root(corpus(3))
     with watched(root) as (kb, index):
         assert from_columns(kb, index, "fox river stone", 5) is not None
@@ -388,6 +392,8 @@ def test_writes_are_caught_up(
         assert_same(kb, index)
         kb.write("c/best.md", best)
         assert_same(kb, index)
+        if pruned:
+            assert_pruned_as_summed(index)
 
 
 def test_text_indexed_without_the_log_starts_afresh(
