@@ -95,6 +95,7 @@ SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more 
 PRUNE_FROM = 200_000
 PRUNE_SHARE = 0.05
 LEVEL_SAMPLES = 4096  # documents the first level is chosen from (each one read is a cache miss)
+LEVEL_RANK = 3  # the sampled score the first level's bound is set under: see _scored_level
 PRUNE_MOST = 4  # more candidates than 1 document in this many: every sum costs less
 LIGHT = 16.0
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
@@ -288,9 +289,11 @@ class TermColumns:
         documents at or above the count for some essential term, and every document of a
         rare term, are the candidates; they are scored exactly, as every document would be. When
         the ``wanted``-th best of them scores more than ``B``, no other document can reach the
-        page, ties included, and the page is cut from them alone. ``λ`` is first chosen to take
-        about :data:`PRUNE_SHARE` of the documents (from a sample), then, when that was too
-        high, lowered once to what the candidates' ``wanted``-th score allows."""
+        page, ties included, and the page is cut from them alone. ``λ`` is first the higher of
+        two levels read from a sample: one about :data:`PRUNE_SHARE` of the documents reach,
+        and one whose bound a page as good as the sample's few best would pass (far fewer
+        candidates when one term outweighs the others); when that was too high, it is lowered
+        once to what the candidates' ``wanted``-th score allows."""
         assert self._dl is not None and self._codes is not None
         if len(self._dl) < PRUNE_FROM:
             return None
@@ -316,6 +319,9 @@ class TermColumns:
         most = self._most(np, kept)
         factor = bm25.share(1.0, np.arange(CAP + 2, dtype=np.float64)[:, None], shape[None, :])
         level = _first_level(np, factor, most, self._codes)
+        scored = _scored_level(np, steps, essential, self._codes, width, (weight, light))
+        if scored is not None and scored > level:  # fewer candidates, and they vouch
+            level = scored
         for _ in range(2):
             least = _least_counts(np, factor, level)
             bound = 0.0  # summed in the terms' order, as a score is
@@ -879,6 +885,30 @@ def _first_level(np: Any, factor: Any, most: Any, codes: Any) -> float:
     rank = max(1, int(len(sample) * PRUNE_SHARE))
     level = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
     return level if level > 0.0 else float(factor[1].min())
+
+
+def _scored_level(
+    np: Any, steps: list[Step], essential: list[bool], codes: Any, width: int, sums: Any
+) -> float | None:
+    """The level whose bound a page scoring as the :data:`LEVEL_RANK`-th best of a sample
+    would pass (the weighty terms' shares of :data:`LEVEL_SAMPLES` pages): about
+    ``LEVEL_RANK`` × the sampling step pages score that much or more, so the page's last one
+    does too, and the first level's candidates vouch for the page nearly always. ``sums``:
+    the weighty terms' idf and the light ones' largest shares, summed."""
+    weight, light = sums
+    step = max(1, len(codes) // LEVEL_SAMPLES)
+    code = codes[::step]
+    total = np.zeros(len(code))
+    for (how, what, value), keep in zip(steps, essential, strict=True):
+        if keep:
+            table = value if how == "table" else value[0]
+            counts = np.minimum(what[::step], CAP)  # (a higher count only scores more)
+            total += table.take(counts.astype(np.intp) * width + code)
+    if len(total) < LEVEL_RANK:
+        return None
+    best = float(np.partition(total, len(total) - LEVEL_RANK)[len(total) - LEVEL_RANK])
+    level = (best - light) / weight
+    return level if level > 0.0 else None
 
 
 def _least_counts(np: Any, factor: Any, level: float) -> Any:
