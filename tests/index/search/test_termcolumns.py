@@ -83,8 +83,9 @@ def corpus(seed: int, count: int = 400) -> dict[str, str]:
 @contextmanager
 def watched(root: Path) -> Iterator[tuple[Knowledge, Index]]:
     """A knowledge root as a server holds it (the term columns serve long-lived processes), and
-    the index it answers from."""
-    keeper = index_keeper(root)
+    the index it answers from. No answers are kept: a search asked again with the columns off
+    (:func:`both_ways`) must be ranked again, not given the kept answer of the columns."""
+    keeper = index_keeper(root, Tuning.from_env().but(search_cache=0))
     with Knowledge(root, index=keeper) as kb:
         Serving(kb).start_watching()
         while not kb.ready():
