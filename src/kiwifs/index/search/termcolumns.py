@@ -331,7 +331,7 @@ class TermColumns:
             ids = self._candidates(np, most, least, steps, live)
             if ids is None:
                 return None
-            scores = _scored_at(np, ids, self._codes.take(ids), width, steps)
+            scores = _scored_at(np, ids, self._codes.take(ids), shape, steps)
             if len(scores) < wanted:  # fewer than a page: every document of a weighty term
                 level = float(factor[1].min())
                 continue
@@ -801,31 +801,55 @@ def _sum_slice(
     """Add each term's share, in the terms' order, to the documents ``lo`` to ``hi``
     (``shares_of`` and ``at_of``: room for a term's shares and table indexes, by document;
     see :func:`_look_up`)."""
-    part, code = total[lo:hi], codes[lo:hi]
-    shares, at = shares_of[lo:hi], at_of[lo:hi]
+
+    def places(docs: Any, values: Any) -> tuple[Any, Any]:
+        first, last = np.searchsorted(docs, (lo, hi))
+        return docs[first:last] - lo, values[first:last]
+
+    part = total[lo:hi]
+    reads = (lambda what: what[lo:hi]), places
+    _add_steps(np, part, codes[lo:hi], shape, steps, reads, shares_of[lo:hi], at_of[lo:hi])
+
+
+def _add_steps(
+    np: Any,
+    part: NDArray[np.float64],
+    code: NDArray[np.intp],
+    shape: NDArray[np.float64],
+    steps: list[Step],
+    reads: tuple[Callable[[Any], Any], Callable[[Any, Any], tuple[Any, Any]]],
+    shares: NDArray[np.float64],
+    at: NDArray[np.intp],
+) -> None:
+    """Write each term's share, in the terms' order, into ``part``: some documents' sums, of
+    length codes ``code``. ``reads``: a column's counts at those documents, and where a list of
+    documents (in row id order) falls among them, with its values there. The one way every
+    sum is made, over a slice of every document or over chosen ones, so each is FTS5's to the
+    bit either way."""
+    counts_of, places_of = reads
+    width = len(shape)
     fresh = True  # ``part`` holds nothing yet: the first column's shares are written, not added
     for how, what, value in steps:  # (FTS5 starts from 0.0, and 0.0 + x is x to the bit)
         if how == "add":
             if fresh:
                 part.fill(0.0)
-            first, last = np.searchsorted(what, (lo, hi))
-            part[what[first:last] - lo] += value[first:last]
+            mine, values = places_of(what, value)
+            part[mine] += values
         elif how == "direct":
-            tf = what[lo:hi].astype(np.float64)
+            tf = counts_of(what).astype(np.float64)
             if fresh:
                 part[:] = 0.0 + bm25.share(value, tf, shape[code])
             else:
                 part += bm25.share(value, tf, shape[code])
         elif how == "table":
-            _look_up(np, value, what[lo:hi], code, len(shape), part, shares, at, fresh)
+            _look_up(np, value, counts_of(what), code, width, part, shares, at, fresh)
         else:  # "capped": as "table" with the counts past CAP cut to it, then those documents
             table, over, exact = value  # given the sum so far plus their exact share
-            first, last = np.searchsorted(over, (lo, hi))
-            mine = over[first:last] - lo
+            mine, values = places_of(over, exact)
             before = np.zeros(len(mine)) if fresh else part[mine]
-            capped = np.minimum(what[lo:hi], CAP)
-            _look_up(np, table, capped, code, len(shape), part, shares, at, fresh)
-            part[mine] = before + exact[first:last]
+            capped = np.minimum(counts_of(what), CAP)
+            _look_up(np, table, capped, code, width, part, shares, at, fresh)
+            part[mine] = before + values
         fresh = False
     if fresh:
         part.fill(0.0)
@@ -919,39 +943,21 @@ def _least_counts(np: Any, factor: Any, level: float) -> Any:
     return reaches.argmax(axis=0).astype(np.uint8)
 
 
-def _scored_at(np: Any, ids: Any, code: Any, width: int, steps: list[Step]) -> Any:
-    """The documents ``ids``' (in row id order) scores, with the very operations of
-    :func:`_sum_slice` in the same order, so each is its sum over every document to the bit."""
-    total = np.zeros(len(ids), dtype=np.float64)
-    fresh = True
-    for how, what, value in steps:
-        if how == "add":
-            at, inside = _places(np, ids, what)
-            total[at[inside]] += value[inside]
-        elif how == "table":
-            _look_up(np, value, what.take(ids), code, width, total, *_room(np, len(ids)), fresh)
-        else:  # "capped" (no "direct": see _pruned)
-            table, over, exact = value
-            at, inside = _places(np, ids, over)
-            mine = at[inside]
-            before = np.zeros(len(mine)) if fresh else total[mine]
-            capped = np.minimum(what.take(ids), CAP)
-            _look_up(np, table, capped, code, width, total, *_room(np, len(ids)), fresh)
-            total[mine] = before + exact[inside]
-        fresh = False
+def _scored_at(np: Any, ids: Any, code: Any, shape: Any, steps: list[Step]) -> Any:
+    """The documents ``ids``' (in row id order) scores, made as :func:`_sum_slice` makes every
+    document's (:func:`_add_steps`), so each is its sum over every document to the bit."""
+
+    def places(docs: Any, values: Any) -> tuple[Any, Any]:
+        at = np.searchsorted(ids, docs)
+        inside = at < len(ids)
+        inside[inside] = ids[at[inside]] == docs[inside]
+        return at[inside], values[inside]
+
+    size = len(ids)
+    total = np.empty(size, dtype=np.float64)
+    reads = (lambda what: what.take(ids)), places
+    _add_steps(np, total, code, shape, steps, reads, np.empty(size), np.empty(size, np.intp))
     return total
-
-
-def _places(np: Any, ids: Any, docs: Any) -> tuple[Any, Any]:
-    """Where each of ``docs`` (in row id order) is in ``ids``, and which are there."""
-    at = np.searchsorted(ids, docs)
-    inside = at < len(ids)
-    inside[inside] = ids[at[inside]] == docs[inside]
-    return np.minimum(at, max(len(ids) - 1, 0)), inside
-
-
-def _room(np: Any, size: int) -> tuple[Any, Any]:
-    return np.empty(size, dtype=np.float64), np.empty(size, dtype=np.intp)
 
 
 def _scope_ids(
