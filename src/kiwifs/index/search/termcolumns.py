@@ -95,7 +95,7 @@ SLICE = 250_000  # documents at least a thread sums (fewer: a thread costs more 
 PRUNE_FROM = 200_000
 PRUNE_SHARE = 0.05
 LEVEL_SAMPLES = 4096  # documents the first level is chosen from (each one read is a cache miss)
-LEVEL_RANK = 3  # the sampled score the first level's bound is set under: see _scored_level
+LEVEL_RANK = 3  # the sampled score the first level's bound is set under: see _first_level
 PRUNE_MOST = 4  # more candidates than 1 document in this many: every sum costs less
 LIGHT = 16.0
 PHRASE = "\x01"  # a column key starting with this is an FTS5 phrase as written, not a word
@@ -107,7 +107,8 @@ Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
 # an OR-ed term: (its key, its documents or None for a column, counts, document count, top count)
 Term = tuple[str, Any, Any, int, int]
 Facts = tuple[int, int, Any]  # a column's document count, top count, documents past CAP
-Step = tuple[str, Any, Any]  # how a term's share is added: see _sum_slice
+Step = tuple[str, Any, Any]  # how a term's share is added: see _add_steps
+PRUNE_ARRAYS = ("uint8", "uint8", "bool")  # the pruned path's kept arrays: see TermColumns._kept
 
 
 def _numpy() -> Any:
@@ -141,14 +142,14 @@ class TermColumns:
         self._tables: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # see _table
         self._table_bytes = 0
         self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
-        self._scratch: tuple[Any, Any, Any] | None = None  # see _buffers
-        self._prune_scratch: tuple[Any, Any, Any] | None = None  # see _prune_buffers
+        self._scratch: dict[str, tuple[Any, ...]] = {}  # arrays kept for the next query: _kept
 
     def clear(self) -> None:
         with self._lock:
             self._epoch, self._dl, self._present, self._codes = None, None, None, None
             self._superseded, self._lengths, self._code_of = None, [], {}
-            self._dropped = self._scratch = self._prune_scratch = None
+            self._dropped = None
+            self._scratch = {}
             self._tf.clear()
             self._failed.clear()
             self._facts.clear()
@@ -318,10 +319,7 @@ class TermColumns:
         kept = [what for (_, what, _), keep in zip(steps, essential, strict=True) if keep]
         most = self._most(np, kept)
         factor = bm25.share(1.0, np.arange(CAP + 2, dtype=np.float64)[:, None], shape[None, :])
-        level = _first_level(np, factor, most, self._codes)
-        scored = _scored_level(np, steps, essential, self._codes, width, (weight, light))
-        if scored is not None and scored > level:  # fewer candidates, and they vouch
-            level = scored
+        level = _first_level(np, factor, most, self._codes, steps, essential, (weight, light))
         for _ in range(2):
             least = _least_counts(np, factor, level)
             bound = 0.0  # summed in the terms' order, as a score is
@@ -350,7 +348,7 @@ class TermColumns:
         if len(counts) == 1:
             return counts[0]
         if all(c.dtype == np.uint8 for c in counts):
-            most = self._prune_buffers(np)[0]
+            most = self._kept(np, "prune", PRUNE_ARRAYS)[0]
             np.maximum(counts[0], counts[1], out=most)
         else:
             most = np.maximum(counts[0], counts[1])
@@ -366,7 +364,7 @@ class TermColumns:
         :data:`PRUNE_MOST` (summing every document then costs less)."""
         codes = self._codes
         assert codes is not None
-        _, needed, mask = self._prune_buffers(np)
+        _, needed, mask = self._kept(np, "prune", PRUNE_ARRAYS)
         forced = [what for how, what, _ in steps if how == "add"]
         dropped = self._superseded_ids(np) if live else None
 
@@ -381,20 +379,6 @@ class TermColumns:
 
         found: NDArray[np.intp] = np.concatenate(self._in_slices(len(mask), part))
         return found if len(found) * PRUNE_MOST <= len(mask) else None
-
-    def _prune_buffers(self, np: Any) -> tuple[Any, Any, Any]:
-        """Kept arrays (see :meth:`_buffers`): the largest counts, the least counts by
-        document, and the candidates' mask."""
-        assert self._dl is not None
-        size = len(self._dl)
-        kept = self._prune_scratch
-        if kept is None or len(kept[0]) != size:
-            kept = self._prune_scratch = (
-                np.empty(size, dtype=np.uint8),
-                np.empty(size, dtype=np.uint8),
-                np.empty(size, dtype=bool),
-            )
-        return kept
 
     def _superseded_ids(self, np: Any) -> NDArray[np.intp]:
         """The superseded pages' row ids, kept until the mask changes: setting a million
@@ -474,7 +458,7 @@ class TermColumns:
         assert self._dl is not None and self._codes is not None
         shape, steps = self._steps(np, found, nrows, ntokens)
         total: NDArray[np.float64]
-        total, shares, at = self._buffers(np, len(self._dl))
+        total, shares, at = self._kept(np, "sums", (np.float64, np.float64, np.intp))
         codes = self._codes
         self._in_slices(
             len(total),
@@ -530,20 +514,20 @@ class TermColumns:
                 steps.append(("capped", counts, (table, over, exact)))
         return shape, steps
 
-    def _buffers(self, np: Any, size: int) -> tuple[Any, Any, Any]:
-        """The arrays a query's sums are made in, kept for the next query (only one sums at a
-        time: the lock): every document's total, a term's shares, and their table indexes.
+    def _kept(self, np: Any, name: str, dtypes: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Arrays of one value a document, of ``dtypes``, kept under ``name`` for the next
+        query (only one query uses them at a time: the lock): ``sums``, every document's total,
+        a term's shares and their table indexes; ``prune``, the largest counts, the least
+        counts by document and the candidates' mask.
 
         Made anew for each query, arrays of a million documents were memory the allocator
         mapped and the kernel zeroed page by page each time: in a server, whose threads keep the
         allocator from reusing it, that was a third of a first query's time at 1M documents."""
-        kept = self._scratch
+        assert self._dl is not None
+        size = len(self._dl)
+        kept = self._scratch.get(name)
         if kept is None or len(kept[0]) != size:
-            kept = self._scratch = (
-                np.empty(size, dtype=np.float64),
-                np.empty(size, dtype=np.float64),
-                np.empty(size, dtype=np.intp),
-            )
+            kept = self._scratch[name] = tuple(np.empty(size, dtype=d) for d in dtypes)
         return kept
 
     # -- keeping the columns current ------------------------------------------------------------
@@ -899,29 +883,33 @@ def _largest_under(np: Any, how: str, value: Any, least: Any, width: int) -> flo
     return float(table.reshape(rows, width)[under].max())
 
 
-def _first_level(np: Any, factor: Any, most: Any, codes: Any) -> float:
-    """A level about :data:`PRUNE_SHARE` of the documents reach with their largest count
-    (from a sample of :data:`LEVEL_SAMPLES`); the least positive one when fewer hold a term."""
+def _first_level(
+    np: Any,
+    factor: Any,
+    most: Any,
+    codes: Any,
+    steps: list[Step],
+    essential: list[bool],
+    sums: tuple[float, float],
+) -> float:
+    """The first level, read from one sample of :data:`LEVEL_SAMPLES` documents: the higher of
+    one about :data:`PRUNE_SHARE` of the documents reach with their largest count (the least
+    positive one when fewer hold a term), and one whose bound a document scoring as the
+    sample's :data:`LEVEL_RANK`-th best would pass (the essential terms' shares). About
+    ``LEVEL_RANK`` × the sampling step documents score that much or more, so the page's last
+    one does too: the candidates of that level vouch for the page nearly always, and are far
+    fewer when one term outweighs the others. ``sums``: the essential terms' idf and the light
+    ones' largest shares, summed."""
     step = max(1, len(most) // LEVEL_SAMPLES)
     width = factor.shape[1]
-    at = np.minimum(most[::step], CAP + 1).astype(np.intp) * width + codes[::step]
-    sample = factor.reshape(-1).take(at)
-    rank = max(1, int(len(sample) * PRUNE_SHARE))
-    level = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
-    return level if level > 0.0 else float(factor[1].min())
-
-
-def _scored_level(
-    np: Any, steps: list[Step], essential: list[bool], codes: Any, width: int, sums: Any
-) -> float | None:
-    """The level whose bound a page scoring as the :data:`LEVEL_RANK`-th best of a sample
-    would pass (the weighty terms' shares of :data:`LEVEL_SAMPLES` pages): about
-    ``LEVEL_RANK`` × the sampling step pages score that much or more, so the page's last one
-    does too, and the first level's candidates vouch for the page nearly always. ``sums``:
-    the weighty terms' idf and the light ones' largest shares, summed."""
-    weight, light = sums
-    step = max(1, len(codes) // LEVEL_SAMPLES)
     code = codes[::step]
+    reached = factor.reshape(-1).take(
+        np.minimum(most[::step], CAP + 1).astype(np.intp) * width + code
+    )
+    rank = max(1, int(len(reached) * PRUNE_SHARE))
+    level = float(np.partition(reached, len(reached) - rank)[len(reached) - rank])
+    if level <= 0.0:
+        level = float(factor[1].min())
     total = np.zeros(len(code))
     for (how, what, value), keep in zip(steps, essential, strict=True):
         if keep:
@@ -929,10 +917,10 @@ def _scored_level(
             counts = np.minimum(what[::step], CAP)  # (a higher count only scores more)
             total += table.take(counts.astype(np.intp) * width + code)
     if len(total) < LEVEL_RANK:
-        return None
+        return level
+    weight, light = sums
     best = float(np.partition(total, len(total) - LEVEL_RANK)[len(total) - LEVEL_RANK])
-    level = (best - light) / weight
-    return level if level > 0.0 else None
+    return max(level, (best - light) / weight)
 
 
 def _least_counts(np: Any, factor: Any, level: float) -> Any:
