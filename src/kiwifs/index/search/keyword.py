@@ -184,11 +184,10 @@ def search(
     if rows is None:
         if not parsed.terms:
             return SearchResults(query, lim, off, [])
-        how = (top_k, tuned.term_pruning)
         if tuned.feedback and not weight and len(parsed.terms) >= feedback.MIN_TERMS:
-            rows = _with_feedback(conn, parsed, sifted, fast, (lim, off), how)
+            rows = _with_feedback(conn, parsed, sifted, fast, (lim, off), tuned)
         else:
-            rows = _any_rows(conn, parsed, sifted, fast, window, how)
+            rows = _any_rows(conn, parsed, sifted, fast, window, tuned)
     if weight:
         rows = blend_recency(rows, weight, time.time_ns())[off : off + lim]
     if not snippets:
@@ -233,14 +232,14 @@ def _any_rows(
     sifted: Sifted,
     columns: TermColumns | None,
     window: tuple[int, int],
-    how: tuple[bool, bool],
+    tuning: Tuning,
 ) -> list[tuple[Any, float, int, int]]:
     """The page for the natural reading (any of its terms), from the term columns when a
     server keeps them, else from FTS5; the terms are FTS5 strings of words, which FTS5 never
-    rejects. ``how``: the tuning's ``search_top_k`` and ``term_pruning``."""
+    rejects. ``tuning``: its ``search_top_k`` and ``term_pruning``."""
     terms = [(t.key, t.match) for t in parsed.terms]
     condition, extra, scope, live = sifted
-    top_k, prune = how
+    prune = tuning.term_pruning
     rows = None
     if columns is not None:
         conn.execute("BEGIN")
@@ -253,7 +252,7 @@ def _any_rows(
     if rows is not None:
         return rows
     try:
-        return _ranked(conn, parsed.any_match, condition, extra, *window, top_k)
+        return _ranked(conn, parsed.any_match, condition, extra, *window, tuning.search_top_k)
     except sqlite3.OperationalError as exc:  # pragma: no cover - strings of words always parse
         raise InvalidQuery(f"invalid search query {parsed.text!r}: {exc}") from exc
 
@@ -264,7 +263,7 @@ def _with_feedback(
     sifted: Sifted,
     columns: TermColumns | None,
     page: tuple[int, int],
-    how: tuple[bool, bool],
+    tuning: Tuning,
 ) -> list[tuple[Any, float, int, int]]:
     """The ``page`` (limit, offset) for the natural reading re-ranked with pseudo-relevance
     feedback (:mod:`index.search.feedback`): the first :data:`~kiwifs.index.search.feedback.POOL`
@@ -272,7 +271,7 @@ def _with_feedback(
     feedback words'."""
     lim, off = page
     window = (max(feedback.POOL, off + lim), 0)
-    rows = _any_rows(conn, parsed, sifted, columns, window, how)
+    rows = _any_rows(conn, parsed, sifted, columns, window, tuning)
     keys = frozenset(t.key for t in parsed.terms if not t.key.startswith(PHRASE))
     condition, extra, _, _ = sifted
     return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]

@@ -255,7 +255,7 @@ class TermColumns:
                 return None
             known = [f for f in found if f is not None]
             picked = None
-            if prune and scope is None and condition in _NO_FILTER and not extra:
+            if prune and scope is None and _passes_every_live(condition, extra):
                 picked = self._pruned(np, known, nrows, ntokens, off + lim, live)
             if picked is None:
                 total = self._totals(np, known, nrows, ntokens)
@@ -958,6 +958,12 @@ def _scope_ids(
     return ids
 
 
+def _passes_every_live(condition: str, extra: tuple[Any, ...]) -> bool:
+    """Whether a search's filters pass every page that is not superseded: none, or the
+    superseded rule alone (which the columns apply by their mask)."""
+    return condition in _NO_FILTER and not extra
+
+
 def _page(
     np: Any,
     conn: sqlite3.Connection,
@@ -981,7 +987,7 @@ def _page(
     pages set to 0.0 already, passes every candidate: the first cut is then the page itself
     (and its ties), not twice it (each candidate filtered is a row read, ~10 µs at 1M files)."""
     wanted = off + lim
-    passes_all = condition in _NO_FILTER and not extra
+    passes_all = _passes_every_live(condition, extra)
     cut = wanted if passes_all else max(FIRST_CUT, 2 * wanted)
     if bound is not None and bound * SPARSE >= len(scores):
         few = False  # (a count would only tell whether the terms overlap a lot)
