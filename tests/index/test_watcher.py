@@ -56,6 +56,7 @@ def test_a_folder_made_after_the_start_is_watched(watching: tuple[Watcher, Recor
     (root / "notes/a.md").write_text("a\n")
     assert wait_for(lambda: seen.saw("notes/a.md"))
     reconciles = seen.reconciles
+    watched = list(watcher._watched)
     (root / ".staging/new/deeper").mkdir(parents=True)
     (root / ".staging/new/deeper/early.md").write_text("e\n")  # no event: hidden, unwatched
     (root / ".staging/new").rename(root / "new")
@@ -63,6 +64,11 @@ def test_a_folder_made_after_the_start_is_watched(watching: tuple[Watcher, Recor
         # the folder came: the watches set up again, then the new folder walked alone
         assert wait_for(lambda: seen.saw("new/deeper/early.md"))
         assert seen.reconciles == reconciles
+        # the folders watched before, kept as they were, and the new ones listed alone: the
+        # root is not walked again for them (a million files: ~1 s a new folder)
+        assert watcher._watched[: len(watched)] == watched
+        added = sorted(os.path.relpath(f, root) for f in watcher._watched[len(watched) :])
+        assert added == ["new", "new/deeper"]
     else:
         assert wait_for(lambda: seen.reconciles > reconciles)  # the whole root reconciled
     (root / "new/deeper/b.md").write_text("b\n")  # no reconcile for an hour: only an event

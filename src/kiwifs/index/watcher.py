@@ -39,7 +39,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,6 +93,7 @@ class Watcher:
         self.max_period = tuned.reconcile_max  # the longest wait while events miss nothing
         self._duty = tuned.reconcile_share  # the share of the time reconciles may take at most
         self._took = 0.0  # how long the last reconcile took
+        self._watched: list[str] = []  # the folders the last watch was set up on
 
     def start(self) -> None:
         if self._thread is not None:
@@ -152,9 +153,11 @@ class Watcher:
                 if wanted and self._per_folder and any(self._folder_event(p) for _, p in wanted):
                     came = self._folders_that_came(wanted)
                     changes.close()
-                    changes = self._listen()  # the new folders watched first, then walked:
-                    # a file written meanwhile is seen by one or the other
-                    if came is not None and self._new_alone:
+                    alone = came is not None and self._new_alone
+                    # the new folders watched first, then walked: a file written meanwhile is
+                    # seen by one or the other
+                    changes = self._listen(self._watched_with(came) if came and alone else None)
+                    if came is not None and alone:
                         self._safely(functools.partial(self._walk_new, came, wanted))
                         continue
                     self._reconciled()
@@ -208,8 +211,12 @@ class Watcher:
             return wait
         return max(wait, self._took / self._duty)
 
-    def _listen(self) -> Generator[set[tuple[watchfiles.Change, str]], None, None] | None:
+    def _listen(
+        self, folders: list[str] | None = None
+    ) -> Generator[set[tuple[watchfiles.Change, str]], None, None] | None:
         """File events from here on, or ``None`` when they cannot be had (periodic only).
+        ``folders``: the folders to watch, when known (else the root is walked for them; and
+        again when a folder went before its watch was set up).
 
         The watches are in place when this returns, before the first reconcile starts: a file
         changed while that reconcile walks the root is then either walked after the change or
@@ -218,7 +225,11 @@ class Watcher:
         import watchfiles  # here, not at the top: one-shot commands never watch
 
         for attempt in range(LISTEN_ATTEMPTS):
-            folders = self._folders() if self._per_folder else [os.fspath(self.root)]
+            if not self._per_folder:
+                folders = [os.fspath(self.root)]
+            elif folders is None or attempt > 0:
+                folders = self._folders()
+            self._watched = folders
             # every change is yielded, hidden ones too (filtered by the loop): with a filter here
             # the generator would not yield while only hidden files change (the index database
             # being written, git), so neither this first step nor the periodic reconcile would come
@@ -251,14 +262,14 @@ class Watcher:
             return changes
         return None
 
-    def _folders(self) -> list[str]:
-        """The root and every folder under it that the walk enters (:func:`list_folder`'s rule:
-        not hidden, not a symbolic link), so the watches cover what the index keeps. A folder
-        that cannot be listed is watched but not entered. A folder whose name is not UTF-8 is left
-        out, and so is what it holds: watchfiles cannot take its path (the periodic reconcile
-        finds its changes)."""
+    def _folders(self, under: Sequence[str] | None = None) -> list[str]:
+        """The root (or the folders ``under``) and every folder below that the walk enters
+        (:func:`list_folder`'s rule: not hidden, not a symbolic link), so the watches cover what
+        the index keeps. A folder that cannot be listed is watched but not entered. A folder whose
+        name is not UTF-8 is left out, and so is what it holds: watchfiles cannot take its path
+        (the periodic reconcile finds its changes)."""
         folders: list[str] = []
-        todo = [os.fspath(self.root)]
+        todo = list(under) if under is not None else [os.fspath(self.root)]
         while todo:
             folder = todo.pop()
             folders.append(folder)
@@ -268,6 +279,13 @@ class Watcher:
                 continue
             todo.extend(f"{folder}/{name}" for name in names if not undecodable(name))
         return folders
+
+    def _watched_with(self, came: list[str]) -> list[str]:
+        """The folders watched now, and those that came with every folder under them: listing
+        only the new ones, not the whole root again (each folder's listing reads all its
+        entries: a million files took ~1 s a new folder)."""
+        known = set(self._watched)
+        return self._watched + [f for f in self._folders(came) if f not in known]
 
     def _folder_event(self, path: str) -> bool:
         """Whether the event at ``path`` is about a folder (one that came, or went)."""
