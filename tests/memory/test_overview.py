@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from gitrepo import git
 from kiwifs.errors import NotFound, UsageError
+from kiwifs.index.memory import timeline as timeline_index
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
 from kiwifs.memory.rules import MergeEntry, build_report, file_facts
@@ -276,6 +277,35 @@ def test_a_stopped_replay_keeps_what_it_did_and_resumes(tmp_path: Path) -> None:
         assert (points["2026-04-01"], points["2026-04-03"]) == (1, 3)
 
 
+def test_a_new_server_starts_from_the_last_replayed_tree_read_in_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay in a new process starts from the state of the last commit the table holds, made
+    from that commit's tree a few files at a time (a million at once took ~1 GB): the counts
+    after the next commits are the report's, as when one process replayed them all."""
+    monkeypatch.setattr(timeline_index, "STATE_CHUNK", 2)
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    for n in range(5):
+        (root / f"episodes/{n}.md").write_text(episode(f"e{n}"))
+    (root / "p.md").write_text("---\nmerged-from:\n  - type: run\n    id: e1\n---\n")
+    commit_at(root, "2026-05-01T10:00:00Z", "five episodes, one merged")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper):
+        assert keeper.refresh_timeline("episodes/") >= 1
+    cites = "  - type: run\n    id: e1\n  - type: episode\n    id: e2\n"
+    (root / "p.md").write_text(f"---\nmerged-from:\n{cites}---\n")
+    (root / "episodes/0.md").unlink()
+    commit_at(root, "2026-05-02T10:00:00Z", "e2 merged, e0 gone")
+    keeper = index_keeper(root)  # a new process: no state kept
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        assert keeper.refresh_timeline("episodes/") == 1
+        points = {p.day: (p.episodic, p.unmerged) for p in keeper.timeline.points()}
+        assert (points["2026-05-01"], points["2026-05-02"]) == ((5, 4), (4, 2))
+
+
 def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
     """Old versions are parsed from git; the current one comes from the index row."""
     root = tmp_path / "kb"
@@ -344,3 +374,32 @@ def test_coverage_state_equals_the_report_after_every_commit(commits: list[dict]
         state.apply(changes)
         report = build_report([file_facts(p, files[p]) for p in sorted(files)], "episodes/")
         assert (state.episodic, state.unmerged) == (report.episodic_count, report.unmerged_count)
+
+
+def test_episodes_sharing_an_id_are_all_recounted_when_a_citation_of_it_changes() -> None:
+    """Three episodes hold id ``a`` (the state keeps one path for an id, then a set of them);
+    a page citing ``a`` covers all three, and dropping the citation uncovers all three."""
+    state = CoverageState("episodes/")
+    first = [
+        (f"episodes/{n}.md", file_facts(f"episodes/{n}.md", {"episode_id": "a"})) for n in "xyz"
+    ]
+    steps: list[list[tuple[str, dict | None]]] = [  # type: ignore[type-arg]
+        [(p, {"episode_id": "a"}) for p, _ in first[:1]],
+        [(p, {"episode_id": "a"}) for p, _ in first[1:]],
+        [("p.md", {"merged-from": [{"type": "episode", "id": "a"}]})],
+        [("episodes/y.md", None)],
+        [("p.md", {"merged-from": []})],
+        [("episodes/y.md", {"episode_id": "a"})],
+        [("p.md", {"merged-from": [{"type": "run", "id": "a"}]})],
+    ]
+    files: dict[str, dict] = {}  # type: ignore[type-arg]
+    for step in steps:
+        for path, fm in step:
+            if fm is None:
+                files.pop(path, None)
+            else:
+                files[path] = fm
+        state.apply([(p, None if fm is None else file_facts(p, fm)) for p, fm in step])
+        report = build_report([file_facts(p, files[p]) for p in sorted(files)], "episodes/")
+        assert (state.episodic, state.unmerged) == (report.episodic_count, report.unmerged_count)
+    assert (state.episodic, state.unmerged) == (3, 0)

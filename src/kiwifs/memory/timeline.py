@@ -18,6 +18,10 @@ from dataclasses import dataclass
 
 from kiwifs.memory.rules import ID_TYPES, FileFacts, coverage_share, is_episodic
 
+# The one empty set every file citing nothing shares (an empty frozenset is not shared by Python:
+# two of them in each of a million files' entries took 430 MB).
+_NONE: frozenset[str] = frozenset()
+
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
@@ -29,12 +33,14 @@ class _Entry:
 
 def covered_idents(id_keys: Iterable[str]) -> frozenset[str]:
     """The episode ids that ``type:id`` keys cover (only the id types cover by id)."""
+    if not id_keys:
+        return _NONE
     out: set[str] = set()
     for key in id_keys:
         typ, sep, ident = key.partition(":")
         if sep and typ in ID_TYPES:
             out.add(ident)
-    return frozenset(out)
+    return frozenset(out) if out else _NONE
 
 
 class CoverageState:
@@ -45,7 +51,9 @@ class CoverageState:
         self._files: dict[str, _Entry] = {}
         self._id_cites: Counter[str] = Counter()
         self._path_cites: Counter[str] = Counter()
-        self._by_eid: dict[str, set[str]] = {}
+        # the episodes holding each id: one path, or a set of them when several share it (a set
+        # for each of a million episodes took 216 MB)
+        self._by_eid: dict[str, str | set[str]] = {}
         self.episodic = 0
         self.unmerged = 0
 
@@ -70,7 +78,7 @@ class CoverageState:
             episodic,
             facts.episode_id.strip(),
             covered_idents(facts.id_keys),
-            frozenset(facts.path_keys),
+            frozenset(facts.path_keys) if facts.path_keys else _NONE,
         )
 
     def _affected(self, staged: list[tuple[str, _Entry | None]]) -> set[str]:
@@ -84,7 +92,11 @@ class CoverageState:
                     idents |= item.idents
                     paths |= item.paths
         for ident in idents:
-            paths |= self._by_eid.get(ident, set())
+            holders = self._by_eid.get(ident)
+            if isinstance(holders, str):
+                paths.add(holders)
+            elif holders is not None:
+                paths |= holders
         return paths
 
     def _tally(self, paths: Iterable[str]) -> tuple[int, int]:
@@ -105,21 +117,31 @@ class CoverageState:
         entry = self._files.pop(path, None)
         if entry is None:
             return
-        self._id_cites.subtract(entry.idents)
-        self._path_cites.subtract(entry.paths)
+        if entry.idents:  # (most files cite nothing: no call for them)
+            self._id_cites.subtract(entry.idents)
+        if entry.paths:
+            self._path_cites.subtract(entry.paths)
         if entry.episodic and entry.eid:
             holders = self._by_eid.get(entry.eid)
-            if holders is not None:
+            if holders == path:
+                del self._by_eid[entry.eid]
+            elif isinstance(holders, set):
                 holders.discard(path)
-                if not holders:
-                    del self._by_eid[entry.eid]
+                if len(holders) == 1:
+                    self._by_eid[entry.eid] = holders.pop()
 
     def _add(self, path: str, entry: _Entry) -> None:
         self._files[path] = entry
-        self._id_cites.update(entry.idents)
-        self._path_cites.update(entry.paths)
+        if entry.idents:
+            self._id_cites.update(entry.idents)
+        if entry.paths:
+            self._path_cites.update(entry.paths)
         if entry.episodic and entry.eid:
-            self._by_eid.setdefault(entry.eid, set()).add(path)
+            holders = self._by_eid.setdefault(entry.eid, path)
+            if isinstance(holders, set):
+                holders.add(path)
+            elif holders != path:
+                self._by_eid[entry.eid] = {holders, path}
 
 
 @dataclass(frozen=True)

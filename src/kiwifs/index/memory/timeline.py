@@ -16,6 +16,7 @@ different episodes prefix clears it, and deleting the database rebuilds it.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import sqlite3
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 MAX_DAYS = 366  # points the dashboard draws (the most recent days)
 FLUSH_EVERY = 1000  # commits replayed per transaction
 LOOKUP_CHUNK = 500
+# files of a tree read into a coverage state at a time: all of a million files' changes and facts
+# at once took ~1 GB more memory than the state they made (which a server then kept)
+STATE_CHUNK = 10_000
 QUIET_SECONDS = 1.0
 
 FACT_COLUMNS = "key, etag, memory_kind, episode_id, id_keys, path_keys, unreadable"
@@ -133,8 +137,9 @@ class Timeline:
             return self._state
         state = CoverageState(prefix)
         if commit is not None:
-            files = list(self._history.files(commit))
-            state.apply(self._facts(index, [BlobChange(p, b) for p, b in files]))
+            files = self._history.files(commit)
+            while chunk := list(itertools.islice(files, STATE_CHUNK)):
+                state.apply(self._facts(index, [BlobChange(p, b) for p, b in chunk]))
         self._state, self._state_commit = state, commit
         return state
 
