@@ -58,7 +58,9 @@ fields changed, :data:`MODES`): the server runs as ``cli.main([...], obj=tuning)
   level; ``group-ftsbefore`` / ``async-ftsbefore``: both.
 
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
-files hard-linked) instead of a fresh root: what a write costs on a big root. ``--into FOLDER``
+files hard-linked) instead of a fresh root: what a write costs on a big root. ``--copy-of ROOT``
+serves a private copy of any versioned root the same way (a 1M root, once ``kiwifs serve`` has
+imported it into git). ``--into FOLDER``
 writes every file straight into FOLDER (``episodes/2024/05``: a month of 4,300 episodes, where
 an agent's next episode goes) instead of into new folders of their own.
 
@@ -105,6 +107,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index import private_copy, versioned_corpus  # noqa: E402
 
 CORPUS = 0  # --corpus: the episodes of the corpus copied for each run (0: a fresh root)
+COPY_OF: Path | None = None  # --copy-of: a versioned root copied for each run instead
 Changes = dict[str, object]  # Tuning's fields changed from their defaults
 MODES: dict[str, tuple[str, Changes]] = {  # mode: (serve flag, the Tuning's changed fields)
     "per-write": ("--sync-commit", {"group_commit": False, "strict_fsync": True}),
@@ -153,6 +156,7 @@ DEFAULT_MODES = "per-write,group,async-strict,async"
 GOALS = {"group": (150.0, 400.0), "async": (300.0, 0.0)}  # (1 client, N clients) writes/s
 GOALS.update({"group-inproc": GOALS["group"], "async-inproc": GOALS["async"]})
 WARM_UP = 20  # writes before the timed ones
+QUIET = 3.0  # seconds of a server's CPU under 10 % before timing (its replays wait a second first)
 
 
 def free_port() -> int:
@@ -206,8 +210,9 @@ def fsync_probe(folder: Path, count: int = 20) -> float:
 def warm_up(base: str, server: int, timeout: float = 60.0) -> None:
     """Let the server finish starting before anything is timed: its index built (``/readyz``),
     :data:`WARM_UP` writes made (the commit process started, the first commit's objects
-    read), then quiet until its CPU use stays under 10 % for a second (the background
-    reconcile and replays that the first writes woke done)."""
+    read), then quiet until its CPU use stays under 10 % for :data:`QUIET` seconds (the background
+    reconcile and replays that the first writes woke done: on a root of a million files, the
+    history's first replay reads every file's row, a minute or more), or ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if httpx.get(base + "/readyz", timeout=5.0).status_code == 200:
@@ -218,8 +223,8 @@ def warm_up(base: str, server: int, timeout: float = 60.0) -> None:
             client.put("/api/kiwi/file", params={"path": f"bench/warm/w{i}.md"}, content=b"w\n")
     while time.monotonic() < deadline:
         before = process_cpu(server)
-        time.sleep(1.0)
-        if process_cpu(server) - before < 0.1:
+        time.sleep(QUIET)
+        if process_cpu(server) - before < 0.1 * QUIET:
             return
 
 
@@ -473,7 +478,9 @@ def run_mode(
     flag, tuning = MODES[mode]
     shown = ", ".join(f"{k}={v}" for k, v in tuning.items()) or "the defaults"
     os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    if CORPUS:
+    if COPY_OF is not None:
+        private_copy(COPY_OF, root)
+    elif CORPUS:
         private_copy(versioned_corpus(CORPUS, 1), root)
     else:
         subprocess.run(
@@ -498,7 +505,7 @@ def run_mode(
     print(f"== {mode}: serve {flag}, tuning: {shown}")
     try:
         wait_ready(base, proc)
-        warm_up(base, proc.pid)
+        warm_up(base, proc.pid, 900.0 if COPY_OF or CORPUS else 60.0)  # a big root starts longer
         print(f"disk: a small file's fsync takes {fsync_probe(tmp):.2f} ms (median of 20)")
         commits_before = int(git(root, "rev-list", "--count", "HEAD"))
         one, fail1 = run_single(base, writes, client, proc.pid)
@@ -644,6 +651,14 @@ def main() -> int:
         " the 100k root) instead of a fresh root",
     )
     parser.add_argument(
+        "--copy-of",
+        type=Path,
+        metavar="ROOT",
+        help="serve a private copy of ROOT, a versioned root (hard links: ROOT is never"
+        " written to), instead of a fresh root: the 1M root of bench/first_serve.py once a"
+        " server has imported it into git",
+    )
+    parser.add_argument(
         "--into",
         metavar="FOLDER",
         help="write every file straight into FOLDER, beside its files (with --corpus 100000:"
@@ -660,8 +675,14 @@ def main() -> int:
         core_writes(root, flag == "--async-commit", int(writes), int(clients), json.loads(tuning))
         return 0
     args = parser.parse_args()
-    global CORPUS, INTO, ONE, MANY
+    global CORPUS, COPY_OF, INTO, ONE, MANY
     CORPUS = args.corpus
+    if args.copy_of is not None:
+        if args.corpus:
+            parser.error("--copy-of and --corpus each name the root to copy: give one")
+        if not (args.copy_of / ".git").is_dir():
+            parser.error(f"{args.copy_of} is not versioned (serve it once to import it)")
+        COPY_OF = args.copy_of.resolve()
     if args.into:
         if args.core:
             parser.error("--into goes with kiwifs serve, not --core")
