@@ -60,7 +60,8 @@ fields changed, :data:`MODES`): the server runs as ``cli.main([...], obj=tuning)
 ``--corpus 100000`` serves a private copy of the 100k-episode corpus (``bench/index.py``'s,
 files hard-linked) instead of a fresh root: what a write costs on a big root. ``--copy-of ROOT``
 serves a private copy of any versioned root the same way (a 1M root, once ``kiwifs serve`` has
-imported it into git). ``--into FOLDER``
+imported it into git). Hard links change each file's ctime, ROOT's too: the next server on ROOT
+reads every file once again to confirm its row (minutes at 1M). ``--into FOLDER``
 writes every file straight into FOLDER (``episodes/2024/05``: a month of 4,300 episodes, where
 an agent's next episode goes) instead of into new folders of their own.
 
