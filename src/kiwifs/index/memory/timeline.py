@@ -180,7 +180,8 @@ class Timeline:
         """Each change's facts: the index row's when it holds that blob, else the blob's."""
         changes = list(changes)
         stored: dict[bytes, tuple[str, FileFacts]] = {}
-        keys = [k for c in changes if c.blob is not None and (k := path_key(c.path)) is not None]
+        named = [path_key(c.path) if c.blob is not None else None for c in changes]
+        keys = [k for k in named if k is not None]
         with index.reader() as conn:
             for start in range(0, len(keys), LOOKUP_CHUNK):
                 chunk = keys[start : start + LOOKUP_CHUNK]
@@ -191,17 +192,16 @@ class Timeline:
                         path="",
                         memory_kind=py_text(kind),
                         episode_id=py_text(eid),
-                        id_keys=tuple(json.loads(ids)),
-                        path_keys=tuple(json.loads(paths)),
+                        id_keys=_keys(ids),
+                        path_keys=_keys(paths),
                         unreadable=bool(unreadable),
                     )
                     stored[key] = (etag, facts)
         out: list[tuple[str, FileFacts | None]] = []
-        for change in changes:
+        for change, key in zip(changes, named, strict=True):
             if change.blob is None:
                 out.append((change.path, None))
                 continue
-            key = path_key(change.path)
             hit = stored.get(key) if key is not None else None
             if hit is not None and hit[0] == change.blob:
                 out.append((change.path, hit[1]))
@@ -216,6 +216,12 @@ class Timeline:
         if self._history.blob_size(blob) > MAX_READ_BYTES:
             return unreadable_facts(path, TOO_LARGE)
         return facts_of_bytes(path, self._history.blob(blob))
+
+
+def _keys(stored: str) -> tuple[str, ...]:
+    """A row's stored JSON list of merged-from keys as a tuple (most rows cite nothing: their
+    ``[]`` is not parsed, a tenth of the time a million rows took)."""
+    return () if stored == "[]" else tuple(json.loads(stored))
 
 
 def points(conn: sqlite3.Connection, limit: int = MAX_DAYS) -> list[TimelinePoint]:
