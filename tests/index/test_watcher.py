@@ -271,3 +271,15 @@ def test_the_periodic_reconcile_takes_at_most_its_share_of_the_time(tmp_path: Pa
         assert wait_for(lambda: watcher.interval == 0.4)
     finally:
         watcher.stop()
+
+
+def test_folders_that_came_are_added_once_beside_those_watched(tmp_path: Path) -> None:
+    """The new folders (and those under them) join the watched ones, each once, even when one
+    that came lies under another that came; the folders watched before stay as they were."""
+    (tmp_path / "a/b").mkdir(parents=True)
+    (tmp_path / "n").mkdir()
+    watcher = Watcher(tmp_path, Recorder().refresh, Recorder().reconcile, period=3600)
+    watcher._watched = [str(tmp_path), str(tmp_path / "n")]
+    watched = watcher._watched_with([str(tmp_path / "a"), str(tmp_path / "a/b")])
+    assert watched[:2] == [str(tmp_path), str(tmp_path / "n")]
+    assert sorted(os.path.relpath(f, tmp_path) for f in watched[2:]) == ["a", "a/b"]

@@ -285,7 +285,9 @@ class Watcher:
         only the new ones, not the whole root again (each folder's listing reads all its
         entries: a million files took ~1 s a new folder)."""
         known = set(self._watched)
-        return self._watched + [f for f in self._folders(came) if f not in known]
+        # each folder once, should one that came also lie under another that came
+        new = dict.fromkeys(f for f in self._folders(came) if f not in known)
+        return self._watched + list(new)
 
     def _folder_event(self, path: str) -> bool:
         """Whether the event at ``path`` is about a folder (one that came, or went)."""
