@@ -48,7 +48,9 @@ class CoverageState:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self._files: dict[str, _Entry] = {}
+        # each file's entry; an episode citing nothing is kept as its id alone (the same string
+        # as its key in ``_by_eid``): an entry object for each of a million took 64 MB more
+        self._files: dict[str, _Entry | str] = {}
         self._id_cites: Counter[str] = Counter()
         self._path_cites: Counter[str] = Counter()
         # the episodes holding each id: one path, or a set of them when several share it (a set
@@ -87,7 +89,7 @@ class CoverageState:
         paths: set[str] = set()
         for path, entry in staged:
             paths.add(path)
-            for item in (self._files.get(path), entry):
+            for item in (self._get(path), entry):
                 if item is not None:
                     idents |= item.idents
                     paths |= item.paths
@@ -102,7 +104,7 @@ class CoverageState:
     def _tally(self, paths: Iterable[str]) -> tuple[int, int]:
         episodic = unmerged = 0
         for path in paths:
-            entry = self._files.get(path)
+            entry = self._get(path)
             if entry is None or not entry.episodic:
                 continue
             episodic += 1
@@ -113,10 +115,15 @@ class CoverageState:
     def _covered(self, path: str, entry: _Entry) -> bool:
         return (bool(entry.eid) and self._id_cites[entry.eid] > 0) or self._path_cites[path] > 0
 
+    def _get(self, path: str) -> _Entry | None:
+        entry = self._files.get(path)
+        return _Entry(True, entry, _NONE, _NONE) if isinstance(entry, str) else entry
+
     def _remove(self, path: str) -> None:
-        entry = self._files.pop(path, None)
+        entry = self._get(path)
         if entry is None:
             return
+        del self._files[path]
         if entry.idents:  # (most files cite nothing: no call for them)
             self._id_cites.subtract(entry.idents)
         if entry.paths:
@@ -131,7 +138,8 @@ class CoverageState:
                     self._by_eid[entry.eid] = holders.pop()
 
     def _add(self, path: str, entry: _Entry) -> None:
-        self._files[path] = entry
+        plain = entry.episodic and bool(entry.eid) and not entry.idents and not entry.paths
+        self._files[path] = entry.eid if plain else entry
         if entry.idents:
             self._id_cites.update(entry.idents)
         if entry.paths:
