@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kiwifs.base.printed_json import RawJSON, dumps
 from kiwifs.cli import cli
@@ -750,3 +752,13 @@ def test_watcher_refresh_skips_echoes_but_never_a_real_change(
     assert index.refresh_if_changed(["episodes/a.md"]) == 1
     assert [h.path for h in pages_kb.search("alpha").results] == ["episodes/a.md"]
     assert pages_kb.search("bravo").results == []
+
+
+@given(st.lists(st.text(max_size=12), max_size=4))
+def test_stored_keys_read_back_what_a_row_stored(keys: list[str]) -> None:
+    """A row's merged-from keys read back as the JSON it was written with parses: the unparsed
+    ``[]`` of a row citing nothing included, and any other spelling of an empty list."""
+    stored = json.dumps(keys)  # as index/rows.py writes the row
+    assert record.stored_keys(stored) == tuple(json.loads(stored)) == tuple(keys)
+    for empty in ("[]", "[ ]", " []"):
+        assert record.stored_keys(empty) == tuple(json.loads(empty)) == ()

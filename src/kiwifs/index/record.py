@@ -92,6 +92,13 @@ def py_text(value: str | bytes | None) -> str:
     return value
 
 
+def stored_keys(stored: str) -> tuple[str, ...]:
+    """A row's ``id_keys`` or ``path_keys`` (the JSON list the row was written with) as a tuple.
+    Most rows cite nothing: their ``[]`` is not parsed (a tenth of the time a million rows took
+    to read back)."""
+    return () if stored == "[]" else tuple(json.loads(stored))
+
+
 @dataclass(frozen=True, slots=True)
 class FileRecord:
     """One indexed file. ``sig`` is ``None`` for a racy (too recent) or error record."""

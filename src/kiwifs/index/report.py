@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kiwifs.base.printed_json import RawJSON, dumps
-from kiwifs.index.record import db_text, path_key, py_text
+from kiwifs.index.record import db_text, path_key, py_text, stored_keys
 from kiwifs.memory.rules import (
     DUPLICATE_ID_WARNING,
     MISSING_ID_WARNING,
@@ -556,8 +556,8 @@ def stored_facts(conn: sqlite3.Connection) -> Iterator[FileFacts]:
             memory_kind=py_text(kind),
             episode_id=py_text(eid),
             refs=refs,
-            id_keys=tuple(json.loads(id_keys)),
-            path_keys=tuple(json.loads(path_keys)),
+            id_keys=stored_keys(id_keys),
+            path_keys=stored_keys(path_keys),
             warnings=tuple(json.loads(warnings)) if warnings else (),
             unreadable=bool(unreadable),
             superseded=bool(gone),
