@@ -153,13 +153,13 @@ class Watcher:
                 if wanted and self._per_folder and any(self._folder_event(p) for _, p in wanted):
                     came = self._folders_that_came(wanted)
                     changes.close()
-                    alone = came is not None and self._new_alone
                     # the new folders watched first, then walked: a file written meanwhile is
                     # seen by one or the other
-                    changes = self._listen(self._watched_with(came) if came and alone else None)
-                    if came is not None and alone:
+                    if came is not None and self._new_alone:
+                        changes = self._listen(self._watched_with(came))
                         self._safely(functools.partial(self._walk_new, came, wanted))
                         continue
+                    changes = self._listen()
                     self._reconciled()
                     last = time.monotonic()
                     continue
