@@ -98,7 +98,7 @@ def feedback_words(
             if word in query_keys or word in stops or word.isdigit() or not length:
                 continue
             mass[word] = mass.get(word, 0.0) + tf / length * (row[1] / total)
-    cap = min(int(nrows * MAX_SHARE), MAX_DF)
+    cap = count_cap(nrows)
     known = known_counts(conn, nrows, cap)
     weights: dict[str, float] = {}
     for word in sorted(mass, key=lambda w: (-mass[w], w)):
@@ -109,6 +109,12 @@ def feedback_words(
             weights[word] = mass[word] * bm25.idf(nrows, df)
     best = sorted(weights, key=lambda w: (-weights[w], w))[:EXPANSION_TERMS]
     return {w: weights[w] for w in best}
+
+
+def count_cap(nrows: int) -> int:
+    """The most pages a feedback word may be in (:data:`MAX_SHARE` of ``nrows``, at most
+    :data:`MAX_DF`): counting stops one past it."""
+    return min(int(nrows * MAX_SHARE), MAX_DF)
 
 
 def known_counts(conn: sqlite3.Connection, nrows: int, cap: int) -> dict[str, int]:
@@ -132,7 +138,7 @@ def note_counts(conn: sqlite3.Connection, counts: dict[str, int]) -> None:
     nrows, _ = bm25.totals(conn)
     if not nrows or not counts:
         return
-    cap = min(int(nrows * MAX_SHARE), MAX_DF)
+    cap = count_cap(nrows)
     known = known_counts(conn, nrows, cap)
     with _counts_lock:
         for word, count in counts.items():
