@@ -7,13 +7,15 @@ the document, ``dl`` its length in words, ``avgdl`` the table's total words over
 than half the documents). The functions here evaluate it with the same operations in the same
 order, so IEEE doubles give the very same numbers (the tests compare them with ``bm25()``).
 
-Words are counted by FTS5 itself (:class:`Tokenizer`: the index's tokenizer in a private
-in-memory database), so a count never disagrees with the index about what a word is.
+Words are counted as FTS5 counts them (:class:`Tokenizer`: the index's tokenizer in a private
+in-memory database), so a count never disagrees with the index about what a word is. An ASCII
+text is split here, where FTS5 would split it, and only its new forms go through FTS5's stemmer.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import threading
 from collections import Counter
@@ -23,6 +25,15 @@ from typing import Any
 TOKENIZE = "porter unicode61 remove_diacritics 1"
 K1 = 1.2
 B = 0.75
+# The last characters of the runs the stemmer (Porter's, as FTS5 has it) may change: every
+# suffix its rules remove or replace ends in one of them (``-s``, ``-ed``, ``-ing``, ``-y``,
+# ``-al``, ``-ance``, ``-ic``, ``-er``, ``-ant``, ``-ion``, ``-ou``, ``-ism``, ``-iti``, ...).
+# A run ending in anything else (a digit, ``a``, ``b``, ``f``, ...) is its own stem, which a
+# test holds against FTS5 for every ending.
+STEMMED_ENDINGS = b"cdegilmnrstuy"
+MAX_FORMS = 200_000  # lower-cased runs whose stems are remembered (then forgotten: ids are unique)
+_RUN = re.compile(r"[a-z0-9]+")  # unicode61's tokens of a lower-cased ASCII text
+_ENDINGS = tuple(chr(c) for c in STEMMED_ENDINGS)
 
 
 def term_score(tf: float, dl: float, avgdl: float) -> float:
@@ -108,12 +119,59 @@ class Tokenizer:
             f"CREATE VIRTUAL TABLE tok USING fts5(body, content = '', tokenize = '{TOKENIZE}')"
         )
         self._conn.execute("CREATE VIRTUAL TABLE tokv USING fts5vocab('tok', 'instance')")
+        self._stems: dict[str, str] = {}
 
     def counts(
         self, texts: Sequence[str], terms: Sequence[str] | None = None
     ) -> list[tuple[Counter[str], int]]:
         """Per text, how often each word occurs (only ``terms`` when given: far cheaper than
-        listing every word) and its length in words."""
+        listing every word) and its length in words.
+
+        An ASCII text is split here: ``unicode61`` makes a token of each run of letters and
+        digits there (every other ASCII character separates) and folds it to lower case, so
+        its tokens are the runs of ``[a-z0-9]`` of the lower-cased text; each run is then
+        stemmed by FTS5 itself, once (:meth:`_stem_all`). That costs ~0.4 ms for three pages
+        against ~2 ms through FTS5's vocabulary table. Any other text is counted by FTS5."""
+        out: list[tuple[Counter[str], int]] = [(Counter(), 0) for _ in texts]
+        other = [i for i, text in enumerate(texts) if not text.isascii()]
+        wanted = None if terms is None else frozenset(terms)
+        for i, text in enumerate(texts):
+            if text.isascii():
+                out[i] = self._ascii_counts(text, wanted)
+        if other:
+            counted = self.fts_counts([texts[i] for i in other], terms)
+            for i, each in zip(other, counted, strict=True):
+                out[i] = each
+        return out
+
+    def _ascii_counts(self, text: str, wanted: frozenset[str] | None) -> tuple[Counter[str], int]:
+        forms = _RUN.findall(text.lower())
+        stems = self._stem_all(forms)
+        found = Counter(map(stems.__getitem__, forms))
+        if wanted is not None:
+            found = Counter({w: n for w, n in found.items() if w in wanted})
+        return found, len(forms)
+
+    def _stem_all(self, forms: list[str]) -> dict[str, str]:
+        """The remembered stems, holding every one of ``forms`` (runs of ``[a-z0-9]``): a run
+        ending past :data:`STEMMED_ENDINGS` is its own stem, any other new one is asked of
+        FTS5."""
+        stems = self._stems
+        new = set(forms).difference(stems)
+        if not new:
+            return stems
+        if len(stems) + len(new) > MAX_FORMS:
+            stems = self._stems = {}
+        ask = [f for f in new if f.endswith(_ENDINGS)]
+        made = dict(zip(new, new, strict=True))
+        made.update(zip(ask, self.stems(ask), strict=True))
+        stems.update(made)  # at once: another thread never reads a run before its stem
+        return stems
+
+    def fts_counts(
+        self, texts: Sequence[str], terms: Sequence[str] | None = None
+    ) -> list[tuple[Counter[str], int]]:
+        """:meth:`counts` made by FTS5 alone, whatever the texts' characters."""
         out: list[tuple[Counter[str], int]] = [(Counter(), 0) for _ in texts]
         if not texts:
             return out

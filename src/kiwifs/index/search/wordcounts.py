@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kiwifs.index.search import bm25
+from kiwifs.index.search.bm25 import STEMMED_ENDINGS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,12 +34,6 @@ if TYPE_CHECKING:
 
 TABLE_BITS = 16  # the chosen forms' hash table: 65,536 slots (a root's few hundred forms)
 KEY_BYTES = 16  # a run this long at most is looked up by its bytes; a longer one by a dict
-# The last characters of the runs the stemmer (Porter's, as FTS5 has it) may change: every
-# suffix its rules remove or replace ends in one of them (``-s``, ``-ed``, ``-ing``, ``-y``,
-# ``-al``, ``-ance``, ``-ic``, ``-er``, ``-ant``, ``-ion``, ``-ou``, ``-ism``, ``-iti``, ...).
-# A run ending in anything else (a digit, ``a``, ``b``, ``f``, ...) is its own stem, which a
-# test holds against FTS5 for every ending.
-STEMMED_ENDINGS = b"cdegilmnrstuy"
 MAX_OTHERS = 200_000  # forms of no chosen word remembered (then forgotten: ids are unique)
 
 
