@@ -151,6 +151,13 @@ class Tuning:
     run, the dashboard shows the check as not yet run and ``memory check`` computes it when
     asked."""
 
+    read_ahead: float = 0.5
+    """A server starting to watch a root reads its index file through once, in a background
+    thread, when the file is at most this share of the memory available (``0``: never): its
+    first searches then find the index's pages in the page cache instead of waiting on the disk
+    for each hit's row and text (at a million files, with the cache emptied first, the first 30
+    searches' p50 was 23 ms against ~15 ms warm)."""
+
     # -- the timeline ---------------------------------------------------------------------------
 
     timeline_known: bool = True

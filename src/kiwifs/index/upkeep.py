@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from kiwifs.base import pagecache
 from kiwifs.base.limits import MAX_READ_BYTES
 from kiwifs.config import VectorConfig
 from kiwifs.errors import Busy, Locked
@@ -346,6 +347,7 @@ class IndexKeeper:
             if self._watcher is not None:
                 return
             index = self._open()
+            pagecache.read_ahead(index.path, self.tuning.read_ahead)  # beside the warm-up
             if self._in_root:  # waits while another process rebuilds the index
                 self._watch_lock = rebuildlock.hold_shared(self.root)
             recall = self.recall() if self.vector.enabled else None
