@@ -87,11 +87,14 @@ Parts = tuple[
     Counted | None,
 ]
 # The words a rebuild makes term columns of (index/search/storedcolumns.py): those in at least
-# COLUMN_SHARE of the sampled files, the COLUMN_WORDS most common, once the root has
-# COLUMN_FILES files (below that, a server makes a word's column in under ~20 ms).
+# COLUMN_SHARE of the sampled files, the COLUMN_WORDS most common, none that begins with a digit
+# (numbers, pieces of dates and times: rarely asked), once the root has COLUMN_FILES files
+# (below that, a server makes a word's column in under ~20 ms). A word in 5 % of a million
+# files not kept costs its first search 50-300 ms; a kept one costs the index ~100-200 kB and
+# a server 1 MB of memory (and a rebuild a byte a file while it loads: 200 MB at a million files).
 COLUMN_FILES = 20_000
-COLUMN_SHARE = 0.1
-COLUMN_WORDS = 160  # a byte a file each: 170 MB while loading a million files
+COLUMN_SHARE = 0.05
+COLUMN_WORDS = 200
 
 
 class Samples:
@@ -116,7 +119,7 @@ class Samples:
         if self.files < COLUMN_FILES:
             return ()
         texts = [t.decode("utf-8", "replace") for t in self.texts]
-        return tuple(common_words(texts, COLUMN_SHARE, COLUMN_WORDS))
+        return tuple(common_words(texts, COLUMN_SHARE, COLUMN_WORDS, numbers=False))
 
 
 def _read_samples(root: str, real_root: str, keys: list[bytes]) -> list[bytes]:

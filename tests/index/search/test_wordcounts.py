@@ -98,3 +98,6 @@ def test_common_words_are_the_sample_s() -> None:
     assert common_words(sample, 0.5, 10) == ["fox", "river"]
     assert common_words(sample, 0.5, 1) == ["fox"]
     assert common_words([], 0.5, 10) == []
+    dated = ["fox 2025 06 1st", "fox 2025 v2", "river 2025 1st"]
+    assert common_words(dated, 0.5, 10) == ["2025", "1st", "fox"]  # ties by word
+    assert common_words(dated, 0.5, 10, numbers=False) == ["fox"]

@@ -221,13 +221,16 @@ def _bytes_of(first: int, second: int) -> bytes:
     return (first.to_bytes(8, "little") + second.to_bytes(8, "little")).rstrip(b"\0")
 
 
-def common_words(texts: Sequence[str], share: float, most: int) -> list[str]:
+def common_words(texts: Sequence[str], share: float, most: int, numbers: bool = True) -> list[str]:
     """The indexed words in at least ``share`` of ``texts`` (a sample of a root), the
-    ``most`` most common first: those a rebuild makes columns of."""
+    ``most`` most common first: those a rebuild makes columns of. ``numbers=False`` leaves out
+    the words that begin with a digit (numbers, and the pieces of dates and times)."""
     df: dict[str, int] = {}
     for found, _ in bm25.TOKENIZER.counts(texts):
         for word in found:
             df[word] = df.get(word, 0) + 1
     least = max(1, share * len(texts))
-    ranked = sorted((-n, w) for w, n in df.items() if n >= least)
+    ranked = sorted(
+        (-n, w) for w, n in df.items() if n >= least and (numbers or not w[:1].isdigit())
+    )
     return [w for _, w in ranked[:most]]
