@@ -152,11 +152,11 @@ class Tuning:
     asked."""
 
     read_ahead: float = 0.5
-    """A server starting to watch a root reads its index file through once, in a background
-    thread, when the file is at most this share of the memory available (``0``: never): its
-    first searches then find the index's pages in the page cache instead of waiting on the disk
-    for each hit's row and text (at a million files, with the cache emptied first, the first 30
-    searches' p50 was 23 ms against ~15 ms warm)."""
+    """A server starting to watch a root reads its index file (64 MB or more) through once, in
+    a child process, when the file is at most this share of the memory available (``0``:
+    never): its first searches then find the index's pages in the page cache instead of waiting
+    on the disk for each hit's row and text (at a million files, with the cache emptied first,
+    the first 30 searches' p50 was 23 ms against ~15 ms warm)."""
 
     # -- the timeline ---------------------------------------------------------------------------
 
