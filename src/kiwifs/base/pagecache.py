@@ -18,7 +18,6 @@ none away.
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -66,6 +65,8 @@ def read_ahead(path: Path, share: float) -> threading.Thread | None:
         return None
     if not worth_reading(size, share, available_memory()):
         return None
+    import subprocess  # servers only: a one-shot command's start-up imports none of it
+
     try:
         child = subprocess.Popen(
             [sys.executable, "-c", READER, str(path)],
