@@ -323,6 +323,33 @@ def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
         assert (points["2026-03-01"], points["2026-03-02"]) == (0, 1)
 
 
+def test_an_undated_episode_is_as_old_as_its_first_commit_among_many(tmp_path: Path) -> None:
+    """The first commit that added a file is kept over later edits, and the times of more
+    undated episodes than one lookup holds are all found (the table is keyed by a hash)."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/e0550.md").write_text(episode("e0550"))
+    commit_at(root, "2026-03-01T10:00:00Z", "the first one")
+    (root / "episodes/e0550.md").write_text(episode("e0550") + "edited\n")
+    for i in range(600):
+        if i != 550:
+            (root / f"episodes/e{i:04}.md").write_text(episode(f"e{i}"))
+    commit_at(root, "2026-04-01T10:00:00Z", "the others")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        keeper.refresh_timeline("episodes/")
+        oldest = kb.overview().oldest
+        assert oldest is not None and oldest.path == "episodes/e0550.md"
+        assert oldest.age_from == AGE_FROM_COMMIT
+        assert oldest.since == dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC).timestamp()
+        kb.write("episodes/e0550.md", episode("e0550", "created: 2026-05-01\n"))
+        oldest = kb.overview().oldest  # the others, all added at once: walk order
+        assert oldest is not None and oldest.path == "episodes/e0000.md"
+        assert oldest.since == dt.datetime(2026, 4, 1, 10, tzinfo=dt.UTC).timestamp()
+
+
 def test_a_root_without_git_has_no_history(tmp_path: Path) -> None:
     root = tmp_path / "plain"
     (root / "episodes").mkdir(parents=True)

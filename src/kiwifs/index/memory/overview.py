@@ -12,9 +12,12 @@ import sqlite3
 from kiwifs.index.record import key_to_rel, py_text
 from kiwifs.index.report import _EPISODES as EPISODES
 from kiwifs.index.report import UNMERGED, prefix_range
+from kiwifs.index.schema import added_hash
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME, Oldest
 from kiwifs.memory.overview import FolderCoverage, QueueItem, QueuePage
 from kiwifs.memory.rules import EpisodicFile
+
+LOOKUP_CHUNK = 500  # undated episodes whose first commit is looked up per statement
 
 
 def folder_coverage(conn: sqlite3.Connection, prefix: str) -> list[FolderCoverage]:
@@ -90,6 +93,13 @@ def _count(
     return episodic, unmerged
 
 
+def _added_times(conn: sqlite3.Connection, hashes: list[int]) -> dict[int, int]:
+    """The first commit times the timeline holds for the files of these key hashes."""
+    marks = ",".join("?" * len(hashes))
+    sql = f"SELECT h, time FROM timeline_added WHERE h IN ({marks})"
+    return dict(conn.execute(sql, hashes).fetchall())
+
+
 def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> Oldest | None:
     """The unmerged episode that entered the root first (ties: walk order).
 
@@ -115,16 +125,17 @@ def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> Oldest | None:
         cols="key, path, episode_id, mtime_ns",
         extra=" AND covered = 0 AND created IS NULL AND superseded = 0",
     )
-    sql = (
-        "SELECT e.key, e.path, e.episode_id, a.time, e.mtime_ns"
-        f" FROM ({undated}) e LEFT JOIN timeline_added a ON a.path = e.path"
-    )
-    for key, path, episode_id, added, mtime_ns in conn.execute(sql, (lo, hi)):
-        if added is not None:
-            since, source = float(added), AGE_FROM_COMMIT
-        else:
-            since, source = mtime_ns / 1e9, AGE_FROM_MTIME
-        best = _older(best, (since, key, py_text(path), py_text(episode_id), source))
+    cursor = conn.execute(undated, (lo, hi))
+    while rows := cursor.fetchmany(LOOKUP_CHUNK):
+        hashes = [added_hash(row[0]) for row in rows]
+        added_at = _added_times(conn, hashes)
+        for (key, path, episode_id, mtime_ns), h in zip(rows, hashes, strict=True):
+            added = added_at.get(h)
+            if added is not None:
+                since, source = float(added), AGE_FROM_COMMIT
+            else:
+                since, source = mtime_ns / 1e9, AGE_FROM_MTIME
+            best = _older(best, (since, key, py_text(path), py_text(episode_id), source))
     if best is None:
         return None
     since, _key, path, episode_id, source = best

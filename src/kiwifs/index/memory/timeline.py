@@ -2,9 +2,10 @@
 
 Table ``timeline`` holds one row per commit of HEAD's first-parent line (keyed by commit id) with
 the episodic and unmerged counts right after it; ``timeline_added`` the first commit time of every
-knowledge file (an episode's age when it has no ``created``). :meth:`Timeline.refresh` replays only
-the commits the table does not hold yet: it walks back from HEAD to the newest known commit and
-folds each newer commit's changed files into a :class:`~kiwifs.memory.timeline.CoverageState`.
+knowledge file, by a hash of its path (an episode's age when it has no ``created``).
+:meth:`Timeline.refresh` replays only the commits the table does not hold yet: it walks back from
+HEAD to the newest known commit and folds each newer commit's changed files into a
+:class:`~kiwifs.memory.timeline.CoverageState`.
 
 A file's facts at a commit are the index row's when the row holds the same blob (the usual case:
 git's copy is the file on disk), else the blob is read from git and parsed with the scan's fast
@@ -18,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import operator
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
@@ -28,7 +30,7 @@ from kiwifs.git.replay import BlobChange, CommitInfo, GitHistory
 from kiwifs.index.background import BackgroundLoop
 from kiwifs.index.core import Index
 from kiwifs.index.record import path_key, py_text, stored_keys
-from kiwifs.index.schema import TIMELINE_TABLES
+from kiwifs.index.schema import TIMELINE_TABLES, added_hash
 from kiwifs.memory.rules import FileFacts, unreadable_facts
 from kiwifs.memory.scan import facts_of_bytes
 from kiwifs.memory.timeline import CoverageState, TimelinePoint
@@ -151,7 +153,7 @@ class Timeline:
     ) -> int:
         """Replay ``commits`` (oldest first) and store their rows; returns how many."""
         rows: list[tuple[str, int, str, int, int]] = []
-        added: list[tuple[str, int]] = []
+        added: list[tuple[int, int]] = []
         for commit in commits:
             if stop():
                 break
@@ -160,7 +162,7 @@ class Timeline:
             rows.append(
                 (commit.id, commit.time, day_of(commit.time), state.episodic, state.unmerged)
             )
-            added.extend((c.path, commit.time) for c in changes if c.blob is not None)
+            added.extend(_added(changes, commit.time))
             self._state_commit = commit.id
         with index.transaction() as conn:
             conn.executemany(
@@ -168,9 +170,11 @@ class Timeline:
                 " VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
-            conn.executemany(
-                "INSERT OR IGNORE INTO timeline_added (path, time) VALUES (?, ?)", added
-            )
+            # in row id order, so the rows are appended and the table's pages filled (hashes in
+            # commit order split them half empty); a stable sort, so the first kept is the
+            # first commit's
+            added.sort(key=operator.itemgetter(0))
+            conn.executemany("INSERT OR IGNORE INTO timeline_added (h, time) VALUES (?, ?)", added)
         return len(rows)
 
     def _facts(
@@ -215,6 +219,14 @@ class Timeline:
         if self._history.blob_size(blob) > MAX_READ_BYTES:
             return unreadable_facts(path, TOO_LARGE)
         return facts_of_bytes(path, self._history.blob(blob))
+
+
+def _added(changes: Iterable[BlobChange], time: int) -> Iterable[tuple[int, int]]:
+    """The ``timeline_added`` rows of a commit's changes: a file written has been added by
+    then (the table keeps the first)."""
+    for change in changes:
+        if change.blob is not None and (key := path_key(change.path)) is not None:
+            yield added_hash(key), time
 
 
 def points(conn: sqlite3.Connection, limit: int = MAX_DAYS) -> list[TimelinePoint]:
