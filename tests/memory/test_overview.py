@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -348,6 +349,32 @@ def test_an_undated_episode_is_as_old_as_its_first_commit_among_many(tmp_path: P
         oldest = kb.overview().oldest  # the others, all added at once: walk order
         assert oldest is not None and oldest.path == "episodes/e0000.md"
         assert oldest.since == dt.datetime(2026, 4, 1, 10, tzinfo=dt.UTC).timestamp()
+
+
+def test_the_keeper_replays_first_once_the_index_is_ready(tmp_path: Path) -> None:
+    """A server's keeper waits for the first reconcile: replayed before it, every file's facts
+    would be read from git, with the rows not there yet."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, "2026-06-01T10:00:00Z", "a")
+    ready = threading.Event()
+    keeper = index_keeper(root)
+    loop = timeline_index.TimelineKeeper(keeper.timeline, lambda: "episodes/", 0.1, ready.is_set)
+    loop.start()
+    try:
+        assert not loop.replayed.wait(1.0)
+        assert keeper.timeline.points() == []
+        ready.set()
+        assert loop.replayed.wait(10.0)
+        assert "2026-06-01" in [p.day for p in keeper.timeline.points()]
+    finally:
+        loop.stop()
+    stopped = timeline_index.TimelineKeeper(keeper.timeline, lambda: "episodes/", 0.1, bool)
+    stopped.start()
+    stopped.stop(5.0)  # a keeper still waiting stops at once
+    assert not stopped.running and not stopped.replayed.is_set()
 
 
 def test_a_root_without_git_has_no_history(tmp_path: Path) -> None:

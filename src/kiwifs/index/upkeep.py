@@ -442,7 +442,9 @@ class IndexKeeper:
 
         with self._lock:
             if self._timeline_keeper is None:
-                self._timeline_keeper = TimelineKeeper(self.timeline, prefix, period)
+                self._timeline_keeper = TimelineKeeper(
+                    self.timeline, prefix, period, self._watcher_ready
+                )
                 self._timeline_keeper.start()
 
     def stop_timeline(self) -> None:

@@ -45,6 +45,7 @@ LOOKUP_CHUNK = 500
 # at once took ~1 GB more memory than the state they made (which a server then kept)
 STATE_CHUNK = 10_000
 QUIET_SECONDS = 1.0
+READY_POLL = 0.2  # seconds between looks at whether the index is ready
 
 FACT_COLUMNS = "key, etag, memory_kind, episode_id, id_keys, path_keys, unreadable"
 
@@ -262,14 +263,28 @@ class TimelineKeeper(BackgroundLoop):
 
     thread_name = "kiwifs-timeline"
 
-    def __init__(self, timeline: Timeline, prefix: Callable[[], str], period: float = 5.0) -> None:
+    def __init__(
+        self,
+        timeline: Timeline,
+        prefix: Callable[[], str],
+        period: float = 5.0,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.timeline = timeline
         self._prefix = prefix
         self.period = period
+        self._ready = ready
         self.replayed = threading.Event()  # set after each refresh (for tests and waiting)
         super().__init__()
 
     def _run(self) -> None:
+        # The first replay waits for ``ready()``: the server's first reconcile of the index.
+        # A file's facts at a commit come from its index row when the row holds that blob;
+        # before the rows are there (a first serve, an index rebuilt) every blob was read
+        # from git and parsed, a million at a million files, on the core the rebuild needed.
+        while not self._ready():
+            if self._stop.wait(READY_POLL):
+                return
         while not self._stop.is_set():
             try:
                 self.timeline.refresh(self._prefix(), self._stop.is_set)
