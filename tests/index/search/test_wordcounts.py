@@ -8,7 +8,7 @@ import string
 
 import pytest
 
-from kiwifs.index.search import bm25
+from kiwifs.index.search import bm25, wordcounts
 from kiwifs.index.search.wordcounts import STEMMED_ENDINGS, WordCounter, common_words
 
 ENDINGS = ["s", "es", "ies", "ed", "ing", "y", "ational", "ization", "ness", "ment", "ful"]
@@ -68,6 +68,23 @@ def test_counts_are_fts5s(seed: int) -> None:
             assert int(lengths[i]) == length, batch[i]
             mine = {words[j]: int(n) for j, n in enumerate(counts[i]) if n}
             assert mine == dict(found), batch[i]
+
+
+def test_counts_stay_fts5s_while_forgetting_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forms of no chosen word are forgotten past MAX_OTHERS: a batch whose forms were
+    partly known before the forgetting is still counted whole, and counted right."""
+    monkeypatch.setattr(wordcounts, "MAX_OTHERS", 3)
+    # no run over 16 letters: those are classified in a call of their own, which would
+    # forget (and so hide) the forms of the batch before
+    sample = [t.replace("consolidationally", "deploy") for t in texts(4, 200)]
+    words = ["releas", "run", "index"]  # the other stems' forms come back as others
+    counter = WordCounter(words)
+    for start in range(0, len(sample), 20):
+        batch = sample[start : start + 20]
+        counts, lengths = counter.count(batch)
+        for i, (found, length) in enumerate(bm25.TOKENIZER.fts_counts(batch, words)):
+            assert int(lengths[i]) == length
+            assert {words[j]: int(n) for j, n in enumerate(counts[i]) if n} == dict(found)
 
 
 def test_words_past_the_counter_are_not_counted() -> None:

@@ -203,11 +203,14 @@ class WordCounter:
 
     def _classify(self, forms: list[bytes]) -> list[int]:
         """Each lower-cased run's word index (``-1``: none), stemmed by FTS5 when new."""
+        if self._others > MAX_OTHERS:
+            # forgotten before the new forms are found, never between: a form of this batch
+            # known before and forgotten after would have no index (a million files' first
+            # fill in one process met that)
+            self._forms = {f: i for f, i in self._forms.items() if i >= 0}
+            self._others = 0
         new = [f for f in dict.fromkeys(forms) if f not in self._forms]
         if new:
-            if self._others > MAX_OTHERS:
-                self._forms = {f: i for f, i in self._forms.items() if i >= 0}
-                self._others = 0
             stems = bm25.TOKENIZER.stems([f.decode("ascii") for f in new])
             for form, word in zip(new, stems, strict=True):
                 index = self._index.get(word, -1)
