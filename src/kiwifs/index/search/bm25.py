@@ -161,7 +161,10 @@ class Tokenizer:
         if not new:
             return stems
         if len(stems) + len(new) > MAX_FORMS:
+            # forgotten all at once, and then every form of this text is new (the ones known
+            # before are asked again): the answer must hold each of them
             stems = self._stems = {}
+            new = set(forms)
         ask = [f for f in new if f.endswith(_ENDINGS)]
         made = dict(zip(new, new, strict=True))
         made.update(zip(ask, self.stems(ask), strict=True))
