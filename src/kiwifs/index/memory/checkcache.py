@@ -3,9 +3,9 @@
 ``memory check`` reads every episode and every citing page (1.5–2 s at 100,000 episodes): far
 too slow for a dashboard that must answer in a few hundred milliseconds. So while a server runs,
 :class:`CheckKeeper` runs it on its own thread after the file rows change and stores the problems
-(:mod:`kiwifs.memory.problems`), one row each, in ``check_problems``, with the prefix, the time
-and the count in ``check_meta``. A request only reads those rows (:func:`read_state`): a few
-milliseconds, however many files or problems there are.
+(:mod:`kiwifs.memory.problems`): the first :data:`SHOWN` one row each in ``check_problems``, and
+the prefix, the time and the count of all in ``check_meta``. A request only reads those rows
+(:func:`read_state`): a few milliseconds, however many files or problems there are.
 
 The check is pure Python over 100,000 rows: run on a thread of the server, it would hold the
 interpreter lock for seconds and slow every request meanwhile. So when the machine has more than
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHOWN = 100  # problems a dashboard lists (the count covers them all)
+SHOWN = 100  # problems a dashboard lists, and the index keeps (the count covers them all)
 QUIET_SECONDS = 1.0  # after a wake-up: a burst of writes ends before the check runs
 # A root of this many files or more is checked first only ``settle`` seconds after the server
 # is ready: its check takes a core for seconds (20 s at a million files), which the agents
@@ -53,9 +53,10 @@ PERIOD = 5.0  # a look at the rows even without a wake-up
 
 def store(index: Index, prefix: str, problems: Sequence[Problem], computed_at: float) -> None:
     """Replace the stored result with ``problems`` (one transaction: a reader sees the old result
-    or the new one, never a mix)."""
-    rows = [(p.kind, p.path, p.message, json.dumps(list(p.related))) for p in problems]
-    meta = {"prefix": prefix, "computed_at": repr(computed_at), "total": str(len(rows))}
+    or the new one, never a mix). Only the first :data:`SHOWN` are kept, with the count of all:
+    a dashboard shows no more, and at a million files all of them took 10 MB of the index."""
+    rows = [(p.kind, p.path, p.message, json.dumps(list(p.related))) for p in problems[:SHOWN]]
+    meta = {"prefix": prefix, "computed_at": repr(computed_at), "total": str(len(problems))}
     with index.transaction() as conn:
         conn.execute("DELETE FROM check_problems")
         conn.executemany(
@@ -65,11 +66,10 @@ def store(index: Index, prefix: str, problems: Sequence[Problem], computed_at: f
         conn.executemany("INSERT INTO check_meta (key, value) VALUES (?, ?)", meta.items())
 
 
-def read_state(
-    conn: sqlite3.Connection, prefix: str, current: bool, limit: int = SHOWN
-) -> CheckState | None:
-    """The stored result for ``prefix`` (its first ``limit`` problems), or ``None`` when none is
-    stored for it yet. ``current`` says whether the rows changed since (the caller knows)."""
+def read_state(conn: sqlite3.Connection, prefix: str, current: bool) -> CheckState | None:
+    """The stored result for ``prefix`` (its first :data:`SHOWN` problems), or ``None`` when
+    none is stored for it yet. ``current`` says whether the rows changed since (the caller
+    knows)."""
     from kiwifs.memory.problems import CheckState, Problem
 
     meta = dict(conn.execute("SELECT key, value FROM check_meta").fetchall())
@@ -79,7 +79,7 @@ def read_state(
         Problem(kind, path, message, tuple(json.loads(related)))
         for kind, path, message, related in conn.execute(
             "SELECT kind, path, message, related FROM check_problems ORDER BY seq LIMIT ?",
-            (limit,),
+            (SHOWN,),
         )
     )
     return CheckState(float(meta["computed_at"]), int(meta["total"]), shown, current)
