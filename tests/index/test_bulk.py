@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -261,6 +262,7 @@ def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly
 ) -> None:
     files = {
         f"episodes/{i:03}.md": f"---\nmemory_kind: episodic\nepisode_id: ep-{i}\ntags: [a, b]\n"
+        f"title: The deploy of run {i}\n"
         f"---\n# Run {i}\n\nThe deploy of run {i} timed out; retried. caf\u00e9 {i * 7}\n"
         for i in range(300)
     }
@@ -270,10 +272,17 @@ def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly
     try:
         assert index.rebuild(workers=1) == 300
         with index.reader() as conn:
-            (dict_id,) = conn.execute("SELECT id FROM body_dicts").fetchone()
+            kinds = dict(conn.execute("SELECT kind, id FROM body_dicts").fetchall())
             blob = conn.execute("SELECT text FROM bodies WHERE id = 1").fetchone()[0]
-            assert zstandard.get_frame_parameters(blob).dict_id == dict_id != 0
+            frontmatter = conn.execute("SELECT frontmatter FROM files WHERE id = 1").fetchone()[0]
+            # one dictionary for the texts, one for the frontmatter JSON, each in its frames
+            assert set(kinds) == {texts.TEXTS, texts.FRONTMATTER} and 0 not in kinds.values()
+            assert zstandard.get_frame_parameters(blob).dict_id == kinds[texts.TEXTS]
+            json_id = zstandard.get_frame_parameters(frontmatter).dict_id
+            assert json_id == kinds[texts.FRONTMATTER] != kinds[texts.TEXTS]
             stored = texts.texts(conn, list(range(1, 301)))
+            json_text = conn.execute(f"SELECT {texts.frontmatter_sql()} FROM files WHERE id = 1")
+            assert json.loads(json_text.fetchone()[0])["tags"] == ["a", "b"]
         assert sorted(stored.values()) == sorted(files.values())
         # a later write is compressed with the same dictionary; the old words are deleted
         (root / "episodes/007.md").write_text("---\nmemory_kind: episodic\n---\nkiwi only\n")
@@ -285,6 +294,15 @@ def test_texts_compressed_with_the_roots_dictionary_read_back_and_delete_exactly
             row = conn.execute("SELECT id FROM files WHERE path = 'episodes/007.md'")
             (file_id,) = row.fetchone()
             assert texts.texts(conn, [file_id])[file_id].endswith("kiwi only\n")
+        # a row written later compresses its frontmatter with the frontmatter's dictionary
+        (root / "episodes/008.md").write_text(
+            "---\nmemory_kind: episodic\nepisode_id: ep-8\ntags: [a, b, c]\ntitle: Later\n---\nx\n"
+        )
+        index.refresh(["episodes/008.md"])
+        with index.reader() as conn:
+            sql = "SELECT frontmatter FROM files WHERE path = 'episodes/008.md'"
+            later = conn.execute(sql).fetchone()[0]
+            assert zstandard.get_frame_parameters(later).dict_id == json_id
     finally:
         index.close()
 

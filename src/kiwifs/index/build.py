@@ -42,7 +42,14 @@ from kiwifs.index.search.storedcolumns import ColumnBuilder, Counted, counted_ro
 from kiwifs.index.search.storedcolumns import clear as forget_columns
 from kiwifs.index.search.storedcolumns import stamp as stamp_columns
 from kiwifs.index.search.wordcounts import WordCounter, common_words
-from kiwifs.index.texts import DICT_SAMPLES, PACK_FROM, Codec, save_dictionary, train
+from kiwifs.index.texts import (
+    DICT_SAMPLES,
+    NO_DICTIONARIES,
+    Codecs,
+    Dictionaries,
+    save_dictionaries,
+    train_both,
+)
 
 Progress = Callable[[int, int], None]
 
@@ -104,14 +111,14 @@ class Samples:
         self.files = len(keys)
         self.texts = _read_samples(root, real_root, keys)
 
-    def dictionary(self) -> bytes | None:
-        """A compression dictionary for the texts and the frontmatter JSON (:mod:`index.texts`),
-        learnt from both: one trained on texts alone left the JSON twice as large."""
+    def dictionaries(self) -> Dictionaries:
+        """The compression dictionaries of the texts and of the frontmatter JSON
+        (:func:`kiwifs.index.texts.train_both`)."""
         frontmatter = [
             record_of_bytes(b"", "", text, None).frontmatter.encode("utf-8", "surrogatepass")
             for text in self.texts
         ]
-        return train(self.texts + [f for f in frontmatter if len(f) >= PACK_FROM])
+        return train_both(self.texts, frontmatter)
 
     def column_words(self) -> tuple[str, ...]:
         """The words to make term columns of (see :data:`COLUMN_SHARE`); none below
@@ -145,41 +152,42 @@ def _parts_of(
     real_root: str,
     key: bytes,
     error: str | None,
-    codec: Codec,
+    codecs: Codecs,
     typed: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
 ) -> tuple[Any, ...] | None:
     """The row of one walked file; ``None`` when it vanished since the walk."""
     rel = key_to_rel(key)
     if error is not None:
-        return _with_packed(row_parts(error_record(key, rel, error), typed), codec)
+        return _with_packed(row_parts(error_record(key, rel, error), typed), codecs)
     record = read_record(key, rel, abs_path(root, key), real_root)
-    return None if record is None else _with_packed(row_parts(record, typed), codec)
+    return None if record is None else _with_packed(row_parts(record, typed), codecs)
 
 
-def _with_packed(parts: RowParts, codec: Codec) -> tuple[Any, ...]:
+def _with_packed(parts: RowParts, codecs: Codecs) -> tuple[Any, ...]:
     """The parts with the frontmatter compressed, and the text compressed beside them."""
     values, idents, targets, text, links = parts
-    packed = None if text is None else codec.pack(text)
-    return packed_values(values, codec), idents, targets, text, links, packed
+    packed = None if text is None else codecs.text.pack(text)
+    return packed_values(values, codecs.frontmatter), idents, targets, text, links, packed
 
 
-_codecs: dict[bytes | None, Codec] = {}
+_codecs: dict[Dictionaries, Codecs] = {}
 
 
-def _codec_of(dictionary: bytes | None) -> Codec:
-    """One codec per dictionary in this process (building one digests the dictionary)."""
-    codec = _codecs.get(dictionary)
-    if codec is None:
+def _codecs_of(dictionaries: Dictionaries) -> Codecs:
+    """One pair of codecs per pair of dictionaries in this process (building one digests its
+    dictionary)."""
+    codecs = _codecs.get(dictionaries)
+    if codecs is None:
         _codecs.clear()
-        codec = _codecs[dictionary] = Codec(dictionary)
-    return codec
+        codecs = _codecs[dictionaries] = Codecs.of(dictionaries)
+    return codecs
 
 
-def _parts_of_job(job: Job, codec: Codec, counter: WordCounter | None) -> list[Parts | None]:
+def _parts_of_job(job: Job, codecs: Codecs, counter: WordCounter | None) -> list[Parts | None]:
     """A job's rows, each with its text's word counts when ``counter`` counts them (all of the
     job's texts at once: a few array operations)."""
     root, real_root, entries, typed = job
-    rows = [_parts_of(root, real_root, key, error, codec, typed) for key, error in entries]
+    rows = [_parts_of(root, real_root, key, error, codecs, typed) for key, error in entries]
     texts = [row[3] for row in rows if row is not None and row[3] is not None]
     counted = iter(counted_rows(counter, texts) if counter is not None and texts else ())
     out: list[Parts | None] = []
@@ -191,16 +199,16 @@ def _parts_of_job(job: Job, codec: Codec, counter: WordCounter | None) -> list[P
     return out
 
 
-# A worker's codec, made once by :func:`_start_worker` from the dictionary it inherited at the
-# fork: sent with every job, the 64 KiB dictionary was 14 MB of pipe traffic per 100k files.
-_worker_codec: Codec | None = None
+# A worker's codecs, made once by :func:`_start_worker` from the dictionaries it inherited at the
+# fork: sent with every job, a 64 KiB dictionary was 14 MB of pipe traffic per 100k files.
+_worker_codecs: Codecs | None = None
 _worker_counter: WordCounter | None = None  # and its counter of the columns' words
 
 
-def _start_worker(parent: int, dictionary: bytes | None, words: tuple[str, ...]) -> None:
-    global _worker_codec, _worker_counter
+def _start_worker(parent: int, dictionaries: Dictionaries, words: tuple[str, ...]) -> None:
+    global _worker_codecs, _worker_counter
     exit_with_parent(parent)
-    _worker_codec = _codec_of(dictionary)
+    _worker_codecs = _codecs_of(dictionaries)
     _worker_counter = WordCounter(words) if words else None
 
 
@@ -208,8 +216,8 @@ def _parse_in_worker(job: Job) -> bytes:
     """A job's rows, marshalled: they are tuples, lists, texts, bytes and numbers, which
     :mod:`marshal` reads back four times faster than :mod:`pickle` (1.8 against 7.8 µs a
     file, in the parent, which reads them all). Both ends run the same interpreter (a fork)."""
-    assert _worker_codec is not None, "the pool's initializer made it"
-    return marshal.dumps(_parts_of_job(job, _worker_codec, _worker_counter))
+    assert _worker_codecs is not None, "the pool's initializer made them"
+    return marshal.dumps(_parts_of_job(job, _worker_codecs, _worker_counter))
 
 
 def parsed(
@@ -219,12 +227,12 @@ def parsed(
     errors: dict[bytes, str],
     workers: int | None = None,
     threshold: int = PARALLEL_THRESHOLD,
-    dictionary: bytes | None = None,
+    dictionaries: Dictionaries = NO_DICTIONARIES,
     typed: tuple[str, ...] = DEFAULT_TYPED_FIELDS,
     words: tuple[str, ...] = (),
 ) -> ParsedRows:
     """The rows of ``keys``, in order, parsed by forked workers when that is safe and pays
-    (``threshold`` files or more), their texts compressed with ``dictionary`` and ``words``
+    (``threshold`` files or more), compressed with ``dictionaries`` and ``words``
     counted in them (the term columns the load keeps).
 
     The workers start now, before the first row is asked for: a rebuild empties the tables
@@ -233,7 +241,7 @@ def parsed(
     jobs = [(root, real_root, entries[i : i + CHUNK], typed) for i in range(0, len(entries), CHUNK)]
     count = usable_cpus() if workers is None else workers
     parallel = count > 1 and len(entries) >= threshold and fork_is_safe()
-    return ParsedRows(jobs, dictionary, count if parallel else 0, words)
+    return ParsedRows(jobs, dictionaries, count if parallel else 0, words)
 
 
 class ParsedRows:
@@ -247,9 +255,13 @@ class ParsedRows:
     """
 
     def __init__(
-        self, jobs: list[Job], dictionary: bytes | None, workers: int, words: tuple[str, ...] = ()
+        self,
+        jobs: list[Job],
+        dictionaries: Dictionaries,
+        workers: int,
+        words: tuple[str, ...] = (),
     ) -> None:
-        self.dictionary = dictionary  # the texts' compression dictionary
+        self.dictionaries = dictionaries  # the texts' and the frontmatter's
         self.words = words  # the words counted in the texts
         self._counter: WordCounter | None = None  # this process's, made if a job is parsed here
         self._todo = iter(jobs)
@@ -264,7 +276,7 @@ class ParsedRows:
             gc.freeze()
         try:
             if workers:
-                self._pool = _start_pool(workers, dictionary, words)
+                self._pool = _start_pool(workers, dictionaries, words)
             if self._pool is not None:
                 self._in_flight, self._ahead = workers * IN_FLIGHT, workers * AHEAD
             for job in islice(self._todo, self._ahead):
@@ -326,19 +338,19 @@ class ParsedRows:
             pass
         if self.words and self._counter is None:
             self._counter = WordCounter(self.words)
-        return _parts_of_job(job, _codec_of(self.dictionary), self._counter)
+        return _parts_of_job(job, _codecs_of(self.dictionaries), self._counter)
 
 
 def _start_pool(
-    workers: int, dictionary: bytes | None, words: tuple[str, ...]
+    workers: int, dictionaries: Dictionaries, words: tuple[str, ...]
 ) -> ProcessPoolExecutor | None:
-    """Forked workers, each with the dictionary's codec; ``None`` when they cannot start."""
+    """Forked workers, each with the dictionaries' codecs; ``None`` when they cannot start."""
     try:
         return ProcessPoolExecutor(  # a killed reindex leaves no parser behind
             max_workers=workers,
             mp_context=multiprocessing.get_context("fork"),
             initializer=_start_worker,
-            initargs=(os.getpid(), dictionary, words),
+            initargs=(os.getpid(), dictionaries, words),
         )
     except OSError:
         return None
@@ -349,12 +361,12 @@ def load(
     rows: Iterable[Parts | None],
     total: int,
     progress: Progress | None = None,
-    dictionary: bytes | None = None,
+    dictionaries: Dictionaries = NO_DICTIONARIES,
     cover_while_loading: bool = True,
     words: tuple[str, ...] = (),
     optimize: bool = True,
 ) -> None:
-    """Fill the empty tables from ``rows`` (texts compressed with ``dictionary``) in one
+    """Fill the empty tables from ``rows`` (compressed with ``dictionaries``) in one
     transaction (see the module docstring). ``cover_while_loading`` (``Tuning``): coverage
     worked out while loading (see :class:`_Batch`); False runs the one UPDATE of every row
     after the load instead, the plain path. ``words``: the words counted in the rows, whose
@@ -364,7 +376,7 @@ def load(
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            save_dictionary(conn, dictionary)
+            save_dictionaries(conn, dictionaries)
             with _fts_hash(conn, FTS_HASH):
                 _load(conn, rows, total, progress, cover_while_loading, words)
             if optimize:

@@ -327,7 +327,7 @@ class Index(RowStore):
             keys,
             walked.errors,
             count,
-            dictionary=samples.dictionary(),
+            dictionaries=samples.dictionaries(),
             typed=self.link_fields,
             words=words,
         )
@@ -336,7 +336,7 @@ class Index(RowStore):
         from kiwifs.index.build import load
 
         cover, optimize = self.tuning.cover_while_loading, self.tuning.fts_optimize
-        load(self._writer, rows, total, progress, rows.dictionary, cover, rows.words, optimize)
+        load(self._writer, rows, total, progress, rows.dictionaries, cover, rows.words, optimize)
         self.generation += 1
         self.rows_generation += 1
 

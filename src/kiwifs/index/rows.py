@@ -34,7 +34,7 @@ from kiwifs.index.schema import (
     KIND_CODES,
     key_hash,
 )
-from kiwifs.index.texts import Codec, TextChanges, pack_frontmatter, text_codec
+from kiwifs.index.texts import Codec, TextChanges, frontmatter_codec, pack_frontmatter
 from kiwifs.memory.rules import ID_TYPES, NOT_EPISODIC_KINDS
 from kiwifs.memory.status import MEMORY_STATUS, is_superseded
 
@@ -324,7 +324,7 @@ def upsert_row(conn: sqlite3.Connection, record: FileRecord, touched: Touched, f
             touched.forget_text(conn, row[0])
     values, idents, targets, text, links = row_parts(record, touched.typed_fields)
     ident = values[11]
-    file_id = conn.execute(UPSERT, packed_values(values, text_codec(conn))).fetchone()[0]
+    file_id = conn.execute(UPSERT, packed_values(values, frontmatter_codec(conn))).fetchone()[0]
     conn.execute(FORGET_DIGEST, (values[1],))
     conn.executemany(
         "INSERT INTO cover_ids (ident, file_id) VALUES (?, ?)", ((i, file_id) for i in idents)

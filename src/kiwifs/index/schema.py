@@ -18,7 +18,7 @@ import zlib
 from kiwifs.index.texts import LOG_SCHEMA
 from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 # A path's file name, ASCII-lowercased, in SQL: what a link with no folder is resolved by
 # (index/linkparse.py makes the same key in Python). rtrim strips the name's characters from the
@@ -130,7 +130,7 @@ CREATE TABLE links (
 CREATE INDEX links_h ON links(h) WHERE h IS NOT NULL;
 CREATE TABLE dirs (key BLOB PRIMARY KEY, digest BLOB, entries INTEGER) WITHOUT ROWID;
 CREATE TABLE bodies (id INTEGER PRIMARY KEY, text BLOB NOT NULL);
-CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE body_dicts (id INTEGER PRIMARY KEY, data BLOB NOT NULL, kind INTEGER NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5(
     body, content = '', tokenize = 'porter unicode61 remove_diacritics 1'
 );
