@@ -146,10 +146,12 @@ class Tuning:
 
     check_settle: float = 60.0
     """Seconds a server waits after it is ready before the first background ``memory check`` of
-    a root of 100,000 files or more (``0``: none). At a million files the check takes a core for
-    ~20 s and 1 GB in its worker process, which slowed the first searches 1.5-2x; until it has
-    run, the dashboard shows the check as not yet run and ``memory check`` computes it when
-    asked."""
+    a root of 100,000 files or more, and before its first replay of the git history into the
+    dashboard's timeline (``0``: none). At a million files the check takes a core for ~20 s and
+    1 GB in its worker process, which slowed the first searches 1.5-2x, and a first replay of a
+    million files' commit ~2 min of the server's own interpreter; until they have run, the
+    dashboard shows the check as not yet run and the timeline as being replayed, and ``memory
+    check`` computes it when asked."""
 
     read_ahead: float = 0.5
     """A server starting to watch a root reads its index file (64 MB or more) through once, in

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from gitrepo import git
 from kiwifs.errors import NotFound, UsageError
+from kiwifs.index import background
 from kiwifs.index.memory import timeline as timeline_index
 from kiwifs.knowledge import Knowledge
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
@@ -375,6 +377,32 @@ def test_the_keeper_replays_first_once_the_index_is_ready(tmp_path: Path) -> Non
     stopped.start()
     stopped.stop(5.0)  # a keeper still waiting stops at once
     assert not stopped.running and not stopped.replayed.is_set()
+
+
+def test_a_large_roots_first_replay_settles_after_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agents' first questions come first: on a root of SETTLE_FILES files or more the
+    first replay waits ``settle`` seconds after the index is ready."""
+    monkeypatch.setattr(background, "SETTLE_FILES", 1)  # this root counts as large
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, "2026-06-01T10:00:00Z", "a")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        loop = timeline_index.TimelineKeeper(keeper.timeline, lambda: "episodes/", 0.1)
+        loop.settle = 1.5
+        began = time.monotonic()
+        loop.start()
+        try:
+            assert loop.replayed.wait(10.0)
+            assert time.monotonic() - began >= 1.5
+            assert "2026-06-01" in [p.day for p in keeper.timeline.points()]
+        finally:
+            loop.stop()
 
 
 def test_a_root_without_git_has_no_history(tmp_path: Path) -> None:

@@ -2,12 +2,21 @@
 
 The index keeps three such loops while a server runs (the embedder, the history timeline and
 the memory check); they share this start/stop/wake protocol so that each holds only its own
-round of work.
+round of work, and the wait before the first round of the two that take a core for seconds on a
+large root (:meth:`BackgroundLoop._settle`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+
+# A root of this many files or more gets its first round of the heavy loops (the memory check,
+# the history replay) only ``settle`` seconds after the server is ready: each takes a core for
+# seconds to minutes at a million files (the check ~20 s, a first replay of a million files'
+# commit ~2 min), which the agents asking their first questions would otherwise share.
+SETTLE_FILES = 100_000
+READY_POLL = 0.2  # seconds between looks at whether the index is ready
 
 
 class BackgroundLoop:
@@ -45,3 +54,19 @@ class BackgroundLoop:
 
     def _run(self) -> None:
         raise NotImplementedError
+
+    def _settle(self, ready: Callable[[], bool], settle: float, files: Callable[[], int]) -> None:
+        """Wait until ``ready()`` (the server's index is current with the files), then, when
+        ``settle`` is positive and the root holds :data:`SETTLE_FILES` files or more
+        (``files()``), ``settle`` seconds more; returns at once when the loop is stopped."""
+        while not ready():
+            if self._stop.wait(READY_POLL):
+                return
+        if settle <= 0:
+            return
+        try:
+            count = files()
+        except Exception:  # noqa: BLE001 - the round itself reports what is wrong
+            return
+        if count >= SETTLE_FILES:
+            self._stop.wait(settle)

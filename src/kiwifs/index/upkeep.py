@@ -445,6 +445,7 @@ class IndexKeeper:
                 self._timeline_keeper = TimelineKeeper(
                     self.timeline, prefix, period, self._watcher_ready
                 )
+                self._timeline_keeper.settle = self.tuning.check_settle
                 self._timeline_keeper.start()
 
     def stop_timeline(self) -> None:

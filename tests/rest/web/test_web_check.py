@@ -28,8 +28,8 @@ import pytest
 
 from filetree import write_files
 from gitrepo import git
+from kiwifs.index import background
 from kiwifs.index.connections import INDEX_FILE, STATE_DIR
-from kiwifs.index.memory import checkcache
 from kiwifs.index.memory.checkcache import CheckWorker
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
@@ -305,6 +305,7 @@ def test_the_worker_process_finds_what_memory_check_finds(files_root: Path) -> N
 
 KILLED_WITH_A_WORKER = """
 import glob, os, signal, sys
+from kiwifs.index import background
 from kiwifs.index.memory import checkcache
 from kiwifs.index.memory.checkcache import CheckWorker
 worker = CheckWorker()
@@ -448,7 +449,7 @@ def test_a_large_root_is_checked_first_once_the_server_has_settled(
 ) -> None:
     """A large root's check takes a core for seconds: it waits until the server has been ready
     ``check_settle`` seconds, leaving the first questions of agents the whole machine."""
-    monkeypatch.setattr(checkcache, "SETTLE_FILES", 1)  # this root counts as large
+    monkeypatch.setattr(background, "SETTLE_FILES", 1)  # this root counts as large
     with Knowledge.open(files_root, tuning=Tuning(check_settle=0.8)) as kb:
         Serving(kb).start_watching()
         while not kb.ready():

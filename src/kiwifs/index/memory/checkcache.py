@@ -44,10 +44,6 @@ log = logging.getLogger(__name__)
 
 SHOWN = 100  # problems a dashboard lists, and the index keeps (the count covers them all)
 QUIET_SECONDS = 1.0  # after a wake-up: a burst of writes ends before the check runs
-# A root of this many files or more is checked first only ``settle`` seconds after the server
-# is ready: its check takes a core for seconds (20 s at a million files), which the agents
-# asking their first questions of a new server would otherwise share.
-SETTLE_FILES = 100_000
 PERIOD = 5.0  # a look at the rows even without a wake-up
 
 
@@ -187,21 +183,9 @@ class CheckKeeper(BackgroundLoop):
         self.last_seconds = 0.0
         super().__init__()
 
-    def _settle(self) -> None:
-        """Wait, before the first check of a large root (:data:`SETTLE_FILES`), until the server
-        has been ready for :attr:`settle` seconds."""
-        if self.settle <= 0:
-            return
-        while not self._ready():
-            if self._stop.wait(0.2):
-                return
-        try:
-            with self._index().reader() as conn:
-                files = int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
-        except Exception:  # noqa: BLE001 - the check itself reports what is wrong
-            return
-        if files >= SETTLE_FILES:
-            self._stop.wait(self.settle)
+    def _files(self) -> int:
+        with self._index().reader() as conn:
+            return int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
     def _stamp(self) -> tuple[int, int]:
         index = self._index()
@@ -233,7 +217,7 @@ class CheckKeeper(BackgroundLoop):
         return True
 
     def _run(self) -> None:
-        self._settle()
+        self._settle(self._ready, self.settle, self._files)
         while not self._stop.is_set():
             try:
                 self.run_once()

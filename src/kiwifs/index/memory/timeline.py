@@ -45,7 +45,6 @@ LOOKUP_CHUNK = 500
 # at once took ~1 GB more memory than the state they made (which a server then kept)
 STATE_CHUNK = 10_000
 QUIET_SECONDS = 1.0
-READY_POLL = 0.2  # seconds between looks at whether the index is ready
 
 FACT_COLUMNS = "key, etag, memory_kind, episode_id, id_keys, path_keys, unreadable"
 
@@ -76,6 +75,11 @@ class Timeline:
 
     def head(self) -> str | None:
         return self._history.head()
+
+    def file_count(self) -> int:
+        """The files the index holds (how large the root is)."""
+        with self._index().reader() as conn:
+            return int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
     def points(self, limit: int = MAX_DAYS) -> list[TimelinePoint]:
         with self._index().reader() as conn:
@@ -274,6 +278,7 @@ class TimelineKeeper(BackgroundLoop):
         self._prefix = prefix
         self.period = period
         self._ready = ready
+        self.settle = 0.0  # seconds a large root's first replay waits after ready
         self.replayed = threading.Event()  # set after each refresh (for tests and waiting)
         super().__init__()
 
@@ -282,9 +287,8 @@ class TimelineKeeper(BackgroundLoop):
         # A file's facts at a commit come from its index row when the row holds that blob;
         # before the rows are there (a first serve, an index rebuilt) every blob was read
         # from git and parsed, a million at a million files, on the core the rebuild needed.
-        while not self._ready():
-            if self._stop.wait(READY_POLL):
-                return
+        # On a large root it then waits ``settle`` seconds more (the first questions first).
+        self._settle(self._ready, self.settle, self.timeline.file_count)
         while not self._stop.is_set():
             try:
                 self.timeline.refresh(self._prefix(), self._stop.is_set)
