@@ -209,6 +209,29 @@ def test_the_watches_start_beside_a_folder_name_that_is_not_utf8(tmp_path: Path)
         watcher.stop()
 
 
+def test_a_failed_first_reconcile_is_tried_again_soon(tmp_path: Path) -> None:
+    """The wait after a reconcile grows with its duration (its share of the time), but not
+    before the index is ready: a long first reconcile that failed is tried again after the
+    period."""
+    calls: list[float] = []
+
+    def reconcile() -> ReconcileStats:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            time.sleep(0.3)  # a long first fill, at a share of 1 %: a 30 s wait
+            raise OSError("the disk went away")
+        return ReconcileStats(0, 0, 0, 0.0)
+
+    tuning = Tuning(reconcile_share=0.01)
+    watcher = Watcher(tmp_path, lambda rels: None, reconcile, period=0.05, tuning=tuning)
+    watcher.start()
+    try:
+        assert wait_for(watcher.ready.is_set, 10)
+        assert calls[1] - calls[0] < 5
+    finally:
+        watcher.stop()
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_the_warm_up_runs_once_before_ready_and_never_stops_it(tmp_path: Path, fails: bool) -> None:
     """A server's warm-up (``on_ready``) runs after the first reconcile and before ``ready``,

@@ -206,8 +206,12 @@ class Watcher:
     def _at_least_its_share(self, wait: float) -> float:
         """``wait``, made long enough that the last reconcile took at most its share of the
         time (:attr:`Tuning.reconcile_share`): walking a million files takes seconds of a
-        core, and a search answered meanwhile waits for the interpreter lock."""
-        if self._duty <= 0:
+        core, and a search answered meanwhile waits for the interpreter lock.
+
+        Not before ``ready``: no answer is served from the index until a reconcile succeeds, so
+        a failed first one (eight minutes for a first fill of a million files) is tried again
+        after ``wait``, not after twenty times its duration."""
+        if self._duty <= 0 or not self.ready.is_set():
             return wait
         return max(wait, self._took / self._duty)
 
