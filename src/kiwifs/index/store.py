@@ -67,6 +67,11 @@ class RowStore(Database):
         self.answers.clear()
         super().close()
 
+    def file_count(self) -> int:
+        """How many file rows the index holds (how large the root is)."""
+        with self.reader() as conn:
+            return int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
+
     def warm_search(self) -> None:
         """Load what keyword search keeps in memory for every query (each document's length,
         the columns a rebuild kept), and give the feedback the document counts of the column

@@ -235,9 +235,10 @@ def save_dictionaries(conn: sqlite3.Connection, dictionaries: Dictionaries) -> N
     """Make ``dictionaries`` the ones the texts and the frontmatter of this index are
     compressed with from now on (a rebuild's fresh tables hold no other)."""
     text, json_dict = dictionaries.text, dictionaries.frontmatter
-    uses = [(text, TEXTS | FRONTMATTER)] if json_dict is None else [(text, TEXTS)]
-    if json_dict is not None:
-        uses.append((json_dict, FRONTMATTER))
+    if json_dict is None:
+        uses = [(text, TEXTS | FRONTMATTER)]
+    else:
+        uses = [(text, TEXTS), (json_dict, FRONTMATTER)]
     for dictionary, kind in uses:
         if dictionary is not None:
             conn.execute(

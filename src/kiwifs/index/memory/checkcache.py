@@ -183,10 +183,6 @@ class CheckKeeper(BackgroundLoop):
         self.last_seconds = 0.0
         super().__init__()
 
-    def _files(self) -> int:
-        with self._index().reader() as conn:
-            return int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
-
     def _stamp(self) -> tuple[int, int]:
         index = self._index()
         return id(index), index.rows_generation
@@ -217,7 +213,7 @@ class CheckKeeper(BackgroundLoop):
         return True
 
     def _run(self) -> None:
-        self._settle(self._ready, self.settle, self._files)
+        self._settle(self._ready, self.settle, lambda: self._index().file_count())
         while not self._stop.is_set():
             try:
                 self.run_once()

@@ -76,10 +76,9 @@ class Timeline:
     def head(self) -> str | None:
         return self._history.head()
 
-    def file_count(self) -> int:
-        """The files the index holds (how large the root is)."""
-        with self._index().reader() as conn:
-            return int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
+    def index(self) -> Index:
+        """The index database the history is replayed into."""
+        return self._index()
 
     def points(self, limit: int = MAX_DAYS) -> list[TimelinePoint]:
         with self._index().reader() as conn:
@@ -288,7 +287,7 @@ class TimelineKeeper(BackgroundLoop):
         # before the rows are there (a first serve, an index rebuilt) every blob was read
         # from git and parsed, a million at a million files, on the core the rebuild needed.
         # On a large root it then waits ``settle`` seconds more (the first questions first).
-        self._settle(self._ready, self.settle, self.timeline.file_count)
+        self._settle(self._ready, self.settle, lambda: self.timeline.index().file_count())
         while not self._stop.is_set():
             try:
                 self.timeline.refresh(self._prefix(), self._stop.is_set)
