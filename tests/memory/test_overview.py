@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -309,6 +310,95 @@ def test_a_new_server_starts_from_the_last_replayed_tree_read_in_chunks(
         assert (points["2026-05-01"], points["2026-05-02"]) == ((5, 4), (4, 2))
 
 
+def test_a_commit_of_many_files_is_replayed_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import of a whole root is one commit, the first: its files are read from its tree and
+    applied a few at a time (a million files' facts at once stayed in a server's memory), and so
+    are a later commit's many changes. The counts after each are the report's."""
+    monkeypatch.setattr(timeline_index, "STATE_CHUNK", 2)
+    root = tmp_path / "kb"
+    (root / "episodes").mkdir(parents=True)
+    git(root, "init", "-q")
+    for n in range(7):
+        (root / f"episodes/{n}.md").write_text(episode(f"e{n}"))
+    cites = "  - type: run\n    id: {}\n  - type: run\n    path: episodes/{}.md\n"
+    page = "---\nmerged-from:\n" + cites + "---\n"
+    (root / "p.md").write_text(page.format("e1", 3))
+    commit_at(root, "2026-06-01T10:00:00Z", "the import")
+    Knowledge.init(root, "blank")
+    (root / "p.md").write_text(page.format("e5", 6))
+    for n in (0, 2):
+        (root / f"episodes/{n}.md").unlink()
+    (root / "episodes/7.md").write_text(episode("e7"))
+    commit_at(root, "2026-06-02T10:00:00Z", "e5 and e6 merged instead, two gone, one new")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        assert keeper.refresh_timeline("episodes/") == 3
+        points = {p.day: (p.episodic, p.unmerged) for p in keeper.timeline.points()}
+        assert (points["2026-06-01"], points["2026-06-02"]) == ((7, 5), (6, 4))
+        report = kb.memory_report()
+        assert points["2026-06-02"] == (report.episodic_count, report.unmerged_count)
+
+
+def test_a_replay_cut_short_inside_a_commit_gives_the_same_counts_when_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay that fails after some of a commit's chunks leaves them applied; the next replay
+    applies that commit again from its start and the counts are the report's."""
+    monkeypatch.setattr(timeline_index, "STATE_CHUNK", 2)
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, "2026-07-01T10:00:00Z", "one episode")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        keeper.refresh_timeline("episodes/")
+        for n in range(5):
+            (root / f"episodes/{n}.md").write_text(episode(f"e{n}"))
+        merged = "---\nmerged-from:\n  - type: episode\n    id: a\n  - type: run\n    id: e4\n---\n"
+        (root / "p.md").write_text(merged)
+        commit_at(root, "2026-07-02T10:00:00Z", "five more, two merged")
+        kb.reconcile()
+        real = timeline_index.Timeline._facts
+        calls = iter(range(100))
+
+        def failing(self: timeline_index.Timeline, *args: object) -> object:
+            if next(calls) == 2:
+                raise OSError("the disk went away")
+            return real(self, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(timeline_index.Timeline, "_facts", failing)
+        with pytest.raises(OSError):
+            keeper.timeline.refresh("episodes/")
+        monkeypatch.setattr(timeline_index.Timeline, "_facts", real)
+        assert keeper.refresh_timeline("episodes/") == 1
+        points = {p.day: (p.episodic, p.unmerged) for p in keeper.timeline.points()}
+        assert points["2026-07-02"] == (6, 4)
+
+
+def test_a_change_that_fails_part_way_leaves_the_coverage_state_as_it_was() -> None:
+    state = CoverageState("episodes/")
+    state.apply([("episodes/a.md", file_facts("episodes/a.md", {"episode_id": "a"}))])
+
+    # the second change fails as it is stored (a path SQLite cannot hold), after the first was
+    with pytest.raises(sqlite3.Error):
+        state.apply(
+            [
+                ("episodes/b.md", file_facts("episodes/b.md", {"episode_id": "b"})),
+                (("not", "a", "path"), None),  # type: ignore[list-item]
+            ]
+        )
+    assert (state.episodic, state.unmerged) == (1, 1)
+    page = file_facts("p.md", {"merged-from": [{"type": "run", "id": "a"}]})
+    state.apply([("p.md", page), ("episodes/b.md", None)])
+    assert (state.episodic, state.unmerged) == (1, 0)
+    state.close()
+
+
 def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
     """Old versions are parsed from git; the current one comes from the index row."""
     root = tmp_path / "kb"
@@ -326,9 +416,16 @@ def test_timeline_reads_blobs_the_index_does_not_hold(tmp_path: Path) -> None:
         assert (points["2026-03-01"], points["2026-03-02"]) == (0, 1)
 
 
-def test_an_undated_episode_is_as_old_as_its_first_commit_among_many(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batches", [False, True])
+def test_an_undated_episode_is_as_old_as_its_first_commit_among_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: bool
+) -> None:
     """The first commit that added a file is kept over later edits, and the times of more
-    undated episodes than one lookup holds are all found (the table is keyed by a hash)."""
+    undated episodes than one lookup holds are all found (the table is keyed by a hash); also
+    when the rows are stored a few at a time, within a commit and across commits."""
+    if batches:
+        monkeypatch.setattr(timeline_index, "STATE_CHUNK", 2)
+        monkeypatch.setattr(timeline_index, "ADDED_BATCH", 3)
     root = tmp_path / "kb"
     Knowledge.init(root, "blank")
     (root / "episodes").mkdir()

@@ -30,7 +30,7 @@ class CommitInfo:
     time: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BlobChange:
     """A knowledge file a commit changed: its new blob id, or ``None`` when it was removed."""
 

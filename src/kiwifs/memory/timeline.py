@@ -1,155 +1,153 @@
-"""The consolidation picture over time: the memory rules folded commit by commit (pure).
+"""The consolidation picture over time: the memory rules folded commit by commit.
 
-:class:`CoverageState` holds, for one state of a root, each file's memory facts and the
-``merged-from`` keys in force, and keeps two numbers current as files change: how many files are
-episodic and how many of those no ``merged-from`` cites. A change re-examines only the episodes it
-can affect (the changed files and the episodes whose id or path a changed file cites or cited), so
-replaying a long history costs what its commits changed, not commits × files. The totals are the
-ones :func:`kiwifs.memory.rules.build_report` gives for the same files (a test holds them equal).
+:class:`CoverageState` holds, for one state of a root, each episode and the ``merged-from``
+citations in force (in a private temporary database, not the index), and keeps two numbers
+current as files change: how many files are episodic and how many of those no ``merged-from``
+cites. A change re-examines only the episodes it can affect (the changed files and the episodes
+whose id or path a changed file cites or cited), so replaying a long history costs what its
+commits changed, not commits × files. The totals are the ones
+:func:`kiwifs.memory.rules.build_report` gives for the same files (a test holds them equal).
 
 :class:`TimelinePoint` is one day of the picture as the dashboard draws it.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kiwifs.memory.rules import ID_TYPES, FileFacts, coverage_share, is_episodic
 
-# The one empty set every file citing nothing shares (an empty frozenset is not shared by Python:
-# two of them in each of a million files' entries took 430 MB).
-_NONE: frozenset[str] = frozenset()
+CITES_ID = 0  # a ``cites`` row naming an episode id
+CITES_PATH = 1  # a ``cites`` row naming a path
 
+_SCHEMA = """
+PRAGMA journal_mode = MEMORY;
+PRAGMA synchronous = OFF;
+PRAGMA cache_size = -8192;
+CREATE TABLE episodes (path TEXT PRIMARY KEY, eid TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX episodes_eid ON episodes (eid);
+CREATE TABLE cites (
+    path TEXT NOT NULL, kind INTEGER NOT NULL, target TEXT NOT NULL,
+    PRIMARY KEY (path, kind, target)
+) WITHOUT ROWID;
+CREATE INDEX cites_target ON cites (kind, target);
+CREATE TABLE staged (path TEXT PRIMARY KEY, episodic INTEGER NOT NULL, eid TEXT NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE staged_cites (
+    path TEXT NOT NULL, kind INTEGER NOT NULL, target TEXT NOT NULL,
+    PRIMARY KEY (path, kind, target)
+) WITHOUT ROWID;
+CREATE TABLE affected (path TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    episodic: bool
-    eid: str  # stripped episode id, "" for none
-    idents: frozenset[str]  # episode ids its merged-from covers
-    paths: frozenset[str]  # paths its merged-from covers
+# (CROSS JOIN keeps SQLite's order, the small staged side first: without statistics it chose to
+# scan every citation of a kind and probe the staged rows, 147 ms a one-file commit at 1M files)
+# the changed files themselves
+_AFFECTED_CHANGED = "INSERT OR IGNORE INTO affected SELECT path FROM staged"
+# the paths their old and new merged-from cite
+_AFFECTED_PATHS = """
+INSERT OR IGNORE INTO affected
+SELECT c.target FROM staged s CROSS JOIN cites c ON c.path = s.path AND c.kind = 1
+UNION SELECT target FROM staged_cites WHERE kind = 1
+"""
+# the episodes holding an id their old or new merged-from cites
+_AFFECTED_HOLDERS = """
+INSERT OR IGNORE INTO affected
+SELECT e.path FROM (
+    SELECT c.target AS ident FROM staged s CROSS JOIN cites c ON c.path = s.path AND c.kind = 0
+    UNION SELECT target FROM staged_cites WHERE kind = 0
+) i CROSS JOIN episodes e ON e.eid = i.ident
+"""
+# the affected episodes and how many of them nothing covers
+_TALLY = """
+SELECT count(*), coalesce(sum(NOT (
+    (e.eid <> '' AND EXISTS (SELECT 1 FROM cites c WHERE c.kind = 0 AND c.target = e.eid))
+    OR EXISTS (SELECT 1 FROM cites c WHERE c.kind = 1 AND c.target = e.path)
+)), 0)
+FROM affected a CROSS JOIN episodes e ON e.path = a.path
+"""
 
 
 def covered_idents(id_keys: Iterable[str]) -> frozenset[str]:
-    """The episode ids that ``type:id`` keys cover (only the id types cover by id)."""
-    if not id_keys:
-        return _NONE
+    """The episode ids that ``type:id`` keys cover (only the id types cover by id; an empty id
+    covers nothing: no episode is matched by a missing id)."""
     out: set[str] = set()
     for key in id_keys:
         typ, sep, ident = key.partition(":")
-        if sep and typ in ID_TYPES:
+        if sep and ident and typ in ID_TYPES:
             out.add(ident)
-    return frozenset(out) if out else _NONE
+    return frozenset(out)
 
 
 class CoverageState:
-    """Episodic and unmerged counts of a changing set of files, for one episodes prefix."""
+    """Episodic and unmerged counts of a changing set of files, for one episodes prefix.
+
+    The state lives in a private temporary SQLite database (deleted when closed), not in Python
+    objects: a server keeps it between replays, and a million files' paths, ids and citations
+    took ~370 MB of its memory as dicts. SQLite holds a few MB of it in its page cache and the
+    rest in a temporary file. Table ``episodes`` has each episodic file and its stripped id
+    (``""`` for none); ``cites`` what each file's ``merged-from`` covers, an episode id (kind
+    :data:`CITES_ID`) or a path (:data:`CITES_PATH`). An episode is covered when a row of
+    ``cites`` names its id or its path.
+    """
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        # each file's entry; an episode citing nothing is kept as its id alone (the same string
-        # as its key in ``_by_eid``): an entry object for each of a million took 64 MB more
-        self._files: dict[str, _Entry | str] = {}
-        self._id_cites: Counter[str] = Counter()
-        self._path_cites: Counter[str] = Counter()
-        # the episodes holding each id: one path, or a set of them when several share it (a set
-        # for each of a million episodes took 216 MB)
-        self._by_eid: dict[str, str | set[str]] = {}
         self.episodic = 0
         self.unmerged = 0
+        # used by one thread at a time (the timeline's lock), not always by the one making it
+        self._db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
 
     def apply(self, changes: Iterable[tuple[str, FileFacts | None]]) -> None:
-        """Apply one commit's changes: each path with its new facts, or ``None`` if removed."""
-        staged = [(path, self._entry(path, facts)) for path, facts in changes]
-        affected = self._affected(staged)
-        before = self._tally(affected)
-        for path, entry in staged:
-            self._remove(path)
-            if entry is not None:
-                self._add(path, entry)
-        after = self._tally(affected)
+        """Apply one commit's changes: each path with its new facts, or ``None`` if removed
+        (a path given twice counts as its last change).
+
+        Only the episodes the changes can affect are counted before and after: the changed
+        files, the paths their old or new ``merged-from`` cites and the episodes holding an id
+        it cites. A commit of one file costs a few indexed lookups, not a pass over the root.
+        A change that fails part way leaves the state as it was.
+        """
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            self._stage(dict(changes))
+            db.execute(_AFFECTED_CHANGED)
+            db.execute(_AFFECTED_PATHS)
+            db.execute(_AFFECTED_HOLDERS)
+            before = db.execute(_TALLY).fetchone()
+            db.execute("DELETE FROM episodes WHERE path IN (SELECT path FROM staged)")
+            db.execute("DELETE FROM cites WHERE path IN (SELECT path FROM staged)")
+            db.execute("INSERT INTO episodes SELECT path, eid FROM staged WHERE episodic")
+            db.execute("INSERT INTO cites SELECT path, kind, target FROM staged_cites")
+            after = db.execute(_TALLY).fetchone()
+            for table in ("staged", "staged_cites", "affected"):
+                db.execute(f"DELETE FROM {table}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
         self.episodic += after[0] - before[0]
         self.unmerged += after[1] - before[1]
 
-    def _entry(self, path: str, facts: FileFacts | None) -> _Entry | None:
-        if facts is None:
-            return None
-        episodic = not facts.unreadable and is_episodic(path, facts.memory_kind, self.prefix)
-        return _Entry(
-            episodic,
-            facts.episode_id.strip(),
-            covered_idents(facts.id_keys),
-            frozenset(facts.path_keys) if facts.path_keys else _NONE,
-        )
-
-    def _affected(self, staged: list[tuple[str, _Entry | None]]) -> set[str]:
-        """Every path whose contribution the staged changes may alter."""
-        idents: set[str] = set()
-        paths: set[str] = set()
-        for path, entry in staged:
-            paths.add(path)
-            for item in (self._get(path), entry):
-                if item is not None:
-                    idents |= item.idents
-                    paths |= item.paths
-        for ident in idents:
-            holders = self._by_eid.get(ident)
-            if isinstance(holders, str):
-                paths.add(holders)
-            elif holders is not None:
-                paths |= holders
-        return paths
-
-    def _tally(self, paths: Iterable[str]) -> tuple[int, int]:
-        episodic = unmerged = 0
-        for path in paths:
-            entry = self._get(path)
-            if entry is None or not entry.episodic:
+    def _stage(self, changes: dict[str, FileFacts | None]) -> None:
+        rows: list[tuple[str, int, str]] = []
+        cites: list[tuple[str, int, str]] = []
+        for path, facts in changes.items():
+            if facts is None:
+                rows.append((path, 0, ""))
                 continue
-            episodic += 1
-            if not self._covered(path, entry):
-                unmerged += 1
-        return episodic, unmerged
-
-    def _covered(self, path: str, entry: _Entry) -> bool:
-        return (bool(entry.eid) and self._id_cites[entry.eid] > 0) or self._path_cites[path] > 0
-
-    def _get(self, path: str) -> _Entry | None:
-        entry = self._files.get(path)
-        return _Entry(True, entry, _NONE, _NONE) if isinstance(entry, str) else entry
-
-    def _remove(self, path: str) -> None:
-        entry = self._get(path)
-        if entry is None:
-            return
-        del self._files[path]
-        if entry.idents:  # (most files cite nothing: no call for them)
-            self._id_cites.subtract(entry.idents)
-        if entry.paths:
-            self._path_cites.subtract(entry.paths)
-        if entry.episodic and entry.eid:
-            holders = self._by_eid.get(entry.eid)
-            if holders == path:
-                del self._by_eid[entry.eid]
-            elif isinstance(holders, set):
-                holders.discard(path)
-                if len(holders) == 1:
-                    self._by_eid[entry.eid] = holders.pop()
-
-    def _add(self, path: str, entry: _Entry) -> None:
-        plain = entry.episodic and bool(entry.eid) and not entry.idents and not entry.paths
-        self._files[path] = entry.eid if plain else entry
-        if entry.idents:
-            self._id_cites.update(entry.idents)
-        if entry.paths:
-            self._path_cites.update(entry.paths)
-        if entry.episodic and entry.eid:
-            holders = self._by_eid.setdefault(entry.eid, path)
-            if isinstance(holders, set):
-                holders.add(path)
-            elif holders != path:
-                self._by_eid[entry.eid] = {holders, path}
+            episodic = not facts.unreadable and is_episodic(path, facts.memory_kind, self.prefix)
+            rows.append((path, int(episodic), facts.episode_id.strip()))
+            cites.extend((path, CITES_ID, ident) for ident in covered_idents(facts.id_keys))
+            cites.extend((path, CITES_PATH, cited) for cited in set(facts.path_keys))
+        self._db.executemany("INSERT INTO staged VALUES (?, ?, ?)", rows)
+        self._db.executemany("INSERT OR IGNORE INTO staged_cites VALUES (?, ?, ?)", cites)
 
 
 @dataclass(frozen=True)

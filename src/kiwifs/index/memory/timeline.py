@@ -22,7 +22,7 @@ import logging
 import operator
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from kiwifs.base.limits import MAX_READ_BYTES, TOO_LARGE
@@ -44,6 +44,9 @@ LOOKUP_CHUNK = 500
 # files of a tree read into a coverage state at a time: all of a million files' changes and facts
 # at once took ~1 GB more memory than the state they made (which a server then kept)
 STATE_CHUNK = 10_000
+# ``timeline_added`` rows held before they are stored: a commit of a million files made as many
+# (~120 MB of tuples); stored a batch at a time in hash order, the table took no more room
+ADDED_BATCH = 50_000
 QUIET_SECONDS = 1.0
 
 FACT_COLUMNS = "key, etag, memory_kind, episode_id, id_keys, path_keys, unreadable"
@@ -70,8 +73,13 @@ class Timeline:
     def close(self) -> None:
         with self._lock:
             self._history.close()
-            self._state = None
-            self._state_commit = None
+            self._drop_state()
+
+    def _drop_state(self) -> None:
+        if self._state is not None:
+            self._state.close()
+        self._state = None
+        self._state_commit = None
 
     def head(self) -> str | None:
         return self._history.head()
@@ -120,8 +128,7 @@ class Timeline:
             for table in TIMELINE_TABLES:
                 conn.execute(f"DELETE FROM {table}")
             conn.execute("INSERT INTO timeline_meta (key, value) VALUES ('prefix', ?)", (prefix,))
-        self._state = None
-        self._state_commit = None
+        self._drop_state()
 
     def _cut_after(self, index: Index, base: str | None) -> None:
         """Drop the rows newer than ``base`` (commits no longer on HEAD's line)."""
@@ -140,11 +147,15 @@ class Timeline:
         there, else made from that commit's tree."""
         if self._state is not None and self._state_commit == commit and commit is not None:
             return self._state
+        self._drop_state()
         state = CoverageState(prefix)
-        if commit is not None:
-            files = self._history.files(commit)
-            while chunk := list(itertools.islice(files, STATE_CHUNK)):
-                state.apply(self._facts(index, [BlobChange(p, b) for p, b in chunk]))
+        try:
+            if commit is not None:
+                for chunk in _chunks(BlobChange(p, b) for p, b in self._history.files(commit)):
+                    state.apply(self._facts(index, chunk))
+        except BaseException:
+            state.close()
+            raise
         self._state, self._state_commit = state, commit
         return state
 
@@ -155,18 +166,29 @@ class Timeline:
         commits: list[CommitInfo],
         stop: Callable[[], bool],
     ) -> int:
-        """Replay ``commits`` (oldest first) and store their rows; returns how many."""
+        """Replay ``commits`` (oldest first) and store their rows; returns how many.
+
+        A commit's changes are applied :data:`STATE_CHUNK` at a time (the totals after the last
+        chunk are the commit's): an import of a million files in one commit read all their facts
+        at once, and the memory freed after it stayed with the server. A replay that fails part
+        way through a commit leaves some of its changes applied, the state still marked as its
+        parent's; the next replay applies that commit again, and as every change sets a file to
+        what the commit holds, the state comes out the same.
+        """
         rows: list[tuple[str, int, str, int, int]] = []
         added: list[tuple[int, int]] = []
         for commit in commits:
             if stop():
                 break
-            changes = self._history.changes(commit.id, commit.parent)
-            state.apply(self._facts(index, changes))
+            for chunk in _chunks(self._changes(commit)):
+                state.apply(self._facts(index, chunk))
+                added.extend(_added(chunk, commit.time))
+                if len(added) >= ADDED_BATCH:
+                    with index.transaction() as conn:
+                        _store_added(conn, added)
             rows.append(
                 (commit.id, commit.time, day_of(commit.time), state.episodic, state.unmerged)
             )
-            added.extend(_added(changes, commit.time))
             self._state_commit = commit.id
         with index.transaction() as conn:
             conn.executemany(
@@ -174,12 +196,14 @@ class Timeline:
                 " VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
-            # in row id order, so the rows are appended and the table's pages filled (hashes in
-            # commit order split them half empty); a stable sort, so the first kept is the
-            # first commit's
-            added.sort(key=operator.itemgetter(0))
-            conn.executemany("INSERT OR IGNORE INTO timeline_added (h, time) VALUES (?, ?)", added)
+            _store_added(conn, added)
         return len(rows)
+
+    def _changes(self, commit: CommitInfo) -> Iterable[BlobChange]:
+        """The files ``commit`` changed; a first commit's read from its tree as they are used."""
+        if commit.parent is None:
+            return (BlobChange(p, b) for p, b in self._history.files(commit.id))
+        return self._history.changes(commit.id, commit.parent)
 
     def _facts(
         self, index: Index, changes: Iterable[BlobChange]
@@ -223,6 +247,23 @@ class Timeline:
         if self._history.blob_size(blob) > MAX_READ_BYTES:
             return unreadable_facts(path, TOO_LARGE)
         return facts_of_bytes(path, self._history.blob(blob))
+
+
+def _chunks(changes: Iterable[BlobChange]) -> Iterator[list[BlobChange]]:
+    items = iter(changes)
+    while chunk := list(itertools.islice(items, STATE_CHUNK)):
+        yield chunk
+
+
+def _store_added(conn: sqlite3.Connection, added: list[tuple[int, int]]) -> None:
+    """Store ``timeline_added`` rows (the first stored for a file is kept) and empty the list.
+
+    In row id order, so the rows are appended and the table's pages filled (hashes in commit
+    order split them half empty); a stable sort, so the first kept is the first commit's. A
+    later batch holds later commits: the first commit's row is still the one kept."""
+    added.sort(key=operator.itemgetter(0))
+    conn.executemany("INSERT OR IGNORE INTO timeline_added (h, time) VALUES (?, ?)", added)
+    added.clear()
 
 
 def _added(changes: Iterable[BlobChange], time: int) -> Iterable[tuple[int, int]]:
