@@ -22,6 +22,8 @@ from kiwifs.knowledge import Knowledge
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME
 from kiwifs.memory.rules import MergeEntry, build_report, file_facts
 from kiwifs.memory.timeline import CoverageState
+from kiwifs.server.lifecycle import Serving
+from kiwifs.tuning import Tuning
 from partskit import index_keeper
 
 
@@ -500,6 +502,31 @@ def test_a_large_roots_first_replay_settles_after_ready(
             assert "2026-06-01" in [p.day for p in keeper.timeline.points()]
         finally:
             loop.stop()
+
+
+def test_a_served_large_roots_first_replay_waits_the_tunings_settle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's wiring: the replay it starts waits ``Tuning.check_settle`` after ready."""
+    monkeypatch.setattr(background, "SETTLE_FILES", 1)  # this root counts as large
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, "2026-06-01T10:00:00Z", "a")
+    keeper = index_keeper(root, Tuning(check_settle=1.5))
+    with Knowledge.open(root, index=keeper) as kb:
+        serving = Serving(kb)
+        serving.start_watching()
+        while not kb.ready():
+            time.sleep(0.05)
+        ready = time.monotonic()
+        serving.start_timeline()
+        loop = keeper.timeline_keeper
+        assert loop is not None
+        assert loop.replayed.wait(10.0)
+        assert time.monotonic() - ready >= 1.5
+        assert "2026-06-01" in [p.day for p in keeper.timeline.points()]
 
 
 def test_a_root_without_git_has_no_history(tmp_path: Path) -> None:
