@@ -218,6 +218,16 @@ def commit_at(root: Path, when: str, message: str) -> None:
     subprocess.run(["git", "-C", str(root), "commit", "-qm", message], check=True, env=env)
 
 
+def one_episode_root(tmp_path: Path, when: str, message: str) -> Path:
+    """A root with one episode (``a``), committed at ``when``."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/a.md").write_text(episode("a"))
+    commit_at(root, when, message)
+    return root
+
+
 def test_timeline_has_one_point_per_day_and_replays_only_new_commits(tmp_path: Path) -> None:
     root = tmp_path / "kb"
     Knowledge.init(root, "blank")
@@ -244,11 +254,7 @@ def test_timeline_has_one_point_per_day_and_replays_only_new_commits(tmp_path: P
 
 
 def test_timeline_follows_rewritten_history_and_a_new_prefix(tmp_path: Path) -> None:
-    root = tmp_path / "kb"
-    Knowledge.init(root, "blank")
-    (root / "episodes").mkdir()
-    (root / "episodes/a.md").write_text(episode("a"))
-    commit_at(root, "2026-02-01T10:00:00Z", "a")
+    root = one_episode_root(tmp_path, "2026-02-01T10:00:00Z", "a")
     (root / "episodes/b.md").write_text(episode("b"))
     commit_at(root, "2026-02-02T10:00:00Z", "b")
     keeper = index_keeper(root)
@@ -350,11 +356,7 @@ def test_a_replay_cut_short_inside_a_commit_gives_the_same_counts_when_run_again
     """A replay that fails after some of a commit's chunks leaves them applied; the next replay
     applies that commit again from its start and the counts are the report's."""
     monkeypatch.setattr(timeline_index, "STATE_CHUNK", 2)
-    root = tmp_path / "kb"
-    Knowledge.init(root, "blank")
-    (root / "episodes").mkdir()
-    (root / "episodes/a.md").write_text(episode("a"))
-    commit_at(root, "2026-07-01T10:00:00Z", "one episode")
+    root = one_episode_root(tmp_path, "2026-07-01T10:00:00Z", "one episode")
     keeper = index_keeper(root)
     with Knowledge.open(root, index=keeper) as kb:
         kb.reconcile()
@@ -455,11 +457,7 @@ def test_an_undated_episode_is_as_old_as_its_first_commit_among_many(
 def test_the_keeper_replays_first_once_the_index_is_ready(tmp_path: Path) -> None:
     """A server's keeper waits for the first reconcile: replayed before it, every file's facts
     would be read from git, with the rows not there yet."""
-    root = tmp_path / "kb"
-    Knowledge.init(root, "blank")
-    (root / "episodes").mkdir()
-    (root / "episodes/a.md").write_text(episode("a"))
-    commit_at(root, "2026-06-01T10:00:00Z", "a")
+    root = one_episode_root(tmp_path, "2026-06-01T10:00:00Z", "a")
     ready = threading.Event()
     keeper = index_keeper(root)
     loop = timeline_index.TimelineKeeper(keeper.timeline, lambda: "episodes/", 0.1, ready.is_set)
@@ -484,11 +482,7 @@ def test_a_large_roots_first_replay_settles_after_ready(
     """The agents' first questions come first: on a root of SETTLE_FILES files or more the
     first replay waits ``settle`` seconds after the index is ready."""
     monkeypatch.setattr(background, "SETTLE_FILES", 1)  # this root counts as large
-    root = tmp_path / "kb"
-    Knowledge.init(root, "blank")
-    (root / "episodes").mkdir()
-    (root / "episodes/a.md").write_text(episode("a"))
-    commit_at(root, "2026-06-01T10:00:00Z", "a")
+    root = one_episode_root(tmp_path, "2026-06-01T10:00:00Z", "a")
     keeper = index_keeper(root)
     with Knowledge.open(root, index=keeper) as kb:
         kb.reconcile()
@@ -509,11 +503,7 @@ def test_a_served_large_roots_first_replay_waits_the_tunings_settle(
 ) -> None:
     """The server's wiring: the replay it starts waits ``Tuning.check_settle`` after ready."""
     monkeypatch.setattr(background, "SETTLE_FILES", 1)  # this root counts as large
-    root = tmp_path / "kb"
-    Knowledge.init(root, "blank")
-    (root / "episodes").mkdir()
-    (root / "episodes/a.md").write_text(episode("a"))
-    commit_at(root, "2026-06-01T10:00:00Z", "a")
+    root = one_episode_root(tmp_path, "2026-06-01T10:00:00Z", "a")
     keeper = index_keeper(root, Tuning(check_settle=1.5))
     with Knowledge.open(root, index=keeper) as kb:
         serving = Serving(kb)
