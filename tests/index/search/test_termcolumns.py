@@ -397,6 +397,26 @@ def test_writes_are_caught_up(
             assert_pruned_as_summed(index)
 
 
+def test_a_new_document_grows_the_columns_by_a_little(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document past the columns' end makes room for 1/GROW_SHARE more (at least GROW_LEAST),
+    every column alike: a column is a byte per document, and a quarter more was 48 MB of zeros
+    in a served 1M root. Answers stay exact."""
+    monkeypatch.setattr(termcolumns, "GROW_LEAST", 4)
+    root = make_root(corpus(3))
+    with watched(root) as (kb, index):
+        assert from_columns(kb, index, "fox river stone", 5) is not None
+        columns = index.columns
+        assert columns._dl is not None
+        before = len(columns._dl)
+        kb.write("c/new.md", "fox river stone stone\n")
+        assert_same(kb, index)
+        after = len(columns._dl)
+        assert before < after <= before + max(before // termcolumns.GROW_SHARE, 4) + 1
+        assert {len(column) for column in columns._tf.values()} == {after}
+
+
 def test_text_indexed_without_the_log_starts_afresh(
     make_root: Callable[..., Path],
 ) -> None:
