@@ -11,8 +11,6 @@ Elsewhere (another C library, another system) it does nothing.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import sys
 from collections.abc import Callable
@@ -22,11 +20,11 @@ from collections.abc import Callable
 def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    import ctypes  # here: a one-shot command that never trims does not load it
+
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+        # the symbols this process has loaded, the C library's among them
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
         return None
     return trim
