@@ -4,6 +4,7 @@ page, and the history replayed from git into the index (real roots, real git, re
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import sqlite3
 import threading
@@ -282,7 +283,7 @@ def test_a_stopped_replay_keeps_what_it_did_and_resumes(tmp_path: Path) -> None:
     keeper = index_keeper(root)
     with Knowledge.open(root, index=keeper):
         assert keeper.timeline.refresh("episodes/", stop=lambda: True) == 0
-        asked = iter([False, False, True])
+        asked = iter([False] * 4 + [True])  # asked before each commit and each of its chunks
         assert keeper.timeline.refresh("episodes/", stop=lambda: next(asked, True)) == 2
         assert keeper.refresh_timeline("episodes/") == 2
         points = {p.day: p.episodic for p in keeper.timeline.points()}
@@ -382,6 +383,38 @@ def test_a_replay_cut_short_inside_a_commit_gives_the_same_counts_when_run_again
         assert keeper.refresh_timeline("episodes/") == 1
         points = {p.day: (p.episodic, p.unmerged) for p in keeper.timeline.points()}
         assert points["2026-07-02"] == (6, 4)
+
+
+def test_a_stop_is_heard_between_chunks_of_a_big_commit_and_of_a_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server stopping does not wait for a commit of a million files, nor for a state made
+    from such a tree (a minute each): ``stop`` is asked between chunks, and what was cut short
+    is done again by the next replay, with the report's counts."""
+    monkeypatch.setattr(timeline_index, "STATE_CHUNK", 2)
+    root = one_episode_root(tmp_path, "2026-08-01T10:00:00Z", "one episode")
+    for n in range(7):
+        (root / f"episodes/{n}.md").write_text(episode(f"e{n}"))
+    commit_at(root, "2026-08-02T10:00:00Z", "seven more")
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        timeline = keeper.timeline
+        asked = itertools.count()
+        # asked before each commit and each chunk: the 7th time is in the last commit's second
+        assert timeline.refresh("episodes/", stop=lambda: next(asked) >= 6) == 2
+        assert keeper.refresh_timeline("episodes/") == 1
+        assert {p.day: p.episodic for p in timeline.points()}["2026-08-02"] == 8
+        (root / "episodes/7.md").write_text(episode("e7"))
+        commit_at(root, "2026-08-03T10:00:00Z", "one more")
+    keeper = index_keeper(root)  # a new process: the state is made from the last tree
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        asked = itertools.count()
+        assert keeper.timeline.refresh("episodes/", stop=lambda: next(asked) >= 3) == 0
+        assert keeper.refresh_timeline("episodes/") == 1
+        points = {p.day: p.episodic for p in keeper.timeline.points()}
+        assert (points["2026-08-02"], points["2026-08-03"]) == (8, 9)
 
 
 def test_a_change_that_fails_part_way_leaves_the_coverage_state_as_it_was() -> None:

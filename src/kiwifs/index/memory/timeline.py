@@ -111,7 +111,9 @@ class Timeline:
             if not newer:
                 return 0
             self._cut_after(index, base)
-            state = self._state_at(index, base, prefix)
+            state = self._state_at(index, base, prefix, stop)
+            if state is None:
+                return 0
             newer.reverse()
             done = 0
             for start in range(0, len(newer), FLUSH_EVERY):
@@ -142,9 +144,12 @@ class Timeline:
             ).fetchone()
             conn.execute("DELETE FROM timeline WHERE seq > ?", (seq,))
 
-    def _state_at(self, index: Index, commit: str | None, prefix: str) -> CoverageState:
+    def _state_at(
+        self, index: Index, commit: str | None, prefix: str, stop: Callable[[], bool]
+    ) -> CoverageState | None:
         """The coverage state right after ``commit``: kept from the last replay when it ended
-        there, else made from that commit's tree."""
+        there, else made from that commit's tree (``None``: ``stop()`` said so between chunks;
+        at a million files the tree takes a minute, which a server stopping would wait for)."""
         if self._state is not None and self._state_commit == commit and commit is not None:
             return self._state
         self._drop_state()
@@ -152,6 +157,9 @@ class Timeline:
         try:
             if commit is not None:
                 for chunk in _chunks(BlobChange(p, b) for p, b in self._history.files(commit)):
+                    if stop():
+                        state.close()
+                        return None
                     state.apply(self._facts(index, chunk))
         except BaseException:
             state.close()
@@ -180,12 +188,8 @@ class Timeline:
         for commit in commits:
             if stop():
                 break
-            for chunk in _chunks(self._changes(commit)):
-                state.apply(self._facts(index, chunk))
-                added.extend(_added(chunk, commit.time))
-                if len(added) >= ADDED_BATCH:
-                    with index.transaction() as conn:
-                        _store_added(conn, added)
+            if not self._apply(index, state, commit, added, stop):
+                break  # stopped inside the commit: the next replay applies it again
             rows.append(
                 (commit.id, commit.time, day_of(commit.time), state.episodic, state.unmerged)
             )
@@ -198,6 +202,25 @@ class Timeline:
             )
             _store_added(conn, added)
         return len(rows)
+
+    def _apply(
+        self,
+        index: Index,
+        state: CoverageState,
+        commit: CommitInfo,
+        added: list[tuple[int, int]],
+        stop: Callable[[], bool],
+    ) -> bool:
+        """Apply ``commit``'s changes a chunk at a time; False when ``stop()`` cut it short."""
+        for chunk in _chunks(self._changes(commit)):
+            if stop():
+                return False
+            state.apply(self._facts(index, chunk))
+            added.extend(_added(chunk, commit.time))
+            if len(added) >= ADDED_BATCH:
+                with index.transaction() as conn:
+                    _store_added(conn, added)
+        return True
 
     def _changes(self, commit: CommitInfo) -> Iterable[BlobChange]:
         """The files ``commit`` changed; a first commit's read from its tree as they are used."""
