@@ -172,17 +172,14 @@ class Git:
     @property
     def repo(self) -> pygit2.Repository:
         if self._repo is None:
-            git2 = load_pygit2()
-            try:
-                self._repo = git2.Repository(str(self.root))
-            except git2.GitError as exc:
-                raise StorageError(f"cannot open git repository in {self.root}: {exc}") from exc
+            self._repo = self._own_handle()
         return self._repo
 
     def _own_handle(self) -> pygit2.Repository:
-        """A repository handle of its own, for the index file's reconcile, dropped after it:
-        libgit2 keeps the index a handle has read for as long as the handle lives, and on the
-        shared one the entries of a million files stayed with the server (195 MB)."""
+        """A new repository handle: the shared one (:attr:`repo`), and one for each reconcile of
+        the index file, dropped after it (libgit2 keeps the index a handle has read for as long
+        as the handle lives: on the shared one the entries of a million files stayed with the
+        server, 195 MB)."""
         git2 = load_pygit2()
         try:
             handle: pygit2.Repository = git2.Repository(str(self.root))

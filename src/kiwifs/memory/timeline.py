@@ -47,24 +47,25 @@ CREATE TABLE affected (path TEXT PRIMARY KEY) WITHOUT ROWID;
 # the changed files themselves
 _AFFECTED_CHANGED = "INSERT OR IGNORE INTO affected SELECT path FROM staged"
 # the paths their old and new merged-from cite
-_AFFECTED_PATHS = """
+_AFFECTED_PATHS = f"""
 INSERT OR IGNORE INTO affected
-SELECT c.target FROM staged s CROSS JOIN cites c ON c.path = s.path AND c.kind = 1
-UNION SELECT target FROM staged_cites WHERE kind = 1
+SELECT c.target FROM staged s CROSS JOIN cites c ON c.path = s.path AND c.kind = {CITES_PATH}
+UNION SELECT target FROM staged_cites WHERE kind = {CITES_PATH}
 """
 # the episodes holding an id their old or new merged-from cites
-_AFFECTED_HOLDERS = """
+_AFFECTED_HOLDERS = f"""
 INSERT OR IGNORE INTO affected
 SELECT e.path FROM (
-    SELECT c.target AS ident FROM staged s CROSS JOIN cites c ON c.path = s.path AND c.kind = 0
-    UNION SELECT target FROM staged_cites WHERE kind = 0
+    SELECT c.target AS ident FROM staged s
+    CROSS JOIN cites c ON c.path = s.path AND c.kind = {CITES_ID}
+    UNION SELECT target FROM staged_cites WHERE kind = {CITES_ID}
 ) i CROSS JOIN episodes e ON e.eid = i.ident
 """
 # the affected episodes and how many of them nothing covers
-_TALLY = """
+_TALLY = f"""
 SELECT count(*), coalesce(sum(NOT (
-    (e.eid <> '' AND EXISTS (SELECT 1 FROM cites c WHERE c.kind = 0 AND c.target = e.eid))
-    OR EXISTS (SELECT 1 FROM cites c WHERE c.kind = 1 AND c.target = e.path)
+    (e.eid <> '' AND EXISTS (SELECT 1 FROM cites c WHERE c.kind = {CITES_ID} AND c.target = e.eid))
+    OR EXISTS (SELECT 1 FROM cites c WHERE c.kind = {CITES_PATH} AND c.target = e.path)
 )), 0)
 FROM affected a CROSS JOIN episodes e ON e.path = a.path
 """
