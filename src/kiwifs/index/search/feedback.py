@@ -17,20 +17,19 @@ and ranking them costs FTS5 a few hundred µs each). When no word qualifies, the
 stands unchanged. A query of a single word or phrase is a lookup, not a question: it is
 not fed back (its answer is exactly the pages that hold it).
 
-Counting a common word to its cap is what costs (~0.15 ms at 100k pages, and the best pages'
-frontmatter repeats the same words every query), so counts are kept per database while its
-text index stands still (its totals and change log unchanged): the same answers, counted once.
+Counting a common word to its cap is what costs (~0.15 ms at 100k pages, ~0.3 ms at 1M, and
+the best pages' frontmatter repeats the same words every query), so the counts are kept, exact
+across writes (:mod:`index.search.doccounts`).
 """
 
 from __future__ import annotations
 
-import re
 import sqlite3
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 from kiwifs.index.search import bm25
+from kiwifs.index.search.doccounts import DocumentCounts
 from kiwifs.index.search.query import STOP_WORDS
 from kiwifs.index.texts import texts
 
@@ -45,14 +44,8 @@ MIN_TERMS = 2  # a query of one word is a lookup: its pages are the ones holding
 
 Row = tuple[Any, float, int, int]  # (path, score, id, mtime_ns)
 _STOPS: frozenset[str] | None = None
-_COUNT_SQL = "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)"
 _RANK_SQL = "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?"
 _PICK_SQL = "SELECT f.path, f.id, f.mtime_ns, f.key FROM files f WHERE f.id IN ({ids}){cond}"
-_INDEXED = re.compile(r"[^\W_]+")
-_EPOCH_SQL = "SELECT (SELECT max(seq) FROM fts_log), (SELECT file FROM pragma_database_list)"
-MAX_COUNTS = 100_000  # counts kept per database state (then forgotten)
-_counts: dict[tuple[Any, ...], dict[str, int]] = {}
-_counts_lock = threading.Lock()
 
 
 def stemmed_stop_words() -> frozenset[str]:
@@ -98,14 +91,11 @@ def feedback_words(
             if word in query_keys or word in stops or word.isdigit() or not length:
                 continue
             mass[word] = mass.get(word, 0.0) + tf / length * (row[1] / total)
-    cap = count_cap(nrows)
-    known = known_counts(conn, nrows, cap)
+    counts = DocumentCounts(conn, count_cap(nrows))
     weights: dict[str, float] = {}
     for word in sorted(mass, key=lambda w: (-mass[w], w)):
-        df = known.get(word)
-        if df is None:
-            df = known[word] = document_count(conn, word, cap)
-        if MIN_DF <= df <= cap:
+        df = counts.of(word)
+        if MIN_DF <= df <= counts.cap:
             weights[word] = mass[word] * bm25.idf(nrows, df)
     best = sorted(weights, key=lambda w: (-weights[w], w))[:EXPANSION_TERMS]
     return {w: weights[w] for w in best}
@@ -117,39 +107,12 @@ def count_cap(nrows: int) -> int:
     return min(int(nrows * MAX_SHARE), MAX_DF)
 
 
-def known_counts(conn: sqlite3.Connection, nrows: int, cap: int) -> dict[str, int]:
-    """The counts already made in this state of this database (a fresh dict when it changed)."""
-    seq, name = conn.execute(_EPOCH_SQL).fetchone()
-    epoch = (name, nrows, bm25.totals(conn)[1], seq, cap)
-    with _counts_lock:
-        known = _counts.get(epoch)
-        if known is None or len(known) > MAX_COUNTS:
-            known = {}
-            for stale in [e for e in _counts if e[0] == name]:
-                del _counts[stale]
-            _counts[epoch] = known
-        return known
-
-
 def note_counts(conn: sqlite3.Connection, counts: dict[str, int]) -> None:
     """Keep ``counts`` (words' numbers of documents, in ``conn``'s snapshot: call inside the
-    read transaction they were made in) as the counts of this state of the database, as
-    :func:`document_count` would have counted them."""
+    read transaction they were made in) as the feedback's counts of those words."""
     nrows, _ = bm25.totals(conn)
-    if not nrows or not counts:
-        return
-    cap = count_cap(nrows)
-    known = known_counts(conn, nrows, cap)
-    with _counts_lock:
-        for word, count in counts.items():
-            known.setdefault(word, min(count, cap + 1))
-
-
-def document_count(conn: sqlite3.Connection, word: str, cap: int) -> int:
-    """How many pages hold ``word``, counted up to ``cap + 1`` (enough to refuse it)."""
-    if not _INDEXED.fullmatch(word):
-        return 0  # not a token FTS5 can be asked for as a bareword string
-    return int(conn.execute(_COUNT_SQL, (f'"{word}"', cap + 1)).fetchone()[0])
+    if nrows and counts:
+        DocumentCounts(conn, count_cap(nrows)).note(counts)
 
 
 def expansion_scores(conn: sqlite3.Connection, weights: dict[str, float]) -> dict[int, float]:

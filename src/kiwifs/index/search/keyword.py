@@ -22,10 +22,12 @@ blends relevance with age: the best :func:`recency_window` BM25 hits are re-scor
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,13 +244,10 @@ def _any_rows(
     prune = tuning.term_pruning
     rows = None
     if columns is not None:
-        conn.execute("BEGIN")
-        try:
+        with snapshot(conn):
             rows = columns.ranked_any(
                 conn, terms, condition, extra, scope, *window, live=live, prune=prune
             )
-        finally:
-            conn.rollback()
     if rows is not None:
         return rows
     try:
@@ -271,10 +270,25 @@ def _with_feedback(
     feedback words'."""
     lim, off = page
     window = (max(feedback.POOL, off + lim), 0)
-    rows = _any_rows(conn, parsed, sifted, columns, window, tuning)
     keys = frozenset(t.key for t in parsed.terms if not t.key.startswith(PHRASE))
     condition, extra, _, _ = sifted
-    return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]
+    with snapshot(conn):  # the feedback's kept counts need the log position of their state
+        rows = _any_rows(conn, parsed, sifted, columns, window, tuning)
+        return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]
+
+
+@contextlib.contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction around the block (a caller's own, when it holds one): every
+    statement in it reads the same state of the index."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.rollback()
 
 
 def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
