@@ -12,6 +12,7 @@ even where a stat signature proves nothing.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,7 +28,7 @@ from kiwifs.index.folders import abs_path, probe
 from kiwifs.index.linkparse import DEFAULT_TYPED_FIELDS
 from kiwifs.index.record import FileRecord, error_record, key_to_rel, path_key, raw_sig, read_record
 from kiwifs.index.rows import Touched, delete_row, upsert_row
-from kiwifs.index.search import feedback
+from kiwifs.index.search import columnkeeping, feedback
 from kiwifs.index.search.answers import AnswerCache
 from kiwifs.index.search.termcolumns import TermColumns
 from kiwifs.index.storeorder import StoreOrder
@@ -84,6 +85,16 @@ class RowStore(Database):
                 feedback.note_counts(conn, self.columns.load(conn))
             finally:
                 conn.rollback()
+
+    def keep_columns(self, behind: int | None = None) -> bool:
+        """Keep this process's term columns in the index in place of the kept ones, when
+        those are ``behind`` (default :data:`~kiwifs.index.search.columnkeeping.KEEP_BEHIND`)
+        log entries or more behind or cannot be used (a server, now and then:
+        :mod:`index.search.columnkeeping`); True when kept."""
+        writer = functools.partial(self._transaction, rows=False)
+        if behind is None:
+            behind = columnkeeping.KEEP_BEHIND
+        return columnkeeping.keep_again(self.columns, self.reader, writer, behind)
 
     def _forget(self) -> None:
         self._echo.clear()

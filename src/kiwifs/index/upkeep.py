@@ -354,8 +354,8 @@ class IndexKeeper:
             refresh = index.refresh_if_changed
             # on a large root the change monitor narrows each reconcile to the folders it saw
             # change (the first one, before ready, included): see Index.reconcile
-            reconcile: Callable[[], ReconcileStats] = functools.partial(
-                index.reconcile, monitored=True
+            reconcile: Callable[[], ReconcileStats] = self._keeping_columns(
+                index, functools.partial(index.reconcile, monitored=True)
             )
             if recall is not None:
                 refresh, reconcile = recall.waking(refresh), recall.waking(reconcile)
@@ -372,6 +372,23 @@ class IndexKeeper:
             warm = functools.partial(self._warm, index, warm_prefix)
             self._watcher = Watcher(self.root, on_events, reconcile, period, self.tuning, warm)
             self._watcher.start()
+
+    def _keeping_columns(
+        self, index: Index, reconcile: Callable[[], ReconcileStats]
+    ) -> Callable[[], ReconcileStats]:
+        """``reconcile``, then, once the server is ready, the term columns kept in the index
+        again when the kept ones fell behind the text log (:meth:`Index.keep_columns`)."""
+
+        def run() -> ReconcileStats:
+            stats = reconcile()
+            if self.watching:  # not the first reconcile: a start catches them up itself
+                try:
+                    index.keep_columns()
+                except sqlite3.Error:  # kept again after the next reconcile
+                    log.exception("keeping the term columns in the index failed")
+            return stats
+
+        return run
 
     def _warm(self, index: Index, prefix: str | None) -> None:
         index.warm_search()

@@ -23,6 +23,7 @@ from kiwifs.index.core import Index
 from kiwifs.index.filters import RecallFilter
 from kiwifs.index.search import (
     bm25,
+    columnkeeping,
     doccounts,
     feedback,
     keyword,
@@ -564,6 +565,89 @@ def test_kept_columns_the_log_cannot_catch_up_are_not_used(
     with watched(root) as (kb, index):
         assert not index.columns._tf  # the log was cut past them: made on demand instead
         assert_same(kb, index)
+
+
+@pytest.fixture
+def short_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text log of 3 entries, trimmed at every write."""
+    monkeypatch.setattr(changelog, "KEEP", 3)
+    monkeypatch.setattr(changelog, "TRIM_EVERY", 1)
+
+
+def rewrite(kb: Knowledge, root: Path, pattern: str, n: int, text: str) -> None:
+    """Write ``text`` over ``n`` files matching ``pattern``, then wait for them to be indexed."""
+    for path in sorted(root.glob(pattern))[:n]:
+        kb.write(str(path.relative_to(root)), text)
+    kb.search("fox", limit=1)  # a reader waits for the writes before it to be indexed
+
+
+def test_a_server_keeps_its_columns_again_before_the_log_leaves_the_kept_ones(
+    make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the kept columns are far enough behind the log, a server keeps its own, current
+    ones in their place: the next start restores them and catches up only what came after,
+    though the log (30 entries here) has been cut past the rebuild's position by then."""
+    monkeypatch.setattr(changelog, "KEEP", 30)
+    monkeypatch.setattr(changelog, "TRIM_EVERY", 1)
+    pages = corpus(9)
+    pages["b/many.md"] = "fox " * 300 + "river\n"  # over 255: kept beside the column again
+    root = make_root(pages)
+    with watched(root) as (kb, index):
+        stored = kept_words(index)
+        rewrite(kb, root, "a/p01*.md", 12, "fox river river\n")
+        assert not index.keep_columns(behind=100)  # 12 entries behind: not yet
+        assert index.keep_columns(behind=5)
+        assert kept_words(index) == stored
+        with index.reader() as conn:
+            restored = storedcolumns.restore(conn)
+        assert restored is not None and restored.log == log_end(index)
+        assert not index.keep_columns(behind=5)  # current now
+        rewrite(kb, root, "b/p02*.md", 25, "fox fox fox stone\n")  # after them: caught up
+        with index.reader() as conn:
+            assert conn.execute("SELECT min(seq) FROM fts_log").fetchone()[0] > 1
+    with watched(root) as (kb, index):
+        assert sorted(index.columns._tf) == stored  # restored, not made on demand
+        assert_same(kb, index)
+
+
+def test_a_server_heals_kept_columns_the_log_was_cut_past(
+    make_root: Callable[..., Path], kept: None, short_log: None
+) -> None:
+    """A start that cannot use the kept columns (the log was cut past them) makes the kept
+    words' columns when it keeps its own, so the start after it finds them made again."""
+    root = make_root(corpus(9))
+    with watched(root) as (kb, index):
+        stored = kept_words(index)
+        rewrite(kb, root, "a/p01*.md", 12, "fox river river\n")
+    with watched(root) as (kb, index):
+        assert not index.columns._tf
+        assert index.keep_columns()  # however few entries behind: they cannot be used
+    with watched(root) as (kb, index):
+        assert sorted(index.columns._tf) == stored
+        assert_same(kb, index)
+
+
+def test_the_periodic_reconcile_keeps_the_columns_again(
+    make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columnkeeping, "KEEP_BEHIND", 5)
+    root = make_root(corpus(9))
+    keeper = index_keeper(root, Tuning.from_env().but(search_cache=0))
+    with Knowledge(root, index=keeper) as kb:
+        Serving(kb).start_watching()
+        while not kb.ready():
+            time.sleep(0.01)
+        try:
+            rewrite(kb, root, "a/p01*.md", 6, "fox river river\n")
+            watcher = keeper._watcher
+            assert watcher is not None
+            watcher._reconcile()  # the watcher's periodic reconcile, as it runs it
+            index = keeper._open()
+            with index.reader() as conn:
+                restored = storedcolumns.restore(conn)
+            assert restored is not None and restored.log == log_end(index)
+        finally:
+            Serving(kb).stop_watching()
 
 
 def test_columns_whose_lengths_disagree_with_fts5_are_not_kept(

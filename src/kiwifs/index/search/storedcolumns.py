@@ -226,6 +226,76 @@ def _unpacked(meta: dict[str, Any], words: list[tuple[Any, ...]]) -> Stored | No
     return Stored(lengths.astype(np.int64), int(meta["log"]), columns)
 
 
+@dataclass
+class Packed:
+    """Columns packed to be kept again (:mod:`index.search.columnkeeping`): the schema version
+    and log entry they are current at, every document's length and each word's column, as
+    :func:`restore` reads them."""
+
+    schema: int
+    log: int
+    lengths: bytes
+    words: list[tuple[str, bytes, bytes | None]]  # (word, counts, over)
+
+
+def packer() -> Any:
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=LEVEL)
+
+
+def pack_column(np: Any, pack: Any, column: Any) -> tuple[bytes, bytes | None]:
+    """A column (counts by row id, any integer type) as kept: one byte a document, and the
+    documents holding the word over 255 times with their counts (int32 pairs, by row id)."""
+    if column.dtype == np.uint8:
+        return bytes(pack.compress(column.tobytes())), None
+    over = np.flatnonzero(column > 255)
+    small = np.minimum(column, 255).astype(np.uint8)
+    if not len(over):
+        return bytes(pack.compress(small.tobytes())), None
+    pairs = np.column_stack([over, column[over]]).astype(np.int32)
+    return bytes(pack.compress(small.tobytes())), bytes(pack.compress(pairs.tobytes()))
+
+
+def due(conn: sqlite3.Connection, behind: int) -> list[str]:
+    """The words of the kept columns when they should be kept again: they cannot be restored
+    (made for another schema, their log entry missing, past the log's end or trimmed from
+    it) or are ``behind``
+    log entries or more behind it, so that a server's next start would catch up that many
+    documents, or, past ``changelog.KEEP``, not use them at all. Empty: none kept, or current."""
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM column_meta"))
+        words = [str(w) for (w,) in conn.execute("SELECT word FROM column_words ORDER BY word")]
+    except sqlite3.OperationalError:  # an index made before these tables
+        return []
+    if not words:
+        return []
+    last = changelog.last(conn, "fts_log")
+    schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    try:
+        log, stamped = int(meta["log"]), int(meta["schema"])
+    except (KeyError, ValueError):
+        return words
+    first = conn.execute("SELECT min(seq) FROM fts_log").fetchone()[0]
+    cut = first is not None and int(first) > log + 1  # the log no longer reaches back to them
+    return words if stamped != schema or cut or log > last or last - log >= behind else []
+
+
+def replace(conn: sqlite3.Connection, packed: Packed) -> bool:
+    """Keep ``packed`` in place of the kept columns (inside the writer's transaction); False,
+    keeping nothing, when the schema moved since they were packed (a rebuild came between)."""
+    if int(conn.execute("PRAGMA schema_version").fetchone()[0]) != packed.schema:
+        return False
+    clear(conn)
+    conn.executemany("INSERT INTO column_words (word, counts, over) VALUES (?, ?, ?)", packed.words)
+    conn.executemany(
+        "INSERT INTO column_meta (key, value) VALUES (?, ?)",
+        [("lengths", packed.lengths), ("log", str(packed.log).encode())],
+    )
+    stamp(conn)
+    return True
+
+
 def clear(conn: sqlite3.Connection) -> None:
     """Forget the kept columns, making their tables if the index predates them (inside the
     caller's transaction)."""

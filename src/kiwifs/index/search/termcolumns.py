@@ -148,9 +148,11 @@ class TermColumns:
         self._table_bytes = 0
         self._rows = self._tokens = 0  # documents and words the lengths hold (FTS5's totals)
         self._scratch: dict[str, tuple[Any, ...]] = {}  # arrays kept for the next query: _kept
+        self._generation = 0  # moves whenever the columns start afresh (see kept_column)
 
     def clear(self) -> None:
         with self._lock:
+            self._generation += 1
             self._epoch, self._dl, self._present, self._codes = None, None, None, None
             self._superseded, self._lengths, self._code_of = None, [], {}
             self._dropped = None
@@ -537,6 +539,42 @@ class TermColumns:
 
     # -- keeping the columns current ------------------------------------------------------------
 
+    # -- kept in the index again (index.search.columnkeeping) -----------------------------------
+
+    def keeping_base(self, conn: sqlite3.Connection) -> tuple[int, int, int, Any] | None:
+        """The columns brought up to ``conn``'s snapshot (inside a read transaction), then
+        ``(generation, schema version, log entry, lengths)``: what a copy of them kept in the
+        index starts from, every document's length (int32, ``-1``: no text). ``None``: no
+        numpy, no text."""
+        np = _numpy()
+        if np is None:
+            return None
+        with self._lock:
+            nrows, ntokens = bm25.totals(conn)
+            if not nrows or not self._current(np, conn, nrows, ntokens):
+                return None
+            assert self._epoch is not None and self._dl is not None and self._present is not None
+            lengths = np.where(self._present, self._dl, -1).astype(np.int32)
+            return self._generation, self._epoch[0], self._epoch[1], lengths
+
+    def kept_column(
+        self, conn: sqlite3.Connection, word: str, generation: int, size: int
+    ) -> tuple[bool, Any]:
+        """A copy of ``word``'s counts in the first ``size`` documents, brought up to ``conn``'s
+        snapshot (inside a read transaction): ``(True, copy)``, ``(True, None)`` when no
+        column of it is held, ``(False, None)`` when the columns started afresh since
+        :meth:`keeping_base` gave ``generation``."""
+        np = _numpy()
+        assert np is not None
+        with self._lock:
+            nrows, ntokens = bm25.totals(conn)
+            if not nrows or not self._current(np, conn, nrows, ntokens):
+                return False, None
+            if self._generation != generation:
+                return False, None
+            column = self._tf.get(word)
+            return True, None if column is None else column[:size].copy()
+
     def _current(self, np: Any, conn: sqlite3.Connection, nrows: int, ntokens: int) -> bool:
         schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
         last = changelog.last(conn, "fts_log")
@@ -566,6 +604,7 @@ class TermColumns:
         kept = storedcolumns.restore(conn) if stored else None
         if kept is not None and kept.log > last:
             kept = None  # not made from this text index (the caller catches up the others)
+        self._generation += 1
         self._tf.clear()
         self._failed.clear()
         self._facts.clear()
@@ -652,6 +691,7 @@ class TermColumns:
         counted = bm25.TOKENIZER.counts([bodies[d] for d in bodies], words)
         for doc, (found, length) in zip(bodies, counted, strict=True):
             if length != sizes[doc]:  # the stored text is not what FTS5 indexed
+                self._generation += 1
                 self._tf.clear()  # remade from FTS5 itself on demand
                 return
             for word, n in found.items():
@@ -724,14 +764,10 @@ class TermColumns:
         ranking the word (at 1M documents, 90–150 ms instead of 350–500 for a word in 13–16 %
         of them). False: a rare word; ``None``: not one token, or no such table on this
         connection (FTS5's BM25 of the word then makes the column)."""
-        if not _TOKEN.fullmatch(word):
+        found = instance_counts(np, conn, word)
+        if found is None:
             return None
-        try:  # the table every read connection has (a connection of its own may not)
-            rows = conn.execute(f"SELECT doc FROM temp.{INSTANCE_TABLE} WHERE term = ?", (word,))
-            docs = np.fromiter((row[0] for row in rows), dtype=np.int64)
-        except sqlite3.OperationalError:
-            return None
-        ids, counts = np.unique(docs, return_counts=True)
+        ids, counts = found
         assert self._dl is not None
         if len(ids) < MIN_DF:
             return False
@@ -766,6 +802,37 @@ class TermColumns:
         found: list[Term] = [(w, None, self._tf[w], *self._facts_of(np, w)[:2]) for w in words]
         ids = np.flatnonzero(matching)
         return self._totals(np, found, nrows, ntokens)[ids], ids
+
+
+def instance_counts(np: Any, conn: sqlite3.Connection, word: str) -> tuple[Any, Any] | None:
+    """The documents holding the indexed token ``word`` (by row id, ascending) and its count
+    in each, from its instances in FTS5's index (the ``fts5vocab`` table of
+    :data:`~kiwifs.index.schema.INSTANCES`); ``None``: not one token, or no such table on this
+    connection."""
+    if not _TOKEN.fullmatch(word):
+        return None
+    try:  # the table every read connection has (a connection of its own may not)
+        rows = conn.execute(f"SELECT doc FROM temp.{INSTANCE_TABLE} WHERE term = ?", (word,))
+        docs = np.fromiter((row[0] for row in rows), dtype=np.int64)
+    except sqlite3.OperationalError:
+        return None
+    ids, counts = np.unique(docs, return_counts=True)
+    return ids, counts
+
+
+def made_column(np: Any, conn: sqlite3.Connection, word: str, size: int) -> Any | None:
+    """``word``'s counts in the first ``size`` documents of ``conn``'s snapshot, made from its
+    instances as a column is, in the narrowest type holding them; ``None``: a rare word (no
+    column), not one token, or no instance table."""
+    found = instance_counts(np, conn, word)
+    if found is None or len(found[0]) < MIN_DF:
+        return None
+    ids, counts = found
+    inside = ids < size
+    ids, counts = ids[inside], counts[inside]
+    column = np.zeros(size, dtype=_wide(np, int(counts.max()) if len(counts) else 0))
+    column[ids] = counts
+    return column
 
 
 def _wide(np: Any, top: int) -> Any:
