@@ -20,6 +20,8 @@ from kiwifs.base.printed_json import Printed
 from kiwifs.base.printed_json import dumps as printed_json
 from kiwifs.index import report as indexed_report
 from kiwifs.index.memory import checkcache, printed
+from kiwifs.index.schema import printed_schema
+from kiwifs.index.search.storedcolumns import keeping_stamp
 from kiwifs.memory.rules import (
     Claims,
     EpisodicFile,
@@ -46,6 +48,44 @@ if TYPE_CHECKING:
     from kiwifs.memory.rules import MergeEntry
 
 
+# what kept totals were counted at: the index object and generation, and the report log's
+# position in that snapshot (None: a scoped report, or no log)
+TotalsMark = tuple[int, int, indexed_report.LogPosition | None]
+
+
+def _kept_totals(
+    conn: sqlite3.Connection,
+    cached: tuple[TotalsMark, indexed_report.Totals] | None,
+    now: tuple[int, int],
+    prefix: str,
+) -> indexed_report.Totals | None:
+    """The kept totals as of ``conn``'s snapshot (inside it): as kept when the index generation
+    did not move, else rolled forward over the report log (:func:`indexed_report.advanced`);
+    ``None``: count them."""
+    if cached is None:
+        return None
+    (index_id, generation, position), totals = cached
+    if (index_id, generation) == now:
+        return totals
+    if index_id != now[0] or position is None:
+        return None
+    return indexed_report.advanced(conn, totals, position, prefix)
+
+
+def _with_report_log(index: Index) -> None:
+    """Make the report log and its triggers in an index made before them (a server's warm-up,
+    before its first search: the schema change would have it read the term columns again)."""
+    with index.reader() as conn:
+        if indexed_report.log_position(conn) is not None:
+            return
+    try:
+        with index.transaction() as writer, keeping_stamp(writer):
+            for statement in printed_schema(writer):
+                writer.execute(statement)
+    except sqlite3.OperationalError:  # busy, or read-only: totals are counted after writes
+        return
+
+
 class IndexAnswers:
     """The memory answers of the index, asked through the keeper's policy, and the caches they
     keep while a watcher keeps the index current (valid while the index generation is
@@ -53,11 +93,9 @@ class IndexAnswers:
 
     def __init__(self, keeper: KeeperPolicy) -> None:
         self._keeper = keeper
-        # report totals per prefix and path prefix, valid while the index generation is
-        # unchanged (watching)
-        self._totals: dict[
-            tuple[str, str | None], tuple[tuple[int, int], indexed_report.Totals]
-        ] = {}
+        # report totals per prefix and path prefix (watching): valid while the index generation
+        # is unchanged, and rolled forward over the report log (the whole root's) when not
+        self._totals: dict[tuple[str, str | None], tuple[TotalsMark, indexed_report.Totals]] = {}
         self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
 
     # -- the answers ------------------------------------------------------------------------
@@ -86,23 +124,27 @@ class IndexAnswers:
             generation = index.generation
             asked = (prefix, path_prefix or None)
             cached = self._totals.get(asked) if self._keeper.watching else None
-            totals = cached[1] if cached and cached[0] == (id(index), generation) else None
-            with index.reader() as conn:
+            with index.reader() as conn, indexed_report.snapshot(conn):
+                position = indexed_report.log_position(conn) if not path_prefix else None
+                totals = _kept_totals(conn, cached, (id(index), generation), prefix)
                 result, totals = indexed_report.report(
                     conn, prefix, limit, offset, totals, claims, path_prefix, unmerged_only
                 )
-            self._totals[asked] = ((id(index), generation), totals)
+            self._totals[asked] = ((id(index), generation, position), totals)
             return result
 
         return self._keeper.guarded(run)
 
     def warm(self, index: Index, prefix: str) -> None:
         """Count the report's totals for ``prefix`` now and keep them, as :meth:`memory_report`
-        keeps them (a server before it reports ready: its first report then pages only)."""
+        keeps them (a server before it reports ready: its first report then pages only); the
+        report log they are rolled forward over is made first if the index lacks it."""
+        _with_report_log(index)
         generation = index.generation
-        with index.reader() as conn:
+        with index.reader() as conn, indexed_report.snapshot(conn):
+            position = indexed_report.log_position(conn)
             _, totals = indexed_report.report(conn, prefix, 0, 0)
-        self._totals[(prefix, None)] = ((id(index), generation), totals)
+        self._totals[(prefix, None)] = ((id(index), generation, position), totals)
 
     def memory_report_document(
         self,

@@ -201,9 +201,54 @@ _PRINTED_TRIGGER = (
 STAT_ONLY = frozenset({"sig", "mtime_ns"})
 
 
+# The report log (index/report.py, advanced): each change of a file row's part in the memory
+# report's totals, its values before and after, logged by triggers in the transaction that makes
+# it, whatever process writes; a server rolls the totals it keeps forward over it instead of
+# counting a million rows after each write. Trimmed to the last REPORT_LOG_KEEP entries.
+REPORT_LOG_KEEP = 50_000
+_REPORT_PARTS = ("cls", "cov", "sup", "refs", "eid", "noid", "warn")
+_REPORT_VALUES = (
+    "{r}.key, {r}.kind_class, {r}.covered, {r}.superseded, {r}.refs, {r}.eid,"
+    " {r}.episode_id = '', {r}.warnings IS NOT NULL"
+)
+_OLD_COLUMNS = ", ".join(f"old_{c}" for c in ("key", *_REPORT_PARTS))
+_NEW_COLUMNS = ", ".join(f"new_{c}" for c in ("key", *_REPORT_PARTS))
+REPORT_LOG_TABLE = (
+    "CREATE TABLE IF NOT EXISTS report_log (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " old_key BLOB, old_cls INTEGER, old_cov INTEGER, old_sup INTEGER, old_refs INTEGER,"
+    " old_eid TEXT, old_noid INTEGER, old_warn INTEGER,"
+    " new_key BLOB, new_cls INTEGER, new_cov INTEGER, new_sup INTEGER, new_refs INTEGER,"
+    " new_eid TEXT, new_noid INTEGER, new_warn INTEGER)"
+)
+_REPORT_COLUMNS = ("key", "kind_class", "covered", "superseded", "refs", "eid", "episode_id")
+REPORT_TRIGGERS = ("insert", "delete", "update", "trim")
+
+
+def report_log_schema() -> list[str]:
+    """The report log's table and its triggers: a row inserted, deleted, or updated in a
+    column the totals read (when a value really changed); and the log trimmed each thousand."""
+    changed = " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in (*_REPORT_COLUMNS, "warnings"))
+    log = "INSERT INTO report_log"
+    return [
+        REPORT_LOG_TABLE,
+        "CREATE TRIGGER IF NOT EXISTS report_log_insert AFTER INSERT ON files BEGIN"
+        f" {log} ({_NEW_COLUMNS}) VALUES ({_REPORT_VALUES.format(r='NEW')}); END",
+        "CREATE TRIGGER IF NOT EXISTS report_log_delete AFTER DELETE ON files BEGIN"
+        f" {log} ({_OLD_COLUMNS}) VALUES ({_REPORT_VALUES.format(r='OLD')}); END",
+        "CREATE TRIGGER IF NOT EXISTS report_log_update AFTER UPDATE OF"
+        f" {', '.join(_REPORT_COLUMNS)}, warnings ON files WHEN {changed} BEGIN"
+        f" {log} ({_OLD_COLUMNS}, {_NEW_COLUMNS}) VALUES"
+        f" ({_REPORT_VALUES.format(r='OLD')}, {_REPORT_VALUES.format(r='NEW')}); END",
+        "CREATE TRIGGER IF NOT EXISTS report_log_trim AFTER INSERT ON report_log"
+        " WHEN NEW.seq % 1000 = 0 BEGIN"
+        f" DELETE FROM report_log WHERE seq <= NEW.seq - {REPORT_LOG_KEEP}; END",
+    ]
+
+
 def printed_schema(conn: sqlite3.Connection) -> list[str]:
     """The kept reports' table, and the triggers that empty it: any row inserted or deleted,
-    any column of a row updated but its stat.
+    any column of a row updated but its stat; then the report log (:func:`report_log_schema`),
+    made at the same moments for the same reason.
 
     ``recreate`` makes the table alone: a trigger on ``files`` during a rebuild's load would
     make each of its multi-row INSERTs one that may abort half done, and FTS5 then writes its
@@ -216,6 +261,7 @@ def printed_schema(conn: sqlite3.Connection) -> list[str]:
         _PRINTED_TRIGGER.format(name="insert", event="INSERT"),
         _PRINTED_TRIGGER.format(name="delete", event="DELETE"),
         _PRINTED_TRIGGER.format(name="update", event=f"UPDATE OF {watched}"),
+        *report_log_schema(),
     ]
 
 
@@ -279,6 +325,7 @@ def recreate(conn: sqlite3.Connection, merging: bool = True) -> None:
         "column_meta",
         "monitor_position",
         "printed_reports",
+        "report_log",
     )
     for table in tables:
         conn.execute(f"DROP TABLE IF EXISTS {table}")

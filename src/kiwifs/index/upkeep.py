@@ -391,9 +391,9 @@ class IndexKeeper:
         return run
 
     def _warm(self, index: Index, prefix: str | None) -> None:
-        index.warm_search()
-        if prefix is not None:
+        if prefix is not None:  # first: it may make the report log, a change of the schema
             self.answers.warm(index, prefix)
+        index.warm_search()
 
     def stop_watching(self) -> None:
         with self._lock:

@@ -1,0 +1,215 @@
+"""The memory report's totals rolled forward over the report log equal the totals counted again,
+after any writes: episodes with and without ids, shared ids, pages citing episodes by id and by
+path, superseded episodes, notes outside the episodes prefix, broken frontmatter, deletes. When
+the roll cannot vouch for the warnings it says so (``None``) and the totals are counted; the
+usual writes of a busy root (new episodes, a consolidation page citing them) roll."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kiwifs.index import report as indexed_report
+from kiwifs.index.core import Index
+from kiwifs.index.upkeep import IndexKeeper
+from kiwifs.knowledge import Knowledge
+from kiwifs.server.lifecycle import Serving
+from partskit import index_keeper
+
+PREFIX = "episodes/"
+IDS = ("a", "b", "c", "d", "")
+
+
+def episode(eid: str, superseded: bool = False) -> str:
+    head = [f"episode_id: {eid}"] if eid else []
+    head += ["memory_status: superseded"] if superseded else []
+    return "---\n" + "\n".join(head) + "\n---\nwhat happened\n" if head else "no id\n"
+
+
+def merge_page(ids: list[str], paths: list[str]) -> str:
+    cited = [f"  - type: episode\n    id: {i}\n" for i in ids if i]
+    cited += [f"  - type: note\n    path: {p}\n" for p in paths]
+    body = "merged-from:\n" + "".join(cited) if cited else "merged-from: []\n"
+    return "---\nmemory_kind: semantic\n" + body + "---\nwhat we learned\n"
+
+
+@contextmanager
+def served(root: Path) -> Iterator[tuple[Knowledge, IndexKeeper, Index]]:
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
+        kb.search("what")  # the index made and current
+        index = keeper._open()
+        keeper.answers.warm(index, PREFIX)  # as a server warms up: the report log made
+        yield kb, keeper, index
+
+
+class Rolling:
+    """Totals kept at a log position and rolled forward, as a server keeps them."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.totals, self.position = self.counted()
+        self.rolled = 0
+
+    def counted(self) -> tuple[indexed_report.Totals, indexed_report.LogPosition]:
+        with self.index.reader() as conn, indexed_report.snapshot(conn):
+            position = indexed_report.log_position(conn)
+            _, totals = indexed_report.report(conn, PREFIX, 0, 0)
+        assert position is not None
+        return totals, position
+
+    def check(self) -> bool:
+        """Roll forward to now; assert it equals counting again. True when it rolled."""
+        with self.index.reader() as conn, indexed_report.snapshot(conn):
+            rolled = indexed_report.advanced(conn, self.totals, self.position, PREFIX)
+            position = indexed_report.log_position(conn)
+            _, fresh = indexed_report.report(conn, PREFIX, 0, 0)
+        assert position is not None
+        if rolled is not None:
+            assert rolled == fresh
+            self.rolled += 1
+        self.totals, self.position = fresh, position
+        return rolled is not None
+
+
+def test_the_usual_writes_of_a_busy_root_roll(make_root: Callable[..., Path]) -> None:
+    root = make_root({"episodes/old.md": episode("old"), "notes/n.md": "a note\n"})
+    with served(root) as (kb, _, index):
+        rolling = Rolling(index)
+        for n in range(5):
+            kb.write(f"episodes/run{n}.md", episode(f"run{n}"))
+            assert rolling.check()
+        kb.write("pages/p.md", merge_page(["run0", "run1"], ["episodes/run2.md"]))
+        assert rolling.check()
+        kb.write("episodes/run3.md", episode("run3", superseded=True))
+        assert rolling.check()
+        kb.write("pages/p.md", merge_page(["run0"], []))  # cites less: uncovered again
+        assert rolling.check()
+        kb.delete("episodes/run4.md")
+        kb.write("notes/n.md", "a note, edited\n")
+        assert rolling.check()
+        assert rolling.totals.unmerged_count == 3  # old, run1, run2
+
+
+def test_a_shared_id_or_a_missing_one_counts_again(make_root: Callable[..., Path]) -> None:
+    root = make_root({"episodes/e1.md": episode("x")})
+    with served(root) as (kb, _, index):
+        rolling = Rolling(index)
+        kb.write("episodes/e2.md", episode("x"))  # a duplicate id: a warning comes
+        assert not rolling.check()
+        kb.delete("episodes/e2.md")  # and goes
+        assert not rolling.check()
+        kb.write("episodes/e3.md", episode(""))  # no id: a warning
+        assert not rolling.check()
+        kb.write("episodes/e4.md", "---\nepisode_id: [open\n---\nbroken\n")
+        assert not rolling.check()
+
+
+def test_the_served_report_rolls_its_totals(make_root: Callable[..., Path]) -> None:
+    """A watching keeper's report after writes gives what a report counted afresh gives, its
+    totals rolled forward from the ones it kept (the same warnings, not read again)."""
+    root = make_root({"episodes/e1.md": episode("e1"), "episodes/e2.md": episode("")})
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
+        Serving(kb).start_watching()
+        try:
+            while not kb.ready():
+                time.sleep(0.01)
+            index = keeper._open()
+            keeper.answers.memory_report(PREFIX, 10, 0)
+            for n in range(3):
+                kept = keeper.answers._totals[(PREFIX, None)][1]
+                kb.write(f"episodes/w{n}.md", episode(f"w{n}"))
+                served_report = keeper.answers.memory_report(PREFIX, 10, 0)
+                with index.reader() as conn:
+                    fresh, _ = indexed_report.report(conn, PREFIX, 10, 0)
+                assert served_report == fresh
+                assert keeper.answers._totals[(PREFIX, None)][1].warnings is kept.warnings
+        finally:
+            Serving(kb).stop_watching()
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("episode"), st.integers(0, 5), st.sampled_from(IDS), st.booleans()),
+        st.tuples(st.just("note"), st.integers(0, 2), st.sampled_from(IDS), st.booleans()),
+        st.tuples(st.just("kinded"), st.integers(0, 2), st.sampled_from(IDS), st.booleans()),
+        st.tuples(
+            st.just("merge"),
+            st.integers(0, 2),
+            st.lists(st.sampled_from(IDS), max_size=3),
+            st.lists(st.integers(0, 5), max_size=2),
+        ),
+        st.tuples(st.just("broken"), st.integers(0, 5), st.just(""), st.just(False)),
+        st.tuples(st.just("delete"), st.integers(0, 5), st.sampled_from(["e", "n", "k", "m"])),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+def apply(kb: Knowledge, root: Path, op: tuple) -> None:  # type: ignore[type-arg]
+    what, n = op[0], op[1]
+    if what == "episode":
+        kb.write(f"episodes/e{n}.md", episode(op[2], op[3]))
+    elif what == "note":  # no kind, outside the prefix: an episode only by its path (it is not)
+        kb.write(f"notes/n{n}.md", episode(op[2], op[3]))
+    elif what == "kinded":  # episodic by its kind, outside the prefix
+        head = (
+            f"memory_kind: episodic\nepisode_id: {op[2]}\n" if op[2] else "memory_kind: episodic\n"
+        )
+        kb.write(f"notes/k{n}.md", "---\n" + head + "---\nrun\n")
+    elif what == "merge":
+        kb.write(f"pages/m{n}.md", merge_page(op[2], [f"episodes/e{p}.md" for p in op[3]]))
+    elif what == "broken":
+        kb.write(f"episodes/e{n}.md", "---\nepisode_id: [open\n---\nbroken\n")
+    else:
+        folder = {"e": "episodes/e", "n": "notes/n", "k": "notes/k", "m": "pages/m"}[op[2]]
+        if (root / f"{folder}{n}.md").exists():
+            kb.delete(f"{folder}{n}.md")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_rolled_totals_equal_counted_totals_after_any_writes(steps: list[tuple]) -> None:  # type: ignore[type-arg]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "episodes").mkdir()
+        (root / "episodes" / "seed.md").write_text(episode("seed"))
+        with served(root) as (kb, _, index):
+            rolling = Rolling(index)
+            for op in steps:
+                apply(kb, root, op)
+                rolling.check()
+
+
+def test_a_log_cut_past_the_totals_or_another_schema_counts_again(
+    make_root: Callable[..., Path],
+) -> None:
+    root = make_root({"episodes/e1.md": episode("e1")})
+    with served(root) as (kb, _, index):
+        rolling = Rolling(index)
+        kb.write("episodes/e2.md", episode("e2"))
+        with index.transaction() as conn:
+            conn.execute("DELETE FROM report_log")  # as trimmed past the kept position
+        kb.write("episodes/e3.md", episode("e3"))
+        assert not rolling.check()
+        with index.transaction() as conn:
+            conn.execute("CREATE TABLE elsewhere (x)")
+        kb.write("episodes/e4.md", episode("e4"))
+        assert not rolling.check()
+
+
+def test_an_index_without_the_log_has_no_position(make_root: Callable[..., Path]) -> None:
+    root = make_root({"episodes/e1.md": episode("e1")})
+    with served(root) as (_, _, index):
+        with index.transaction() as conn:
+            conn.execute("DROP TRIGGER report_log_update")
+        with index.reader() as conn:
+            assert indexed_report.log_position(conn) is None
