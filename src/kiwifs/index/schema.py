@@ -15,6 +15,7 @@ import hashlib
 import sqlite3
 import zlib
 
+from kiwifs.index.report import report_log_schema
 from kiwifs.index.texts import LOG_SCHEMA
 from kiwifs.index.vectorschema import VECTOR_SCHEMA, VECTORS_ENABLED, add_vector_upkeep
 
@@ -199,50 +200,6 @@ _PRINTED_TRIGGER = (
 # A row's stat alone (a reconcile that found a file holding its row's bytes, ``Index._restat``)
 # is no part of the report: updating only these leaves a kept report kept.
 STAT_ONLY = frozenset({"sig", "mtime_ns"})
-
-
-# The report log (index/report.py, advanced): each change of a file row's part in the memory
-# report's totals, its values before and after, logged by triggers in the transaction that makes
-# it, whatever process writes; a server rolls the totals it keeps forward over it instead of
-# counting a million rows after each write. Trimmed to the last REPORT_LOG_KEEP entries.
-REPORT_LOG_KEEP = 50_000
-_REPORT_PARTS = ("cls", "cov", "sup", "refs", "eid", "noid", "warn")
-_REPORT_VALUES = (
-    "{r}.key, {r}.kind_class, {r}.covered, {r}.superseded, {r}.refs, {r}.eid,"
-    " {r}.episode_id = '', {r}.warnings IS NOT NULL"
-)
-_OLD_COLUMNS = ", ".join(f"old_{c}" for c in ("key", *_REPORT_PARTS))
-_NEW_COLUMNS = ", ".join(f"new_{c}" for c in ("key", *_REPORT_PARTS))
-REPORT_LOG_TABLE = (
-    "CREATE TABLE IF NOT EXISTS report_log (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " old_key BLOB, old_cls INTEGER, old_cov INTEGER, old_sup INTEGER, old_refs INTEGER,"
-    " old_eid TEXT, old_noid INTEGER, old_warn INTEGER,"
-    " new_key BLOB, new_cls INTEGER, new_cov INTEGER, new_sup INTEGER, new_refs INTEGER,"
-    " new_eid TEXT, new_noid INTEGER, new_warn INTEGER)"
-)
-_REPORT_COLUMNS = ("key", "kind_class", "covered", "superseded", "refs", "eid", "episode_id")
-REPORT_TRIGGERS = ("insert", "delete", "update", "trim")
-
-
-def report_log_schema() -> list[str]:
-    """The report log's table and its triggers: a row inserted, deleted, or updated in a
-    column the totals read (when a value really changed); and the log trimmed each thousand."""
-    changed = " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in (*_REPORT_COLUMNS, "warnings"))
-    log = "INSERT INTO report_log"
-    return [
-        REPORT_LOG_TABLE,
-        "CREATE TRIGGER IF NOT EXISTS report_log_insert AFTER INSERT ON files BEGIN"
-        f" {log} ({_NEW_COLUMNS}) VALUES ({_REPORT_VALUES.format(r='NEW')}); END",
-        "CREATE TRIGGER IF NOT EXISTS report_log_delete AFTER DELETE ON files BEGIN"
-        f" {log} ({_OLD_COLUMNS}) VALUES ({_REPORT_VALUES.format(r='OLD')}); END",
-        "CREATE TRIGGER IF NOT EXISTS report_log_update AFTER UPDATE OF"
-        f" {', '.join(_REPORT_COLUMNS)}, warnings ON files WHEN {changed} BEGIN"
-        f" {log} ({_OLD_COLUMNS}, {_NEW_COLUMNS}) VALUES"
-        f" ({_REPORT_VALUES.format(r='OLD')}, {_REPORT_VALUES.format(r='NEW')}); END",
-        "CREATE TRIGGER IF NOT EXISTS report_log_trim AFTER INSERT ON report_log"
-        " WHEN NEW.seq % 1000 = 0 BEGIN"
-        f" DELETE FROM report_log WHERE seq <= NEW.seq - {REPORT_LOG_KEEP}; END",
-    ]
 
 
 def printed_schema(conn: sqlite3.Connection) -> list[str]:
