@@ -35,3 +35,29 @@ def release_free_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+# glibc's mallopt parameter for the most arenas (malloc.h: M_ARENA_MAX)
+_M_ARENA_MAX = -8
+SERVER_ARENAS = 2
+
+
+def limit_arenas(count: int = SERVER_ARENAS) -> bool:
+    """Let the C heap keep at most ``count`` arenas from now on (glibc; elsewhere nothing);
+    True when glibc took it.
+
+    glibc gives threads that contend for the heap arenas of their own, up to eight per core,
+    and each keeps what its threads freed. A server's threads (requests, the writeback, the
+    watcher, the search's summing, the replay, SQLite and numpy underneath) each touch large
+    transient allocations, so at a million files the arenas held ~100–160 MB more than two
+    would after two minutes of mixed load (``bench/mixed_load.py``: 686–742 MB against 583 MB
+    at the end). Called once by the long-lived commands (``serve``, ``mcp``) as they start."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        mallopt: Callable[[int, int], int] = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    return bool(mallopt(_M_ARENA_MAX, count))

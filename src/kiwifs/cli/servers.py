@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kiwifs import __version__
+from kiwifs.base.heap import limit_arenas
 from kiwifs.cli.common import ROOT_HELP, handed_tuning, root_option
 from kiwifs.config import CONFIG_RELPATH, DEFAULT_MCP_PORT, DEFAULT_SERVE_PORT, load_config
 from kiwifs.errors import CannotListen, KiwiError
@@ -85,6 +86,7 @@ def serve(
     from kiwifs.server.auth import LOOPBACK_HOSTS
     from kiwifs.server.spaces import SpaceRegistry
 
+    limit_arenas()  # before the server's threads: see kiwifs.base.heap
     role = replica_role(root, replica_of, replica_key or api_key)
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     serving = Serving(kb)
@@ -263,6 +265,7 @@ def mcp(
         from kiwifs.server.spaces import space_root
 
         root = str(space_root(Path(root), space))  # unknown: exit 2, "unknown space: NAME"
+    limit_arenas()  # before the server's threads: see kiwifs.base.heap
     kb = Knowledge.open(root, sweep=True, tuning=handed_tuning())
     if use_http:
         from kiwifs.mcp.server import standalone_key
