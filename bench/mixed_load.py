@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""A served root under mixed load: writers, a searcher and the report at once, as a busy agent
+fleet keeps a server (searches of new questions while episodes are written).
+
+    python bench/mixed_load.py ROOT [--base REV] [--seconds S] [--rounds R]
+
+``ROOT`` is a root whose index is current (a ``bench/corpus.py`` root of a million episodes,
+served once so its history is in git). Each round starts ``kiwifs serve`` in a fresh process,
+as shipped and then with the ``src`` of ``--base`` (exported with ``git archive``: the A/B
+baseline, default none), waits for ``/readyz``, then for ``--seconds`` runs:
+
+* two writers, each putting a new episode under ``bench-load/`` and pausing 50 ms (about 25
+  durable writes a second between them, a busy fleet's rate);
+* one searcher asking :data:`first_serve.QUERIES` each with a word and a number added (so
+  almost every question is new to the server's answer cache), pausing 100 ms, and every
+  fiftieth time the memory report (``limit=100``).
+
+Prints one JSON object: per side and round, writes a second, the searches' p50/p99/max in ms,
+the reports' p50, and the server's resident memory at ready, its peak and at the end (sampled
+every 5 s; Linux). The root is written to (the episodes stay): use a root you generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from first_serve import QUERIES, export_source, rss_mb  # noqa: E402
+
+WRITERS = 2
+WRITE_PAUSE = 0.05
+SEARCH_PAUSE = 0.1
+REPORT_EVERY = 50
+SAMPLE_EVERY = 5.0
+EXTRA_WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+
+
+def percentile(values: list[float], share: float) -> float:
+    ranked = sorted(values)
+    return round(ranked[min(len(ranked) - 1, int(len(ranked) * share))], 1) if ranked else 0.0
+
+
+class Load:
+    """The writers and the searcher against one server, and what they measured."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.stop = threading.Event()
+        self.writes = 0
+        self.failed = 0
+        self.search_ms: list[float] = []
+        self.report_ms: list[float] = []
+
+    def writer(self, k: int) -> None:
+        with httpx.Client(base_url=self.base, timeout=120) as client:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                stamp = time.time_ns()
+                body = (
+                    f"---\nmemory_kind: episodic\nepisode_id: load-{k}-{stamp}\n---\n"
+                    f"load episode {n}: the deploy rolled back after a canary alert\n"
+                )
+                r = client.put(
+                    "/api/kiwi/file",
+                    params={"path": f"bench-load/w{k}/e{stamp}.md"},
+                    content=body,
+                    headers={"X-Actor": "bench"},
+                )
+                if r.status_code < 300:
+                    self.writes += 1
+                else:
+                    self.failed += 1
+                time.sleep(WRITE_PAUSE)
+
+    def searcher(self) -> None:
+        rng = random.Random(1)
+        with httpx.Client(base_url=self.base, timeout=120) as client:
+            while not self.stop.is_set():
+                extra = f"{rng.choice(EXTRA_WORDS)}{rng.randint(0, 50)}"
+                q = f"{rng.choice(QUERIES)} {extra}"
+                began = time.perf_counter()
+                r = client.get("/api/kiwi/search", params={"q": q})
+                self.search_ms.append((time.perf_counter() - began) * 1000)
+                self.failed += r.status_code >= 300
+                if len(self.search_ms) % REPORT_EVERY == 0:
+                    began = time.perf_counter()
+                    r = client.get("/api/kiwi/memory/report", params={"limit": 100})
+                    self.report_ms.append((time.perf_counter() - began) * 1000)
+                    self.failed += r.status_code >= 300
+                time.sleep(SEARCH_PAUSE)
+
+
+def serve(root: Path, src: Path | None) -> tuple[subprocess.Popen[bytes], str]:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    cmd = [sys.executable, "-c", "from kiwifs.cli import main; main()", "serve"]
+    proc = subprocess.Popen(
+        [*cmd, "--root", str(root), "--port", "0"], stderr=subprocess.PIPE, env=env
+    )
+    assert proc.stderr is not None
+    base = None
+    while base is None:
+        line = proc.stderr.readline().decode()
+        if not line:
+            raise SystemExit("the server stopped before it listened")
+        m = re.search(r" on (http://[^\s/]+:\d+)", line)
+        base = m.group(1) if m else None
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+    with httpx.Client(base_url=base, timeout=900) as client:
+        while True:
+            try:
+                if client.get("/readyz").status_code == 200:
+                    return proc, base
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+
+
+def one_round(root: Path, src: Path | None, seconds: float) -> dict[str, object]:
+    proc, base = serve(root, src)
+    try:
+        ready = rss_mb(proc.pid)
+        load = Load(base)
+        threads = [threading.Thread(target=load.writer, args=(k,)) for k in range(WRITERS)]
+        threads.append(threading.Thread(target=load.searcher))
+        began = time.perf_counter()
+        for t in threads:
+            t.start()
+        samples: list[float] = []
+        while time.perf_counter() - began < seconds:
+            time.sleep(SAMPLE_EVERY)
+            rss = rss_mb(proc.pid)
+            if rss is not None:
+                samples.append(rss)
+        load.stop.set()
+        for t in threads:
+            t.join()
+        spent = time.perf_counter() - began
+    finally:
+        proc.terminate()
+        proc.wait(300)
+    return {
+        "writes_per_s": round(load.writes / spent, 1),
+        "failed": load.failed,
+        "searches": len(load.search_ms),
+        "search_p50_ms": percentile(load.search_ms, 0.5),
+        "search_p99_ms": percentile(load.search_ms, 0.99),
+        "search_max_ms": round(max(load.search_ms, default=0.0), 1),
+        "report_p50_ms": round(statistics.median(load.report_ms), 1) if load.report_ms else None,
+        "rss_mb": {
+            "ready": ready,
+            "peak": max(samples, default=None),
+            "end": samples[-1] if samples else None,
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("root", type=Path)
+    ap.add_argument("--base", help="a git revision to compare with (its src/, exported)")
+    ap.add_argument("--seconds", type=float, default=120.0)
+    ap.add_argument("--rounds", type=int, default=1)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kiwifs-mixed-load-") as tmp:
+        sides: dict[str, Path | None] = {"checkout": None}
+        if args.base:
+            sides["base"] = export_source(args.base, Path(tmp) / "base")
+        runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
+        for _ in range(args.rounds):
+            for side, src in sides.items():
+                runs[side].append(one_round(args.root.resolve(), src, args.seconds))
+    print(json.dumps({"root": str(args.root), "base": args.base, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
