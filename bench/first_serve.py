@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -144,18 +145,13 @@ def stop_import(root: Path) -> None:
     time.sleep(0.5 if doomed else 0)
 
 
-def one_start(
-    root: Path, src: Path | None, unversioned: bool, each: bool = False, wait_import: bool = True
-) -> dict[str, object]:
-    if unversioned:
-        shutil.rmtree(root / ".git", ignore_errors=True)
-        (root / ".gitattributes").unlink(missing_ok=True)  # made with the repository
-        (root / MARKER).unlink(missing_ok=True)
+def serve(root: Path, src: Path | None) -> tuple[subprocess.Popen[bytes], str]:
+    """``kiwifs serve`` on ``root`` in a new process (with ``src`` first on its path, when
+    given) and the address it listens on, once it says so."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = str(src)
     cmd = [sys.executable, "-c", "from kiwifs.cli import main; main()", "serve"]
-    start = time.perf_counter()
     proc = subprocess.Popen(
         [*cmd, "--root", str(root), "--port", "0"], stderr=subprocess.PIPE, env=env
     )
@@ -168,16 +164,33 @@ def one_start(
         m = re.search(r" on (http://[^\s/]+:\d+)", line)
         base = m.group(1) if m else None
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+    return proc, base
+
+
+def wait_ready(client: httpx.Client) -> None:
+    """Return once the server answers ``/readyz`` with 200."""
+    while True:
+        try:
+            if client.get("/readyz").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+
+
+def one_start(
+    root: Path, src: Path | None, unversioned: bool, each: bool = False, wait_import: bool = True
+) -> dict[str, object]:
+    if unversioned:
+        shutil.rmtree(root / ".git", ignore_errors=True)
+        (root / ".gitattributes").unlink(missing_ok=True)  # made with the repository
+        (root / MARKER).unlink(missing_ok=True)
+    start = time.perf_counter()
+    proc, base = serve(root, src)
     out: dict[str, object] = {}
     try:
         with httpx.Client(base_url=base, timeout=900) as client:
-            while True:
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.05)
+            wait_ready(client)
             out["ready_s"] = round(time.perf_counter() - start, 2)
             began = time.perf_counter()
             client.get("/api/kiwi/memory/report", params={"limit": 100}).raise_for_status()
@@ -199,6 +212,22 @@ def one_start(
     return out
 
 
+def interleaved(
+    base: str | None, rounds: int, run: Callable[[Path | None], dict[str, object]]
+) -> dict[str, list[dict[str, object]]]:
+    """``run(src)`` ``rounds`` times for the checkout (``src`` None) and, when ``base`` is
+    given, for that revision's exported ``src`` right after each: the A/B of a bench."""
+    with tempfile.TemporaryDirectory(prefix="kiwifs-bench-base-") as tmp:
+        sides: dict[str, Path | None] = {"checkout": None}
+        if base:
+            sides["base"] = export_source(base, Path(tmp) / "base")
+        runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
+        for _ in range(rounds):
+            for side, src in sides.items():
+                runs[side].append(run(src))
+    return runs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root", type=Path)
@@ -212,22 +241,13 @@ def main() -> None:
         help="with --unversioned: stop the server without waiting for the first import",
     )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kiwifs-first-serve-") as tmp:
-        sides: dict[str, Path | None] = {"checkout": None}
-        if args.base:
-            sides["base"] = export_source(args.base, Path(tmp) / "base")
-        runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
-        for _ in range(args.rounds):
-            for side, src in sides.items():
-                runs[side].append(
-                    one_start(
-                        args.root.resolve(),
-                        src,
-                        args.unversioned,
-                        args.each,
-                        not args.no_import_wait,
-                    )
-                )
+    runs = interleaved(
+        args.base,
+        args.rounds,
+        lambda src: one_start(
+            args.root.resolve(), src, args.unversioned, args.each, not args.no_import_wait
+        ),
+    )
     print(json.dumps({"root": str(args.root), "base": args.base, "runs": runs}, indent=1))
 
 

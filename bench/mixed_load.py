@@ -24,13 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,7 +34,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_serve import QUERIES, export_source, rss_mb  # noqa: E402
+from first_serve import QUERIES, interleaved, rss_mb, serve, wait_ready  # noqa: E402
 
 WRITERS = 2
 WRITE_PAUSE = 0.05
@@ -104,35 +100,10 @@ class Load:
                 time.sleep(SEARCH_PAUSE)
 
 
-def serve(root: Path, src: Path | None) -> tuple[subprocess.Popen[bytes], str]:
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = str(src)
-    cmd = [sys.executable, "-c", "from kiwifs.cli import main; main()", "serve"]
-    proc = subprocess.Popen(
-        [*cmd, "--root", str(root), "--port", "0"], stderr=subprocess.PIPE, env=env
-    )
-    assert proc.stderr is not None
-    base = None
-    while base is None:
-        line = proc.stderr.readline().decode()
-        if not line:
-            raise SystemExit("the server stopped before it listened")
-        m = re.search(r" on (http://[^\s/]+:\d+)", line)
-        base = m.group(1) if m else None
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-    with httpx.Client(base_url=base, timeout=900) as client:
-        while True:
-            try:
-                if client.get("/readyz").status_code == 200:
-                    return proc, base
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-
-
 def one_round(root: Path, src: Path | None, seconds: float) -> dict[str, object]:
     proc, base = serve(root, src)
+    with httpx.Client(base_url=base, timeout=900) as client:
+        wait_ready(client)
     try:
         ready = rss_mb(proc.pid)
         load = Load(base)
@@ -177,14 +148,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kiwifs-mixed-load-") as tmp:
-        sides: dict[str, Path | None] = {"checkout": None}
-        if args.base:
-            sides["base"] = export_source(args.base, Path(tmp) / "base")
-        runs: dict[str, list[dict[str, object]]] = {side: [] for side in sides}
-        for _ in range(args.rounds):
-            for side, src in sides.items():
-                runs[side].append(one_round(args.root.resolve(), src, args.seconds))
+    runs = interleaved(
+        args.base, args.rounds, lambda src: one_round(args.root.resolve(), src, args.seconds)
+    )
     print(json.dumps({"root": str(args.root), "base": args.base, "runs": runs}, indent=1))
 
 

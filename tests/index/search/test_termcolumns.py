@@ -552,18 +552,21 @@ def test_a_server_starts_with_the_columns_a_rebuild_kept(
         assert_same(kb, index)
 
 
-def test_kept_columns_the_log_cannot_catch_up_are_not_used(
-    make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
+def test_kept_columns_the_log_cannot_catch_up_are_not_used_until_kept_again(
+    make_root: Callable[..., Path], kept: None, short_log: None
 ) -> None:
-    monkeypatch.setattr(changelog, "KEEP", 3)
-    monkeypatch.setattr(changelog, "TRIM_EVERY", 1)
+    """The log was cut past the kept columns: a start makes columns on demand instead; keeping
+    its own makes the kept words' columns it lacks, so the start after it finds them made."""
     root = make_root(corpus(9))
     with watched(root) as (kb, index):
-        assert kept_words(index)
-        for path in sorted(root.glob("a/p01*.md"))[:12]:
-            kb.write(str(path.relative_to(root)), "fox river river\n")
+        stored = kept_words(index)
+        rewrite(kb, root, "a/p01*.md", 12, "fox river river\n")
     with watched(root) as (kb, index):
         assert not index.columns._tf  # the log was cut past them: made on demand instead
+        assert_same(kb, index)
+        assert index.keep_columns()  # however few entries behind: they cannot be used
+    with watched(root) as (kb, index):
+        assert sorted(index.columns._tf) == stored
         assert_same(kb, index)
 
 
@@ -610,44 +613,19 @@ def test_a_server_keeps_its_columns_again_before_the_log_leaves_the_kept_ones(
         assert_same(kb, index)
 
 
-def test_a_server_heals_kept_columns_the_log_was_cut_past(
-    make_root: Callable[..., Path], kept: None, short_log: None
-) -> None:
-    """A start that cannot use the kept columns (the log was cut past them) makes the kept
-    words' columns when it keeps its own, so the start after it finds them made again."""
-    root = make_root(corpus(9))
-    with watched(root) as (kb, index):
-        stored = kept_words(index)
-        rewrite(kb, root, "a/p01*.md", 12, "fox river river\n")
-    with watched(root) as (kb, index):
-        assert not index.columns._tf
-        assert index.keep_columns()  # however few entries behind: they cannot be used
-    with watched(root) as (kb, index):
-        assert sorted(index.columns._tf) == stored
-        assert_same(kb, index)
-
-
 def test_the_periodic_reconcile_keeps_the_columns_again(
     make_root: Callable[..., Path], kept: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(columnkeeping, "KEEP_BEHIND", 5)
     root = make_root(corpus(9))
-    keeper = index_keeper(root, Tuning.from_env().but(search_cache=0))
-    with Knowledge(root, index=keeper) as kb:
-        Serving(kb).start_watching()
-        while not kb.ready():
-            time.sleep(0.01)
-        try:
-            rewrite(kb, root, "a/p01*.md", 6, "fox river river\n")
-            watcher = keeper._watcher
-            assert watcher is not None
-            watcher._reconcile()  # the watcher's periodic reconcile, as it runs it
-            index = keeper._open()
-            with index.reader() as conn:
-                restored = storedcolumns.restore(conn)
-            assert restored is not None and restored.log == log_end(index)
-        finally:
-            Serving(kb).stop_watching()
+    with watched(root) as (kb, index):
+        rewrite(kb, root, "a/p01*.md", 6, "fox river river\n")
+        watcher = kb.indexing._watcher
+        assert watcher is not None
+        watcher._reconcile()  # the watcher's periodic reconcile, as it runs it
+        with index.reader() as conn:
+            restored = storedcolumns.restore(conn)
+        assert restored is not None and restored.log == log_end(index)
 
 
 def test_columns_whose_lengths_disagree_with_fts5_are_not_kept(
