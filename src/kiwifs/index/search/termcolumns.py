@@ -537,8 +537,6 @@ class TermColumns:
             kept = self._scratch[name] = tuple(np.empty(size, dtype=d) for d in dtypes)
         return kept
 
-    # -- keeping the columns current ------------------------------------------------------------
-
     # -- kept in the index again (index.search.columnkeeping) -----------------------------------
 
     def keeping_base(self, conn: sqlite3.Connection) -> tuple[int, int, int, Any] | None:
@@ -574,6 +572,8 @@ class TermColumns:
                 return False, None
             column = self._tf.get(word)
             return True, None if column is None else column[:size].copy()
+
+    # -- keeping the columns current ------------------------------------------------------------
 
     def _current(self, np: Any, conn: sqlite3.Connection, nrows: int, ntokens: int) -> bool:
         schema = int(conn.execute("PRAGMA schema_version").fetchone()[0])
