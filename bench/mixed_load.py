@@ -16,8 +16,9 @@ baseline, default none), waits for ``/readyz``, then for ``--seconds`` runs:
   fiftieth time the memory report (``limit=100``).
 
 Prints one JSON object: per side and round, writes a second, the searches' p50/p99/max in ms,
-the reports' p50, and the server's resident memory at ready, its peak and at the end (sampled
-every 5 s; Linux). The root is written to (the episodes stay): use a root you generated.
+the reports' p50, and the server's resident memory at ready, its peak, at the end and at each
+minute's end (sampled every 5 s; Linux). The root is written to (the episodes stay): use a
+root you generated.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ def one_round(root: Path, src: Path | None, seconds: float) -> dict[str, object]
             "ready": ready,
             "peak": max(samples, default=None),
             "end": samples[-1] if samples else None,
+            "each_minute": samples[int(60 / SAMPLE_EVERY) - 1 :: int(60 / SAMPLE_EVERY)],
         },
     }
 

@@ -32,6 +32,7 @@ from kiwifs.index.search import (
 )
 from kiwifs.index.search.query import parse
 from kiwifs.index.texts import Codec
+from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.server.lifecycle import Serving
 from kiwifs.tuning import Tuning
@@ -93,13 +94,20 @@ def watched(root: Path) -> Iterator[tuple[Knowledge, Index]]:
     """A knowledge root as a server holds it (the term columns serve long-lived processes), and
     the index it answers from. No answers are kept: a search asked again with the columns off
     (:func:`both_ways`) must be ranked again, not given the kept answer of the columns."""
+    with watching_keeper(root) as (kb, keeper):
+        yield kb, keeper._open()
+
+
+@contextmanager
+def watching_keeper(root: Path) -> Iterator[tuple[Knowledge, IndexKeeper]]:
+    """:func:`watched`, giving the index keeper (its watcher) instead of the index."""
     keeper = index_keeper(root, Tuning.from_env().but(search_cache=0))
     with Knowledge(root, index=keeper) as kb:
         Serving(kb).start_watching()
         while not kb.ready():
             time.sleep(0.01)
         try:
-            yield kb, keeper._open()
+            yield kb, keeper
         finally:
             Serving(kb).stop_watching()
 
@@ -555,16 +563,20 @@ def test_a_server_starts_with_the_columns_a_rebuild_kept(
 def test_kept_columns_the_log_cannot_catch_up_are_not_used_until_kept_again(
     make_root: Callable[..., Path], kept: None, short_log: None
 ) -> None:
-    """The log was cut past the kept columns: a start makes columns on demand instead; keeping
-    its own makes the kept words' columns it lacks, so the start after it finds them made."""
+    """The log was cut past the kept columns (written with no server running, so none kept
+    them again): a start makes columns on demand instead; keeping its own makes the kept
+    words' columns it lacks, so the start after it finds them made."""
     root = make_root(corpus(9))
     with watched(root) as (kb, index):
         stored = kept_words(index)
+    with Knowledge(root, index=index_keeper(root)) as kb:
         rewrite(kb, root, "a/p01*.md", 12, "fox river river\n")
     with watched(root) as (kb, index):
         assert not index.columns._tf  # the log was cut past them: made on demand instead
         assert_same(kb, index)
-        assert index.keep_columns()  # however few entries behind: they cannot be used
+        index.keep_columns()  # (unless the watcher's periodic reconcile kept them first)
+        with index.reader() as conn:
+            assert not storedcolumns.due(conn, columnkeeping.KEEP_BEHIND)
     with watched(root) as (kb, index):
         assert sorted(index.columns._tf) == stored
         assert_same(kb, index)
@@ -618,11 +630,12 @@ def test_the_periodic_reconcile_keeps_the_columns_again(
 ) -> None:
     monkeypatch.setattr(columnkeeping, "KEEP_BEHIND", 5)
     root = make_root(corpus(9))
-    with watched(root) as (kb, index):
+    with watching_keeper(root) as (kb, keeper):
         rewrite(kb, root, "a/p01*.md", 6, "fox river river\n")
-        watcher = kb.indexing._watcher
+        watcher = keeper._watcher
         assert watcher is not None
         watcher._reconcile()  # the watcher's periodic reconcile, as it runs it
+        index = keeper._open()
         with index.reader() as conn:
             restored = storedcolumns.restore(conn)
         assert restored is not None and restored.log == log_end(index)
