@@ -58,8 +58,13 @@ class Load:
         self.stop = threading.Event()
         self.writes = 0
         self.failed = 0
+        self.statuses: dict[str, int] = {}  # what the failed requests answered
         self.search_ms: list[float] = []
         self.report_ms: list[float] = []
+
+    def fail(self, what: str) -> None:
+        self.failed += 1
+        self.statuses[what] = self.statuses.get(what, 0) + 1
 
     def writer(self, k: int) -> None:
         with httpx.Client(base_url=self.base, timeout=120) as client:
@@ -80,7 +85,7 @@ class Load:
                 if r.status_code < 300:
                     self.writes += 1
                 else:
-                    self.failed += 1
+                    self.fail(f"PUT {r.status_code}")
                 time.sleep(WRITE_PAUSE)
 
     def searcher(self) -> None:
@@ -92,12 +97,14 @@ class Load:
                 began = time.perf_counter()
                 r = client.get("/api/kiwi/search", params={"q": q})
                 self.search_ms.append((time.perf_counter() - began) * 1000)
-                self.failed += r.status_code >= 300
+                if r.status_code >= 300:
+                    self.fail(f"search {r.status_code}")
                 if len(self.search_ms) % REPORT_EVERY == 0:
                     began = time.perf_counter()
                     r = client.get("/api/kiwi/memory/report", params={"limit": 100})
                     self.report_ms.append((time.perf_counter() - began) * 1000)
-                    self.failed += r.status_code >= 300
+                    if r.status_code >= 300:
+                        self.fail(f"report {r.status_code}")
                 time.sleep(SEARCH_PAUSE)
 
 
@@ -129,6 +136,7 @@ def one_round(root: Path, src: Path | None, seconds: float) -> dict[str, object]
     return {
         "writes_per_s": round(load.writes / spent, 1),
         "failed": load.failed,
+        "failed_as": load.statuses,
         "searches": len(load.search_ms),
         "search_p50_ms": percentile(load.search_ms, 0.5),
         "search_p99_ms": percentile(load.search_ms, 0.99),
