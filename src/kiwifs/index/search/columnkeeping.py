@@ -28,14 +28,14 @@ schema moved) throws the copy away.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from kiwifs.base.heap import release_free_memory
+from kiwifs.index.report import snapshot
 from kiwifs.index.search import storedcolumns, termcolumns
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def _packed(
     """``words``' columns packed as kept, at one log position (see the module's docstring)."""
     import numpy as np
 
-    with reader() as conn, _snapshot(conn):
+    with reader() as conn, snapshot(conn):
         base = columns.keeping_base(conn)
     if base is None:
         return None
@@ -88,7 +88,7 @@ def _packed(
     pack = storedcolumns.packer()
     packed = storedcolumns.Packed(schema, position, bytes(pack.compress(lengths.tobytes())), [])
     for word in words:
-        with reader() as conn, _snapshot(conn):
+        with reader() as conn, snapshot(conn):
             same, column = columns.kept_column(conn, word, generation, len(lengths))
             if same and column is None:  # not held: made from FTS5, outside the columns' lock
                 column = termcolumns.made_column(np, conn, word, len(lengths))
@@ -97,12 +97,3 @@ def _packed(
         if column is not None:
             packed.words.append((word, *storedcolumns.pack_column(np, pack, column)))
     return packed
-
-
-@contextlib.contextmanager
-def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.rollback()

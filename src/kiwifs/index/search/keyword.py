@@ -22,12 +22,10 @@ blends relevance with age: the best :func:`recency_window` BM25 hits are re-scor
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +35,7 @@ from kiwifs.errors import InvalidQuery, UsageError
 from kiwifs.index.connections import is_busy, is_damage
 from kiwifs.index.filters import RecallFilter
 from kiwifs.index.record import py_text
+from kiwifs.index.report import snapshot
 from kiwifs.index.search import feedback
 from kiwifs.index.search.bm25 import TOKENIZER
 from kiwifs.index.search.query import Query, parse
@@ -277,20 +276,6 @@ def _with_feedback(
         return feedback.rerank(conn, rows, keys, condition, extra)[off : off + lim]
 
 
-@contextlib.contextmanager
-def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction around the block (a caller's own, when it holds one): every
-    statement in it reads the same state of the index."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.rollback()
-
-
 def blend_recency(rows: list[Any], weight: float, now_ns: int) -> list[Any]:
     """``(path, score, file id, mtime_ns)`` rows re-scored with recency and sorted, best first.
 
@@ -350,11 +335,8 @@ def _from_columns(
     if columns is None or words is None:
         return None
     condition, extra, scope, live = sifted
-    conn.execute("BEGIN")
-    try:
+    with snapshot(conn):
         return columns.ranked(conn, words, condition, extra, scope, lim, off, live)
-    finally:
-        conn.rollback()
 
 
 def _ranked(

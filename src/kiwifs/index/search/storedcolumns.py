@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,23 +110,13 @@ class ColumnBuilder:
         clear(conn)
         if not self._agrees(conn):
             return False
-        import zstandard
-
-        packer = zstandard.ZstdCompressor(level=LEVEL)
-        np = self.np
-        conn.executemany(
-            "INSERT INTO column_words (word, counts, over) VALUES (?, ?, ?)",
-            (
-                (word, packer.compress(self._counts[i].tobytes()), self._over(packer, i))
-                for i, word in enumerate(self.words)
-            ),
+        pack = packer()
+        rows = (
+            (word, pack.compress(self._counts[i].tobytes()), self._over(pack, i))
+            for i, word in enumerate(self.words)
         )
-        lengths = packer.compress(self._lengths.astype(np.int32).tobytes())
-        log = changelog.last(conn, "fts_log")
-        conn.executemany(
-            "INSERT INTO column_meta (key, value) VALUES (?, ?)",
-            [("lengths", lengths), ("log", str(log).encode())],
-        )
+        lengths = pack.compress(self._lengths.astype(self.np.int32).tobytes())
+        _write(conn, rows, lengths, changelog.last(conn, "fts_log"))
         return True
 
     def _over(self, packer: Any, word: int) -> bytes | None:
@@ -259,10 +249,10 @@ def pack_column(np: Any, pack: Any, column: Any) -> tuple[bytes, bytes | None]:
 
 def due(conn: sqlite3.Connection, behind: int) -> list[str]:
     """The words of the kept columns when they should be kept again: they cannot be restored
-    (made for another schema, their log entry missing, past the log's end or trimmed from
-    it) or are ``behind``
-    log entries or more behind it, so that a server's next start would catch up that many
-    documents, or, past ``changelog.KEEP``, not use them at all. Empty: none kept, or current."""
+    (made for another schema, their log entry missing, past the log's end or trimmed from it),
+    or they are ``behind`` log entries or more behind it, so that a server's next start would
+    catch up that many documents (past ``changelog.KEEP``, not use them at all). Empty: none
+    kept, or current enough."""
     try:
         meta = dict(conn.execute("SELECT key, value FROM column_meta"))
         words = [str(w) for (w,) in conn.execute("SELECT word FROM column_words ORDER BY word")]
@@ -287,13 +277,24 @@ def replace(conn: sqlite3.Connection, packed: Packed) -> bool:
     if int(conn.execute("PRAGMA schema_version").fetchone()[0]) != packed.schema:
         return False
     clear(conn)
-    conn.executemany("INSERT INTO column_words (word, counts, over) VALUES (?, ?, ?)", packed.words)
-    conn.executemany(
-        "INSERT INTO column_meta (key, value) VALUES (?, ?)",
-        [("lengths", packed.lengths), ("log", str(packed.log).encode())],
-    )
+    _write(conn, packed.words, packed.lengths, packed.log)
     stamp(conn)
     return True
+
+
+def _write(
+    conn: sqlite3.Connection,
+    rows: Iterable[tuple[str, bytes, bytes | None]],
+    lengths: bytes,
+    log: int,
+) -> None:
+    """Store packed columns ``(word, counts, over)``, the packed lengths and the log entry they
+    are current at, in emptied tables (inside the caller's transaction)."""
+    conn.executemany("INSERT INTO column_words (word, counts, over) VALUES (?, ?, ?)", rows)
+    conn.executemany(
+        "INSERT INTO column_meta (key, value) VALUES (?, ?)",
+        [("lengths", lengths), ("log", str(log).encode())],
+    )
 
 
 def clear(conn: sqlite3.Connection) -> None:

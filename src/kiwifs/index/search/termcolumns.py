@@ -781,10 +781,7 @@ class TermColumns:
         narrowest type that holds them (the least recently used column goes past
         :data:`MAX_COLUMNS`)."""
         assert self._dl is not None
-        dtype = _wide(np, int(counts.max()) if len(ids) else 0)
-        column = np.zeros(len(self._dl), dtype=dtype)
-        column[ids] = counts.astype(dtype)
-        self._tf[word] = column
+        self._tf[word] = _dense(np, ids, counts, len(self._dl))
         self._facts.pop(word, None)
         while len(self._tf) > MAX_COLUMNS:
             self._facts.pop(self._tf.popitem(last=False)[0], None)
@@ -829,9 +826,15 @@ def made_column(np: Any, conn: sqlite3.Connection, word: str, size: int) -> Any 
         return None
     ids, counts = found
     inside = ids < size
-    ids, counts = ids[inside], counts[inside]
-    column = np.zeros(size, dtype=_wide(np, int(counts.max()) if len(counts) else 0))
-    column[ids] = counts
+    return _dense(np, ids[inside], counts[inside], size)
+
+
+def _dense(np: Any, ids: Any, counts: Any, size: int) -> Any:
+    """A column of ``size`` documents: ``counts`` at ``ids``, 0 elsewhere, in the narrowest
+    type that holds them."""
+    dtype = _wide(np, int(counts.max()) if len(ids) else 0)
+    column = np.zeros(size, dtype=dtype)
+    column[ids] = counts.astype(dtype)
     return column
 
 
