@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from kiwifs.index import report as indexed_report
 from kiwifs.index.core import Index
+from kiwifs.index.memory import overview as indexed_overview
 from kiwifs.index.upkeep import IndexKeeper
 from kiwifs.knowledge import Knowledge
 from kiwifs.server.lifecycle import Serving
@@ -154,25 +155,43 @@ ops = st.lists(
 )
 
 
+# the episodes' paths, in folders of their own and directly under the prefix (the dashboard's
+# folder counts tell them apart), and those of the notes episodic by their kind
+EPISODES = (
+    "episodes/e0.md",
+    "episodes/a/e1.md",
+    "episodes/a/b/e2.md",
+    "episodes/e3.md",
+    "episodes/c/e4.md",
+    "episodes/e5.md",
+)
+KINDED = ("notes/k0.md", "notes/deep/k1.md", "k2.md")
+
+
 def apply(kb: Knowledge, root: Path, op: tuple) -> None:  # type: ignore[type-arg]
     what, n = op[0], op[1]
     if what == "episode":
-        kb.write(f"episodes/e{n}.md", episode(op[2], op[3]))
+        kb.write(EPISODES[n], episode(op[2], op[3]))
     elif what == "note":  # no kind, outside the prefix: an episode only by its path (it is not)
         kb.write(f"notes/n{n}.md", episode(op[2], op[3]))
     elif what == "kinded":  # episodic by its kind, outside the prefix
         head = (
             f"memory_kind: episodic\nepisode_id: {op[2]}\n" if op[2] else "memory_kind: episodic\n"
         )
-        kb.write(f"notes/k{n}.md", "---\n" + head + "---\nrun\n")
+        kb.write(KINDED[n], "---\n" + head + "---\nrun\n")
     elif what == "merge":
-        kb.write(f"pages/m{n}.md", merge_page(op[2], [f"episodes/e{p}.md" for p in op[3]]))
+        kb.write(f"pages/m{n}.md", merge_page(op[2], [EPISODES[p] for p in op[3]]))
     elif what == "broken":
-        kb.write(f"episodes/e{n}.md", "---\nepisode_id: [open\n---\nbroken\n")
+        kb.write(EPISODES[n], "---\nepisode_id: [open\n---\nbroken\n")
     else:
-        folder = {"e": "episodes/e", "n": "notes/n", "k": "notes/k", "m": "pages/m"}[op[2]]
-        if (root / f"{folder}{n}.md").exists():
-            kb.delete(f"{folder}{n}.md")
+        paths = {
+            "e": EPISODES,
+            "n": [f"notes/n{i}.md" for i in range(3)],
+            "k": KINDED,
+            "m": [f"pages/m{i}.md" for i in range(3)],
+        }[op[2]]
+        if n < len(paths) and (root / paths[n]).exists():
+            kb.delete(paths[n])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -187,6 +206,86 @@ def test_rolled_totals_equal_counted_totals_after_any_writes(steps: list[tuple])
             for op in steps:
                 apply(kb, root, op)
                 rolling.check()
+
+
+class RollingCoverage:
+    """The dashboard's folder counts of each of :data:`COVERAGE_PREFIXES` kept and rolled
+    forward, as a server keeps them."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.kept = {p: self.counted(p) for p in COVERAGE_PREFIXES}
+        self.rolled = 0
+
+    def counted(self, prefix: str) -> indexed_overview.Coverage:
+        with self.index.reader() as conn, indexed_report.snapshot(conn):
+            return indexed_overview.coverage(conn, prefix)
+
+    def check(self) -> None:
+        """Roll each forward to now; assert it equals counting again."""
+        for prefix, kept in self.kept.items():
+            with self.index.reader() as conn, indexed_report.snapshot(conn):
+                rolled = indexed_overview.coverage(conn, prefix, kept)
+                fresh = indexed_overview.coverage(conn, prefix)
+            assert rolled == fresh
+            self.rolled += kept.position != fresh.position
+            self.kept[prefix] = rolled
+
+
+COVERAGE_PREFIXES = ("episodes/", "notes/", "episodes/a/")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_rolled_folder_coverage_equals_counted_after_any_writes(steps: list[tuple]) -> None:  # type: ignore[type-arg]
+    """Episodes in folders and directly under the prefix, notes episodic by their kind outside
+    it (in a folder and at the root), citations, superseded episodes, deletes: each prefix's
+    folder counts and superseded count, rolled over the report log, equal a fresh count."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "episodes").mkdir()
+        (root / "episodes" / "seed.md").write_text(episode("seed"))
+        with served(root) as (kb, _, index):
+            rolling = RollingCoverage(index)
+            for op in steps:
+                apply(kb, root, op)
+                rolling.check()
+            assert rolling.rolled >= len(COVERAGE_PREFIXES) or not steps
+
+
+def test_the_dashboard_rolls_its_folder_counts(make_root: Callable[..., Path]) -> None:
+    """The overview after writes rolls the counts it kept to the report log's new position,
+    the same as counting them; a log cut past them is counted again."""
+    root = make_root({"episodes/a/e1.md": episode("e1"), "episodes/e2.md": episode("e2")})
+    with served(root) as (kb, keeper, index):
+        kb.overview()
+        for n in range(3):
+            kb.write(f"episodes/b/w{n}.md", episode(f"w{n}", superseded=n == 2))
+            view = kb.overview()
+            _, kept = keeper.answers._coverage[PREFIX]
+            with index.reader() as conn, indexed_report.snapshot(conn):
+                assert kept.position == indexed_report.log_position(conn)
+                assert kept == indexed_overview.coverage(conn, PREFIX)
+        assert {f.folder: (f.episodic, f.unmerged) for f in view.folders} == {
+            "episodes/": (1, 1),
+            "episodes/a/": (1, 1),
+            "episodes/b/": (3, 2),
+        }
+        assert view.superseded == 1
+        # rolled from what it kept, not counted: a count planted in the kept state stays
+        ident, kept = keeper.answers._coverage[PREFIX]
+        keeper.answers._coverage[PREFIX] = (ident, kept._replace(superseded=100))
+        kb.write("episodes/b/w3.md", episode("w3"))
+        assert kb.overview().superseded == 100
+        kb.write("episodes/b/w4.md", episode("w4"))
+        with index.transaction() as conn:
+            conn.execute("DELETE FROM report_log")  # as trimmed past the kept position
+        kb.write("episodes/b/w5.md", episode("w5"))
+        view = kb.overview()
+        assert (view.superseded, {f.folder: f.episodic for f in view.folders}["episodes/b/"]) == (
+            1,
+            6,
+        )
 
 
 def test_a_log_cut_past_the_totals_or_another_schema_counts_again(

@@ -487,6 +487,46 @@ def test_an_undated_episode_is_as_old_as_its_first_commit_among_many(
         assert oldest.since == dt.datetime(2026, 4, 1, 10, tzinfo=dt.UTC).timestamp()
 
 
+def test_undated_episodes_older_than_the_oldest_dated_one_are_found(tmp_path: Path) -> None:
+    """With no first commit as old as the oldest dated episode, only the undated episodes
+    modified by then are read: one modified at that very second and earlier in walk order is
+    still the oldest; and once a first commit is older, the undated episode it added is."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/m-dated.md").write_text(episode("dated", "created: 2020-05-01\n"))
+    for i in range(3):
+        (root / f"episodes/z{i}.md").write_text(episode(f"z{i}"))  # undated, newer
+    commit_at(root, "2026-03-01T10:00:00Z", "the first ones")
+    when = dt.datetime(2020, 5, 1, tzinfo=dt.UTC).timestamp()
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        keeper.refresh_timeline("episodes/")
+        oldest = kb.overview().oldest
+        assert oldest is not None and (oldest.path, oldest.since) == ("episodes/m-dated.md", when)
+        tied = root / "episodes/a-tied.md"
+        tied.write_text(episode("tied"))  # not committed: its age is its modification time
+        os.utime(tied, (when, when))
+        kb.reconcile()
+        oldest = kb.overview().oldest
+        assert oldest is not None
+        assert (oldest.path, oldest.age_from, oldest.since) == (
+            "episodes/a-tied.md",
+            AGE_FROM_MTIME,
+            when,
+        )
+        tied.unlink()
+        (root / "episodes/b-old.md").write_text(episode("old"))
+        commit_at(root, "2019-01-01T00:00:00Z", "history from before")
+        kb.reconcile()
+        keeper.refresh_timeline("episodes/")
+        oldest = kb.overview().oldest
+        assert oldest is not None
+        assert (oldest.path, oldest.age_from) == ("episodes/b-old.md", AGE_FROM_COMMIT)
+        assert oldest.since == dt.datetime(2019, 1, 1, tzinfo=dt.UTC).timestamp()
+
+
 def test_the_keeper_replays_first_once_the_index_is_ready(tmp_path: Path) -> None:
     """A server's keeper waits for the first reconcile: replayed before it, every file's facts
     would be read from git, with the rows not there yet."""

@@ -39,6 +39,7 @@ Printable = tuple[bytes, bytes, int] | None  # a report as printed: body, aside,
 if TYPE_CHECKING:
     from kiwifs.index.core import Index
     from kiwifs.index.memory import tasks as indexed_tasks
+    from kiwifs.index.memory.overview import Coverage
     from kiwifs.index.policy import KeeperPolicy
     from kiwifs.memory.check import EpisodeRow, PageRow
     from kiwifs.memory.lineage import Lineage
@@ -97,6 +98,9 @@ class IndexAnswers:
         # is unchanged, and rolled forward over the report log (the whole root's) when not
         self._totals: dict[tuple[str, str | None], tuple[TotalsMark, indexed_report.Totals]] = {}
         self._overviews: dict[str, tuple[tuple[int, int], Overview]] = {}
+        # the dashboard's folder counts per prefix (and the index they were read from): rolled
+        # forward over the report log by the next overview, not counted again
+        self._coverage: dict[str, tuple[int, Coverage]] = {}
 
     # -- the answers ------------------------------------------------------------------------
 
@@ -352,19 +356,22 @@ class IndexAnswers:
         from kiwifs.index.memory import timeline as indexed_timeline
         from kiwifs.memory.overview import Overview
 
+        kept = self._coverage.get(prefix)
         with index.reader() as conn, indexed_report.snapshot(conn):
-            folders = indexed_overview.folder_coverage(conn, prefix)
+            rolled = kept[1] if kept is not None and kept[0] == id(index) else None
+            found = indexed_overview.coverage(conn, prefix, rolled)
             oldest = indexed_overview.oldest_unmerged(conn, prefix)
-            superseded = indexed_overview.superseded_count(conn, prefix)
             replayed = indexed_timeline.replayed_prefix(conn) == prefix
             points = indexed_timeline.points(conn) if replayed else []
             last = indexed_timeline.last_commit(conn) if replayed else None
+        self._coverage[prefix] = (id(index), found)
+        folders = found.folders
         return Overview(
             prefix=prefix,
             episodic=sum(f.episodic for f in folders),
             unmerged=sum(f.unmerged for f in folders),
-            superseded=superseded,
-            folders=tuple(folders),
+            superseded=found.superseded,
+            folders=folders,
             oldest=oldest,
             timeline=tuple(points),
             timeline_current=True,

@@ -208,6 +208,22 @@ def log_position(conn: sqlite3.Connection) -> LogPosition | None:
     return (int(schema), int(last)) if triggers == len(REPORT_TRIGGERS) else None
 
 
+def changes_since(conn: sqlite3.Connection, since: LogPosition) -> list[tuple[Any, ...]] | None:
+    """The changes logged after ``since`` in ``conn``'s snapshot, oldest first, each the row's
+    report values before (``old_*``) and after (``new_*``): key, class, covered, superseded,
+    refs, episode id, no id, warnings (a side's key is ``None`` when the row did not exist).
+    ``None`` when they cannot be told: another schema, the log cut past ``since``, more than
+    :data:`MAX_ROLLED` of them, or the triggers missing."""
+    schema, last, first, triggers = conn.execute(_POSITION).fetchone()
+    if triggers != len(REPORT_TRIGGERS) or schema != since[0] or last < since[1]:
+        return None
+    if last == since[1]:
+        return []
+    if (first is not None and first > since[1] + 1) or last - since[1] > MAX_ROLLED:
+        return None
+    return conn.execute(_LOGGED, (since[1],)).fetchall()
+
+
 def advanced(
     conn: sqlite3.Connection, totals: Totals, since: LogPosition, prefix: str
 ) -> Totals | None:
@@ -215,13 +231,11 @@ def advanced(
     forward over the changes logged after it, in ``conn``'s snapshot: the same totals as
     counting them again. ``None``: count again (another schema, the log cut past ``since`` or
     too long since, or a change that may move the warnings, which are then read again)."""
-    schema, last, first, triggers = conn.execute(_POSITION).fetchone()
-    if triggers != len(REPORT_TRIGGERS) or schema != since[0] or last < since[1]:
+    changes = changes_since(conn, since)
+    if changes is None:
         return None
-    if last == since[1]:
+    if not changes:
         return totals
-    if (first is not None and first > since[1] + 1) or last - since[1] > MAX_ROLLED:
-        return None
     lo, hi = prefix_range(prefix)
     count, unmerged, superseded, refs = (
         totals.count,
@@ -230,7 +244,7 @@ def advanced(
         totals.refs,
     )
     eids: dict[Any, int] = {}  # an episode id the changes touched: how often it left a row
-    for row in conn.execute(_LOGGED, (since[1],)):
+    for row in changes:
         held: list[Any] = []  # the id each side counts among duplicates (or None)
         for sign, (key, cls, cov, sup, ref, eid, noid, warn) in ((-1, row[:8]), (1, row[8:])):
             if key is None:  # the row did not exist on this side
