@@ -527,6 +527,36 @@ def test_undated_episodes_older_than_the_oldest_dated_one_are_found(tmp_path: Pa
         assert oldest.since == dt.datetime(2019, 1, 1, tzinfo=dt.UTC).timestamp()
 
 
+def test_the_check_ages_undated_episodes_by_the_replayed_history_when_it_reaches_head(
+    tmp_path: Path,
+) -> None:
+    """``memory check`` reads an undated episode's first commit from the history the index
+    replayed when that reaches HEAD (a time planted there shows), and from git's log when HEAD
+    has moved past it."""
+    root = tmp_path / "kb"
+    Knowledge.init(root, "blank")
+    (root / "episodes").mkdir()
+    (root / "episodes/u.md").write_text(episode("u"))
+    commit_at(root, "2026-03-01T10:00:00Z", "an undated episode")
+    committed = dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC).timestamp()
+    keeper = index_keeper(root)
+    with Knowledge.open(root, index=keeper) as kb:
+        kb.reconcile()
+        keeper.refresh_timeline("episodes/")
+        oldest = kb.memory_check().oldest
+        assert oldest is not None and (oldest.age_from, oldest.since) == (
+            AGE_FROM_COMMIT,
+            committed,
+        )
+        with sqlite3.connect(root / ".kiwi/state/index.db") as conn:
+            conn.execute("UPDATE timeline_added SET time = 1000000000")
+        oldest = kb.memory_check().oldest
+        assert oldest is not None and oldest.since == 1000000000  # the replayed history's
+        kb.write("notes/n.md", "a note\n")  # a commit the history has not replayed
+        oldest = kb.memory_check().oldest
+        assert oldest is not None and oldest.since == committed  # git's log's
+
+
 def test_the_keeper_replays_first_once_the_index_is_ready(tmp_path: Path) -> None:
     """A server's keeper waits for the first reconcile: replayed before it, every file's facts
     would be read from git, with the rows not there yet."""

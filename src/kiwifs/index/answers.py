@@ -408,6 +408,21 @@ class IndexAnswers:
 
         return self._keeper.guarded(run)
 
+    def first_added(self, paths: Sequence[str], head: str | None) -> dict[str, float] | None:
+        """When each of ``paths`` was first committed, from the history replayed into the index,
+        when it is replayed up to ``head``; ``None`` otherwise (git's log is the answer then)."""
+        if head is None or not self._keeper.answers_reports():
+            return None
+        from kiwifs.index.memory import timeline as indexed_timeline
+
+        def run(index: Index) -> dict[str, float] | None:
+            with index.reader() as conn, indexed_report.snapshot(conn):
+                if indexed_timeline.last_commit(conn) != head:
+                    return None
+                return indexed_timeline.first_added(conn, paths)
+
+        return self._keeper.guarded(run)
+
     def todo_files(self, path_prefix: str) -> list[indexed_tasks.TodoFile]:
         """Files whose frontmatter ``status`` is ``todo`` under ``path_prefix``."""
         from kiwifs.index.memory import tasks as indexed_tasks

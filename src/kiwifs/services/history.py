@@ -77,6 +77,12 @@ class History:
         git = self._git()
         return log.changes(git, since, CHANGES_LIMIT(limit), prefix or None) if git else []
 
+    def head(self) -> str | None:
+        """The commit HEAD names once every write that returned is in it (``None``: not
+        versioned, or no commit yet)."""
+        git = self._git()
+        return git.head() if git is not None else None
+
     def first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
         """When each path was first committed (what ``memory check`` ages episodes by)."""
         git = self._git()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 EpisodesPrefix = Callable[[str | None], str]  # the prefix in force for an optional argument
 FirstAdded = Callable[[Sequence[str]], Mapping[str, float]]
+Head = Callable[[], str | None]  # the commit HEAD names, every returned write in it
 
 
 class Integrity:
@@ -42,13 +43,15 @@ class Integrity:
         events: EventBus,
         first_added: FirstAdded,
         episodes_prefix: EpisodesPrefix,
+        head: Head,
     ) -> None:
         self.storage = storage
         self.root: Path = storage.root
         self.indexing = indexing
         self.events = events
-        self.first_added = first_added
+        self.first_added = first_added  # git's log: the whole history walked
         self.episodes_prefix = episodes_prefix
+        self.head = head
 
     def lineage(self, path: str, prefix: str | None = None) -> Lineage:
         """Both directions of a file's lineage (docs/memory.md)."""
@@ -109,9 +112,15 @@ class Integrity:
         prefix = self.episodes_prefix(prefix)
         rows = self.indexing.answers.check_rows(prefix) if use_index else None
         episodes, pages, existing = rows if rows is not None else scan_rows(self.root, prefix)
-        return build_check(
-            prefix, episodes, pages, existing.__contains__, self.first_added, time.time()
-        )
+        first_added = self._first_added if rows is not None else self.first_added
+        return build_check(prefix, episodes, pages, existing.__contains__, first_added, time.time())
+
+    def _first_added(self, paths: Sequence[str]) -> Mapping[str, float]:
+        """When each path was first committed: from the history the index replayed, when it
+        reaches HEAD (a lookup per path), else from git's log, which walks the whole history
+        (minutes on a root of tens of thousands of commits)."""
+        kept = self.indexing.answers.first_added(paths, self.head())
+        return kept if kept is not None else self.first_added(paths)
 
     def checker(self) -> CheckKeeper:
         """The keeper of the stored check (made on first use)."""

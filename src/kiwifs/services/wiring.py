@@ -83,7 +83,12 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
         self.history = History(self.storage, self.pipeline)
         self.reading = Reading(self.storage, self.history.version)
         self.integrity = Integrity(
-            self.storage, self.indexing, self.events, self.history.first_added, self.episodes_prefix
+            self.storage,
+            self.indexing,
+            self.events,
+            self.history.first_added,
+            self.episodes_prefix,
+            self.history.head,
         )
         self.consolidation = Consolidation(
             self.root,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import NamedTuple
 
+from kiwifs.index.memory.timeline import added_times
 from kiwifs.index.record import key_to_rel, py_text
 from kiwifs.index.report import _EPISODES as EPISODES
 from kiwifs.index.report import UNMERGED, LogPosition, changes_since, log_position, prefix_range
@@ -149,13 +150,6 @@ def _count(
     return episodic, unmerged
 
 
-def _added_times(conn: sqlite3.Connection, hashes: list[int]) -> dict[int, int]:
-    """The first commit times the timeline holds for the files of these key hashes."""
-    marks = ",".join("?" * len(hashes))
-    sql = f"SELECT h, time FROM timeline_added WHERE h IN ({marks})"
-    return dict(conn.execute(sql, hashes).fetchall())
-
-
 def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> Oldest | None:
     """The unmerged episode that entered the root first (ties: walk order).
 
@@ -188,7 +182,7 @@ def oldest_unmerged(conn: sqlite3.Connection, prefix: str) -> Oldest | None:
     cursor = conn.execute(undated, (*bound, lo, hi, *bound))
     while rows := cursor.fetchmany(LOOKUP_CHUNK):
         hashes = [added_hash(row[0]) for row in rows]
-        added_at = _added_times(conn, hashes)
+        added_at = added_times(conn, hashes)
         for (key, path, episode_id, mtime_ns), h in zip(rows, hashes, strict=True):
             added = added_at.get(h)
             if added is not None:

@@ -313,6 +313,27 @@ def replayed_prefix(conn: sqlite3.Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
+def first_added(conn: sqlite3.Connection, paths: Iterable[str]) -> dict[str, float]:
+    """When each of ``paths`` was first committed, from ``timeline_added`` (as far as the table
+    is replayed); paths it does not hold are left out."""
+    hashes: dict[int, str] = {}
+    for path in paths:
+        key = path_key(path)
+        if key is not None:
+            hashes[added_hash(key)] = path
+    return {hashes[h]: float(time) for h, time in added_times(conn, list(hashes)).items()}
+
+
+def added_times(conn: sqlite3.Connection, hashes: list[int]) -> dict[int, int]:
+    """The first commit times the table holds for these key hashes (:func:`added_hash`)."""
+    found: dict[int, int] = {}
+    for start in range(0, len(hashes), LOOKUP_CHUNK):
+        chunk = hashes[start : start + LOOKUP_CHUNK]
+        sql = f"SELECT h, time FROM timeline_added WHERE h IN ({','.join('?' * len(chunk))})"
+        found.update(conn.execute(sql, chunk).fetchall())
+    return found
+
+
 def last_commit(conn: sqlite3.Connection) -> str | None:
     row = conn.execute("SELECT commit_id FROM timeline ORDER BY seq DESC LIMIT 1").fetchone()
     return None if row is None else str(row[0])
