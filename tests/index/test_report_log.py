@@ -6,6 +6,7 @@ usual writes of a busy root (new episodes, a consolidation page citing them) rol
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -132,6 +133,37 @@ def test_the_served_report_rolls_its_totals(make_root: Callable[..., Path]) -> N
                     fresh, _ = indexed_report.report(conn, PREFIX, 10, 0)
                 assert served_report == fresh
                 assert keeper.answers._totals[(PREFIX, None)][1].warnings is kept.warnings
+        finally:
+            Serving(kb).stop_watching()
+
+
+def test_the_whole_queue_takes_its_length_from_the_kept_totals(
+    make_root: Callable[..., Path],
+) -> None:
+    """A watching keeper's queue of every unmerged episode is as long as a count says, after
+    writes, its length rolled from the report's kept totals (a count planted there shows); a
+    queue under a path prefix is counted."""
+    root = make_root({"episodes/e1.md": episode("e1"), "episodes/a/e2.md": episode("e2")})
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
+        Serving(kb).start_watching()
+        try:
+            while not kb.ready():
+                time.sleep(0.01)
+            index = keeper._open()
+            keeper.answers.memory_report(PREFIX, 10, 0)
+            for n in range(3):
+                kb.write(f"episodes/w{n}.md", episode(f"w{n}", superseded=n == 1))
+                page = kb.queue()
+                with index.reader() as conn:
+                    fresh = indexed_overview.queue_page(conn, PREFIX, "", 100, 0)
+                assert page == fresh and page.total == 3 + n - (n >= 1)
+            mark, totals = keeper.answers._totals[(PREFIX, None)]
+            planted = dataclasses.replace(totals, unmerged_count=1000)
+            keeper.answers._totals[(PREFIX, None)] = (mark, planted)
+            kb.write("episodes/w3.md", episode("w3"))
+            assert kb.queue().total == 1001
+            assert kb.queue("episodes/a/").total == 1
         finally:
             Serving(kb).stop_watching()
 

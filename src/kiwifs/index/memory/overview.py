@@ -224,15 +224,22 @@ def superseded_count(conn: sqlite3.Connection, prefix: str) -> int:
 
 
 def queue_page(
-    conn: sqlite3.Connection, prefix: str, path_prefix: str, limit: int, offset: int
+    conn: sqlite3.Connection,
+    prefix: str,
+    path_prefix: str,
+    limit: int,
+    offset: int,
+    total: int | None = None,
 ) -> QueuePage:
-    """Unmerged episodes whose path starts with ``path_prefix``, in walk order, paged."""
+    """Unmerged episodes whose path starts with ``path_prefix``, in walk order, paged;
+    ``total``: how many there are, when known already (else counted)."""
     lo, hi = prefix_range(prefix)
     n = len(path_prefix)
     extra = f" AND {UNMERGED} AND substr(path, 1, ?) = ?"
     params = (n, path_prefix, lo, hi, n, path_prefix)
-    count_sql = f"SELECT count(*) FROM ({EPISODES.format(cols='1', extra=extra)})"
-    total = int(conn.execute(count_sql, params).fetchone()[0])
+    if total is None:
+        count_sql = f"SELECT count(*) FROM ({EPISODES.format(cols='1', extra=extra)})"
+        total = int(conn.execute(count_sql, params).fetchone()[0])
     page_sql = (
         EPISODES.format(cols="key, path, episode_id, memory_kind", extra=extra)
         + " ORDER BY 1 LIMIT ? OFFSET ?"
