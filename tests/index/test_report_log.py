@@ -137,6 +137,35 @@ def test_the_served_report_rolls_its_totals(make_root: Callable[..., Path]) -> N
             Serving(kb).stop_watching()
 
 
+def test_kept_totals_roll_by_the_log_even_where_the_generation_did_not_move(
+    make_root: Callable[..., Path],
+) -> None:
+    """A write committed after a report read the index generation and before it took its
+    snapshot leaves totals from before the write kept under the generation after it: the log
+    position they were kept at still rolls them (an out-of-band delete once stayed in the
+    served report for good)."""
+    root = make_root({"episodes/e1.md": episode("e1"), "episodes/e2.md": episode("e2")})
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
+        Serving(kb).start_watching()
+        try:
+            while not kb.ready():
+                time.sleep(0.01)
+            index = keeper._open()
+            keeper.answers.memory_report(PREFIX, 10, 0)
+            (ident, _, position), totals = keeper.answers._totals[(PREFIX, None)]
+            kb.delete("episodes/e2.md")
+            kb.write("episodes/e3.md", episode("e3", superseded=True))
+            keeper.answers.memory_report(PREFIX, 10, 0)  # the writes applied: the generation moved
+            raced = ((ident, index.generation, position), totals)  # as the race left them
+            keeper.answers._totals[(PREFIX, None)] = raced
+            served_report = keeper.answers.memory_report(PREFIX, 10, 0)
+            assert served_report is not None
+            assert (served_report.episodic_count, served_report.unmerged_count) == (2, 1)
+        finally:
+            Serving(kb).stop_watching()
+
+
 def test_the_whole_queue_takes_its_length_from_the_kept_totals(
     make_root: Callable[..., Path],
 ) -> None:

@@ -60,17 +60,24 @@ def _kept_totals(
     now: tuple[int, int],
     prefix: str,
 ) -> indexed_report.Totals | None:
-    """The kept totals as of ``conn``'s snapshot (inside it): as kept when the index generation
-    did not move, else rolled forward over the report log (:func:`indexed_report.advanced`);
-    ``None``: count them."""
+    """The kept totals as of ``conn``'s snapshot (inside it): rolled forward over the report
+    log from the position they were kept at (:func:`indexed_report.advanced`: as kept when
+    nothing was logged since), else, with no log, as kept while the index generation did not
+    move; ``None``: count them.
+
+    The log decides when there is one: the generation is read before the snapshot is taken, so
+    a write committed in between is in the snapshot before the generation moves. Trusted then,
+    the generation let totals from before such a write be kept at the position after it, and
+    every later roll found nothing to roll (an out-of-band delete missing from the report for
+    good; seen once in ~15 runs of tests/index/test_index.py's watcher test)."""
     if cached is None:
         return None
     (index_id, generation, position), totals = cached
-    if (index_id, generation) == now:
-        return totals
-    if index_id != now[0] or position is None:
+    if index_id != now[0]:
         return None
-    return indexed_report.advanced(conn, totals, position, prefix)
+    if position is not None:
+        return indexed_report.advanced(conn, totals, position, prefix)
+    return totals if generation == now[1] else None
 
 
 def _with_report_log(index: Index) -> None:
