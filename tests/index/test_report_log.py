@@ -51,6 +51,23 @@ def served(root: Path) -> Iterator[tuple[Knowledge, IndexKeeper, Index]]:
         yield kb, keeper, index
 
 
+@contextmanager
+def watched(root: Path) -> Iterator[tuple[Knowledge, IndexKeeper, Index]]:
+    """A watching keeper on ``root`` (as ``kiwifs serve`` runs one), ready, its report's
+    totals kept."""
+    keeper = index_keeper(root)
+    with Knowledge(root, index=keeper) as kb:
+        Serving(kb).start_watching()
+        try:
+            while not kb.ready():
+                time.sleep(0.01)
+            index = keeper._open()
+            keeper.answers.memory_report(PREFIX, 10, 0)
+            yield kb, keeper, index
+        finally:
+            Serving(kb).stop_watching()
+
+
 class Rolling:
     """Totals kept at a log position and rolled forward, as a server keeps them."""
 
@@ -117,24 +134,15 @@ def test_the_served_report_rolls_its_totals(make_root: Callable[..., Path]) -> N
     """A watching keeper's report after writes gives what a report counted afresh gives, its
     totals rolled forward from the ones it kept (the same warnings, not read again)."""
     root = make_root({"episodes/e1.md": episode("e1"), "episodes/e2.md": episode("")})
-    keeper = index_keeper(root)
-    with Knowledge(root, index=keeper) as kb:
-        Serving(kb).start_watching()
-        try:
-            while not kb.ready():
-                time.sleep(0.01)
-            index = keeper._open()
-            keeper.answers.memory_report(PREFIX, 10, 0)
-            for n in range(3):
-                kept = keeper.answers._totals[(PREFIX, None)][1]
-                kb.write(f"episodes/w{n}.md", episode(f"w{n}"))
-                served_report = keeper.answers.memory_report(PREFIX, 10, 0)
-                with index.reader() as conn:
-                    fresh, _ = indexed_report.report(conn, PREFIX, 10, 0)
-                assert served_report == fresh
-                assert keeper.answers._totals[(PREFIX, None)][1].warnings is kept.warnings
-        finally:
-            Serving(kb).stop_watching()
+    with watched(root) as (kb, keeper, index):
+        for n in range(3):
+            kept = keeper.answers._totals[(PREFIX, None)][1]
+            kb.write(f"episodes/w{n}.md", episode(f"w{n}"))
+            served_report = keeper.answers.memory_report(PREFIX, 10, 0)
+            with index.reader() as conn:
+                fresh, _ = indexed_report.report(conn, PREFIX, 10, 0)
+            assert served_report == fresh
+            assert keeper.answers._totals[(PREFIX, None)][1].warnings is kept.warnings
 
 
 def test_kept_totals_roll_by_the_log_even_where_the_generation_did_not_move(
@@ -145,25 +153,16 @@ def test_kept_totals_roll_by_the_log_even_where_the_generation_did_not_move(
     position they were kept at still rolls them (an out-of-band delete once stayed in the
     served report for good)."""
     root = make_root({"episodes/e1.md": episode("e1"), "episodes/e2.md": episode("e2")})
-    keeper = index_keeper(root)
-    with Knowledge(root, index=keeper) as kb:
-        Serving(kb).start_watching()
-        try:
-            while not kb.ready():
-                time.sleep(0.01)
-            index = keeper._open()
-            keeper.answers.memory_report(PREFIX, 10, 0)
-            (ident, _, position), totals = keeper.answers._totals[(PREFIX, None)]
-            kb.delete("episodes/e2.md")
-            kb.write("episodes/e3.md", episode("e3", superseded=True))
-            keeper.answers.memory_report(PREFIX, 10, 0)  # the writes applied: the generation moved
-            raced = ((ident, index.generation, position), totals)  # as the race left them
-            keeper.answers._totals[(PREFIX, None)] = raced
-            served_report = keeper.answers.memory_report(PREFIX, 10, 0)
-            assert served_report is not None
-            assert (served_report.episodic_count, served_report.unmerged_count) == (2, 1)
-        finally:
-            Serving(kb).stop_watching()
+    with watched(root) as (kb, keeper, index):
+        (ident, _, position), totals = keeper.answers._totals[(PREFIX, None)]
+        kb.delete("episodes/e2.md")
+        kb.write("episodes/e3.md", episode("e3", superseded=True))
+        keeper.answers.memory_report(PREFIX, 10, 0)  # the writes applied: the generation moved
+        raced = ((ident, index.generation, position), totals)  # as the race left them
+        keeper.answers._totals[(PREFIX, None)] = raced
+        served_report = keeper.answers.memory_report(PREFIX, 10, 0)
+        assert served_report is not None
+        assert (served_report.episodic_count, served_report.unmerged_count) == (2, 1)
 
 
 def test_the_whole_queue_takes_its_length_from_the_kept_totals(
@@ -173,28 +172,19 @@ def test_the_whole_queue_takes_its_length_from_the_kept_totals(
     writes, its length rolled from the report's kept totals (a count planted there shows); a
     queue under a path prefix is counted."""
     root = make_root({"episodes/e1.md": episode("e1"), "episodes/a/e2.md": episode("e2")})
-    keeper = index_keeper(root)
-    with Knowledge(root, index=keeper) as kb:
-        Serving(kb).start_watching()
-        try:
-            while not kb.ready():
-                time.sleep(0.01)
-            index = keeper._open()
-            keeper.answers.memory_report(PREFIX, 10, 0)
-            for n in range(3):
-                kb.write(f"episodes/w{n}.md", episode(f"w{n}", superseded=n == 1))
-                page = kb.queue()
-                with index.reader() as conn:
-                    fresh = indexed_overview.queue_page(conn, PREFIX, "", 100, 0)
-                assert page == fresh and page.total == 3 + n - (n >= 1)
-            mark, totals = keeper.answers._totals[(PREFIX, None)]
-            planted = dataclasses.replace(totals, unmerged_count=1000)
-            keeper.answers._totals[(PREFIX, None)] = (mark, planted)
-            kb.write("episodes/w3.md", episode("w3"))
-            assert kb.queue().total == 1001
-            assert kb.queue("episodes/a/").total == 1
-        finally:
-            Serving(kb).stop_watching()
+    with watched(root) as (kb, keeper, index):
+        for n in range(3):
+            kb.write(f"episodes/w{n}.md", episode(f"w{n}", superseded=n == 1))
+            page = kb.queue()
+            with index.reader() as conn:
+                fresh = indexed_overview.queue_page(conn, PREFIX, "", 100, 0)
+            assert page == fresh and page.total == 3 + n - (n >= 1)
+        mark, totals = keeper.answers._totals[(PREFIX, None)]
+        planted = dataclasses.replace(totals, unmerged_count=1000)
+        keeper.answers._totals[(PREFIX, None)] = (mark, planted)
+        kb.write("episodes/w3.md", episode("w3"))
+        assert kb.queue().total == 1001
+        assert kb.queue("episodes/a/").total == 1
 
 
 ops = st.lists(
@@ -258,12 +248,18 @@ def apply(kb: Knowledge, root: Path, op: tuple) -> None:  # type: ignore[type-ar
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_rolled_totals_equal_counted_totals_after_any_writes(steps: list[tuple]) -> None:  # type: ignore[type-arg]
+    replayed(steps, Rolling)
+
+
+def replayed(steps: list[tuple], checker: Callable[[Index], Rolling | RollingCoverage]) -> None:  # type: ignore[type-arg]
+    """``steps`` applied one at a time to a root holding one episode, ``checker``'s check
+    after each."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "episodes").mkdir()
         (root / "episodes" / "seed.md").write_text(episode("seed"))
         with served(root) as (kb, _, index):
-            rolling = Rolling(index)
+            rolling = checker(index)
             for op in steps:
                 apply(kb, root, op)
                 rolling.check()
@@ -300,15 +296,7 @@ def test_rolled_folder_coverage_equals_counted_after_any_writes(steps: list[tupl
     """Episodes in folders and directly under the prefix, notes episodic by their kind outside
     it (in a folder and at the root), citations, superseded episodes, deletes: each prefix's
     folder counts and superseded count, rolled over the report log, equal a fresh count."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "episodes").mkdir()
-        (root / "episodes" / "seed.md").write_text(episode("seed"))
-        with served(root) as (kb, _, index):
-            rolling = RollingCoverage(index)
-            for op in steps:
-                apply(kb, root, op)
-                rolling.check()
+    replayed(steps, RollingCoverage)
 
 
 def test_the_dashboard_rolls_its_folder_counts(make_root: Callable[..., Path]) -> None:
