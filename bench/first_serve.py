@@ -228,11 +228,18 @@ def interleaved(
     return runs
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def ab_arguments(doc: str) -> argparse.ArgumentParser:
+    """The arguments of a bench that serves a root in rounds, an A/B with ``--base``: the root,
+    the revision and the rounds (:func:`interleaved`); ``doc``'s first line describes it."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("root", type=Path)
     ap.add_argument("--base", help="a git revision to compare with (its src/, exported)")
     ap.add_argument("--rounds", type=int, default=1)
+    return ap
+
+
+def main() -> None:
+    ap = ab_arguments(__doc__)
     ap.add_argument("--unversioned", action="store_true", help="delete .git before each start")
     ap.add_argument("--each", action="store_true", help="print every search's time too")
     ap.add_argument(

@@ -23,7 +23,6 @@ root you generated.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -35,7 +34,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_serve import QUERIES, interleaved, rss_mb, serve, wait_ready  # noqa: E402
+from first_serve import QUERIES, ab_arguments, interleaved, rss_mb, serve, wait_ready  # noqa: E402
 
 WRITERS = 2
 WRITE_PAUSE = 0.05
@@ -152,11 +151,8 @@ def one_round(root: Path, src: Path | None, seconds: float) -> dict[str, object]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--base", help="a git revision to compare with (its src/, exported)")
+    ap = ab_arguments(__doc__)
     ap.add_argument("--seconds", type=float, default=120.0)
-    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     runs = interleaved(
         args.base, args.rounds, lambda src: one_round(args.root.resolve(), src, args.seconds)

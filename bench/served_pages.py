@@ -20,14 +20,13 @@ seconds to minutes at a million files). The episodes it writes stay in the root,
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
 from pathlib import Path
 
 import httpx
-from first_serve import interleaved, serve, wait_ready  # bench/first_serve.py
+from first_serve import ab_arguments, interleaved, serve, wait_ready  # bench/first_serve.py
 
 API = "/api/kiwi"
 PAGES: list[tuple[str, dict[str, str | int]]] = [
@@ -101,10 +100,7 @@ def one_start(root: Path, src: Path | None, writes: int, slow: bool) -> dict[str
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--base", help="a git revision to compare with (its src/, exported)")
-    ap.add_argument("--rounds", type=int, default=1)
+    ap = ab_arguments(__doc__)
     ap.add_argument("--writes", type=int, default=3, help="writes before the dashboard is read")
     ap.add_argument("--skip-slow", action="store_true", help="leave out the slow listings")
     args = ap.parse_args()
