@@ -134,17 +134,31 @@ class IndexAnswers:
         def run(index: Index) -> MemoryReport:
             generation = index.generation
             asked = (prefix, path_prefix or None)
-            cached = self._totals.get(asked) if self._keeper.watching else None
             with index.reader() as conn, indexed_report.snapshot(conn):
-                position = indexed_report.log_position(conn) if not path_prefix else None
-                totals = _kept_totals(conn, cached, (id(index), generation), prefix)
+                mark, totals = self._kept_at(index, generation, conn, asked)
                 result, totals = indexed_report.report(
                     conn, prefix, limit, offset, totals, claims, path_prefix, unmerged_only
                 )
-            self._totals[asked] = ((id(index), generation, position), totals)
+            self._totals[asked] = (mark, totals)
             return result
 
         return self._keeper.guarded(run)
+
+    def _kept_at(
+        self,
+        index: Index,
+        generation: int,
+        conn: sqlite3.Connection,
+        asked: tuple[str, str | None],
+    ) -> tuple[TotalsMark, indexed_report.Totals | None]:
+        """The mark of ``conn``'s snapshot (inside it; ``generation`` read before it) and the
+        totals kept for ``asked`` (prefix, path prefix) as of it, ``None`` when they must be
+        counted (see :func:`_kept_totals`). A report under a path prefix is not rolled."""
+        prefix, path_prefix = asked
+        cached = self._totals.get(asked) if self._keeper.watching else None
+        position = indexed_report.log_position(conn) if not path_prefix else None
+        totals = _kept_totals(conn, cached, (id(index), generation), prefix)
+        return (id(index), generation, position), totals
 
     def warm(self, index: Index, prefix: str) -> None:
         """Count the report's totals for ``prefix`` now and keep them, as :meth:`memory_report`
@@ -303,20 +317,12 @@ class IndexAnswers:
             # the whole queue: its length is the report's unmerged count, kept and rolled
             # forward (counting it read every unmerged row: 0.4 s at a million episodes)
             generation = index.generation
-            cached = self._totals.get((prefix, None)) if self._keeper.watching else None
             with index.reader() as conn, indexed_report.snapshot(conn):
-                position = indexed_report.log_position(conn)
-                totals = _kept_totals(conn, cached, (id(index), generation), prefix)
-                page = indexed_overview.queue_page(
-                    conn,
-                    prefix,
-                    "",
-                    limit,
-                    offset,
-                    None if totals is None else totals.unmerged_count,
-                )
+                mark, totals = self._kept_at(index, generation, conn, (prefix, None))
+                total = None if totals is None else totals.unmerged_count
+                page = indexed_overview.queue_page(conn, prefix, "", limit, offset, total)
             if totals is not None:
-                self._totals[(prefix, None)] = ((id(index), generation, position), totals)
+                self._totals[(prefix, None)] = (mark, totals)
             return page
 
         return self._keeper.guarded(run)

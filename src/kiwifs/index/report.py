@@ -224,6 +224,12 @@ def changes_since(conn: sqlite3.Connection, since: LogPosition) -> list[tuple[An
     return conn.execute(_LOGGED, (since[1],)).fetchall()
 
 
+def logged_episode(key: bytes, cls: int, lo: bytes, hi: bytes) -> bool:
+    """Whether a logged row (its key and ``kind_class``) is an episode of the prefix whose key
+    range is ``[lo, hi)``: the report's rule (:data:`_EPISODES`) on one side of a change."""
+    return cls == 1 or (cls == 2 and lo <= key < hi)
+
+
 def advanced(
     conn: sqlite3.Connection, totals: Totals, since: LogPosition, prefix: str
 ) -> Totals | None:
@@ -250,7 +256,7 @@ def advanced(
             if key is None:  # the row did not exist on this side
                 held.append(None)
                 continue
-            episode = cls == 1 or (cls == 2 and lo <= key < hi)
+            episode = logged_episode(key, cls, lo, hi)
             if warn or (noid and episode):
                 return None  # its own warnings, or an episode without an id: they move
             if episode:

@@ -10,12 +10,19 @@ log after each write (:func:`coverage`), as it does the report's totals.
 from __future__ import annotations
 
 import sqlite3
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kiwifs.index.memory.timeline import added_times
 from kiwifs.index.record import key_to_rel, py_text
 from kiwifs.index.report import _EPISODES as EPISODES
-from kiwifs.index.report import UNMERGED, LogPosition, changes_since, log_position, prefix_range
+from kiwifs.index.report import (
+    UNMERGED,
+    LogPosition,
+    changes_since,
+    log_position,
+    logged_episode,
+    prefix_range,
+)
 from kiwifs.index.schema import added_hash
 from kiwifs.memory.check import AGE_FROM_COMMIT, AGE_FROM_CREATED, AGE_FROM_MTIME, Oldest
 from kiwifs.memory.overview import FolderCoverage, QueueItem, QueuePage
@@ -46,7 +53,7 @@ def coverage(conn: sqlite3.Connection, prefix: str, kept: Coverage | None = None
 
 
 def _rolled(
-    kept: Coverage, changes: list[tuple[object, ...]], prefix: str, position: LogPosition
+    kept: Coverage, changes: list[tuple[Any, ...]], prefix: str, position: LogPosition
 ) -> Coverage:
     """``kept`` with each logged change applied: the row as it was leaves its folder's counts,
     the row as it is enters its own (an episode by the memory report's rule, unmerged when
@@ -58,7 +65,7 @@ def _rolled(
     superseded = kept.superseded
     for change in changes:
         for sign, (key, cls, covered, sup) in ((-1, change[0:4]), (1, change[8:12])):
-            if not isinstance(key, bytes) or not (cls == 1 or (cls == 2 and lo <= key < hi)):
+            if not isinstance(key, bytes) or not logged_episode(key, cls, lo, hi):
                 continue  # no row on this side, or no episode
             held = counts.setdefault(_folder_of(key, prefix, lo, hi), [0, 0])
             held[0] += sign
@@ -107,8 +114,7 @@ def folder_coverage(conn: sqlite3.Connection, prefix: str) -> list[FolderCoverag
         (lo or b"\xff", hi or b"\xff"),
     )
     for key, unmerged in rows:
-        seg, sep, _ = key.partition(b"\0")
-        counts = outside.setdefault(key_to_rel(seg) + "/" if sep else "", [0, 0])
+        counts = outside.setdefault(_folder_of(key, prefix, lo, hi), [0, 0])
         counts[0] += 1
         counts[1] += bool(unmerged)
     out.extend(FolderCoverage(f, e, u) for f, (e, u) in outside.items())
