@@ -128,6 +128,27 @@ def test_forked_parsing_equals_parsing_here(
     assert len(here) == 60 and forked == here
 
 
+def test_a_jobs_keys_are_let_go_once_its_rows_are_taken(
+    make_root: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild hands its keys to the jobs and lets go of them: the keys of a job whose rows
+    were taken are held by nothing (a million keys were ~90 MB of a rebuild's peak memory)."""
+    root = make_root({f"e/{i:03}.md": f"word {i}\n" for i in range(12)})
+    monkeypatch.setattr(bulk, "CHUNK", 3)
+    keys = sorted(start_walk(root).result().state.sigs)
+    first, last = keys[0], keys[-1]
+    held = sys.getrefcount(first)  # the list's reference, this name's and the call's
+    rows = parsed(os.fspath(root), str(root.resolve()), keys, {}, workers=1)
+    keys.clear()
+    for _ in range(4):  # the first job's three rows, then one of the second job
+        row = next(rows)
+    assert row is not None
+    del row
+    assert sys.getrefcount(first) == held - 1  # only this name holds it now
+    assert sys.getrefcount(last) > held - 1  # a job not yet parsed still holds its keys
+    rows.close()
+
+
 # Parsers started, one row taken, then the rows closed: in a fresh process, which has one
 # thread (the workers are forked only then); prints the workers' pids while they ran and after.
 CLOSED_EARLY = """

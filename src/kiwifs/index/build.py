@@ -80,8 +80,8 @@ DEFERRED_INDEXES = (
     " AND tbl_name IN ('files', 'cover_ids', 'cover_paths', 'links')"
 )
 
-# root, its real path, (key, walk error)s, the typed link fields
-Job = tuple[str, str, list[tuple[bytes, str | None]], tuple[str, ...]]
+# root, its real path, the keys, the walk's errors among them, the typed link fields
+Job = tuple[str, str, list[bytes], dict[bytes, str], tuple[str, ...]]
 # a row's parts plus its text compressed (in the worker: compressing is parsing's cost too)
 # and the counts of the words whose columns the rebuild makes (None: no text, or no words)
 Parts = tuple[
@@ -186,8 +186,8 @@ def _codecs_of(dictionaries: Dictionaries) -> Codecs:
 def _parts_of_job(job: Job, codecs: Codecs, counter: WordCounter | None) -> list[Parts | None]:
     """A job's rows, each with its text's word counts when ``counter`` counts them (all of the
     job's texts at once: a few array operations)."""
-    root, real_root, entries, typed = job
-    rows = [_parts_of(root, real_root, key, error, codecs, typed) for key, error in entries]
+    root, real_root, keys, errors, typed = job
+    rows = [_parts_of(root, real_root, key, errors.get(key), codecs, typed) for key in keys]
     texts = [row[3] for row in rows if row is not None and row[3] is not None]
     counted = iter(counted_rows(counter, texts) if counter is not None and texts else ())
     out: list[Parts | None] = []
@@ -236,12 +236,23 @@ def parsed(
     counted in them (the term columns the load keeps).
 
     The workers start now, before the first row is asked for: a rebuild empties the tables
-    meanwhile (see :class:`ParsedRows`)."""
-    entries = [(key, errors.get(key)) for key in keys]
-    jobs = [(root, real_root, entries[i : i + CHUNK], typed) for i in range(0, len(entries), CHUNK)]
+    meanwhile (see :class:`ParsedRows`). The jobs hold the keys from now on, each job's
+    dropped once its rows are taken: a caller that lets go of ``keys`` frees them as the load
+    goes (a million keys are ~90 MB of a rebuild's peak memory)."""
+    jobs: deque[Job] = deque()
+    for i in range(0, len(keys), CHUNK):
+        chunk = keys[i : i + CHUNK]
+        found = {key: errors[key] for key in chunk if key in errors} if errors else {}
+        jobs.append((root, real_root, chunk, found, typed))
     count = usable_cpus() if workers is None else workers
-    parallel = count > 1 and len(entries) >= threshold and fork_is_safe()
-    return ParsedRows(jobs, dictionaries, count if parallel else 0, words)
+    parallel = count > 1 and len(keys) >= threshold and fork_is_safe()
+    return ParsedRows(_drained(jobs), dictionaries, count if parallel else 0, words)
+
+
+def _drained(jobs: deque[Job]) -> Iterator[Job]:
+    """``jobs`` in order, each removed as it is handed out (so it lives only until parsed)."""
+    while jobs:
+        yield jobs.popleft()
 
 
 class ParsedRows:
@@ -256,7 +267,7 @@ class ParsedRows:
 
     def __init__(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         dictionaries: Dictionaries,
         workers: int,
         words: tuple[str, ...] = (),
