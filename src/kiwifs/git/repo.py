@@ -32,6 +32,7 @@ from kiwifs.files.serverlock import SERVER_LOCK
 from kiwifs.git import owncommits, reflock
 from kiwifs.git.indexfile import BackgroundSync, IndexFile, reconcile_due
 from kiwifs.git.owncommits import MadeCommit, is_knowledge_path
+from kiwifs.git.packing import PACK_AT, Packer
 from kiwifs.git.trees import MODE_TREE as MODE_TREE  # with the other modes, for gitreplay
 from kiwifs.git.trees import TreeCache
 
@@ -44,6 +45,12 @@ EXCLUDE_FILE = Path(".git") / "info" / "exclude"
 
 if TYPE_CHECKING:
     import pygit2
+
+# Attempts at a commit before its error is raised. A packing (kiwifs.git.packing) deletes each
+# object folder it empties, and libgit2, which makes the folder before it moves a new object in
+# from a temporary file, does not make it again: the commit fails ("failed to rename lockfile
+# ... No such file or directory") and is made again from HEAD, which has not moved.
+COMMIT_ATTEMPTS = 3
 
 # Git file modes (tree entry modes), as libgit2 and git define them; a folder's, MODE_TREE, is
 # gittrees's.
@@ -95,10 +102,13 @@ def blob_id(data: bytes) -> str:
 class Git:
     """The git repository of one knowledge root."""
 
-    def __init__(self, root: Path, kept_trees: bool = True) -> None:
+    def __init__(self, root: Path, kept_trees: bool = True, pack_at: int = PACK_AT) -> None:
         self.root = Path(root)
         # trees written from their kept entries (kiwifs.git.trees); False: libgit2's builder
         self.kept_trees = kept_trees
+        # packs the loose objects this process's commits leave (kiwifs.git.packing); pack_at
+        # is Tuning.pack_loose_objects, 0: never
+        self.packer = Packer(self.root, pack_at)
         self._repo: pygit2.Repository | None = None
         self._lock = threading.RLock()
         self._index_file = IndexFile(self.root, self._own_handle)
@@ -218,6 +228,7 @@ class Git:
             self._index_stale = True
         if not self._index_syncer.poke():
             self.sync_index()  # closed: no background thread any more, sync now
+        self.packer.committed()
         return made.id
 
     def commit_objects(
@@ -240,11 +251,15 @@ class Git:
         with self._lock, self._index_file.locked():
             if wanted is not None and not wanted():
                 raise StorageError("git commit not made: the server asking for it is gone")
-            try:
-                reflock.clear_abandoned(self.root)
-                return self._commit(paths, actor, message, trailer, contents)
-            except (git2.GitError, OSError) as exc:
-                raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
+            attempt = 1
+            while True:
+                try:
+                    reflock.clear_abandoned(self.root)
+                    return self._commit(paths, actor, message, trailer, contents)
+                except (git2.GitError, OSError) as exc:
+                    if attempt == COMMIT_ATTEMPTS:
+                        raise StorageError(f"git commit failed: {self._relative(exc)}") from exc
+                    attempt += 1
 
     def _commit(
         self,
@@ -413,7 +428,9 @@ class Git:
             process.start()
 
     def close(self) -> None:
-        """Stop the commit process and the background index syncer after a last sync."""
+        """Stop the commit process and the background index syncer after a last sync, and the
+        packer's checks (a packing under way finishes on its own)."""
+        self.packer.close()
         process, self._process = self._process, None
         if process is not None:
             process.close()

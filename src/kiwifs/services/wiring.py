@@ -63,7 +63,11 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
         # the knobs, read once here and handed to every part that takes one
         self.tuning = tuning if tuning is not None else Tuning.from_env()
         self.storage = Storage(self.root, self.tuning.read_many)
-        repo = git if git is not None else Git(self.root, self.tuning.kept_trees)
+        repo = (
+            git
+            if git is not None
+            else Git(self.root, self.tuning.kept_trees, self.tuning.pack_loose_objects)
+        )
         self.git: Git | None = repo if repo.is_repo() else None
         if self.git is not None:
             self.git.exclude_own_files()  # a repository made without kiwifs ignores them too
@@ -166,7 +170,11 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
 
         if not self.config.versioning.uses_git or not adoption.pending(self.root):
             return
-        git = self.git if self.git is not None else Git(self.root, self.tuning.kept_trees)
+        git = (
+            self.git
+            if self.git is not None
+            else Git(self.root, self.tuning.kept_trees, self.tuning.pack_loose_objects)
+        )
         if background:
             adoption.Adoption(git, LIBRARY_ACTOR).start()
         else:
