@@ -152,7 +152,7 @@ class Packer:
                 return False
             import subprocess  # only a packing starts a process: a report never imports it
 
-            argv = [sys.executable, "-m", "kiwifs.git.repack", os.fspath(self.root)]
+            argv = [sys.executable, "-m", "kiwifs.git.repack", os.fspath(self.root.absolute())]
             try:
                 self._child = subprocess.Popen(
                     argv,
