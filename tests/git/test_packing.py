@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -188,4 +190,20 @@ def test_a_check_in_the_gap_after_a_packing_looks_again_by_itself(root: Path) ->
     assert _loose(root) > 0
     assert wait_for(lambda: _loose(root) == 0, timeout=60)
     packer.close()
+    g.close()
+
+
+def test_a_packing_that_fails_is_logged_and_writes_go_on(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    packs_folder = root / ".git" / "objects" / "pack"
+    shutil.rmtree(packs_folder)
+    packs_folder.write_text("not a folder\n")  # git can write no pack here
+    g = Git(root, pack_at=1)
+    with caplog.at_level(logging.WARNING, logger="kiwifs.git.packing"):
+        _commit(g, "a.md", "a\n")  # its check waits for a pause in commits, then packs
+        assert wait_for(lambda: "packing git objects failed" in caplog.text)
+    _commit(g, "b.md", "b\n")
+    assert git(root, "show", "HEAD:a.md") == "a\n" and git(root, "show", "HEAD:b.md") == "b\n"
+    assert _loose(root) > 0
     g.close()

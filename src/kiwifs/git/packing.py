@@ -50,7 +50,7 @@ CHECK_EVERY = 8  # commits between two estimates (each lists one folder: ~0.1 ms
 SAMPLE = "17"  # the folder of objects counted, as git counts it: its objects x 256
 SAMPLED_AT_LEAST = 2  # objects in it before their bytes count (one big file is not a pile)
 DUTY = 0.1  # the share of time packing may take: the next waits (1 / DUTY - 1) x its duration
-MAX_GAP = 600.0  # ... but never longer than this, in seconds
+MAX_GAP = 600.0  # ... but never longer than this, in seconds (and this after a failed packing)
 LOCK = "kiwifs-pack.lock"  # in the git folder, held by the packing child
 QUIET = 1.0  # seconds with no commit from this process before a packing starts...
 BURST = 8  # ... unless the loose objects are this many times the thresholds
@@ -206,12 +206,14 @@ class Packer:
 
     def _wait(self, child: subprocess.Popen[bytes], started: float) -> None:
         _, err = child.communicate()
-        if child.returncode:
+        took = time.monotonic() - started
+        if child.returncode:  # a broken repository, no git: tried again after the longest gap
             lines = err.decode("utf-8", "replace").strip().splitlines()
             log.warning("packing git objects failed: %s", lines[-1] if lines else child.returncode)
-        took = time.monotonic() - started
-        log.info("packed git objects in %.1f s", took)
-        gap = min(took * (1 / DUTY - 1), MAX_GAP)
+            gap = MAX_GAP
+        else:
+            log.info("packed git objects in %.1f s", took)
+            gap = min(took * (1 / DUTY - 1), MAX_GAP)
         with self._lock:
             self._child = None
             self._not_before = time.monotonic() + gap
