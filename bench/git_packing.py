@@ -31,7 +31,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -40,16 +39,12 @@ from pathlib import Path
 
 import httpx
 from first_serve import wait_ready  # bench/first_serve.py
+from write_throughput import free_port, kiwifs_command  # bench/write_throughput.py
 
 from kiwifs.git.packing import locked
 
 QUIET = 60.0  # seconds with no packing after which the packed side counts as settled
 SIDES = {"never": {"pack_loose_objects": 0}, "packed": {}}
-TUNED_SERVE = (
-    "import json, sys; from kiwifs.cli import cli; from kiwifs.tuning import Tuning;"
-    " cli.main(sys.argv[2:], prog_name='kiwifs',"
-    " obj=Tuning.from_env().but(**json.loads(sys.argv[1])))"
-)
 
 
 def largest_folders(root: Path, count: int = 12) -> list[str]:
@@ -62,13 +57,10 @@ def largest_folders(root: Path, count: int = 12) -> list[str]:
 
 
 def serve(root: Path, tuning: dict[str, object]) -> tuple[subprocess.Popen[bytes], str]:
-    port = 3400 + random.randint(100, 900)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", TUNED_SERVE, json.dumps(tuning), "serve", "--root", str(root)]
-        + ["--port", str(port)],
-        stderr=subprocess.DEVNULL,
-    )
-    return proc, f"http://127.0.0.1:{port}"
+    """``kiwifs serve`` on ``root`` with ``tuning``'s fields changed, and its address."""
+    port = free_port()
+    cmd = [*kiwifs_command(tuning), "serve", "--root", str(root), "--port", str(port)]
+    return subprocess.Popen(cmd, stderr=subprocess.DEVNULL), f"http://127.0.0.1:{port}"
 
 
 def put_episodes(base: str, folders: list[str], writes: int, clients: int) -> float:

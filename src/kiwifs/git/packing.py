@@ -104,6 +104,7 @@ class Packer:
         self.root = root
         self.at = at
         self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)  # notified once a packing's child ends
         self._commits = 0
         self._child: subprocess.Popen[bytes] | None = None
         self._not_before = 0.0  # time.monotonic() before which no packing starts
@@ -196,13 +197,9 @@ class Packer:
         self.check()
 
     def wait(self, timeout: float | None = None) -> None:
-        """Wait for the packing this packer started, if one runs (tests, benchmarks)."""
-        child = self._child
-        if child is not None:
-            child.wait(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._child is not None and (deadline is None or time.monotonic() < deadline):
-            time.sleep(0.01)  # the thread below clears it once it has read the child's end
+        """Wait for the packing this packer started, if one runs, to end (tests)."""
+        with self._ended:
+            self._ended.wait_for(lambda: self._child is None, timeout)
 
     def _wait(self, child: subprocess.Popen[bytes], started: float) -> None:
         _, err = child.communicate()
@@ -216,6 +213,7 @@ class Packer:
             gap = min(took * (1 / DUTY - 1), MAX_GAP)
         with self._lock:
             self._child = None
+            self._ended.notify_all()
             self._not_before = time.monotonic() + gap
             if self._again:
                 self._again = False

@@ -63,11 +63,7 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
         # the knobs, read once here and handed to every part that takes one
         self.tuning = tuning if tuning is not None else Tuning.from_env()
         self.storage = Storage(self.root, self.tuning.read_many)
-        repo = (
-            git
-            if git is not None
-            else Git(self.root, self.tuning.kept_trees, self.tuning.pack_loose_objects)
-        )
+        repo = git if git is not None else self._new_git()
         self.git: Git | None = repo if repo.is_repo() else None
         if self.git is not None:
             self.git.exclude_own_files()  # a repository made without kiwifs ignores them too
@@ -170,17 +166,17 @@ class Wiring(LinkReads, FileAmendments, FileMoves):
 
         if not self.config.versioning.uses_git or not adoption.pending(self.root):
             return
-        git = (
-            self.git
-            if self.git is not None
-            else Git(self.root, self.tuning.kept_trees, self.tuning.pack_loose_objects)
-        )
+        git = self.git if self.git is not None else self._new_git()
         if background:
             adoption.Adoption(git, LIBRARY_ACTOR).start()
         else:
             adoption.adopt_now(git, LIBRARY_ACTOR)
         self.git = git
         self.pipeline.git = git
+
+    def _new_git(self) -> Git:
+        """The root's repository, with the tuning's commit and packing knobs."""
+        return Git(self.root, self.tuning.kept_trees, self.tuning.pack_loose_objects)
 
     def episodes_prefix(self, prefix: str | None = None) -> str:
         """The prefix in force: the argument, else ``[memory]`` config, else ``episodes/``."""
