@@ -135,3 +135,25 @@ def test_a_write_waiting_on_the_import_is_told_so(tmp_path: Path) -> None:
     committer.close()
     repo.close()
     assert _committed(root, "a.md") == "# A\n"
+
+
+@pytest.mark.parametrize("pack_at", [1, 0])
+def test_the_import_packs_its_objects_as_the_tuning_says(tmp_path: Path, pack_at: int) -> None:
+    from kiwifs.git.adoption import Adoption
+    from kiwifs.git.packing import loose
+    from waiting import wait_for
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    _files(root, 30)
+    repo = Git(root, pack_at=pack_at)
+    Adoption(repo, "kiwifs").start()
+    assert wait_for(lambda: not repo.importing, LONG)
+    # the 30 files and the .gitattributes the repository was made with
+    assert git_line(root, "log", "-1", "--format=%s") == import_message("kiwifs", 31)
+    objects = root / ".git" / "objects"
+    if pack_at:  # the child's commit starts a packing (30 files: more than 8x the threshold)
+        assert wait_for(lambda: loose(objects, exact=True)[0] == 0, LONG)
+    else:
+        assert loose(objects, exact=True)[0] > 30  # a blob a file, and trees and the commit
+    repo.close()

@@ -72,6 +72,7 @@ class Adoption:
         self.git.init()
         self.git.begin_import()
         argv = [sys.executable, "-m", "kiwifs.git.adoption", os.fspath(self.git.root), self.actor]
+        argv.append(str(self.git.packer.at))  # its commit packs as this repository's would
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except OSError as exc:
@@ -102,13 +103,15 @@ def _mark(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The child: import the root's files, write the git index file, remove the marker.
+    Its arguments: the root, the actor, and the server's ``Tuning.pack_loose_objects`` (the
+    import's loose objects are packed as the server's own commits' would be).
 
     It runs at a lower priority, so the server's requests get the CPU first: on a machine of
     two cores the import of a million files takes one core for ten minutes."""
-    root, actor = argv if argv is not None else sys.argv[1:3]
+    root, actor, pack_at = argv if argv is not None else sys.argv[1:4]
     if argv is None:  # the child process, not a test calling it in its own
         yield_the_cpu()
-    git = Git(Path(root))
+    git = Git(Path(root), pack_at=int(pack_at))
     try:
         git.adopt(actor, lambda n: import_message(actor, n))
     except StorageError as exc:
